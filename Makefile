@@ -1,0 +1,44 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    -> creates .venv from the hash-checked lock the first time, then starts the app
+#   make test   -> the same set-up, then the whole test suite (engine and GUI as two pytest processes)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# llama-cpp-python builds from source; a native build dies with "Illegal instruction" here.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export QT_API := pyside6
+
+.PHONY: run test test-engine test-gui lint bench screenshot lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ctxbench $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m ruff check app engine widgets tests benchmarks
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/engine tests/test_boundary.py tests/test_supply_chain.py -p no:pytestqt $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/app tests/widgets -p no:asyncio $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/python -m ruff check app engine widgets tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks $(ARGS)
+
+screenshot: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.screenshot docs/screenshot.png
+
+# Regenerate the lock (needs pip-tools): make lock
+lock:
+	$(BIN)/python -m piptools compile --generate-hashes --allow-unsafe --strip-extras -o requirements.lock requirements.in
+
+clean:
+	rm -rf $(VENV) build *.egg-info

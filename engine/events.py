@@ -1,0 +1,128 @@
+"""Dataclass events the engine emits and the UI / CLI subscribe to.
+
+Every event has a ``type`` (its JSON tag) and serialises with :func:`event_to_json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from engine.budget import ContextSnapshot
+from engine.messages import Message, now_iso
+
+TRIGGERS = ("auto", "proactive", "reactive", "manual")
+
+
+@dataclass
+class Event:
+    type: ClassVar[str] = "event"
+
+
+@dataclass
+class MessageAdded(Event):
+    type: ClassVar[str] = "message"
+    message: Message
+    tokens: int = 0
+
+
+@dataclass
+class TextDelta(Event):
+    type: ClassVar[str] = "text_delta"
+    message_id: str
+    text: str
+    reasoning: bool = False
+
+
+@dataclass
+class ToolCallStarted(Event):
+    type: ClassVar[str] = "tool_call_started"
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class ToolCallFinished(Event):
+    type: ClassVar[str] = "tool_call_finished"
+    call_id: str
+    name: str
+    ok: bool
+    result_preview: str
+    result_bytes: int
+    offload_path: str | None = None
+
+
+@dataclass
+class ContextUpdated(Event):
+    """One per LLM call (and on demand): the regions of the request."""
+
+    type: ClassVar[str] = "context"
+    snapshot: ContextSnapshot
+
+
+@dataclass
+class CompactionStarted(Event):
+    type: ClassVar[str] = "compaction_started"
+    trigger: str
+
+
+@dataclass
+class CompactionEvent(Event):
+    """A compaction that finished (applied, or fell back); recorded in events.jsonl."""
+
+    type: ClassVar[str] = "compaction"
+    trigger: str  # auto | proactive | reactive | manual
+    tokens_before: int
+    tokens_after: int
+    messages_compacted: int
+    messages_kept: int
+    duration_ms: float
+    result: str  # "summarized" | "dropped" | "undone" | "nothing" | "failed"
+    summary: str = ""
+    reason: str = ""
+    archive_day: str = ""
+    ts: str = field(default_factory=now_iso)
+    id: str = ""
+
+
+@dataclass
+class CompactionFailed(Event):
+    type: ClassVar[str] = "compaction_failed"
+    trigger: str
+    reason: str
+
+
+@dataclass
+class ErrorEvent(Event):
+    type: ClassVar[str] = "error"
+    kind: str  # context_window | transient | auth | bad_request | tool | internal | cancelled
+    message: str
+    retrying: bool = False
+    attempt: int = 0
+
+
+@dataclass
+class StateChanged(Event):
+    type: ClassVar[str] = "state"
+    state: str  # idle | streaming | tool | compacting
+
+
+@dataclass
+class TurnFinished(Event):
+    type: ClassVar[str] = "turn_finished"
+    ok: bool
+    interrupted: bool = False
+    iterations: int = 0
+    final_text: str = ""
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """A flat JSON object with a ``type`` field; snapshots carry ``window`` and ``regions``."""
+    if isinstance(event, ContextUpdated):
+        data = event.snapshot.to_json()
+        data["type"] = event.type
+        return data
+    data = asdict(event)
+    data["type"] = event.type
+    return data

@@ -1,0 +1,89 @@
+"""Durable file primitives: fsync'd appends and atomic replaces (temp file + rename)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so that a rename or a new file in it survives a crash."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically: write a temp file beside it, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+
+
+def dumps_line(obj: Any) -> bytes:
+    """One JSON Lines record: compact, UTF-8, newline-terminated, no raw newlines inside."""
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def append_lines(path: Path, records: Iterable[Any], *, sync: bool = True) -> int:
+    """Append JSON records to a JSONL file as one write, fsync'd; return bytes written.
+
+    If the file ends with a torn (unterminated) line, a newline is written first so the new
+    records start on their own line.
+    """
+    path = Path(path)
+    data = b"".join(dumps_line(r) for r in records)
+    if not data:
+        return 0
+    new = not path.exists()
+    if new:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab+") as fh:
+        if not new and fh.seek(0, os.SEEK_END) > 0:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                data = b"\n" + data
+        fh.write(data)
+        fh.flush()
+        if sync:
+            os.fsync(fh.fileno())
+    if new and sync:
+        fsync_dir(path.parent)
+    return len(data)
+
+
+def write_lines_atomic(path: Path, records: Iterable[Any]) -> None:
+    """Replace a JSONL file with ``records`` atomically."""
+    atomic_write_bytes(path, b"".join(dumps_line(r) for r in records))

@@ -1,0 +1,109 @@
+"""Turns: the unit of compression. Cuts never separate a tool call from its result."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.messages import Message, call_ids
+
+
+def parse_turn_boundaries(history: Sequence[Message]) -> list[int]:
+    """Index of every ``user`` message, ascending."""
+    return [i for i, m in enumerate(history) if m.get("role") == "user"]
+
+
+def find_safe_boundary(history: Sequence[Message], target_index: int) -> int:
+    """A cut index at or near ``target_index`` that starts a turn.
+
+    Empty history or target ≤ 0 → 0; target ≥ len → len; no user message → target; else the last
+    user index ≤ target if it is > 0, else the first user index > target, else 0.
+    """
+    n = len(history)
+    if n == 0 or target_index <= 0:
+        return 0
+    if target_index >= n:
+        return n
+    users = parse_turn_boundaries(history)
+    if not users:
+        return target_index
+    last_before = -1
+    for i in users:
+        if i <= target_index:
+            last_before = i
+        else:
+            break
+    if last_before > 0:
+        return last_before
+    for i in users:
+        if i > target_index:
+            return i
+    return 0
+
+
+def is_self_contained(messages: Sequence[Message]) -> bool:
+    """True when every tool result's call and every call's result are both inside ``messages``."""
+    calls: set[str] = set()
+    results: set[str] = set()
+    for m in messages:
+        if m.get("role") == "assistant":
+            calls.update(call_ids(m))
+        elif m.get("role") == "tool":
+            results.add(str(m.get("tool_call_id") or ""))
+    return calls == results
+
+
+def cut_is_clean(history: Sequence[Message], index: int) -> bool:
+    """True when cutting ``history`` at ``index`` leaves no call and result on opposite sides."""
+    if index <= 0 or index >= len(history):
+        return True
+    before_calls: set[str] = set()
+    for m in history[:index]:
+        if m.get("role") == "assistant":
+            before_calls.update(call_ids(m))
+    for m in history[index:]:
+        if m.get("role") == "tool" and str(m.get("tool_call_id") or "") in before_calls:
+            return False
+    # A result before the cut whose call is after it cannot happen in a well-ordered history, but
+    # an imported log may hold one: treat it as unclean too.
+    after_calls: set[str] = set()
+    for m in history[index:]:
+        if m.get("role") == "assistant":
+            after_calls.update(call_ids(m))
+    return not any(
+        m.get("role") == "tool" and str(m.get("tool_call_id") or "") in after_calls for m in history[:index]
+    )
+
+
+def clean_cut_points(history: Sequence[Message]) -> list[bool]:
+    """``ok[i]`` is True when a cut at index ``i`` (0..len) separates no call from its result.
+
+    One pass forward and one backward: O(n) for the whole history. A cut is unclean when a call
+    made before it is answered after it, or a result before it answers a call made after it (which
+    only malformed logs contain). Results whose call is missing entirely (interrupted runs) do not
+    block a cut; neither do calls that are never answered.
+    """
+    n = len(history)
+    # position of each call id's assistant message and of each of its results
+    call_pos: dict[str, int] = {}
+    for i, m in enumerate(history):
+        if m.get("role") == "assistant":
+            for cid in call_ids(m):
+                call_pos.setdefault(cid, i)
+    # For each result at j answering a call at i != j, cuts strictly between min and max are bad.
+    bad = [0] * (n + 2)
+    for j, m in enumerate(history):
+        if m.get("role") != "tool":
+            continue
+        cid = str(m.get("tool_call_id") or "")
+        i = call_pos.get(cid)
+        if i is None or i == j:
+            continue
+        lo, hi = min(i, j), max(i, j)
+        bad[lo + 1] += 1
+        bad[hi + 1] -= 1
+    ok = []
+    running = 0
+    for k in range(n + 1):
+        running += bad[k]
+        ok.append(running == 0)
+    return ok
