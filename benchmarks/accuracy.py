@@ -1,0 +1,148 @@
+"""Token accounting accuracy against what a real provider billed.
+
+Each assistant message of the real trajectories carries ``extra.response.usage.prompt_tokens``: the
+provider's count for the request made of every message before it plus one ``bash`` tool definition.
+For every such call this prints the error of
+
+- the heuristic (SPEC §1: chars × 2 // 5 + 12 per message),
+- the exact counter (``litellm.token_counter`` for the run's model),
+- the calibrated count (the last call's reported tokens plus the scaled estimate of what was added),
+  over both raw estimators,
+
+as median and 90th percentile of |estimate − actual| / actual. Targets: calibrated median < 1 %,
+90th percentile < 2 %.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.budget import Calibrator
+from engine.messages import Message, to_wire
+from engine.tokens import estimate_message_tokens, estimate_tool_defs_tokens
+
+REPO = Path(__file__).resolve().parent.parent
+TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
+
+# mini-swe-agent's single tool, as its tool-calling config declares it
+BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Execute a bash command",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
+            "required": ["command"],
+        },
+    },
+}
+
+
+@dataclass
+class Call:
+    request: list[Message]  # wire messages sent (system first)
+    actual: int  # provider's prompt_tokens
+
+
+def load_calls(path: Path) -> tuple[str, list[Call]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    model = str(data.get("info", {}).get("config", {}).get("model", {}).get("model_name", "gpt-4o"))
+    messages = [m for m in data["messages"] if m.get("role") in ("system", "user", "assistant", "tool")]
+    calls: list[Call] = []
+    for i, msg in enumerate(messages):
+        usage = ((msg.get("extra") or {}).get("response") or {}).get("usage") or {}
+        if msg["role"] == "assistant" and usage.get("prompt_tokens"):
+            request = [dict(to_wire(m), id=str(j)) for j, m in enumerate(messages[:i])]
+            calls.append(Call(request, int(usage["prompt_tokens"])))
+    return model, calls
+
+
+def _errors(estimates: Sequence[float], actuals: Sequence[int]) -> list[float]:
+    return [abs(e - a) / a for e, a in zip(estimates, actuals, strict=True)]
+
+
+def _p90(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+
+
+def calibrated_series(raw: Sequence[int], calls: Sequence[Call]) -> list[float]:
+    """Calibrated estimate of every call after the first, using only earlier reports."""
+    cal = Calibrator()
+    out: list[float] = []
+    for k, call in enumerate(calls):
+        ids = [str(m["id"]) for m in call.request]
+        if k > 0:
+            out.append(cal.calibrate(raw[k], ids))
+        cal.record(raw[k], call.actual, ids)
+    return out
+
+
+def exact_counter(model: str) -> Callable[[list[Message]], int]:
+    from engine import llm
+
+    tools_tokens = llm.tools_token_counter(model, [BASH_TOOL])
+
+    def count(request: list[Message]) -> int:
+        return llm.token_counter(model, [to_wire(m) for m in request]) + tools_tokens
+
+    return count
+
+
+@dataclass
+class Row:
+    name: str
+    median: float
+    p90: float
+    n: int
+
+
+def measure(paths: Sequence[Path] | None = None, *, exact: bool = True) -> list[Row]:
+    paths = list(paths or sorted(TRAJECTORIES.glob("*.traj.json")))
+    heur_err: list[float] = []
+    exact_err: list[float] = []
+    cal_h_err: list[float] = []
+    cal_e_err: list[float] = []
+    tools_tokens = estimate_tool_defs_tokens([BASH_TOOL])
+    for path in paths:
+        model, calls = load_calls(path)
+        actual = [c.actual for c in calls]
+        raw_h = [sum(estimate_message_tokens(m) for m in c.request) + tools_tokens for c in calls]
+        heur_err += _errors(raw_h, actual)
+        cal_h_err += _errors(calibrated_series(raw_h, calls), actual[1:])
+        if exact:
+            counter = exact_counter(model)
+            raw_e = [counter(c.request) for c in calls]
+            exact_err += _errors(raw_e, actual)
+            cal_e_err += _errors(calibrated_series(raw_e, calls), actual[1:])
+    rows = [Row("heuristic (chars×2/5)", statistics.median(heur_err), _p90(heur_err), len(heur_err))]
+    if exact:
+        rows.append(Row("exact (litellm.token_counter)", statistics.median(exact_err), _p90(exact_err),
+                        len(exact_err)))
+    rows.append(Row("calibrated heuristic", statistics.median(cal_h_err), _p90(cal_h_err), len(cal_h_err)))
+    if exact:
+        rows.append(Row("calibrated exact", statistics.median(cal_e_err), _p90(cal_e_err), len(cal_e_err)))
+    return rows
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    rows = measure(exact="--no-exact" not in argv)
+    print(f"token accuracy vs provider-reported prompt_tokens ({TRAJECTORIES})")
+    print(f"{'estimator':34} {'median':>8} {'p90':>8} {'calls':>6}")
+    for r in rows:
+        print(f"{r.name:34} {r.median:8.2%} {r.p90:8.2%} {r.n:6d}")
+    cal = [r for r in rows if r.name.startswith("calibrated")]
+    ok = all(r.median < 0.01 and r.p90 < 0.02 for r in cal)
+    print(f"target: calibrated median < 1%, p90 < 2%  -> {'MET' if ok else 'NOT MET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

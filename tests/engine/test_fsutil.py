@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.fsutil import append_lines, atomic_write_json, atomic_write_text, write_lines_atomic
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
+    p = tmp_path / "sub" / "f.json"
+    atomic_write_json(p, {"a": 1})
+    atomic_write_text(p, "second")
+    assert p.read_text() == "second"
+    assert [x.name for x in p.parent.iterdir()] == ["f.json"]
+
+
+def test_append_lines_terminates_torn_line(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    append_lines(p, [{"n": 1}])
+    with open(p, "ab") as fh:
+        fh.write(b'{"n": 2, "torn')  # crash mid-write
+    append_lines(p, [{"n": 3}, {"n": 4}])
+    lines = p.read_bytes().split(b"\n")
+    assert json.loads(lines[0]) == {"n": 1}
+    assert lines[1] == b'{"n": 2, "torn'
+    assert [json.loads(x) for x in lines[2:4]] == [{"n": 3}, {"n": 4}]
+    assert append_lines(p, []) == 0
+
+
+def test_lines_are_single_line_utf8(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    write_lines_atomic(p, [{"t": "a\nb é"}])
+    data = p.read_bytes()
+    assert data.count(b"\n") == 1 and "é".encode() in data

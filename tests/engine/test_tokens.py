@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.messages import tool_call
+from engine.tokens import (
+    HeuristicEstimator,
+    TokenCache,
+    TokenLedger,
+    estimate_message_tokens,
+    estimate_tool_defs_tokens,
+    estimate_text_tokens,
+    make_estimator,
+)
+
+
+def test_plain_user_message() -> None:
+    # 10 chars + 12 overhead = 22 → 22*2//5 = 8
+    assert estimate_message_tokens({"role": "user", "content": "a" * 10}) == 8
+
+
+def test_empty_and_none_content_count_only_overhead() -> None:
+    assert estimate_message_tokens({"role": "assistant", "content": None}) == 12 * 2 // 5
+    assert estimate_message_tokens({"role": "assistant", "content": ""}) == 4
+
+
+def test_code_points_not_bytes() -> None:
+    # "é" is 2 bytes, "😀" 4 bytes: each counts as one character
+    msg = {"role": "user", "content": "é😀" * 10}
+    assert estimate_message_tokens(msg) == (20 + 12) * 2 // 5
+
+
+def test_reasoning_tool_calls_and_tool_call_id_count() -> None:
+    call = tool_call("call_1", "bash", '{"command": "ls"}')
+    msg = {"role": "assistant", "content": "hi", "reasoning_content": "think", "tool_calls": [call]}
+    chars = 2 + 5 + len("call_1") + len("function") + len("bash") + len('{"command": "ls"}') + 12
+    assert estimate_message_tokens(msg) == chars * 2 // 5
+    tool = {"role": "tool", "content": "out", "tool_call_id": "call_1"}
+    assert estimate_message_tokens(tool) == (3 + 6 + 12) * 2 // 5
+
+
+def test_content_parts_and_media() -> None:
+    msg = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "abcde"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            {"type": "text", "text": "fghij"},
+            {"type": "input_audio", "input_audio": {"data": "xx", "format": "wav"}},
+        ],
+    }
+    assert estimate_message_tokens(msg) == (10 + 12) * 2 // 5 + 2 * 256
+
+
+def test_metadata_is_not_counted() -> None:
+    base = {"role": "user", "content": "hello"}
+    with_meta = dict(base, id="x" * 32, ts="2026-01-01T00:00:00+00:00", pinned=True)
+    assert estimate_message_tokens(base) == estimate_message_tokens(with_meta)
+
+
+def test_malformed_tool_calls_do_not_crash() -> None:
+    msg: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [{"id": None}, "junk", {}]}
+    assert estimate_message_tokens(msg) == 4
+
+
+def test_tool_defs_formula() -> None:
+    params = {"type": "object", "properties": {"command": {"type": "string"}}}
+    tools = [
+        {"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": params}},
+        {"type": "function", "function": {"name": "ls", "description": "", "parameters": {}}},
+    ]
+    expected = (4 + 13 + len(json.dumps(params)) + 20 + 2 + 0 + 2 + 20) * 2 // 5
+    assert estimate_tool_defs_tokens(tools) == expected
+    assert estimate_tool_defs_tokens([]) == 0
+    assert estimate_tool_defs_tokens(None) == 0
+
+
+def test_tool_defs_sum_before_rounding() -> None:
+    # each alone rounds down to 8 (21*2//5); together 42*2//5 = 16 — the sum is taken first
+    one = {"type": "function", "function": {"name": "a", "description": ""}}
+    assert estimate_tool_defs_tokens([one]) == 8
+    assert estimate_tool_defs_tokens([one, one]) == 16
+    three = [one] * 3  # 63 chars → 25, not 24
+    assert estimate_tool_defs_tokens(three) == 25
+
+
+def test_text_tokens() -> None:
+    assert estimate_text_tokens("") == 0
+    assert estimate_text_tokens("x" * 100) == 40
+
+
+def test_make_estimator_rejects_unknown() -> None:
+    try:
+        make_estimator("magic")
+    except ValueError as exc:
+        assert "magic" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("expected ValueError")
+
+
+def test_cache_hits_on_unchanged_messages() -> None:
+    cache = TokenCache(HeuristicEstimator())
+    msgs = [{"role": "user", "content": f"message {i}"} for i in range(50)]
+    cache.total(msgs)
+    assert cache.misses == 50
+    cache.total(msgs)
+    assert cache.misses == 50 and cache.hits == 50
+
+
+class _CountingEstimator(HeuristicEstimator):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def message(self, msg: dict[str, Any]) -> int:
+        self.calls += 1
+        return super().message(msg)
+
+
+def test_ledger_reestimates_only_changed_messages() -> None:
+    est = _CountingEstimator()
+    history = [{"role": "user", "content": f"m{i} " * (i + 1)} for i in range(100)]
+    ledger = TokenLedger(TokenCache(est), history)
+    assert est.calls == 100
+    history[10] = {"role": "user", "content": "changed"}
+    history[20]["content"] = "edited in place"
+    history.append({"role": "assistant", "content": "new"})
+    ledger.sync(history)
+    assert est.calls == 103
+    assert ledger.total == sum(estimate_message_tokens(m) for m in history)
+
+
+def test_ledger_append_is_incremental() -> None:
+    est = _CountingEstimator()
+    ledger = TokenLedger(TokenCache(est))
+    for i in range(10):
+        ledger.append({"role": "user", "content": "x" * i})
+    assert est.calls == 10
+    assert ledger.total == sum(ledger.counts)
+
+
+_content = st.one_of(
+    st.none(),
+    st.text(max_size=40),
+    st.lists(
+        st.one_of(
+            st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=20)),
+            st.just({"type": "image_url", "image_url": {"url": "http://x"}}),
+        ),
+        max_size=3,
+    ),
+)
+_message = st.builds(
+    lambda role, content, cid: {"role": role, "content": content, **({"tool_call_id": cid} if cid else {})},
+    st.sampled_from(["user", "assistant", "tool"]),
+    _content,
+    st.one_of(st.none(), st.text(min_size=1, max_size=8)),
+)
+_edit = st.tuples(
+    st.sampled_from(["append", "insert", "delete", "replace", "mutate", "truncate"]),
+    _message,
+    st.integers(min_value=0, max_value=1000),
+    st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_message, max_size=20), st.lists(_edit, max_size=25))
+def test_cached_totals_equal_fresh_recount_after_random_edits(initial: list[Any], edits: list[Any]) -> None:
+    history = [dict(m) for m in initial]
+    ledger = TokenLedger(TokenCache(HeuristicEstimator()), history)
+    for op, msg, pos, sync_now in edits:
+        msg = dict(msg)
+        n = len(history)
+        if op == "append":
+            history.append(msg)
+            ledger.append(msg)
+        elif op == "insert":
+            history.insert(pos % (n + 1), msg)
+        elif op == "delete" and n:
+            del history[pos % n]
+        elif op == "replace" and n:
+            history[pos % n] = msg
+        elif op == "mutate" and n:
+            history[pos % n]["content"] = msg["content"]
+        elif op == "truncate":
+            del history[pos % (n + 1):]
+        if sync_now:
+            ledger.sync(history)
+    ledger.sync(history)
+    fresh = [estimate_message_tokens(m) for m in history]
+    assert ledger.counts == fresh
+    assert ledger.total == sum(fresh)
