@@ -175,10 +175,13 @@ def store_api_key(provider: str, key: str) -> None:
 
         keyring.set_password(KEYRING_SERVICE, provider, key.strip())
     except ImportError as exc:
-        raise RuntimeError("the keyring package is not installed; set the key in an environment variable") from exc
+        raise RuntimeError(
+            "the keyring package is not installed; set the key in an environment variable"
+        ) from exc
     except (KeyringError, OSError) as exc:
         raise RuntimeError(
-            f"no usable OS keyring ({scrub(str(exc))}); set {env_var_for(provider)} in the environment instead"
+            f"no usable OS keyring ({scrub(str(exc))}); "
+            f"set {env_var_for(provider)} in the environment instead"
         ) from None
     remember_secret(key.strip())
 

@@ -110,7 +110,9 @@ SEARCH_TEXT_SPEC = _spec(
         "ignore_case": {"type": "boolean", "description": "Case-insensitive match."},
         "max_results": {
             "type": "integer",
-            "description": f"Most matches to return (default {SEARCH_DEFAULT_RESULTS}, max {SEARCH_MAX_RESULTS}).",
+            "description": (
+                f"Most matches to return (default {SEARCH_DEFAULT_RESULTS}, max {SEARCH_MAX_RESULTS})."
+            ),
             "minimum": 1,
         },
     },
@@ -384,7 +386,7 @@ class ToolBox:
             total = 0
             last = start_line - 1
             cut_by_bytes = False
-            for total, raw in enumerate(fh, start=1):  # noqa: B007 - total is used after the loop
+            for total, raw in enumerate(fh, start=1):
                 if total < start_line or cut_by_bytes or len(out) >= max_lines:
                     continue
                 line = raw.decode("utf-8", errors="replace")

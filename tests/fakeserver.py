@@ -396,7 +396,8 @@ def _usage(resp: Response, body: dict[str, Any]) -> dict[str, int] | None:
         for ev in resp.get("events") or []:
             out_chars += len(ev.get("text") or ev.get("reasoning") or "")
             if "tool_call" in ev:
-                out_chars += len(ev["tool_call"].get("arguments") or "") + len(ev["tool_call"].get("name") or "")
+                call = ev["tool_call"]
+                out_chars += len(call.get("arguments") or "") + len(call.get("name") or "")
         prompt = max(1, prompt_chars(body) // 4)
         completion = max(1, out_chars // 4)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
