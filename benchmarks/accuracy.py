@@ -70,7 +70,7 @@ def _errors(estimates: Sequence[float], actuals: Sequence[int]) -> list[float]:
 
 def _p90(values: Sequence[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
 def calibrated_series(raw: Sequence[int], calls: Sequence[Call]) -> list[float]:

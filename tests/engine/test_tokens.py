@@ -12,8 +12,8 @@ from engine.tokens import (
     TokenCache,
     TokenLedger,
     estimate_message_tokens,
-    estimate_tool_defs_tokens,
     estimate_text_tokens,
+    estimate_tool_defs_tokens,
     make_estimator,
 )
 

@@ -69,7 +69,7 @@ def test_safe_boundary_user_not_at_start() -> None:
 def _with_calls() -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": [tool_call("c1", "ls", "{}"), tool_call("c2", "ls", "{}")]},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("c1", "ls", "{}"), tool_call("c2", "f", "{}")]},
         {"role": "tool", "tool_call_id": "c1", "content": "a"},
         {"role": "tool", "tool_call_id": "c2", "content": "b"},
         {"role": "assistant", "content": "done"},
@@ -81,8 +81,8 @@ def test_self_contained_and_clean_cuts() -> None:
     assert is_self_contained(h)
     assert not is_self_contained(h[:3])
     assert not is_self_contained(h[2:])
-    assert [cut_is_clean(h, i) for i in range(6)] == [True, True, True, False, False, True]
-    assert clean_cut_points(h) == [True, True, True, False, False, True]
+    assert [cut_is_clean(h, i) for i in range(6)] == [True, True, False, False, True, True]
+    assert clean_cut_points(h) == [True, True, False, False, True, True]
 
 
 def test_missing_result_does_not_block_cuts() -> None:
