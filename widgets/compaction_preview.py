@@ -1,0 +1,481 @@
+"""The compaction preview: see what a compaction would do before it happens, edit it, apply or discard.
+
+Non-modal: the app shows it with ``open()``/``show()`` and listens to its signals — never ``exec()``
+(a nested event loop inside an async slot breaks qasync).
+
+Layout: the before/after stacked bars side by side (same region colours as the context chart, drawn
+against the same window scale), the plan (every history message marked *compacted* or *kept* with its
+tokens), the generated summary in an editor with "Regenerate" and an instruction field, and
+Apply / Discard. While the summary is being generated, a busy bar with Cancel replaces the buttons.
+
+Public API of :class:`CompactionPreview`
+----------------------------------------
+Signals:
+    apply_requested(str)        the (possibly edited) summary to apply
+    discard_requested()         Discard, Esc or the window's close button (emitted once per plan)
+    regenerate_requested(str)   regenerate the summary with this instruction ("" = none)
+    cancel_requested()          cancel the running summary call
+    summary_edited(str)         the user edited the summary (debounced) — the app may answer with
+                                set_after(snapshot) to update the "after" bar
+Methods:
+    set_plan(before, after, compacted, kept, tokens_by_id=None, instruction="")
+        before/after: ContextSnapshot or its to_json() dict; compacted/kept: message dicts
+    set_after(after)            update the "after" bar only
+    set_summary(text)           the generated summary (replaces the editor text; not an edit)
+    summary() -> str
+    set_busy(busy, text="Generating the summary…")
+    set_error(text)             a reason shown above the buttons ("" clears)
+    instruction() -> str
+    plan_rows() -> list[tuple[str, str, int]]   (status, role, tokens) per plan row (tests)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QColor, QFontMetrics, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.budget import ContextSnapshot
+from engine.messages import preview
+from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
+
+
+def _regions(s: ContextSnapshot) -> dict[str, int]:
+    used = s.system + s.summary + s.history + s.tools + s.reserve + s.draft
+    return {
+        "system": s.system,
+        "summary": s.summary,
+        "history_user": s.history_user,
+        "history_assistant": s.history_assistant,
+        "history_tool": s.history_tool,
+        "tools": s.tools,
+        "draft": s.draft,
+        "reserve": s.reserve,
+        "free": max(0, s.window - used),
+    }
+
+
+def _snap(value: ContextSnapshot | dict[str, Any] | None) -> ContextSnapshot | None:
+    if value is None or isinstance(value, ContextSnapshot):
+        return value
+    return ContextSnapshot.from_json(value)
+
+
+class StackedBars(QWidget):
+    """Vertical stacked bars drawn with QPainter, on one shared token scale, with threshold/limit lines."""
+
+    def __init__(self, parent: QWidget | None = None, pal: Palette | None = None) -> None:
+        super().__init__(parent)
+        self._pal = pal or palette()
+        self._bars: list[tuple[str, ContextSnapshot | None]] = []
+        self.setMinimumSize(QSize(300, 220))
+
+    def set_palette(self, pal: Palette) -> None:
+        self._pal = pal
+        self.update()
+
+    def set_bars(self, bars: Sequence[tuple[str, ContextSnapshot | None]]) -> None:
+        self._bars = list(bars)
+        self.update()
+
+    def bars(self) -> list[tuple[str, ContextSnapshot | None]]:
+        return list(self._bars)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        pal = self._pal
+        p.fillRect(self.rect(), QColor(pal.background))
+        snaps = [s for _, s in self._bars if s is not None]
+        if not snaps:
+            p.setPen(QColor(pal.muted))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No plan yet")
+            p.end()
+            return
+        scale_max = max(max(s.window, sum(v for k, v in _regions(s).items() if k != "free")) for s in snaps)
+        fm = QFontMetrics(self.font())
+        top = fm.height() + 8
+        bottom = self.height() - 2 * fm.height() - 10
+        left = 8
+        right = self.width() - 8
+        h = max(10, bottom - top)
+        n = len(self._bars)
+        slot = (right - left) / max(1, n)
+        bar_w = min(120.0, slot * 0.45)
+
+        def y_of(tokens: float) -> float:
+            return bottom - h * tokens / max(1, scale_max)
+
+        for i, (label, s) in enumerate(self._bars):
+            cx = left + slot * (i + 0.5)
+            x0 = cx - bar_w / 2
+            p.setPen(QColor(pal.text))
+            p.drawText(QRectF(left + slot * i, 2, slot, fm.height() + 4), Qt.AlignmentFlag.AlignCenter, label)
+            if s is None:
+                p.setPen(QColor(pal.muted))
+                p.drawText(QRectF(left + slot * i, top, slot, h), Qt.AlignmentFlag.AlignCenter, "computing…")
+                continue
+            acc = 0.0
+            regions = _regions(s)
+            for key in REGION_ORDER:
+                v = regions[key]
+                if v <= 0:
+                    continue
+                y1 = y_of(acc)
+                y2 = y_of(acc + v)
+                p.fillRect(QRectF(x0, y2, bar_w, y1 - y2), QColor(pal.regions[key]))
+                acc += v
+            p.setPen(QPen(QColor(pal.border), 1))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(x0, y_of(max(acc, s.window)), bar_w, bottom - y_of(max(acc, s.window))))
+            # threshold and window lines
+            for value, color, style in (
+                (s.threshold_tokens, pal.threshold, Qt.PenStyle.DashLine),
+                (s.window, pal.limit, Qt.PenStyle.SolidLine),
+            ):
+                pen = QPen(QColor(color), 2)
+                pen.setStyle(style)
+                p.setPen(pen)
+                y = y_of(value)
+                p.drawLine(int(x0 - 10), int(y), int(x0 + bar_w + 10), int(y))
+            used = sum(v for k, v in regions.items() if k != "free")
+            prompt = s.prompt
+            p.setPen(QColor(pal.text))
+            p.drawText(
+                QRectF(left + slot * i, bottom + 4, slot, fm.height() + 2), Qt.AlignmentFlag.AlignCenter,
+                f"prompt {format_tokens(prompt)}",
+            )
+            p.setPen(QColor(pal.muted))
+            p.drawText(
+                QRectF(left + slot * i, bottom + 4 + fm.height(), slot, fm.height() + 2),
+                Qt.AlignmentFlag.AlignCenter, f"{percent(used, s.window)} of {format_tokens(s.window)}",
+            )
+        p.end()
+
+
+class CompactionPreview(QDialog):
+    """Preview of a compaction (see the module docstring)."""
+
+    apply_requested = Signal(str)
+    discard_requested = Signal()
+    regenerate_requested = Signal(str)
+    cancel_requested = Signal()
+    summary_edited = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, pal: Palette | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Compaction preview")
+        self.setModal(False)
+        self.resize(1000, 700)
+        self._pal = pal or palette()
+        self._before: ContextSnapshot | None = None
+        self._after: ContextSnapshot | None = None
+        self._busy = False
+        self._closed_emitted = False
+        self._setting_summary = False
+
+        layout = QVBoxLayout(self)
+        self.headline = QLabel("Preparing the plan…")
+        self.headline.setWordWrap(True)
+        f = self.headline.font()
+        f.setBold(True)
+        self.headline.setFont(f)
+        layout.addWidget(self.headline)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        self.bars = StackedBars(pal=self._pal)
+        ll.addWidget(self.bars, 2)
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        ll.addWidget(self.legend)
+        self.plan_label = QLabel("Plan")
+        ll.addWidget(self.plan_label)
+        self.plan = QTreeWidget()
+        self.plan.setColumnCount(4)
+        self.plan.setHeaderLabels(["", "Role", "Tokens", "Message"])
+        self.plan.setRootIsDecorated(False)
+        self.plan.setUniformRowHeights(True)
+        self.plan.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.plan.header().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        self.plan.header().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        self.plan.header().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        self.plan.header().setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        ll.addWidget(self.plan, 3)
+        split.addWidget(left)
+
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        self.summary_label = QLabel("Summary (editable — this text replaces the compacted messages)")
+        rl.addWidget(self.summary_label)
+        self.editor = QPlainTextEdit()
+        self.editor.setPlaceholderText("The summary appears here when it has been generated")
+        rl.addWidget(self.editor, 1)
+        regen = QHBoxLayout()
+        self.instruction_edit = QLineEdit()
+        self.instruction_edit.setPlaceholderText("Instruction for the summary, e.g. “keep every file path”")
+        self.regenerate_button = QPushButton("Regenerate")
+        regen.addWidget(self.instruction_edit, 1)
+        regen.addWidget(self.regenerate_button)
+        rl.addLayout(regen)
+        split.addWidget(right)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        layout.addWidget(split, 1)
+
+        self.error_label = QLabel("")
+        self.error_label.setWordWrap(True)
+        self.error_label.setVisible(False)
+        layout.addWidget(self.error_label)
+
+        bottom = QHBoxLayout()
+        self.busy_label = QLabel("")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # indeterminate
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop generating the summary")
+        bottom.addWidget(self.busy_label)
+        bottom.addWidget(self.progress)
+        bottom.addWidget(self.cancel_button)
+        bottom.addStretch(1)
+        self.discard_button = QPushButton("Discard")
+        self.apply_button = QPushButton("Apply")
+        for button in (self.regenerate_button, self.cancel_button, self.discard_button, self.apply_button):
+            # Enter must never press a button by accident (Enter in the instruction field regenerates)
+            button.setAutoDefault(False)
+            button.setDefault(False)
+        bottom.addWidget(self.discard_button)
+        bottom.addWidget(self.apply_button)
+        layout.addLayout(bottom)
+
+        self._edit_timer = QTimer(self)
+        self._edit_timer.setSingleShot(True)
+        self._edit_timer.setInterval(250)
+        self._edit_timer.timeout.connect(lambda: self.summary_edited.emit(self.editor.toPlainText()))
+        self.editor.textChanged.connect(self._on_editor_changed)
+        self.apply_button.clicked.connect(self._on_apply)
+        self.discard_button.clicked.connect(self._on_discard)
+        self.regenerate_button.clicked.connect(self._on_regenerate)
+        self.instruction_edit.returnPressed.connect(self._on_regenerate)
+        self.cancel_button.clicked.connect(self._on_cancel)
+        self.set_palette(self._pal)
+        self.set_busy(False)
+
+    # --- public API
+    def set_palette(self, pal: Palette) -> None:
+        self._pal = pal
+        self.bars.set_palette(pal)
+        self.error_label.setStyleSheet(f"color: {pal.error};")
+        self._update_legend()
+        self._update_headline()
+
+    def set_plan(
+        self,
+        before: ContextSnapshot | dict[str, Any],
+        after: ContextSnapshot | dict[str, Any] | None,
+        compacted: Sequence[dict[str, Any]],
+        kept: Sequence[dict[str, Any]],
+        tokens_by_id: dict[str, int] | None = None,
+        instruction: str = "",
+    ) -> None:
+        """Show a new plan (resets the discard guard so this plan can be discarded once)."""
+        self._closed_emitted = False
+        self._before = _snap(before)
+        self._after = _snap(after)
+        tokens_by_id = tokens_by_id or {}
+        self.instruction_edit.setText(instruction)
+        self.plan.clear()
+        pal = self._pal
+        comp_tokens = 0
+        kept_tokens = 0
+        for status, msgs in (("compacted", compacted), ("kept", kept)):
+            for msg in msgs:
+                tok = int(tokens_by_id.get(str(msg.get("id") or ""), 0))
+                if status == "compacted":
+                    comp_tokens += tok
+                else:
+                    kept_tokens += tok
+                item = QTreeWidgetItem(
+                    ["compacted" if status == "compacted" else "kept", str(msg.get("role") or "?"),
+                     format_tokens(tok), preview(msg, 140)]
+                )
+                item.setData(0, Qt.ItemDataRole.UserRole, (status, str(msg.get("role") or "?"), tok))
+                color = QColor(pal.marker if status == "compacted" else pal.ok)
+                item.setForeground(0, color)
+                f = item.font(0)
+                f.setBold(True)
+                item.setFont(0, f)
+                item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setToolTip(3, preview(msg, 600))
+                self.plan.addTopLevelItem(item)
+        self.plan_label.setText(
+            f"Plan: {len(compacted):,} message{'s' if len(compacted) != 1 else ''} compacted "
+            f"({format_tokens(comp_tokens)} tokens) · {len(kept):,} kept "
+            f"({format_tokens(kept_tokens)} tokens)"
+        )
+        self._n_compacted = len(compacted)
+        self._update_bars()
+        self._update_headline()
+        self._update_apply()
+
+    def set_after(self, after: ContextSnapshot | dict[str, Any] | None) -> None:
+        self._after = _snap(after)
+        self._update_bars()
+        self._update_headline()
+
+    def set_summary(self, text: str) -> None:
+        self._setting_summary = True
+        try:
+            self.editor.setPlainText(text)
+        finally:
+            self._setting_summary = False
+        self._update_apply()
+
+    def summary(self) -> str:
+        return self.editor.toPlainText()
+
+    def instruction(self) -> str:
+        return self.instruction_edit.text().strip()
+
+    def set_busy(self, busy: bool, text: str = "Generating the summary…") -> None:
+        self._busy = busy
+        self.busy_label.setText(text if busy else "")
+        self.busy_label.setVisible(busy)
+        self.progress.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+        self.editor.setReadOnly(busy)
+        self.regenerate_button.setEnabled(not busy)
+        self.instruction_edit.setEnabled(not busy)
+        self._update_apply()
+
+    def is_busy(self) -> bool:
+        return self._busy
+
+    def set_error(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))
+
+    def error_text(self) -> str:
+        return self.error_label.text() if self.error_label.isVisible() else ""
+
+    def plan_rows(self) -> list[tuple[str, str, int]]:
+        plan = self.plan
+        role = Qt.ItemDataRole.UserRole
+        return [plan.topLevelItem(i).data(0, role) for i in range(plan.topLevelItemCount())]
+
+    # --- internals
+    def _update_bars(self) -> None:
+        self.bars.set_bars([("Before", self._before), ("After", self._after)])
+        self._update_legend()
+
+    def _update_legend(self) -> None:
+        pal = self._pal
+        parts = []
+        for key in REGION_ORDER:
+            if key == "free":
+                continue
+            parts.append(f"<span style='color:{pal.regions[key]}'>■</span> {REGION_LABELS[key]}")
+        parts.append(f"<span style='color:{pal.threshold}'>╌</span> threshold")
+        parts.append(f"<span style='color:{pal.limit}'>━</span> window")
+        self.legend.setText(" &nbsp; ".join(parts))
+
+    def _update_headline(self) -> None:
+        b, a = self._before, self._after
+        if b is None:
+            self.headline.setText("Preparing the plan…")
+            return
+        if a is None:
+            self.headline.setText(f"Before: {format_tokens(b.prompt)} prompt tokens · after: computing…")
+            return
+        saved = b.prompt - a.prompt
+        pct = f" ({-saved / b.prompt * 100:+.0f}%)" if b.prompt else ""
+        self.headline.setText(
+            f"{format_tokens(b.prompt)} → {format_tokens(a.prompt)} prompt tokens{pct} · "
+            f"window {format_tokens(a.window)}"
+        )
+
+    def _update_apply(self) -> None:
+        has_summary = bool(self.editor.toPlainText().strip())
+        has_plan = self._before is not None and getattr(self, "_n_compacted", 0) > 0
+        ok = has_summary and has_plan and not self._busy
+        self.apply_button.setEnabled(ok)
+        if self._busy:
+            reason = "Wait for the summary, or Cancel"
+        elif not has_plan:
+            reason = "Nothing to compact"
+        elif not has_summary:
+            reason = "The summary is empty: write one or Regenerate"
+        else:
+            reason = (
+                "Replace the compacted messages with this summary (they are archived; Undo restores them)"
+            )
+        self.apply_button.setToolTip(reason)
+
+    def apply_reason(self) -> str:
+        return self.apply_button.toolTip()
+
+    def _on_editor_changed(self) -> None:
+        self._update_apply()
+        if not self._setting_summary:
+            self._edit_timer.start()
+
+    def _on_apply(self) -> None:
+        if not self.apply_button.isEnabled():
+            return
+        text = self.editor.toPlainText().strip()
+        self._closed_emitted = True
+        self.apply_requested.emit(text)
+        self.hide()
+
+    def _on_discard(self) -> None:
+        self._emit_discard()
+        self.hide()
+
+    def _emit_discard(self) -> None:
+        if not self._closed_emitted:
+            self._closed_emitted = True
+            if self._busy:
+                self.cancel_requested.emit()
+            self.discard_requested.emit()
+
+    def _on_regenerate(self) -> None:
+        if self._busy:
+            return
+        self.set_error("")
+        self.regenerate_requested.emit(self.instruction())
+
+    def _on_cancel(self) -> None:
+        if self._busy:
+            self.cancel_requested.emit()
+
+    def reject(self) -> None:  # Esc
+        self._emit_discard()
+        super().reject()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self._emit_discard()
+        super().closeEvent(event)

@@ -1,0 +1,786 @@
+"""The live context chart: what fills the next request, and how the context grew call by call.
+
+``ContextChart`` is a plain view: it takes snapshots (``engine.budget.ContextSnapshot`` or the dicts
+``ContextSnapshot.to_json()`` writes to ``events.jsonl``) and compaction events (dicts from
+``dataclasses.asdict(CompactionEvent)``) and draws them; it never computes budgets itself.
+
+(a) **Next request** — one stacked horizontal bar: system, summary, history (user / assistant / tool
+shades), tool definitions, draft, output reserve, free; the auto-compaction threshold and the hard
+limit (the window) as vertical lines; a legend with tokens, % of the window and the accuracy label
+(estimated / exact / calibrated).
+
+(b) **Timeline** — one stacked column per LLM call (system, summary, history user / assistant /
+tool, tools), the provider-reported prompt tokens as a line against the estimate (the column top)
+and the raw uncalibrated estimate as a dotted line, the window and threshold per call as dashed
+lines, compaction events as ▼ markers with a drop line from tokens before to tokens after; the next
+request is a faint column after the last call. Hovering a column or a marker shows a tooltip.
+
+Plot items are created once; updates only call ``setOpts``/``setData`` and are throttled by a
+QTimer (25 fps by default) so that a streaming turn can call the setters as often as it likes.
+
+Public API
+----------
+Methods:
+    set_snapshot(snapshot: ContextSnapshot | dict | None)  the next request (bar (a) and ghost column)
+    set_draft_tokens(n: int)                    only the draft region changes (typing)
+    set_timeline(snapshots: Sequence[dict], compactions: Sequence[dict] = ())   replace (b)
+    append_call(snapshot: ContextSnapshot | dict)                one more column
+    add_compaction(event: dict)                 one more marker
+    clear()                                     empty chart
+    set_palette(palette: Palette)               re-colour (theme change)
+    flush()                                     apply pending updates now (tests, screenshots)
+Introspection (tests, accessibility):
+    bar_segments() -> dict[str, tuple[float, float]]   region → (start, width) in tokens
+    legend_text(region) -> str                 the legend row of a region ("12,345 · 9.6%")
+    header_text() -> str
+    column_count() -> int
+    column_tooltip(index) -> str               tooltip of call ``index`` (0-based)
+    compaction_count() -> int
+    compaction_tooltip(index) -> str
+    compaction_x(index) -> float
+Signals:
+    call_clicked(int)          a timeline column was clicked (0-based call index)
+    compaction_clicked(dict)   a compaction marker was clicked (the event dict)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QPixmap
+from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
+
+from engine.budget import ContextSnapshot
+from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
+
+TIMELINE_REGIONS: tuple[str, ...] = (
+    "system",
+    "summary",
+    "history_user",
+    "history_assistant",
+    "history_tool",
+    "tools",
+)
+
+ACCURACY_LABELS = {
+    "estimated": "estimated (heuristic, no provider report yet)",
+    "exact": "exact (model tokenizer)",
+    "calibrated": "calibrated on the provider's count",
+}
+
+COLUMN_WIDTH = 0.8
+
+
+def _short_tokens(v: float) -> str:
+    v = float(v)
+    a = abs(v)
+    if a >= 1_000_000:
+        s = f"{v / 1_000_000:.1f}".rstrip("0").rstrip(".")
+        return s + "M"
+    if a >= 1000:
+        s = f"{v / 1000:.1f}".rstrip("0").rstrip(".")
+        return s + "k"
+    return f"{v:.0f}"
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis that labels token counts as 32k / 1.5M."""
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [_short_tokens(v * scale) for v in values]
+
+
+class CallAxis(pg.AxisItem):
+    """An axis of call numbers: integers only."""
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [str(round(v)) if abs(v - round(v)) < 1e-6 else "" for v in values]
+
+
+def _num(value: Any) -> float:
+    if value is None:
+        return 0.0
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return f if math.isfinite(f) else 0.0
+
+
+def _opt_num(value: Any) -> float:
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _parse_ts(ts: Any) -> datetime | None:
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        parsed = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        from datetime import UTC
+
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+def _as_snapshot(snap: ContextSnapshot | dict[str, Any]) -> ContextSnapshot:
+    if isinstance(snap, ContextSnapshot):
+        return snap
+    return ContextSnapshot.from_json(snap)
+
+
+def _as_record(snap: ContextSnapshot | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(snap, ContextSnapshot):
+        return snap.to_json()
+    return snap
+
+
+def _swatch(color: str, line: bool = False, dashed: bool = False) -> QPixmap:
+    pm = QPixmap(14, 14)
+    pm.fill(Qt.GlobalColor.transparent)
+    from PySide6.QtGui import QPainter, QPen
+
+    p = QPainter(pm)
+    if line:
+        pen = QPen(QColor(color), 2.5)
+        if dashed:
+            pen.setStyle(Qt.PenStyle.DashLine)
+        p.setPen(pen)
+        p.drawLine(7, 1, 7, 13)
+    else:
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor(color))
+        p.drawRoundedRect(1, 1, 12, 12, 2, 2)
+    p.end()
+    return pm
+
+
+class _Legend(QWidget):
+    """Rows: swatch · label · tokens · % of the window."""
+
+    KEYS: tuple[str, ...] = (*REGION_ORDER, "threshold", "limit")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(2, 0, 2, 0)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(1)
+        grid.setColumnStretch(1, 1)
+        self._swatches: dict[str, QLabel] = {}
+        self._names: dict[str, QLabel] = {}
+        self._tokens: dict[str, QLabel] = {}
+        self._pcts: dict[str, QLabel] = {}
+        labels = dict(REGION_LABELS)
+        labels["threshold"] = "Auto-compaction threshold"
+        labels["limit"] = "Hard limit (window)"
+        for row, key in enumerate(self.KEYS):
+            sw = QLabel()
+            sw.setFixedSize(14, 14)
+            name = QLabel(labels[key])
+            tok = QLabel("0")
+            tok.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            pct = QLabel("—")
+            pct.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            pct.setMinimumWidth(pct.fontMetrics().horizontalAdvance("100.0%") + 4)
+            for lab in (tok, pct):
+                f = lab.font()
+                f.setStyleHint(QFont.StyleHint.Monospace)
+                f.setFamily("monospace")
+                lab.setFont(f)
+            grid.addWidget(sw, row, 0)
+            grid.addWidget(name, row, 1)
+            grid.addWidget(tok, row, 2)
+            grid.addWidget(pct, row, 3)
+            self._swatches[key] = sw
+            self._names[key] = name
+            self._tokens[key] = tok
+            self._pcts[key] = pct
+
+    def set_palette(self, pal: Palette) -> None:
+        for key, sw in self._swatches.items():
+            if key == "threshold":
+                sw.setPixmap(_swatch(pal.threshold, line=True, dashed=True))
+            elif key == "limit":
+                sw.setPixmap(_swatch(pal.limit, line=True))
+            else:
+                sw.setPixmap(_swatch(pal.regions[key]))
+
+    def set_row(self, key: str, tokens: int, pct: str) -> None:
+        text = format_tokens(tokens)
+        if self._tokens[key].text() != text:
+            self._tokens[key].setText(text)
+        if self._pcts[key].text() != pct:
+            self._pcts[key].setText(pct)
+
+    def row_text(self, key: str) -> str:
+        return f"{self._tokens[key].text()} · {self._pcts[key].text()}"
+
+
+class _Timeline:
+    """Growing numpy columns for the per-call series (amortised O(1) append)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cap = 0
+        self.values = np.zeros((len(TIMELINE_REGIONS), 0))
+        self.provider = np.zeros(0)
+        self.raw = np.zeros(0)
+        self.window = np.zeros(0)
+        self.threshold = np.zeros(0)
+        self.records: list[dict[str, Any]] = []
+        self.times: list[datetime | None] = []
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def _grow(self, need: int) -> None:
+        if need <= self.cap:
+            return
+        cap = max(64, self.cap * 2, need)
+        values = np.zeros((len(TIMELINE_REGIONS), cap))
+        values[:, : self.n] = self.values[:, : self.n]
+        self.values = values
+        for name in ("provider", "raw", "window", "threshold"):
+            arr = np.full(cap, math.nan)
+            arr[: self.n] = getattr(self, name)[: self.n]
+            setattr(self, name, arr)
+        self.cap = cap
+
+    def append(self, rec: dict[str, Any]) -> None:
+        self._grow(self.n + 1)
+        i = self.n
+        has_roles = any(k in rec for k in ("history_user", "history_assistant", "history_tool"))
+        for r, key in enumerate(TIMELINE_REGIONS):
+            if key == "history_user" and not has_roles:
+                self.values[r, i] = _num(rec.get("history"))
+            else:
+                self.values[r, i] = _num(rec.get(key))
+        prov = _opt_num(rec.get("provider_prompt_tokens"))
+        self.provider[i] = prov if prov > 0 else math.nan
+        raw = _opt_num(rec.get("raw_prompt_tokens"))
+        self.raw[i] = raw if raw > 0 else math.nan
+        win = _opt_num(rec.get("window"))
+        self.window[i] = win if win > 0 else math.nan
+        thr = _opt_num(rec.get("threshold_tokens"))
+        self.threshold[i] = thr if thr > 0 else math.nan
+        self.records.append(rec)
+        self.times.append(_parse_ts(rec.get("ts")))
+        self.n += 1
+
+    def total(self, i: int) -> float:
+        return float(self.values[:, i].sum())
+
+
+class ContextChart(QWidget):
+    """Stacked bar of the next request + stacked timeline of calls (see the module docstring)."""
+
+    call_clicked = Signal(int)
+    compaction_clicked = Signal(dict)
+
+    def __init__(
+        self, parent: QWidget | None = None, *, fps: float = 25.0, pal: Palette | None = None
+    ) -> None:
+        super().__init__(parent)
+        self._pal = pal or palette()
+        self._snapshot: ContextSnapshot | None = None
+        self._draft_override: int | None = None
+        self._timeline = _Timeline()
+        self._compactions: list[dict[str, Any]] = []
+        self._compaction_x: list[float] = []
+        self._dirty_bar = True
+        self._dirty_timeline = True
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(max(1, int(1000 / fps)))
+        self._timer.timeout.connect(self.flush)
+        self.redraws = 0  # number of applied updates (tests, soak)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+
+        self._title = QLabel("Next request")
+        tf = self._title.font()
+        tf.setBold(True)
+        self._title.setFont(tf)
+        layout.addWidget(self._title)
+        self._header = QLabel("No request yet")
+        self._header.setWordWrap(True)
+        self._header.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self._header)
+
+        # (a) the bar
+        self._bar_axis = TokenAxis("bottom")
+        self._bar_plot = pg.PlotWidget(axisItems={"bottom": self._bar_axis})
+        self._bar_plot.setFixedHeight(64)
+        self._bar_plot.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        bp = self._bar_plot.getPlotItem()
+        bp.hideAxis("left")
+        bp.setMenuEnabled(False)
+        bp.hideButtons()
+        bp.setMouseEnabled(x=False, y=False)
+        bp.getViewBox().setDefaultPadding(0.0)
+        bp.setYRange(-0.5, 0.5, padding=0)
+        bp.layout.setContentsMargins(4, 2, 10, 0)
+        n = len(REGION_ORDER)
+        self._bar_item = pg.BarGraphItem(
+            x0=np.zeros(n), width=np.zeros(n), y=np.zeros(n), height=0.9, pen=None,
+            brushes=[QColor(self._pal.regions[k]) for k in REGION_ORDER],
+        )
+        bp.addItem(self._bar_item)
+        self._threshold_line = pg.InfiniteLine(angle=90, movable=False)
+        self._limit_line = pg.InfiniteLine(angle=90, movable=False)
+        bp.addItem(self._threshold_line)
+        bp.addItem(self._limit_line)
+        layout.addWidget(self._bar_plot)
+
+        self._legend = _Legend()
+        layout.addWidget(self._legend)
+
+        # (b) the timeline
+        self._tl_title = QLabel("Calls")
+        self._tl_title.setFont(tf)
+        layout.addSpacing(6)
+        layout.addWidget(self._tl_title)
+        self._tl_header = QLabel("No calls yet")
+        self._tl_header.setWordWrap(True)
+        self._tl_header.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self._tl_header)
+        self._tl_axis_left = TokenAxis("left")
+        self._tl_axis_bottom = CallAxis("bottom")
+        self._tl_plot = pg.PlotWidget(axisItems={"left": self._tl_axis_left, "bottom": self._tl_axis_bottom})
+        self._tl_plot.setMinimumHeight(170)
+        tp = self._tl_plot.getPlotItem()
+        tp.setMenuEnabled(False)
+        tp.hideButtons()
+        tp.setMouseEnabled(x=True, y=False)
+        tp.layout.setContentsMargins(0, 4, 10, 0)
+        tp.showGrid(x=False, y=True, alpha=0.25)
+        tp.getViewBox().setLimits(xMin=-1)
+        self._tl_bars: dict[str, pg.BarGraphItem] = {}
+        for key in TIMELINE_REGIONS:
+            item = pg.BarGraphItem(
+                x=np.zeros(0), height=np.zeros(0), y0=np.zeros(0), width=COLUMN_WIDTH, pen=None,
+                brush=QColor(self._pal.regions[key]),
+            )
+            tp.addItem(item)
+            self._tl_bars[key] = item
+        nr = len(TIMELINE_REGIONS)
+        self._ghost = pg.BarGraphItem(
+            x=np.zeros(nr), height=np.zeros(nr), y0=np.zeros(nr), width=COLUMN_WIDTH, pen=None,
+            brushes=[self._ghost_color(k) for k in TIMELINE_REGIONS],
+        )
+        tp.addItem(self._ghost)
+        self._window_curve = pg.PlotDataItem(connect="finite")
+        self._threshold_curve = pg.PlotDataItem(connect="finite")
+        self._raw_curve = pg.PlotDataItem(connect="finite")
+        self._provider_curve = pg.PlotDataItem(connect="finite")
+        self._drop_curve = pg.PlotDataItem(connect="pairs")
+        self._markers = pg.ScatterPlotItem(symbol="t", size=11)
+        for item in (
+            self._window_curve, self._threshold_curve, self._raw_curve, self._provider_curve,
+            self._drop_curve, self._markers,
+        ):
+            tp.addItem(item)
+        layout.addWidget(self._tl_plot, 1)
+        self._tl_legend = QLabel()
+        self._tl_legend.setWordWrap(True)
+        self._tl_legend.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self._tl_legend)
+
+        self._tl_plot.scene().sigMouseMoved.connect(self._on_timeline_mouse_moved)
+        self._tl_plot.scene().sigMouseClicked.connect(self._on_timeline_mouse_clicked)
+        self._provider_symbols = True
+        self._apply_palette()
+        self.flush()
+
+    # ----------------------------------------------------------------- public setters
+    def set_snapshot(self, snapshot: ContextSnapshot | dict[str, Any] | None) -> None:
+        """Show the next request (bar (a), legend, ghost column); redraw is throttled."""
+        self._snapshot = None if snapshot is None else _as_snapshot(snapshot)
+        self._draft_override = None
+        self._dirty_bar = True
+        self._schedule()
+
+    def set_draft_tokens(self, n: int) -> None:
+        """Update only the draft region (the app calls it while the user types)."""
+        self._draft_override = max(0, int(n))
+        self._dirty_bar = True
+        self._schedule()
+
+    def set_timeline(
+        self,
+        snapshots: Sequence[ContextSnapshot | dict[str, Any]],
+        compactions: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Replace the timeline with these calls (in call order) and compaction events."""
+        self._timeline.clear()
+        for snap in snapshots:
+            self._timeline.append(_as_record(snap))
+        self._compactions = []
+        self._compaction_x = []
+        for event in compactions:
+            self._add_compaction(event)
+        self._dirty_timeline = True
+        self._schedule()
+
+    def append_call(self, snapshot: ContextSnapshot | dict[str, Any]) -> None:
+        """Add one column (one LLM call) to the timeline."""
+        self._timeline.append(_as_record(snapshot))
+        self._dirty_timeline = True
+        self._schedule()
+
+    def add_compaction(self, event: dict[str, Any]) -> None:
+        """Add one compaction marker (placed after the last call made before ``event['ts']``)."""
+        self._add_compaction(event)
+        self._dirty_timeline = True
+        self._schedule()
+
+    def clear(self) -> None:
+        self._snapshot = None
+        self._draft_override = None
+        self._timeline.clear()
+        self._compactions = []
+        self._compaction_x = []
+        self._dirty_bar = self._dirty_timeline = True
+        self._schedule()
+
+    def set_palette(self, pal: Palette) -> None:
+        self._pal = pal
+        self._apply_palette()
+        self._dirty_bar = self._dirty_timeline = True
+        self.flush()
+
+    def flush(self) -> None:
+        """Apply pending updates now."""
+        self._timer.stop()
+        if self._dirty_bar:
+            self._update_bar()
+            self._dirty_bar = False
+        if self._dirty_timeline:
+            self._update_timeline()
+            self._dirty_timeline = False
+        self.redraws += 1
+
+    # ----------------------------------------------------------------- introspection
+    def bar_segments(self) -> dict[str, tuple[float, float]]:
+        x0 = self._bar_item.opts["x0"]
+        w = self._bar_item.opts["width"]
+        return {k: (float(x0[i]), float(w[i])) for i, k in enumerate(REGION_ORDER)}
+
+    def legend_text(self, region: str) -> str:
+        return self._legend.row_text(region)
+
+    def header_text(self) -> str:
+        return self._header.text()
+
+    def timeline_header_text(self) -> str:
+        return self._tl_header.text()
+
+    def column_count(self) -> int:
+        return self._timeline.n
+
+    def column_tops(self) -> np.ndarray:
+        """The estimate (stack top) of every call."""
+        return self._timeline.values[:, : self._timeline.n].sum(axis=0)
+
+    def provider_series(self) -> np.ndarray:
+        return self._timeline.provider[: self._timeline.n].copy()
+
+    def compaction_count(self) -> int:
+        return len(self._compactions)
+
+    def compaction_x(self, index: int) -> float:
+        return self._compaction_x[index]
+
+    def column_tooltip(self, index: int) -> str:
+        tl = self._timeline
+        rec = tl.records[index]
+        lines = [f"Call {index + 1}" + (f" · {rec.get('ts')}" if rec.get("ts") else "")]
+        if rec.get("model"):
+            lines.append(f"model {rec['model']}")
+        for r, key in enumerate(TIMELINE_REGIONS):
+            lines.append(f"{REGION_LABELS[key]}: {format_tokens(tl.values[r, index])}")
+        est = tl.total(index)
+        acc = rec.get("accuracy") or "estimated"
+        lines.append(f"Estimate: {format_tokens(est)} ({acc})")
+        prov = tl.provider[index]
+        if not math.isnan(prov):
+            diff = (est - prov) / prov * 100 if prov else 0.0
+            lines.append(f"Reported by provider: {format_tokens(prov)} (estimate {diff:+.1f}%)")
+        else:
+            lines.append("Reported by provider: —")
+        if not math.isnan(tl.raw[index]):
+            lines.append(f"Raw estimate: {format_tokens(tl.raw[index])}")
+        if not math.isnan(tl.window[index]):
+            lines.append(f"Window: {format_tokens(tl.window[index])}")
+        return "\n".join(lines)
+
+    def compaction_tooltip(self, index: int) -> str:
+        ev = self._compactions[index]
+        before = _num(ev.get("tokens_before"))
+        after = _num(ev.get("tokens_after"))
+        change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
+        lines = [
+            f"Compaction ({ev.get('trigger', '?')}) · {ev.get('result', '?')}",
+            f"{format_tokens(before)} → {format_tokens(after)} tokens{change}",
+            f"{int(_num(ev.get('messages_compacted')))} messages compacted · "
+            f"{int(_num(ev.get('messages_kept')))} kept · {_num(ev.get('duration_ms')) / 1000:.1f} s",
+        ]
+        if ev.get("ts"):
+            lines.append(str(ev["ts"]))
+        if ev.get("reason"):
+            lines.append(f"Reason: {ev['reason']}")
+        summary = str(ev.get("summary") or "").strip()
+        if summary:
+            short = " ".join(summary.split())
+            lines.append("Summary: " + (short if len(short) <= 200 else short[:199] + "…"))
+        return "\n".join(lines)
+
+    # ----------------------------------------------------------------- internals
+    def _schedule(self) -> None:
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _ghost_color(self, key: str) -> QColor:
+        c = QColor(self._pal.regions[key])
+        c.setAlpha(90)
+        return c
+
+    def _add_compaction(self, event: dict[str, Any]) -> None:
+        tl = self._timeline
+        idx = event.get("call_index")
+        if isinstance(idx, int) and not isinstance(idx, bool):
+            k = max(0, min(idx + 1, tl.n))
+        else:
+            when = _parse_ts(event.get("ts"))
+            if when is None:
+                k = tl.n
+            else:
+                k = 0
+                for i in range(tl.n - 1, -1, -1):
+                    t = tl.times[i]
+                    if t is not None and t <= when:
+                        k = i + 1
+                        break
+        # columns sit at x = 1..n; a compaction after call k sits between columns k and k+1
+        self._compactions.append(event)
+        self._compaction_x.append(k + 0.5)
+
+    def _apply_palette(self) -> None:
+        pal = self._pal
+        bg = QColor(pal.background)
+        fg = QColor(pal.muted)
+        for plot in (self._bar_plot, self._tl_plot):
+            plot.setBackground(bg)
+            for name in ("bottom", "left"):
+                ax = plot.getPlotItem().getAxis(name)
+                ax.setPen(pg.mkPen(fg))
+                ax.setTextPen(pg.mkPen(QColor(pal.text)))
+        self._bar_item.setOpts(brushes=[QColor(pal.regions[k]) for k in REGION_ORDER])
+        self._threshold_line.setPen(pg.mkPen(QColor(pal.threshold), width=2, style=Qt.PenStyle.DashLine))
+        self._limit_line.setPen(pg.mkPen(QColor(pal.limit), width=2.5))
+        for key, item in self._tl_bars.items():
+            item.setOpts(brush=QColor(pal.regions[key]), pen=None)
+        self._ghost.setOpts(brushes=[self._ghost_color(k) for k in TIMELINE_REGIONS])
+        self._window_curve.setPen(pg.mkPen(QColor(pal.limit), width=1.5, style=Qt.PenStyle.DashLine))
+        self._threshold_curve.setPen(pg.mkPen(QColor(pal.threshold), width=1.5, style=Qt.PenStyle.DashLine))
+        self._raw_curve.setPen(pg.mkPen(QColor(pal.estimate), width=1.5, style=Qt.PenStyle.DotLine))
+        self._provider_curve.setPen(pg.mkPen(QColor(pal.provider), width=2))
+        self._provider_curve.setSymbolBrush(QColor(pal.provider))
+        self._provider_curve.setSymbolPen(None)
+        self._drop_curve.setPen(pg.mkPen(QColor(pal.marker), width=2))
+        self._markers.setBrush(QColor(pal.marker))
+        self._markers.setPen(pg.mkPen(QColor(pal.background), width=1))
+        self._legend.set_palette(pal)
+        items = [
+            (pal.provider, "━━", "reported by provider"),
+            (pal.estimate, "┈┈", "raw estimate"),
+            (pal.marker, "▼", "compaction"),
+            (pal.limit, "╌╌", "window"),
+            (pal.threshold, "╌╌", "threshold"),
+        ]
+        self._tl_legend.setText(
+            " &nbsp; ".join(
+                f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"
+                for c, g, t in items
+            )
+        )
+
+    def _regions(self, s: ContextSnapshot) -> dict[str, int]:
+        draft = self._draft_override if self._draft_override is not None else s.draft
+        used = s.system + s.summary + s.history + s.tools + s.reserve + draft
+        return {
+            "system": s.system,
+            "summary": s.summary,
+            "history_user": s.history_user,
+            "history_assistant": s.history_assistant,
+            "history_tool": s.history_tool,
+            "tools": s.tools,
+            "draft": draft,
+            "reserve": s.reserve,
+            "free": max(0, s.window - used),
+        }
+
+    def _update_bar(self) -> None:
+        s = self._snapshot
+        pal = self._pal
+        if s is None:
+            n = len(REGION_ORDER)
+            self._bar_item.setOpts(x0=np.zeros(n), width=np.zeros(n))
+            self._threshold_line.setVisible(False)
+            self._limit_line.setVisible(False)
+            self._header.setText("No request yet")
+            for key in _Legend.KEYS:
+                self._legend.set_row(key, 0, "—")
+            self._bar_plot.getPlotItem().setXRange(0, 1, padding=0)
+            self._set_ghost(None)
+            return
+        regions = self._regions(s)
+        widths = np.array([float(regions[k]) for k in REGION_ORDER])
+        x0 = np.concatenate(([0.0], np.cumsum(widths)[:-1]))
+        self._bar_item.setOpts(x0=x0, width=widths)
+        window = max(1, s.window)
+        used = sum(regions[k] for k in REGION_ORDER if k != "free")
+        self._threshold_line.setVisible(True)
+        self._limit_line.setVisible(True)
+        self._threshold_line.setValue(s.threshold_tokens)
+        self._limit_line.setValue(s.window)
+        self._bar_plot.getPlotItem().setXRange(0, max(window, used) * 1.01, padding=0)
+        for key in REGION_ORDER:
+            self._legend.set_row(key, regions[key], percent(regions[key], window))
+        self._legend.set_row("threshold", s.threshold_tokens, percent(s.threshold_tokens, window))
+        self._legend.set_row("limit", s.window, "100.0%")
+        acc = ACCURACY_LABELS.get(s.accuracy, s.accuracy)
+        prompt = s.prompt
+        parts = [
+            f"<b>{format_tokens(prompt)}</b> prompt + {format_tokens(s.reserve)} reserve"
+            + (f" + {format_tokens(regions['draft'])} draft" if regions["draft"] else "")
+            + f" of <b>{format_tokens(s.window)}</b> ({percent(used, window)})",
+            f"<span style='color:{pal.muted}'>{acc}</span>",
+        ]
+        if used > s.window:
+            parts.append(
+                f"<span style='color:{pal.error}'><b>over the window by "
+                f"{format_tokens(used - s.window)}</b></span>"
+            )
+        elif used > s.threshold_tokens:
+            parts.append(f"<span style='color:{pal.warning}'><b>over the compaction threshold</b></span>")
+        self._header.setText(" · ".join(parts))
+        self._set_ghost(s)
+
+    def _set_ghost(self, s: ContextSnapshot | None) -> None:
+        nr = len(TIMELINE_REGIONS)
+        if s is None:
+            self._ghost.setOpts(x=np.zeros(nr), y0=np.zeros(nr), height=np.zeros(nr))
+            return
+        heights = np.array([float(getattr(s, k)) for k in TIMELINE_REGIONS])
+        y0 = np.concatenate(([0.0], np.cumsum(heights)[:-1]))
+        x = np.full(nr, float(self._timeline.n + 1))
+        self._ghost.setOpts(x=x, y0=y0, height=heights)
+
+    def _update_timeline(self) -> None:
+        tl = self._timeline
+        n = tl.n
+        x = np.arange(1, n + 1, dtype=float)
+        values = tl.values[:, :n]
+        base = np.zeros(n)
+        for r, key in enumerate(TIMELINE_REGIONS):
+            self._tl_bars[key].setOpts(x=x, y0=base.copy(), height=values[r].copy())
+            base = base + values[r]
+        want_symbols = n <= 150
+        if want_symbols != self._provider_symbols:
+            self._provider_symbols = want_symbols
+        self._provider_curve.setData(
+            x, tl.provider[:n].copy(), symbol="o" if want_symbols else None, symbolSize=5
+        )
+        self._raw_curve.setData(x, tl.raw[:n].copy())
+        self._window_curve.setData(x, tl.window[:n].copy())
+        self._threshold_curve.setData(x, tl.threshold[:n].copy())
+        m = len(self._compactions)
+        if m:
+            mx = np.array(self._compaction_x, dtype=float)
+            before = np.array([_num(e.get("tokens_before")) for e in self._compactions])
+            after = np.array([_num(e.get("tokens_after")) for e in self._compactions])
+            self._markers.setData(x=mx, y=before)
+            seg_x = np.repeat(mx, 2)
+            seg_y = np.empty(2 * m)
+            seg_y[0::2] = before
+            seg_y[1::2] = after
+            self._drop_curve.setData(seg_x, seg_y)
+        else:
+            self._markers.setData(x=[], y=[])
+            self._drop_curve.setData([], [])
+        if self._snapshot is not None:
+            self._set_ghost(self._snapshot)
+        # header
+        pal = self._pal
+        if n == 0:
+            self._tl_header.setText("No calls yet")
+        else:
+            est = tl.total(n - 1)
+            prov = tl.provider[n - 1]
+            text = f"{n:,} call{'s' if n != 1 else ''} · last estimate <b>{format_tokens(est)}</b>"
+            if not math.isnan(prov):
+                diff = (est - prov) / prov * 100 if prov else 0.0
+                text += f" · reported <b>{format_tokens(prov)}</b> ({diff:+.1f}%)"
+            else:
+                text += f" · <span style='color:{pal.muted}'>no provider report</span>"
+            if m:
+                text += f" · {m} compaction{'s' if m != 1 else ''}"
+            self._tl_header.setText(text)
+        vb = self._tl_plot.getPlotItem().getViewBox()
+        vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=True)
+        vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=True)
+
+    # ----------------------------------------------------------------- mouse
+    def _hit(self, scene_pos: QPointF) -> tuple[str, int] | None:
+        vb = self._tl_plot.getPlotItem().getViewBox()
+        if not vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = vb.mapSceneToView(scene_pos)
+        px = vb.viewPixelSize()[0]
+        tol = max(0.45, 6 * px)
+        best: tuple[float, int] | None = None
+        for i, cx in enumerate(self._compaction_x):
+            d = abs(cx - p.x())
+            if d <= tol and (best is None or d < best[0]):
+                best = (d, i)
+        if best is not None:
+            return ("compaction", best[1])
+        col = round(p.x()) - 1
+        if 0 <= col < self._timeline.n and abs(p.x() - (col + 1)) <= COLUMN_WIDTH / 2 + px:
+            return ("call", col)
+        return None
+
+    def _on_timeline_mouse_moved(self, scene_pos: QPointF) -> None:
+        hit = self._hit(scene_pos)
+        if hit is None:
+            QToolTip.hideText()
+            return
+        text = self.compaction_tooltip(hit[1]) if hit[0] == "compaction" else self.column_tooltip(hit[1])
+        view_pos = self._tl_plot.mapFromScene(scene_pos)
+        QToolTip.showText(self._tl_plot.mapToGlobal(view_pos), text, self._tl_plot)
+
+    def _on_timeline_mouse_clicked(self, event: Any) -> None:
+        hit = self._hit(event.scenePos())
+        if hit is None:
+            return
+        if hit[0] == "compaction":
+            self.compaction_clicked.emit(self._compactions[hit[1]])
+        else:
+            self.call_clicked.emit(hit[1])

@@ -1,0 +1,288 @@
+"""The sessions list: new, rename, delete, open a transcript.
+
+A plain view: it shows session dicts and emits what the user wants; the app does it and answers with
+``set_sessions`` / ``update_session``. Delete asks for confirmation in a non-modal message box
+(``open()``, never ``exec()``); Open transcript uses a non-modal file dialog.
+
+Session dicts: ``{"id", "title", "updated" (iso), "messages" (int, optional), "tokens" (int,
+optional)}``.
+
+Public API of :class:`SessionsPanel`
+------------------------------------
+Signals:
+    session_selected(str)                 the user chose a session
+    new_requested()
+    rename_requested(str, str)            id, new title (stripped, never empty)
+    delete_requested(str)                 id, after the user confirmed
+    open_transcript_requested(str)        path of a transcript file (.jsonl / .json / .traj.json)
+Methods:
+    set_sessions(sessions)    replace the list (newest first as given)
+    update_session(session)   insert or update one
+    remove_session(id)
+    set_current(id)           select without emitting session_selected
+    current_id() -> str | None
+    start_rename(id=None)     in-place editor on the row
+    request_delete(id=None)   show the confirmation (returns the box, tests)
+    choose_transcript()       show the file dialog (returns it, tests)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from widgets.theme import format_tokens
+
+ID_ROLE = Qt.ItemDataRole.UserRole + 1
+DATA_ROLE = Qt.ItemDataRole.UserRole + 2
+TRANSCRIPT_FILTER = "Transcripts (*.jsonl *.json);;All files (*)"
+
+
+def _when(ts: Any) -> str:
+    if not isinstance(ts, str) or not ts:
+        return ""
+    try:
+        dt = datetime.fromisoformat(ts)
+    except ValueError:
+        return ""
+    if dt.tzinfo is not None:
+        dt = dt.astimezone()
+    now = datetime.now(dt.tzinfo)
+    if dt.date() == now.date():
+        return dt.strftime("today %H:%M")
+    return dt.strftime("%Y-%m-%d %H:%M")
+
+
+class SessionsPanel(QWidget):
+    """List of sessions with New / Rename / Delete / Open transcript (see the module docstring)."""
+
+    session_selected = Signal(str)
+    new_requested = Signal()
+    rename_requested = Signal(str, str)
+    delete_requested = Signal(str)
+    open_transcript_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(4)
+        title = QLabel("Sessions")
+        f = title.font()
+        f.setBold(True)
+        title.setFont(f)
+        layout.addWidget(title)
+        self.list = QListWidget()
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.setWordWrap(True)
+        self.list.setAlternatingRowColors(True)
+        layout.addWidget(self.list, 1)
+        self.empty_label = QLabel("No sessions yet: press New")
+        self.empty_label.setWordWrap(True)
+        layout.addWidget(self.empty_label)
+        row = QHBoxLayout()
+        self.new_button = QPushButton("New")
+        self.rename_button = QPushButton("Rename")
+        self.delete_button = QPushButton("Delete")
+        for b in (self.new_button, self.rename_button, self.delete_button):
+            row.addWidget(b)
+        layout.addLayout(row)
+        self.open_button = QPushButton("Open transcript…")
+        self.open_button.setToolTip("Open a saved history.jsonl or an agent trajectory (.traj.json)")
+        layout.addWidget(self.open_button)
+
+        self._suppress = False
+        self._editing: str | None = None
+        self._box: QMessageBox | None = None
+        self._file_dialog: QFileDialog | None = None
+        self.new_button.clicked.connect(self.new_requested)
+        self.rename_button.clicked.connect(lambda: self.start_rename())
+        self.delete_button.clicked.connect(lambda: self.request_delete())
+        self.open_button.clicked.connect(self.choose_transcript)
+        self.list.currentItemChanged.connect(self._on_current)
+        self.list.itemChanged.connect(self._on_item_changed)
+        self.list.customContextMenuRequested.connect(self._on_menu)
+        self._update_buttons()
+
+    # --- data
+    def _make_item(self, session: dict[str, Any]) -> QListWidgetItem:
+        item = QListWidgetItem()
+        self._fill(item, session)
+        return item
+
+    def _fill(self, item: QListWidgetItem, session: dict[str, Any]) -> None:
+        title = str(session.get("title") or "Untitled session")
+        item.setText(title)
+        item.setData(ID_ROLE, str(session["id"]))
+        item.setData(DATA_ROLE, dict(session))
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+        bits = [b for b in (_when(session.get("updated")),) if b]
+        if session.get("messages") is not None:
+            bits.append(f"{int(session['messages']):,} messages")
+        if session.get("tokens") is not None:
+            bits.append(f"{format_tokens(session['tokens'])} tokens")
+        item.setToolTip(f"{title}\n" + " · ".join(bits) if bits else title)
+        item.setStatusTip(" · ".join(bits))
+
+    def set_sessions(self, sessions: Sequence[dict[str, Any]]) -> None:
+        current = self.current_id()
+        self._suppress = True
+        self.list.clear()
+        for s in sessions:
+            self.list.addItem(self._make_item(s))
+        self._suppress = False
+        if current is not None:
+            self.set_current(current)
+        self._update_buttons()
+
+    def update_session(self, session: dict[str, Any]) -> None:
+        item = self._item(str(session["id"]))
+        self._suppress = True
+        if item is None:
+            self.list.insertItem(0, self._make_item(session))
+        else:
+            self._fill(item, session)
+        self._suppress = False
+        self._update_buttons()
+
+    def remove_session(self, session_id: str) -> None:
+        item = self._item(session_id)
+        if item is not None:
+            self._suppress = True
+            self.list.takeItem(self.list.row(item))
+            self._suppress = False
+        self._update_buttons()
+
+    def session_ids(self) -> list[str]:
+        return [self.list.item(i).data(ID_ROLE) for i in range(self.list.count())]
+
+    def title_of(self, session_id: str) -> str | None:
+        item = self._item(session_id)
+        return item.text() if item is not None else None
+
+    def _item(self, session_id: str) -> QListWidgetItem | None:
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if item.data(ID_ROLE) == session_id:
+                return item
+        return None
+
+    def set_current(self, session_id: str) -> None:
+        item = self._item(session_id)
+        self._suppress = True
+        if item is not None:
+            self.list.setCurrentItem(item)
+        self._suppress = False
+        self._update_buttons()
+
+    def current_id(self) -> str | None:
+        item = self.list.currentItem()
+        return item.data(ID_ROLE) if item is not None else None
+
+    # --- actions
+    def start_rename(self, session_id: str | None = None) -> bool:
+        sid = session_id or self.current_id()
+        item = self._item(sid) if sid else None
+        if item is None:
+            return False
+        self._editing = sid
+        self.list.setCurrentItem(item)
+        self.list.editItem(item)
+        return True
+
+    def request_delete(self, session_id: str | None = None) -> QMessageBox | None:
+        sid = session_id or self.current_id()
+        item = self._item(sid) if sid else None
+        if item is None or sid is None:
+            return None
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("Delete session")
+        box.setText(f"Delete the session “{item.text()}”?")
+        box.setInformativeText("Its history, archive and offloaded tool results are removed from disk.")
+        box.setStandardButtons(QMessageBox.StandardButton.Delete | QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+
+        def done(result: int) -> None:
+            if box.standardButton(box.clickedButton()) == QMessageBox.StandardButton.Delete:
+                self.delete_requested.emit(sid)
+
+        box.finished.connect(done)
+        self._box = box
+        box.open()
+        return box
+
+    def choose_transcript(self) -> QFileDialog:
+        dlg = QFileDialog(self, "Open transcript")
+        dlg.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dlg.setNameFilter(TRANSCRIPT_FILTER)
+        dlg.fileSelected.connect(self._on_transcript_chosen)
+        self._file_dialog = dlg
+        dlg.open()
+        return dlg
+
+    def _on_transcript_chosen(self, path: str) -> None:
+        if path:
+            self.open_transcript_requested.emit(path)
+
+    # --- slots
+    def _on_current(self, current: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
+        self._update_buttons()
+        if self._suppress or current is None:
+            return
+        self.session_selected.emit(current.data(ID_ROLE))
+
+    def _on_item_changed(self, item: QListWidgetItem) -> None:
+        if self._suppress:
+            return
+        sid = item.data(ID_ROLE)
+        data = item.data(DATA_ROLE) or {}
+        old = str(data.get("title") or "Untitled session")
+        new = item.text().strip()
+        self._editing = None
+        if not new or new == old:
+            self._suppress = True
+            item.setText(old)
+            self._suppress = False
+            return
+        data = {**data, "title": new}
+        self._suppress = True
+        item.setData(DATA_ROLE, data)
+        item.setText(new)
+        self._suppress = False
+        self.rename_requested.emit(sid, new)
+
+    def _on_menu(self, pos: Any) -> None:
+        item = self.list.itemAt(pos)
+        menu = QMenu(self)
+        menu.addAction("New session", self.new_requested.emit)
+        if item is not None:
+            sid = item.data(ID_ROLE)
+            menu.addAction("Rename", lambda: self.start_rename(sid))
+            menu.addAction("Delete…", lambda: self.request_delete(sid))
+        menu.addAction("Open transcript…", self.choose_transcript)
+        menu.popup(self.list.viewport().mapToGlobal(pos))
+
+    def _update_buttons(self) -> None:
+        has = self.list.currentItem() is not None
+        self.rename_button.setEnabled(has)
+        self.delete_button.setEnabled(has)
+        self.empty_label.setVisible(self.list.count() == 0)
