@@ -635,7 +635,7 @@ class Session:
     def restore_from_archive(self, ids: Iterable[str]) -> list[Message]:
         """Bring archived messages back into the history (with their tool-call partners).
 
-        They go where they belong in time: before the first live message that is newer, moved
+        They go where they belong in time: before the first live message that is not older, moved
         earlier to the nearest clean cut so no call is separated from its result. Messages already
         live are skipped. Returns the messages restored.
         """
@@ -649,7 +649,7 @@ class Session:
         first = _ts_key(restored[0])
         pos = len(self.messages)
         for i, m in enumerate(self.messages):
-            if _ts_key(m) > first:
+            if _ts_key(m) >= first:
                 pos = i
                 break
         ok = clean_cut_points(self.messages)

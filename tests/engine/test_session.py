@@ -1,0 +1,379 @@
+"""engine.session: folder layout, durable appends, atomic rewrites, torn lines, events, the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import archive
+from engine.budget import WindowInfo
+from engine.config import Settings, data_dir
+from engine.events import CompactionEvent
+from engine.messages import MessageError, assistant, tool_call, tool_result, user
+from engine.session import (
+    HISTORY_FILE,
+    SESSION_FILE,
+    Session,
+    SessionClosedError,
+    SessionError,
+    SessionStore,
+)
+from engine.tokens import estimate_message_tokens
+
+
+def _turn(i: int) -> list[dict]:
+    return [
+        user(f"question {i}"),
+        assistant(None, [tool_call(f"c{i}", "read_file", f'{{"path": "f{i}.py"}}')]),
+        tool_result(f"c{i}", f"contents of f{i}.py"),
+        assistant(f"answer {i}"),
+    ]
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Session:
+    return Session.create(tmp_path / "s1", "First")
+
+
+def _reload(s: Session) -> Session:
+    return Session.load(s.path)
+
+
+# --------------------------------------------------------------------------- create, append, update
+
+
+def test_create_layout_and_meta(session: Session) -> None:
+    assert (session.path / SESSION_FILE).exists() and (session.path / HISTORY_FILE).read_bytes() == b""
+    meta = json.loads((session.path / SESSION_FILE).read_text())
+    assert meta["title"] == "First" and meta["summary"] == "" and meta["undo"] == [] and meta["created"]
+    assert session.id == "s1" and session.messages == [] and session.ledger.total == 0
+    with pytest.raises(SessionError, match="already exists"):
+        (session.path / "x").write_text("x")
+        Session.create(session.path)
+
+
+def test_append_is_durable_and_reloads_exactly(session: Session) -> None:
+    msgs = _turn(1)
+    for m in msgs:
+        session.append(m)
+    lines = session.history_path.read_bytes().splitlines()
+    assert len(lines) == 4 and json.loads(lines[1]) == msgs[1]
+    again = _reload(session)
+    assert again.messages == msgs
+    assert again.load_report.clean and again.load_report.messages == 4
+    assert again.ledger.total == sum(estimate_message_tokens(m) for m in msgs)
+
+
+def test_append_rejects_bad_messages_without_writing(session: Session) -> None:
+    session.append(user("ok"))
+    size = session.history_path.stat().st_size
+    with pytest.raises(MessageError, match="does not belong in the history"):
+        session.append({"role": "system", "content": "no"})
+    with pytest.raises(MessageError, match="content"):
+        session.append({"role": "user", "content": 5})
+    with pytest.raises(SessionError, match="already in session"):
+        session.append(dict(session.messages[0]))
+    with pytest.raises(SessionError, match="already in session"):
+        same = user("a")
+        session.extend([same, dict(same)])
+    assert session.history_path.stat().st_size == size and len(session.messages) == 1
+
+
+def test_ledger_stays_in_step(session: Session) -> None:
+    session.extend(_turn(1) + _turn(2))
+    expect = sum(estimate_message_tokens(m) for m in session.messages)
+    assert session.ledger.total == expect
+    m = dict(session.messages[2])
+    m["content"] = "x" * 1000
+    session.update_message(m["id"], m)
+    assert session.ledger.total == sum(estimate_message_tokens(x) for x in session.messages)
+    session.rewrite(session.messages[4:])
+    assert session.ledger.total == sum(estimate_message_tokens(x) for x in session.messages)
+    assert len(session.ledger) == 4
+
+
+def test_update_message_persists_and_checks_ids(session: Session) -> None:
+    session.extend(_turn(1))
+    m = dict(session.messages[3])
+    m["content"] = "final streamed text"
+    session.update_message(m["id"], m)
+    assert _reload(session).messages[3]["content"] == "final streamed text"
+    with pytest.raises(SessionError, match="no message with id"):
+        session.update_message("missing", {"role": "user", "content": "x", "id": "missing"})
+    with pytest.raises(SessionError, match="does not match"):
+        session.update_message(session.messages[0]["id"], dict(m))
+
+
+def test_surrogates_are_replaced_not_fatal(session: Session) -> None:
+    bad = b"ok \xff\xfe end".decode("utf-8", "surrogateescape")
+    session.append(tool_result("c", bad))
+    assert _reload(session).messages[0]["content"] == "ok \ufffd\ufffd end"
+
+
+# --------------------------------------------------------------------------- rewrite and archive
+
+
+def test_rewrite_archives_dropped_messages_first(session: Session) -> None:
+    session.extend(_turn(1) + _turn(2))
+    dropped = session.messages[:4]
+    days = session.rewrite(session.messages[4:])
+    assert days
+    archived = [m for d in archive.list_days(session.path) for m in archive.read_day(session.path, d)]
+    assert archived == dropped
+    assert [m["id"] for m in _reload(session).messages] == [m["id"] for m in session.messages]
+
+
+def test_rewrite_is_all_or_nothing_when_archiving_fails(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    session.extend(_turn(1) + _turn(2))
+    before = session.history_path.read_bytes()
+
+    def boom(*a: object, **k: object) -> list[str]:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(archive, "append", boom)
+    with pytest.raises(OSError, match="disk full"):
+        session.rewrite(session.messages[4:])
+    assert session.history_path.read_bytes() == before and len(session.messages) == 8
+
+
+def test_rewrite_rejects_duplicate_ids(session: Session) -> None:
+    session.extend(_turn(1))
+    with pytest.raises(SessionError, match="appears twice"):
+        session.rewrite([session.messages[0], session.messages[0]])
+
+
+def test_restore_from_archive_goes_back_in_time_order_with_pairs(session: Session) -> None:
+    session.extend(_turn(1) + _turn(2))
+    first = [dict(m) for m in session.messages[:4]]
+    session.rewrite(session.messages[4:])
+    restored = session.restore_from_archive([first[2]["id"]])  # a tool result: its call comes too
+    assert [m["id"] for m in restored] == [first[1]["id"], first[2]["id"]]
+    assert [m["id"] for m in session.messages[:2]] == [first[1]["id"], first[2]["id"]]
+    assert session.restore_from_archive([first[2]["id"]]) == []  # already live
+    assert [m["id"] for m in _reload(session).messages] == [m["id"] for m in session.messages]
+
+
+# --------------------------------------------------------------------------- crash damage
+
+
+def test_torn_last_line_is_moved_aside_and_reported(session: Session) -> None:
+    session.extend(_turn(1))
+    torn = b'{"role": "assistant", "content": "half a mess'
+    with open(session.history_path, "ab") as fh:
+        fh.write(torn)
+    again = _reload(session)
+    rep = again.load_report
+    assert len(again.messages) == 4 and rep.torn_bytes == len(torn)
+    assert rep.torn_path is not None and rep.torn_path.read_bytes() == torn
+    assert rep.torn_path.name.startswith("history.jsonl.torn-")
+    assert "torn" in rep.describe() and not rep.clean
+    assert again.history_path.read_bytes().endswith(b"}\n")
+    again.append(user("after the crash"))
+    third = _reload(again)
+    assert len(third.messages) == 5 and third.load_report.clean
+
+
+def test_complete_last_line_without_newline_is_kept(session: Session) -> None:
+    session.extend(_turn(1))
+    extra = user("written, newline lost")
+    with open(session.history_path, "ab") as fh:
+        fh.write(json.dumps(extra).encode())
+    again = _reload(session)
+    assert again.messages[-1] == extra and again.load_report.torn_bytes == 0
+    assert "no final newline" in again.load_report.describe()
+
+
+def test_invalid_and_duplicate_lines_are_reported_and_kept_aside(session: Session) -> None:
+    msgs = _turn(1)
+    session.extend(msgs)
+    lines = session.history_path.read_bytes().splitlines(keepends=True)
+    bad = [b"not json at all\n", b'{"role": "wizard", "content": "?"}\n', lines[0]]
+    session.history_path.write_bytes(lines[0] + bad[0] + lines[1] + bad[1] + b"".join(lines[2:]) + bad[2])
+    again = _reload(session)
+    rep = again.load_report
+    assert [m["id"] for m in again.messages] == [m["id"] for m in msgs]
+    assert len(rep.invalid) == 3
+    assert "line 2" in rep.invalid[0] and "wizard" in rep.invalid[1] and "repeats" in rep.invalid[2]
+    assert rep.invalid_path is not None and rep.invalid_path.read_bytes() == b"".join(bad)
+    assert _reload(again).load_report.clean
+
+
+def test_corrupt_meta_is_rebuilt_and_summary_recovered(session: Session) -> None:
+    session.extend(_turn(1))
+    session.record_event(
+        CompactionEvent("manual", 10, 5, 2, 2, 1.0, "summarized", summary="## Goal\nrecovered")
+    )
+    (session.path / SESSION_FILE).write_text("{ truncated")
+    again = _reload(session)
+    assert again.summary == "## Goal\nrecovered" and len(again.messages) == 4
+    assert any("session.json" in r for r in again.load_report.repaired)
+    assert list(session.path.glob("session.json.corrupt-*"))
+
+
+def test_interrupted_commit_before_rewrite_is_discarded(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    session.extend(_turn(1) + _turn(2))
+    ids = [m["id"] for m in session.messages]
+
+    def crash(*a: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Session, "_write_history", crash)
+    point = {"id": "u1", "summary": "", "order": ids, "removed": session.messages[:4]}
+    with pytest.raises(KeyboardInterrupt):
+        session.commit_compaction(session.messages[4:], summary="new", undo_point=point)
+    monkeypatch.undo()
+    again = _reload(session)
+    assert [m["id"] for m in again.messages] == ids and again.summary == ""
+    assert again.undo_stack() == [] and not (session.path / "undo" / "u1.json").exists()
+    assert any("discarded" in r for r in again.load_report.repaired)
+
+
+def test_interrupted_commit_after_rewrite_is_finished(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    session.extend(_turn(1) + _turn(2))
+    ids = [m["id"] for m in session.messages]
+
+    def crash(self: Session) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Session, "_finish_pending", crash)
+    point = {"id": "u1", "summary": "", "order": ids, "removed": session.messages[:4]}
+    with pytest.raises(KeyboardInterrupt):
+        session.commit_compaction(session.messages[4:], summary="new", undo_point=point)
+    monkeypatch.undo()
+    again = _reload(session)
+    assert [m["id"] for m in again.messages] == ids[4:] and again.summary == "new"
+    assert again.undo_stack() == ["u1"] and again.meta["pending"] is None
+    assert any("finished" in r for r in again.load_report.repaired)
+
+
+def test_undo_last_restores_exact_history_and_summary(session: Session) -> None:
+    session.extend(_turn(1) + _turn(2))
+    session.set_summary("old summary")
+    before = [dict(m) for m in session.messages]
+    point = {"id": "u1", "summary": "old summary", "order": [m["id"] for m in before], "removed": before[:4]}
+    session.commit_compaction(session.messages[4:], summary="new summary", undo_point=point)
+    assert session.summary == "new summary" and session.undo_stack() == ["u1"]
+    res = session.undo_last()
+    assert session.messages == before and session.summary == "old summary"
+    assert [m["id"] for m in res.restored] == [m["id"] for m in before[:4]]
+    assert session.undo_stack() == [] and not (session.path / "undo" / "u1.json").exists()
+    assert _reload(session).messages == before
+    with pytest.raises(SessionError, match="nothing to undo"):
+        session.undo_last()
+
+
+# --------------------------------------------------------------------------- events and snapshots
+
+
+def test_snapshot_regions_and_events(session: Session) -> None:
+    session.extend(_turn(1))
+    session.set_summary("## Goal\nthings")
+    settings = Settings(max_tokens=100)
+    snap = session.snapshot(settings, None, "You are helpful.", [], window=WindowInfo(2000, 100, "override"))
+    assert snap.history == session.ledger.total
+    assert sum(snap.regions().values()) == 2000 and snap.accuracy == "estimated"
+    session.calibrator.record(snap.raw_prompt_tokens, snap.raw_prompt_tokens // 2, [m["id"] for m in session.messages])
+    session.record_snapshot(snap)
+    session.record_event(CompactionEvent("auto", 1, 1, 0, 4, 0.5, "nothing"))
+    with open(session.events_path, "ab") as fh:
+        fh.write(b'{"type": "cont')
+    problems: list[str] = []
+    events = session.read_events(problems)
+    assert [e["type"] for e in events] == ["context", "compaction"] and problems
+    assert events[0]["message_tokens"] == [] and events[0]["message_count"] == 4
+    snaps = session.snapshots()
+    assert len(snaps) == 1 and snaps[0].regions() == snap.regions()
+    calibrated = _reload(session).snapshot(settings, None, "You are helpful.", [], window=2000)
+    assert calibrated.accuracy == "calibrated"
+
+
+def test_close_runs_callbacks_and_blocks_writes(session: Session) -> None:
+    called = []
+    session.add_close_callback(lambda: called.append(1))
+    session.close()
+    session.close()
+    assert called == [1]
+    with pytest.raises(SessionClosedError):
+        session.append(user("late"))
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def test_store_create_list_rename_open_delete() -> None:
+    store = SessionStore()
+    assert store.root == data_dir() / "sessions"
+    assert store.list() == []
+    a = store.create("Alpha")
+    a.extend(_turn(1))
+    time.sleep(0.01)
+    b = store.create("Beta")
+    b.append(user("hi"))
+    infos = store.list()
+    assert [i.title for i in infos] == ["Beta", "Alpha"]
+    assert [i.message_count for i in infos] == [1, 4] and infos[0].id == b.id
+    store.rename(a.id, "Alpha renamed")
+    assert a.title == "Alpha renamed"
+    other = SessionStore(store.root)
+    other.rename(b.id, "Beta renamed")
+    assert {i.title for i in store.list()} == {"Alpha renamed", "Beta renamed"}
+    opened = store.open(a.id)
+    assert [m["id"] for m in opened.messages] == [m["id"] for m in a.messages]
+    assert store.open(a.path).id == a.id
+    with pytest.raises(SessionError, match="no session"):
+        store.open("../escape")
+    with pytest.raises(SessionError, match="not a session id"):
+        store.delete("..")
+    with pytest.raises(SessionError, match="not a session id"):
+        store.rename("a/../../b", "x")
+    with pytest.raises(SessionError, match="no session"):
+        store.open("missing-id")
+    with pytest.raises(SessionError, match="empty"):
+        store.rename(a.id, "  ")
+    store.delete(b.id)
+    assert [i.id for i in store.list()] == [a.id] and not b.path.exists() and b.closed
+    (store.root / ".import-half").mkdir()
+    assert [i.id for i in store.list()] == [a.id]
+
+
+@pytest.mark.slow
+def test_load_10000_messages_and_1000_snapshots_under_a_second(tmp_path: Path) -> None:
+    s = Session.create(tmp_path / "big", "big")
+    batch = []
+    for i in range(2500):
+        batch += _turn(i)
+    s.extend(batch)
+    settings = Settings(max_tokens=1000)
+    snap = s.snapshot(settings, window=200_000)
+    s.record_snapshot(snap)
+    line = s.events_path.read_bytes()
+    with open(s.events_path, "ab") as fh:
+        fh.write(line * 999)
+    t0 = time.perf_counter()
+    again = Session.load(s.path)
+    snaps = again.snapshots()
+    elapsed = time.perf_counter() - t0
+    assert len(again.messages) == 10_000 and len(snaps) == 1000
+    assert elapsed < 1.0, f"load took {elapsed:.2f} s"
+
+
+def test_meta_write_is_atomic(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    session.set_summary("kept")
+
+    real_replace = os.replace
+
+    def failing_replace(src: str, dst: str) -> None:
+        if str(dst).endswith(SESSION_FILE):
+            raise OSError("crash during rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        session.set_summary("lost")
+    monkeypatch.undo()
+    assert json.loads((session.path / SESSION_FILE).read_text())["summary"] == "kept"
+    assert not list(session.path.glob(".session.json.*"))
