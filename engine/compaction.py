@@ -765,34 +765,41 @@ class Compactor:
     def _emergency(
         self, trigger: str, reason: str, before: int, t0: float, *, until_fits: bool = False
     ) -> CompactionEvent | None:
+        """Drop (archived) with :func:`force_compression` — once, or ``until_fits`` — and shorten a
+        summary that leaves no room. None when nothing could change."""
         s = self.session
         history = list(s.messages)
         dropped_total = 0
         summary = s.summary
-        while True:
+        shrunk = False
+        snap = self.snapshot(history, summary)
+        fixed = snap.system + snap.tools + snap.reserve
+        if summary and snap.summary + fixed > snap.window:  # the summary alone leaves no room
+            summary = self._shorten_summary(summary, snap.summary, max(0, snap.window - fixed) // 2)
+            shrunk = True
+        while until_fits or not dropped_total:
+            if until_fits and not self.snapshot(history, summary).over_budget:
+                break
             new, _, count = force_compression(history, "")
             if count == 0:
                 break
             history, dropped_total = new, dropped_total + count
-            if not until_fits:
-                break
-            if not self.snapshot(history, summary).over_budget:
-                break
         if dropped_total:
             note = emergency_note(dropped_total)
             summary = f"{summary}\n\n{note}" if summary else note
-        summary, shrunk = self._fit_summary(history, summary, force=not dropped_total)
+        if not shrunk:
+            summary, shrunk = self._fit_summary(history, summary, force=not dropped_total)
         if not dropped_total and not shrunk:
             return None
         why = reason + ("; the summary was shortened to fit (full text archived)" if shrunk else "")
         return self._commit(trigger, history, summary, result="dropped", reason=why, before=before, t0=t0)
 
     def _fit_summary(self, history: list[Message], summary: str, *, force: bool) -> tuple[str, bool]:
-        """Shorten a summary that leaves no room (SPEC §5: a summary larger than the window).
+        """Shorten a summary that still leaves no room once nothing more can be dropped.
 
         Over budget: the summary is cut to half the room left by everything else. With ``force``
         (the provider refused and nothing else could be dropped) a summary over a quarter of the
-        window is halved. The full text goes to the dialog archive first.
+        window is halved.
         """
         if not summary:
             return summary, False
@@ -804,17 +811,21 @@ class Compactor:
             target = snap.summary // 2
         else:
             return summary, False
-        chars = int(len(summary) * target / snap.summary) if snap.summary else 0
-        if chars >= len(summary):
+        if target >= snap.summary:
             return summary, False
+        return self._shorten_summary(summary, snap.summary, target), True
+
+    def _shorten_summary(self, summary: str, tokens: int, target: int) -> str:
+        """Cut ``summary`` (``tokens`` long) to about ``target`` tokens, head and tail kept; its full
+        text goes to the dialog archive first (SPEC §5: a summary larger than the window)."""
         archive.append(
             self.session.path,
             [{"id": new_id(), "role": "system", "content": summary, "ts": now_iso(), "kind": "summary"}],
         )
+        chars = int(len(summary) * target / tokens) if tokens else 0
         note = "[… the summary was shortened to fit the window; its full text is in the dialog archive …]"
         half = max(0, (chars - len(note)) // 2)
-        short = f"{summary[:half]}\n{note}\n{summary[len(summary) - half :]}" if half else note
-        return short, True
+        return f"{summary[:half]}\n{note}\n{summary[len(summary) - half :]}" if half else note
 
     # ------------------------------------------------------------------ manual
 

@@ -107,7 +107,8 @@ def test_equality_at_the_next_boundary() -> None:
     st.integers(min_value=0, max_value=80),
 )
 def test_byte_cut_never_splits_a_character(text: str, max_bytes: int) -> None:
-    out = truncate_text_output(text, start_line=1, total_lines=count_lines(text) + 5, max_bytes=max_bytes, file_path="p")
+    total = count_lines(text) + 5
+    out = truncate_text_output(text, start_line=1, total_lines=total, max_bytes=max_bytes, file_path="p")
     data = text.encode()
     if len(data) <= max_bytes:
         assert out == text
