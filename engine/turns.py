@@ -52,52 +52,62 @@ def is_self_contained(messages: Sequence[Message]) -> bool:
     return calls == results
 
 
+def call_result_pairs(history: Sequence[Message]) -> list[tuple[int, int]]:
+    """(call index, result index) for every tool result whose call is in ``history``.
+
+    A result answers the nearest call with its id made before it, so duplicate or empty call ids
+    (some providers repeat them every turn) pair up turn by turn. A result with no such call before
+    it pairs with the first call after it (only malformed logs have one); a result whose call is
+    missing entirely (an interrupted run) pairs with nothing. One pass, O(n).
+    """
+    last_call: dict[str, int] = {}
+    first_call: dict[str, int] = {}
+    pairs: list[tuple[int, int]] = []
+    early: list[tuple[str, int]] = []  # results seen before any call with their id
+    for j, m in enumerate(history):
+        role = m.get("role")
+        if role == "assistant":
+            calls = m.get("tool_calls")
+            if calls:
+                for c in calls:
+                    if isinstance(c, dict):
+                        cid = str(c.get("id") or "")
+                        last_call[cid] = j
+                        if cid not in first_call:
+                            first_call[cid] = j
+        elif role == "tool":
+            cid = str(m.get("tool_call_id") or "")
+            i = last_call.get(cid)
+            if i is None:
+                early.append((cid, j))
+            elif i != j:
+                pairs.append((i, j))
+    for cid, j in early:
+        i = first_call.get(cid)
+        if i is not None:
+            pairs.append((i, j))
+    return pairs
+
+
 def cut_is_clean(history: Sequence[Message], index: int) -> bool:
     """True when cutting ``history`` at ``index`` leaves no call and result on opposite sides."""
     if index <= 0 or index >= len(history):
         return True
-    before_calls: set[str] = set()
-    for m in history[:index]:
-        if m.get("role") == "assistant":
-            before_calls.update(call_ids(m))
-    for m in history[index:]:
-        if m.get("role") == "tool" and str(m.get("tool_call_id") or "") in before_calls:
-            return False
-    # A result before the cut whose call is after it cannot happen in a well-ordered history, but
-    # an imported log may hold one: treat it as unclean too.
-    after_calls: set[str] = set()
-    for m in history[index:]:
-        if m.get("role") == "assistant":
-            after_calls.update(call_ids(m))
-    return not any(
-        m.get("role") == "tool" and str(m.get("tool_call_id") or "") in after_calls for m in history[:index]
-    )
+    return not any(min(i, j) < index <= max(i, j) for i, j in call_result_pairs(history))
 
 
 def clean_cut_points(history: Sequence[Message]) -> list[bool]:
     """``ok[i]`` is True when a cut at index ``i`` (0..len) separates no call from its result.
 
-    One pass forward and one backward: O(n) for the whole history. A cut is unclean when a call
-    made before it is answered after it, or a result before it answers a call made after it (which
-    only malformed logs contain). Results whose call is missing entirely (interrupted runs) do not
-    block a cut; neither do calls that are never answered.
+    O(n) for the whole history. A cut is unclean when a call made before it is answered after it,
+    or a result before it answers a call made after it (which only malformed logs contain). Results
+    are paired with calls by :func:`call_result_pairs`. Results whose call is missing entirely
+    (interrupted runs) do not block a cut; neither do calls that are never answered.
     """
     n = len(history)
-    # position of each call id's assistant message and of each of its results
-    call_pos: dict[str, int] = {}
-    for i, m in enumerate(history):
-        if m.get("role") == "assistant":
-            for cid in call_ids(m):
-                call_pos.setdefault(cid, i)
     # For each result at j answering a call at i != j, cuts strictly between min and max are bad.
     bad = [0] * (n + 2)
-    for j, m in enumerate(history):
-        if m.get("role") != "tool":
-            continue
-        cid = str(m.get("tool_call_id") or "")
-        i = call_pos.get(cid)
-        if i is None or i == j:
-            continue
+    for i, j in call_result_pairs(history):
         lo, hi = min(i, j), max(i, j)
         bad[lo + 1] += 1
         bad[hi + 1] -= 1
