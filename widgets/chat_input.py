@@ -251,7 +251,7 @@ class ChatInput(QWidget):
         self._edit.clear()
 
     def set_draft_tokens(self, n: int | None) -> None:
-        if n is None or not self.text().strip():
+        if n is None or not self.text().strip() or self._is_command():
             self._cost.setText("")
         else:
             self._cost.setText(f"≈ {format_tokens(n)} token{'s' if n != 1 else ''}")
@@ -312,16 +312,19 @@ class ChatInput(QWidget):
     def _on_stop_clicked(self) -> None:
         self.stop_requested.emit()
 
+    def _is_command(self) -> bool:
+        text = self.text().strip()
+        return text.startswith("/") and not text.startswith("//")
+
     def _on_text_changed(self) -> None:
         if self._error.isVisible():
             self.set_error("")
-        if not self.text().strip():
+        if not self.text().strip() or self._is_command():
             self._cost.setText("")
         self._update_buttons()
         self._debounce.start()
 
     def _update_buttons(self) -> None:
         has_text = bool(self.text().strip())
-        is_cmd = self.text().strip().startswith("/") and not self.text().strip().startswith("//")
-        self._send.setEnabled(has_text and (not self._busy or is_cmd))
+        self._send.setEnabled(has_text and (not self._busy or self._is_command()))
         self._stop.setEnabled(self._busy)

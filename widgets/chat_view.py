@@ -730,7 +730,7 @@ class ChatDelegate(QStyledItemDelegate):
         links: list[tuple[str, str]] = []
         if ev.get("summary"):
             links.append(("Open summary", "summary"))
-        if item.undoable and result != "undone":
+        if item.undoable and result not in ("undone", "failed", "nothing"):
             links.append(("Undo", "undo"))
         if links:
             fm = QFontMetrics(self.small_bold)
@@ -1440,9 +1440,13 @@ class ChatView(QAbstractScrollArea):
             return []
         return list(self._delegate.layout(item, self.row_width()).hotspots)
 
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        event.accept()  # the click is handled on release
+
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         if event.button() != Qt.MouseButton.LeftButton:
             return super().mouseReleaseEvent(event)
+        self.setFocus(Qt.FocusReason.MouseFocusReason)
         found = self._hit_at(event.position())
         if found is None:
             return

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QColor, QFontMetrics, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QCloseEvent, QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -119,22 +119,27 @@ class StackedBars(QWidget):
         h = max(10, bottom - top)
         n = len(self._bars)
         slot = (right - left) / max(1, n)
-        bar_w = min(120.0, slot * 0.45)
+        bar_w = min(110.0, slot * 0.38)
 
         def y_of(tokens: float) -> float:
             return bottom - h * tokens / max(1, scale_max)
 
         for i, (label, s) in enumerate(self._bars):
-            cx = left + slot * (i + 0.5)
-            x0 = cx - bar_w / 2
+            x0 = left + slot * i + slot * 0.12
             p.setPen(QColor(pal.text))
-            p.drawText(QRectF(left + slot * i, 2, slot, fm.height() + 4), Qt.AlignmentFlag.AlignCenter, label)
+            col = QRectF(x0 - 40, 0, bar_w + 80, 0)  # text centred under/over the bar
+            p.drawText(QRectF(col.left(), 2, col.width(), fm.height() + 4), Qt.AlignmentFlag.AlignCenter, label)
             if s is None:
                 p.setPen(QColor(pal.muted))
                 p.drawText(QRectF(left + slot * i, top, slot, h), Qt.AlignmentFlag.AlignCenter, "computing…")
                 continue
             acc = 0.0
             regions = _regions(s)
+            small = QFont(self.font())
+            small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
+            sfm = QFontMetrics(small)
+            label_x = x0 + bar_w + 6
+            label_w = max(0.0, left + slot * (i + 1) - label_x - 4)
             for key in REGION_ORDER:
                 v = regions[key]
                 if v <= 0:
@@ -142,6 +147,15 @@ class StackedBars(QWidget):
                 y1 = y_of(acc)
                 y2 = y_of(acc + v)
                 p.fillRect(QRectF(x0, y2, bar_w, y1 - y2), QColor(pal.regions[key]))
+                if y1 - y2 >= sfm.height() and label_w > 40:
+                    # label the larger regions beside the bar
+                    p.setFont(small)
+                    p.setPen(QColor(pal.muted))
+                    name = REGION_LABELS[key].replace("History · ", "")
+                    text = sfm.elidedText(f"{format_tokens(v)} {name}", Qt.TextElideMode.ElideRight, int(label_w))
+                    p.drawText(QRectF(label_x, (y1 + y2) / 2 - sfm.height() / 2, label_w, sfm.height()),
+                               Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+                    p.setFont(self.font())
                 acc += v
             p.setPen(QPen(QColor(pal.border), 1))
             p.setBrush(Qt.BrushStyle.NoBrush)
@@ -160,12 +174,12 @@ class StackedBars(QWidget):
             prompt = s.prompt
             p.setPen(QColor(pal.text))
             p.drawText(
-                QRectF(left + slot * i, bottom + 4, slot, fm.height() + 2), Qt.AlignmentFlag.AlignCenter,
+                QRectF(col.left(), bottom + 4, col.width(), fm.height() + 2), Qt.AlignmentFlag.AlignCenter,
                 f"prompt {format_tokens(prompt)}",
             )
             p.setPen(QColor(pal.muted))
             p.drawText(
-                QRectF(left + slot * i, bottom + 4 + fm.height(), slot, fm.height() + 2),
+                QRectF(col.left(), bottom + 4 + fm.height(), col.width(), fm.height() + 2),
                 Qt.AlignmentFlag.AlignCenter, f"{percent(used, s.window)} of {format_tokens(s.window)}",
             )
         p.end()
@@ -394,14 +408,14 @@ class CompactionPreview(QDialog):
 
     def _update_legend(self) -> None:
         pal = self._pal
-        parts = []
-        for key in REGION_ORDER:
-            if key == "free":
-                continue
-            parts.append(f"<span style='color:{pal.regions[key]}'>■</span> {REGION_LABELS[key]}")
-        parts.append(f"<span style='color:{pal.threshold}'>╌</span> threshold")
-        parts.append(f"<span style='color:{pal.limit}'>━</span> window")
-        self.legend.setText(" &nbsp; ".join(parts))
+        items = [(pal.regions[k], "■", REGION_LABELS[k]) for k in REGION_ORDER]
+        items += [(pal.threshold, "╌╌", "threshold"), (pal.limit, "━━", "window")]
+        self.legend.setText(
+            " &nbsp; ".join(
+                f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"
+                for c, g, t in items
+            )
+        )
 
     def _update_headline(self) -> None:
         b, a = self._before, self._after

@@ -32,9 +32,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QModelIndex, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -43,6 +45,9 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
@@ -69,6 +74,53 @@ def _when(ts: Any) -> str:
     return dt.strftime("%Y-%m-%d %H:%M")
 
 
+class _SessionDelegate(QStyledItemDelegate):
+    """Two lines per session: the title, and when / how many messages in a muted, smaller font."""
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
+        fm = option.fontMetrics
+        return QSize(option.rect.width(), fm.height() * 2 + 10)
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        title = opt.text
+        opt.text = ""
+        style = opt.widget.style() if opt.widget is not None else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
+        group = QPalette.ColorGroup.Normal
+        text_color = opt.palette.color(
+            group, QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
+        )
+        muted = QColor(text_color)
+        muted.setAlpha(150)
+        rect = opt.rect.adjusted(8, 4, -8, -4)
+        fm = opt.fontMetrics
+        painter.save()
+        bold = QFont(opt.font)
+        bold.setBold(True)
+        painter.setFont(bold)
+        painter.setPen(text_color)
+        painter.drawText(
+            QRect(rect.left(), rect.top(), rect.width(), fm.height()),
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+            QFontMetrics(bold).elidedText(title, Qt.TextElideMode.ElideRight, rect.width()),
+        )
+        small = QFont(opt.font)
+        if small.pointSizeF() > 0:
+            small.setPointSizeF(max(7.0, small.pointSizeF() * 0.9))
+        painter.setFont(small)
+        painter.setPen(muted)
+        sub = str(index.data(Qt.ItemDataRole.StatusTipRole) or "")
+        painter.drawText(
+            QRect(rect.left(), rect.top() + fm.height() + 2, rect.width(), fm.height()),
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+            QFontMetrics(small).elidedText(sub, Qt.TextElideMode.ElideRight, rect.width()),
+        )
+        painter.restore()
+
+
 class SessionsPanel(QWidget):
     """List of sessions with New / Rename / Delete / Open transcript (see the module docstring)."""
 
@@ -93,7 +145,7 @@ class SessionsPanel(QWidget):
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.setWordWrap(True)
-        self.list.setAlternatingRowColors(True)
+        self.list.setItemDelegate(_SessionDelegate(self.list))
         layout.addWidget(self.list, 1)
         self.empty_label = QLabel("No sessions yet: press New")
         self.empty_label.setWordWrap(True)

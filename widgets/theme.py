@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
 REGION_ORDER: tuple[str, ...] = (
@@ -217,7 +217,10 @@ def apply_theme(app: QGuiApplication, mode: str = "system") -> Palette:
 
 
 class ThemeWatcher(QObject):
-    """Re-emits the system colour-scheme change as ``changed(Palette)`` while the mode is ``system``.
+    """Re-emits a system colour-scheme change as ``changed(Palette)`` while the mode is ``system``.
+
+    It listens to ``QStyleHints.colorSchemeChanged`` and, for platforms without that hint, to
+    application palette changes; it emits only when the palette in force really changes.
 
     Signals:
         changed(object): the new :class:`Palette`.
@@ -231,10 +234,13 @@ class ThemeWatcher(QObject):
     def __init__(self, mode: str = "system", parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._mode = "system"
+        self._last: Palette | None = None
         self.set_mode(mode, emit=False)
         app = _app()
         if app is not None:
             app.styleHints().colorSchemeChanged.connect(self._on_scheme_changed)
+            # platforms without a colour-scheme hint change the application palette instead
+            app.installEventFilter(self)
 
     @property
     def mode(self) -> str:
@@ -247,12 +253,24 @@ class ThemeWatcher(QObject):
         if mode not in MODES:
             raise ValueError(f"theme must be one of {', '.join(MODES)}, got {mode!r}")
         self._mode = mode
+        self._last = self.current()
         if emit:
-            self.changed.emit(self.current())
+            self.changed.emit(self._last)
 
     def _on_scheme_changed(self, _scheme: Qt.ColorScheme) -> None:
         if self._mode == "system":
-            self.changed.emit(self.current())
+            self._emit_if_new()
+
+    def _emit_if_new(self) -> None:
+        pal = self.current()
+        if pal is not self._last:
+            self._last = pal
+            self.changed.emit(pal)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ApplicationPaletteChange and self._mode == "system":
+            self._emit_if_new()
+        return False
 
 
 def format_tokens(n: int | float | None) -> str:

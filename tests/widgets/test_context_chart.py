@@ -1,0 +1,217 @@
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+
+from engine.budget import ContextSnapshot
+from engine.events import CompactionEvent
+from widgets.context_chart import ContextChart
+from widgets.theme import DARK, LIGHT, REGION_ORDER
+
+
+def snap(**kw) -> ContextSnapshot:
+    data = dict(
+        window=100_000, max_tokens=10_000, system=1_000, summary=2_000, history_user=3_000,
+        history_assistant=4_000, history_tool=5_000, tools=500, threshold_tokens=80_000,
+        estimator="heuristic", accuracy="calibrated", draft=250, model="gpt-4o-mini",
+    )
+    data.update(kw)
+    return ContextSnapshot(**data)
+
+
+def record(i: int, **kw) -> dict:
+    d = snap(
+        history_user=1_000 + 10 * i, history_assistant=2_000 + 20 * i, history_tool=3_000 + 30 * i,
+        provider_prompt_tokens=9_000 + 55 * i, raw_prompt_tokens=12_000 + 80 * i,
+        ts=f"2025-11-21T10:{i // 60:02d}:{i % 60:02d}+00:00", call_index=i, **kw,
+    ).to_json()
+    return d
+
+
+@pytest.fixture
+def chart(qtbot):
+    c = ContextChart(pal=LIGHT)
+    qtbot.addWidget(c)
+    c.resize(420, 640)
+    c.show()
+    qtbot.waitExposed(c)
+    return c
+
+
+def test_bar_stacks_regions_in_order_and_adds_up_to_the_window(chart):
+    s = snap()
+    chart.set_snapshot(s)
+    chart.flush()
+    seg = chart.bar_segments()
+    assert list(seg) == list(REGION_ORDER)
+    expected = {
+        "system": 1_000, "summary": 2_000, "history_user": 3_000, "history_assistant": 4_000,
+        "history_tool": 5_000, "tools": 500, "draft": 250, "reserve": 10_000,
+    }
+    expected["free"] = 100_000 - sum(expected.values())
+    x = 0.0
+    for key in REGION_ORDER:
+        start, width = seg[key]
+        assert start == pytest.approx(x)
+        assert width == pytest.approx(expected[key])
+        x += width
+    assert x == pytest.approx(100_000)
+    assert chart.legend_text("history_tool") == "5,000 · 5.0%"
+    assert chart.legend_text("free") == f"{expected['free']:,} · {expected['free'] / 1000:.1f}%"
+    assert chart.legend_text("threshold") == "80,000 · 80.0%"
+    assert chart.legend_text("limit") == "100,000 · 100.0%"
+    assert "calibrated" in chart.header_text()
+    assert chart._threshold_line.value() == 80_000
+    assert chart._limit_line.value() == 100_000
+
+
+def test_draft_override_and_overflow(chart):
+    chart.set_snapshot(snap())
+    chart.set_draft_tokens(1_234)
+    chart.flush()
+    assert chart.bar_segments()["draft"][1] == 1_234
+    assert "1,234 draft" in chart.header_text()
+    # over the window: free is 0 and the header says by how much
+    chart.set_snapshot(snap(history_tool=95_000))
+    chart.flush()
+    assert chart.bar_segments()["free"][1] == 0
+    assert "over the window by" in chart.header_text()
+    chart.set_snapshot(snap(history_tool=65_000))
+    chart.flush()
+    assert "over the compaction threshold" in chart.header_text()
+
+
+def test_accuracy_label_follows_snapshot(chart):
+    chart.set_snapshot(snap(accuracy="estimated").to_json())  # dict input works too
+    chart.flush()
+    assert "estimated" in chart.header_text()
+    chart.set_snapshot(snap(accuracy="exact"))
+    chart.flush()
+    assert "exact" in chart.header_text()
+
+
+def test_updates_are_throttled_and_reuse_plot_items(chart, qtbot):
+    items_before = list(chart._tl_plot.getPlotItem().items) + list(chart._bar_plot.getPlotItem().items)
+    redraws = chart.redraws
+    for i in range(50):
+        chart.set_snapshot(snap(history_tool=5_000 + i))
+    assert chart.redraws == redraws  # nothing applied synchronously
+    qtbot.waitUntil(lambda: chart.redraws > redraws, timeout=1000)
+    assert chart.redraws - redraws <= 2  # 50 updates coalesced
+    assert chart.bar_segments()["history_tool"][1] == 5_049
+    chart.set_timeline([record(i) for i in range(20)])
+    chart.append_call(record(20))
+    chart.flush()
+    items_after = list(chart._tl_plot.getPlotItem().items) + list(chart._bar_plot.getPlotItem().items)
+    assert [id(i) for i in items_after] == [id(i) for i in items_before]
+
+
+def test_timeline_columns_and_provider_line(chart):
+    recs = [record(i) for i in range(30)]
+    recs[5]["provider_prompt_tokens"] = None  # a call without a usage report
+    chart.set_timeline(recs)
+    chart.flush()
+    assert chart.column_count() == 30
+    tops = chart.column_tops()
+    for i in (0, 7, 29):
+        r = recs[i]
+        assert tops[i] == r["system"] + r["summary"] + r["history"] + r["tools"]
+    prov = chart.provider_series()
+    assert math.isnan(prov[5])
+    assert prov[7] == recs[7]["provider_prompt_tokens"]
+    x, y = chart._provider_curve.getData()
+    assert len(x) == 30 and y[7] == recs[7]["provider_prompt_tokens"]
+    # stacked: each region's bars start where the previous region ends
+    hist_user = chart._tl_bars["history_user"].opts
+    assert hist_user["y0"][3] == recs[3]["system"] + recs[3]["summary"]
+    tip = chart.column_tooltip(7)
+    assert "Call 8" in tip and f"{recs[7]['provider_prompt_tokens']:,}" in tip
+    assert "Reported by provider: —" in chart.column_tooltip(5)
+    assert "30 calls" in chart.timeline_header_text()
+
+
+def test_compaction_markers_are_placed_by_time_and_have_tooltips(chart):
+    recs = [record(i) for i in range(10)]
+    ev = asdict(CompactionEvent(
+        trigger="manual", tokens_before=40_000, tokens_after=9_000, messages_compacted=12, messages_kept=3,
+        duration_ms=1500, result="summarized", summary="## Goal\nShip it", ts="2025-11-21T10:00:04.500+00:00",
+    ))
+    chart.set_timeline(recs, [ev])
+    chart.flush()
+    assert chart.compaction_count() == 1
+    assert chart.compaction_x(0) == 5.5  # after the 5th call (x = 1..10)
+    tip = chart.compaction_tooltip(0)
+    assert "manual" in tip and "40,000 → 9,000" in tip and "-78%" in tip and "Ship it" in tip
+    x, y = chart._markers.getData()
+    assert list(x) == [5.5] and list(y) == [40_000]
+    # an event without time goes after the last call
+    chart.add_compaction({"trigger": "auto", "tokens_before": 1, "tokens_after": 1})
+    chart.flush()
+    assert chart.compaction_x(1) == 10.5
+    assert "2 compactions" in chart.timeline_header_text()
+
+
+def test_clicks_and_hover_hit_columns_and_markers(chart, qtbot):
+    chart.set_timeline([record(i) for i in range(10)], [{"trigger": "auto", "call_index": 4,
+                                                        "tokens_before": 30_000, "tokens_after": 10_000}])
+    chart.flush()
+    vb = chart._tl_plot.getPlotItem().getViewBox()
+    vb.autoRange()
+    scene_col = vb.mapViewToScene(QPointF(3.0, 1_000))
+    scene_marker = vb.mapViewToScene(QPointF(5.5, 30_000))
+    assert chart._hit(scene_col) == ("call", 2)
+    assert chart._hit(scene_marker) == ("compaction", 0)
+    clicked = []
+    chart.call_clicked.connect(clicked.append)
+
+    class Ev:
+        def __init__(self, p):
+            self._p = p
+
+        def scenePos(self):
+            return self._p
+
+    chart._on_timeline_mouse_clicked(Ev(scene_col))
+    assert clicked == [2]
+    with qtbot.waitSignal(chart.compaction_clicked) as blocker:
+        chart._on_timeline_mouse_clicked(Ev(scene_marker))
+    assert blocker.args[0]["tokens_before"] == 30_000
+    chart._on_timeline_mouse_moved(scene_col)  # shows a tooltip; must not raise
+
+
+def test_one_update_with_1000_columns_is_fast(chart):
+    chart.set_timeline([record(i) for i in range(1000)])
+    chart.set_snapshot(snap())
+    chart.flush()
+    times = []
+    for i in range(30):
+        chart.set_snapshot(snap(history_tool=5_000 + i))
+        chart.append_call(record(1000 + i))
+        t = time.perf_counter()
+        chart.flush()
+        times.append(time.perf_counter() - t)
+    assert np.median(times) < 0.005, times
+
+
+def test_palette_switch_recolours_without_new_items(chart):
+    chart.set_snapshot(snap())
+    chart.flush()
+    n = len(chart._bar_plot.getPlotItem().items)
+    chart.set_palette(DARK)
+    assert len(chart._bar_plot.getPlotItem().items) == n
+    assert chart._bar_item._brushes[0].color().name() == DARK.regions["system"]
+    img = chart.grab().toImage()
+    assert img.width() > 0
+
+
+def test_empty_chart(chart):
+    chart.clear()
+    chart.flush()
+    assert chart.header_text() == "No request yet"
+    assert chart.column_count() == 0
+    assert chart.timeline_header_text() == "No calls yet"
