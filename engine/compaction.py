@@ -538,7 +538,7 @@ class Compactor:
         win = self.window_info()
         est = self.estimator
         s = self.session
-        counts = s._counts_for(est, None)
+        counts = s.token_counts(est)
         system, summary, tools = est.text(self._system()), est.text(s.summary), est.tools(self.tools)
         ratio = s.calibrator.ratio
         if ratio:
@@ -663,9 +663,10 @@ class Compactor:
     async def run_auto(self) -> CompactionEvent | None:
         """Post-turn: if the plan says compact, summarize (or drop, archived, when that fails).
 
-        Returns None when nothing was needed or another compaction of this session is running.
+        Returns None when nothing was needed, ``settings.auto_compact`` is off, or another
+        compaction of this session is running.
         """
-        if self.busy or self.session.closed:
+        if self.busy or self.session.closed or not self.settings.auto_compact:
             return None
         task = asyncio.current_task()
         if task is not None:
@@ -685,7 +686,7 @@ class Compactor:
                     raise
                 if self.session.closed:
                     return None
-                if any(i not in self.session._index for i in plan.compact_ids):
+                if any(i not in self.session for i in plan.compact_ids):
                     return self._fail("auto", "the history changed during summarization", before, t0)
                 return self._apply_summary("auto", plan, result, before, t0)
         finally:
@@ -694,7 +695,9 @@ class Compactor:
 
     def start_auto(self) -> asyncio.Task[CompactionEvent | None] | None:
         """Run :meth:`run_auto` in the background; None when one is already running."""
-        if self.busy or self.session.closed or any(not t.done() for t in self._auto_tasks):
+        if not self.settings.auto_compact or self.busy or self.session.closed:
+            return None
+        if any(not t.done() for t in self._auto_tasks):
             return None
         task = asyncio.create_task(self.run_auto(), name=f"compaction-auto-{self.session.id}")
         self._auto_tasks.add(task)
@@ -861,7 +864,7 @@ class Compactor:
                 raise CompactionError(f"nothing to compact: {preview.plan.reason}")
             if s.summary != preview.base_summary:
                 raise StalePreviewError("the summary changed since the preview was made; preview again")
-            gone = [i for i in preview.compact_ids if i not in s._index]
+            gone = [i for i in preview.compact_ids if i not in s]
             if gone:
                 raise StalePreviewError(
                     f"{len(gone)} message(s) of the preview are no longer in the history; preview again"

@@ -379,6 +379,13 @@ class Session:
         except KeyError:
             raise SessionError(f"no message with id {msg_id!r} in session {self.id}") from None
 
+    def __contains__(self, msg_id: object) -> bool:
+        return msg_id in self._index
+
+    def archive_days(self) -> list[str]:
+        """Days of the dialog archive, ascending (for :func:`engine.compaction.summary_block`)."""
+        return archive.list_days(self.path)
+
     def get(self, msg_id: str) -> Message:
         return self.messages[self.index_of(msg_id)]
 
@@ -703,6 +710,10 @@ class Session:
         return [e for e in self.read_events() if e.get("type") == "compaction"]
 
     # ------------------------------------------------------------------ tokens
+
+    def token_counts(self, estimator: Estimator | None = None, messages: Sequence[Message] | None = None) -> list[int]:
+        """Per-message tokens of the live history (or of ``messages``); the ledger's when it can."""
+        return self._counts_for(estimator or self.estimator, messages)
 
     def _counts_for(self, estimator: Estimator, messages: Sequence[Message] | None) -> list[int]:
         same = estimator is self.estimator or (

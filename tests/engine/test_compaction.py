@@ -473,6 +473,14 @@ async def test_auto_summarizes_archives_and_records(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+async def test_auto_respects_the_setting(tmp_path: Path) -> None:
+    s = _session(tmp_path)
+    c, events = _compactor(s, FakeLLM(VALID), auto_compact=False)
+    assert c.plan().needed and await c.run_auto() is None and events == []
+    assert c.start_auto() is None
+
+
+@pytest.mark.asyncio
 async def test_auto_does_nothing_under_threshold(tmp_path: Path) -> None:
     s = _session(tmp_path, turns=1, size=10)
     c, events = _compactor(s, FakeLLM(VALID))

@@ -140,6 +140,15 @@ def test_rewrite_is_all_or_nothing_when_archiving_fails(session: Session, monkey
     assert session.history_path.read_bytes() == before and len(session.messages) == 8
 
 
+def test_token_counts_and_membership(session: Session) -> None:
+    session.extend(_turn(1))
+    assert session.token_counts() == [estimate_message_tokens(m) for m in session.messages]
+    assert session.messages[0]["id"] in session and "nope" not in session
+    assert session.archive_days() == []
+    session.rewrite(session.messages[2:])
+    assert len(session.archive_days()) == 1
+
+
 def test_rewrite_rejects_duplicate_ids(session: Session) -> None:
     session.extend(_turn(1))
     with pytest.raises(SessionError, match="appears twice"):
