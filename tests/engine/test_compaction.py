@@ -324,6 +324,15 @@ def test_force_compression_one_turn() -> None:
     assert new == [h[0]] and n == len(h) - 1 and f"{n} older" in summary
 
 
+def test_single_turn_with_a_huge_tool_result() -> None:
+    h = _turn(0)
+    counts = [10, 10, 100_000, 10]
+    p = _plan(h, counts, window=50_000, reserve_tokens=5_000)
+    assert p.needed and p.keep == h[3:] and p.compact_tokens == 100_020  # call and result leave together
+    new, _, n = force_compression(h, "")
+    assert new == [h[0]] and n == 3  # one turn starting at 0: only the user message stays
+
+
 def test_force_compression_without_users_never_orphans() -> None:
     h = [assistant("a"), assistant(None, [tool_call("k", "f", "{}")]), tool_result("k", "r"), assistant("b")]
     dropped, kept = emergency_split(h)  # len//2 = 2 would split k from its result → next clean cut

@@ -108,6 +108,14 @@ def test_update_message_persists_and_checks_ids(session: Session) -> None:
         session.update_message(session.messages[0]["id"], dict(m))
 
 
+def test_content_parts_and_images_round_trip(session: Session) -> None:
+    parts = [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "data:,x"}}]
+    session.append(user(parts))
+    again = _reload(session)
+    assert again.messages[0]["content"] == parts
+    assert again.ledger.total == estimate_message_tokens(again.messages[0]) >= 256
+
+
 def test_surrogates_are_replaced_not_fatal(session: Session) -> None:
     bad = b"ok \xff\xfe end".decode("utf-8", "surrogateescape")
     session.append(tool_result("c", bad))
