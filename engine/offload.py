@@ -561,6 +561,8 @@ class Offloader:
         records = await self.offload_step(live + pending)
         pending_ids = {str(m.get("id")) for m in pending}
         changed = {r.message_id for r in records if r.message_id not in pending_ids}
+        # a background compaction may have moved some of them to the archive meanwhile: skip those
+        changed = {i for i in changed if i in session}
         if changed:
             session.update_messages([m for m in live if str(m.get("id")) in changed])
         if pending:

@@ -464,3 +464,20 @@ def test_session_cleanup_uses_history_and_summary(tmp_path: Path) -> None:
     reopened = Session.load(session.path, retention_days=5)
     assert reopened.messages[2]["offload"]["path"].endswith(live)
     assert sorted(p.name for p in folder.iterdir()) == [live]
+
+
+@pytest.mark.asyncio
+async def test_offload_session_survives_a_compaction_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = Session.create(tmp_path / "s", "t")
+    session.extend([user("go"), *_tool_step("old " * 20_000, "c1"), user("next"), *_tool_step("ok", "c2")])
+    real_save = Offloader._save
+
+    async def save_then_compact(self: Offloader, msg: Any, text: str, name: str) -> Any:
+        out = await real_save(self, msg, text, name)
+        session.rewrite(session.messages[3:])  # a background compaction archived the first turn
+        return out
+
+    monkeypatch.setattr(Offloader, "_save", save_then_compact)
+    records = await Offloader(session.path, _settings()).offload_session(session)
+    assert [r.action for r in records] == ["offloaded"]
+    assert [m["role"] for m in Session.load(session.path).messages] == ["user", "assistant", "tool"]
