@@ -490,7 +490,8 @@ class Compactor:
         self.summarize = summarize
         self.estimator = estimator or session.estimator
         self.system_prompt = system_prompt
-        self.tools: list[dict[str, Any]] = list(tools or [])
+        # tools=None: the definitions stored with the session (an imported log's), else none
+        self.tools: list[dict[str, Any]] = list(tools if tools is not None else session.meta.get("tools") or [])
         self.window = window
         self.emit = emit
         self._auto_tasks: set[asyncio.Task[Any]] = set()

@@ -220,3 +220,23 @@ def test_explicit_session_dir(tmp_path: Path) -> None:
     assert rep.path == target and Session.load(target).meta["id"] == "here"
     with pytest.raises(TranscriptError, match="already exists"):
         import_transcript(_write(tmp_path, "t.json", SIMPLE), session_dir=target, window=4096)
+
+
+@pytest.mark.asyncio
+async def test_imported_session_can_be_previewed_for_compaction() -> None:
+    from engine.compaction import Compactor
+    from engine.config import Settings
+
+    rep = import_transcript(TRAJ[0], store=SessionStore(), window=64_000)
+    s = Session.load(rep.path)
+    before = (s.path / "history.jsonl").read_bytes()
+
+    async def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        sections = ["Goal", "Constraints", "Progress", "Key Decisions", "Next Steps", "Critical Context"]
+        return "\n".join(f"## {name}\ntext" for name in sections)
+
+    c = Compactor(s, Settings(max_tokens=1024), summarize, window=64_000)
+    assert c.tools == s.meta["tools"] and c.snapshot().tools > 0 and c.snapshot().system > 0
+    pv = await c.preview()
+    assert pv.plan.needed and pv.summary.valid and pv.after.history < pv.before.history
+    assert (s.path / "history.jsonl").read_bytes() == before
