@@ -1,0 +1,46 @@
+"""Run every benchmark and print each figure beside its target: ``python -m benchmarks [name ...]``."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def main(argv: list[str]) -> int:
+    from benchmarks import accuracy, engine_bench
+
+    suites = dict(engine_bench.ALL)
+    try:
+        from benchmarks import gui_bench
+    except ImportError:
+        gui_bench = None
+    if gui_bench is not None:
+        suites.update(gui_bench.ALL)
+    chosen = [a for a in argv if not a.startswith("-")] or [*suites, "accuracy"]
+    unknown = [c for c in chosen if c not in suites and c != "accuracy"]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join([*suites, 'accuracy'])}",
+              file=sys.stderr)
+        return 2
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
+    print(f"{'figure':58} {'value':>12} {'unit':8} {'target':26} result")
+    missed = 0
+    for name in chosen:
+        if name == "accuracy":
+            continue
+        for fig in suites[name]():
+            print(fig.line(), flush=True)
+            missed += fig.ok is False
+    if "accuracy" in chosen:
+        print()
+        accuracy.main([])
+    print(f"\n{missed} target(s) missed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
