@@ -1,0 +1,669 @@
+"""The LLM client: the only module (with :mod:`engine.local_model`) that imports litellm, lazily.
+
+- :func:`stream_chat` — ``litellm.acompletion(stream=True, stream_options={"include_usage": True})``
+  with tools; text, reasoning and tool-call deltas assembled into one assistant message; the usage
+  the provider reports; transient errors retried with bounded exponential backoff (only while
+  nothing has streamed in that attempt); every failure raised as :class:`LLMError` with a ``kind``.
+- :func:`classify_error` — context window exceeded (→ the reactive compaction path), transient
+  (rate limit, connection, timeout, 5xx), auth, bad request, other.
+- :func:`complete_text` / :func:`make_summarizer` — plain completions for the compaction summary.
+- :func:`token_counter`, :func:`text_token_counter`, :func:`tools_token_counter` — exact counts for
+  :class:`engine.tokens.ExactEstimator` (the tokenizer is selected once per model and cached; the
+  local model counts with its own tokenizer; nothing is ever downloaded).
+- :func:`model_info`, :func:`model_suggestions`.
+
+Cancellation. ``task.cancel()`` while :func:`stream_chat` runs stops the stream and closes the
+connection (``await response.aclose()``). The partial result is delivered through the optional
+``partial`` sink: before ``asyncio.CancelledError`` propagates, a :class:`Completion` with
+``interrupted=True`` is appended to the list passed as ``partial=``. Its message keeps the text and
+reasoning streamed so far and is marked ``"interrupted": True``; it holds only the tool calls whose
+arguments had arrived complete (valid JSON) — :func:`interrupted_tool_results` makes the results
+that say those calls were interrupted, so no call is ever left without a result. Mid-stream errors
+carry the same partial completion in :attr:`LLMError.partial`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import inspect
+import json
+import os
+import random
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from engine import local_model
+from engine.messages import Message, new_message, tool_result
+from engine.secrets import remember_secret, scrub
+
+LOCAL_MODEL = local_model.LOCAL_MODEL
+ERROR_KINDS = ("context_window", "transient", "auth", "bad_request", "other")
+
+RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt
+RETRY_MAX_DELAY = 8.0
+RETRY_AFTER_CAP = 30.0
+MAX_ERROR_CHARS = 400
+
+SummarizeFn = Callable[[list[dict[str, Any]], int], Awaitable[str]]
+TextCallback = Callable[[str], Any]
+ToolCallCallback = Callable[[int, dict[str, Any]], Any]
+RetryCallback = Callable[[int, float, "LLMError"], Any]
+
+CONTEXT_PATTERNS = (
+    "maximum context length",
+    "context_length_exceeded",
+    "context length exceeded",
+    "context window exceeded",
+    "exceeds the context window",
+    "exceed context window",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+    "maximum prompt length",
+    "reduce the length of the messages",
+    "string_above_max_length",
+)
+_LLAMA_CTX = re.compile(r"requested tokens \(\d+\) exceed context window of \d+", re.I)
+
+
+# ---------------------------------------------------------------------- litellm, lazily
+
+
+_litellm: Any = None
+
+
+def _lib() -> Any:
+    """Import and set up litellm on first use (~3 s): local price map, no HF downloads, quiet."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.disable_hf_tokenizer_download = True
+        litellm.drop_params = False
+        local_model.register()
+        _litellm = litellm
+    return _litellm
+
+
+# ---------------------------------------------------------------------- data
+
+
+@dataclass
+class LLMConfig:
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    max_tokens: int = 1024
+    timeout: float = 120.0
+    max_retries: int = 3
+    temperature: float | None = None
+    local_n_ctx: int = local_model.DEFAULT_N_CTX
+    local_threads: int = local_model.DEFAULT_THREADS
+
+    def __repr__(self) -> str:  # never print the key
+        key = "set" if self.api_key else None
+        return (
+            f"LLMConfig(model={self.model!r}, api_base={self.api_base!r}, api_key={key}, "
+            f"max_tokens={self.max_tokens}, timeout={self.timeout}, max_retries={self.max_retries}, "
+            f"temperature={self.temperature}, local_n_ctx={self.local_n_ctx}, local_threads={self.local_threads})"
+        )
+
+    @property
+    def is_local(self) -> bool:
+        return local_model.is_local(self.model)
+
+
+def config_from_settings(settings: Any, *, model: str | None = None, api_base: str | None = None,
+                         max_tokens: int | None = None) -> LLMConfig:
+    """An :class:`LLMConfig` from :class:`engine.config.Settings`; the API key comes from the
+    environment or the OS keyring (:mod:`engine.secrets`), never from our files."""
+    from engine.secrets import get_api_key
+
+    chosen = model or settings.model
+    key = None if local_model.is_local(chosen) else get_api_key(chosen, settings.api_key_env)
+    return LLMConfig(
+        model=chosen,
+        api_base=(api_base if api_base is not None else settings.api_base) or None,
+        api_key=key,
+        max_tokens=max_tokens or settings.max_tokens,
+        timeout=settings.request_timeout,
+        max_retries=settings.max_retries,
+        local_n_ctx=settings.local_n_ctx,
+        local_threads=settings.local_threads,
+    )
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+@dataclass
+class Completion:
+    message: dict[str, Any]  # assistant message: content, reasoning_content, tool_calls (+ id, ts)
+    usage: Usage | None
+    finish_reason: str | None
+    interrupted: bool = False
+
+
+class LLMError(Exception):
+    """A failed completion. ``kind`` is one of :data:`ERROR_KINDS`; ``message`` is one clean line."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        partial: Completion | None = None,
+        attempts: int = 1,
+    ) -> None:
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown LLMError kind {kind!r}")
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after = retry_after
+        self.status_code = status_code
+        self.partial = partial
+        self.attempts = attempts
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# ---------------------------------------------------------------------- error classification
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _clean_provider_text(text: str) -> str:
+    """Strip litellm's prefixes ("litellm.BadRequestError: …OpenAIException - ") from a message."""
+    text = _one_line(text)
+    text = text.split(" Original exception:", 1)[0]
+    if "Exception - " in text:
+        text = text.rsplit("Exception - ", 1)[1]
+    text = re.sub(r"^(?:litellm\.)?\w*(?:Error|Exception)\s*:\s*", "", text)
+    while True:
+        stripped = re.sub(r"^(?:litellm\.)?\w+(?:Error|Exception)\s*:\s*", "", text)
+        if stripped == text:
+            break
+        text = stripped
+    text = text.replace("Received Model Group=", "model ").strip()
+    return text
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    if not headers:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = headers.get("retry-after-ms")
+        if value:
+            return max(0.0, float(value) / 1000)
+        value = headers.get("retry-after")
+    except Exception:
+        return None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen and len(seen) < 10:
+        seen.append(cur)
+        cur = getattr(cur, "original_exception", None) or cur.__cause__ or cur.__context__
+    return seen
+
+
+def _is_malformed_stream(exc: BaseException) -> bool:
+    if any(isinstance(e, json.JSONDecodeError) for e in _chain(exc)):
+        return True
+    text = str(exc)
+    return any(s in text for s in ("Expecting property name", "Expecting value", "JSONDecodeError",
+                                   "Unterminated string", "Extra data: line"))
+
+
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    try:
+        return int(code) if code is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def classify_error(exc: BaseException, model: str | None = None) -> LLMError:
+    """Map any exception from a completion to an :class:`LLMError` with a clear, scrubbed line."""
+    if isinstance(exc, LLMError):
+        return exc
+    raw = scrub(str(exc) or type(exc).__name__)
+    detail = _clean_provider_text(raw) or type(exc).__name__
+    lower = raw.lower()
+    status = _status(exc)
+    name = type(exc).__name__
+    names = {type(e).__name__ for e in _chain(exc)} | {c.__name__ for c in type(exc).__mro__}
+    provider = getattr(exc, "llm_provider", None) or (model.split("/", 1)[0] if model and "/" in model else None)
+    where = f" ({model})" if model else ""
+
+    def make(kind: str, label: str) -> LLMError:
+        text = f"{label}{where}: {detail}" if detail and detail.lower() not in label.lower() else label + where
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[: MAX_ERROR_CHARS - 1] + "…"
+        return LLMError(kind, text, retry_after=_retry_after(exc), status_code=status)
+
+    rate_limited = "RateLimitError" in names or status == 429
+    if "ContextWindowExceededError" in names or _LLAMA_CTX.search(raw) or (
+        not rate_limited and any(p in lower for p in CONTEXT_PATTERNS)
+    ):
+        return make("context_window", "the request does not fit the model's context window")
+    if _is_malformed_stream(exc):
+        return make("other", "the provider sent a malformed response stream")
+    if "AuthenticationError" in names or status == 401:
+        return make("auth", "authentication failed; check the API key")
+    if "PermissionDeniedError" in names or status == 403:
+        return make("auth", "permission denied by the provider; check the API key and its access")
+    if rate_limited:
+        return make("transient", "rate limited by the provider")
+    if provider == local_model.PROVIDER and "NotFoundError" not in names:
+        return make("other", "the offline model failed")
+    if names & {"Timeout", "APITimeoutError", "TimeoutError", "ReadTimeout", "ConnectTimeout"}:
+        return make("transient", "the request timed out")
+    if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ClientConnectionError",
+                "ServerDisconnectedError", "RemoteProtocolError", "ReadError", "ClientPayloadError"}:
+        return make("transient", "connection to the provider failed")
+    if names & {"InternalServerError", "ServiceUnavailableError", "BadGatewayError",
+                "MidStreamFallbackError"} or (status is not None and status >= 500):
+        return make("transient", f"the provider had a server error{f' ({status})' if status else ''}")
+    if names & {"NotFoundError"} or status == 404:
+        return make("bad_request", "model or endpoint not found")
+    if names & {"BadRequestError", "UnprocessableEntityError", "UnsupportedParamsError",
+                "InvalidRequestError"} or status in (400, 413, 422):
+        return make("bad_request", "the provider rejected the request")
+    return make("other", f"completion failed ({name})")
+
+
+def retry_delay(attempt: int, retry_after: float | None) -> float:
+    """Seconds to wait before retry ``attempt`` (1-based): Retry-After if given (capped), else
+    exponential backoff with jitter, capped."""
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), RETRY_AFTER_CAP)
+    base = min(RETRY_BASE_DELAY * (2 ** (attempt - 1)), RETRY_MAX_DELAY)
+    return base * (0.8 + 0.4 * random.random())
+
+
+# ---------------------------------------------------------------------- stream assembly
+
+
+def _new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+@dataclass
+class _CallSlot:
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+    def as_call(self) -> dict[str, Any]:
+        return {"id": self.id or "", "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class StreamAssembler:
+    """Accumulates streamed deltas (OpenAI / litellm chunk objects or dicts) into one message."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    slots: dict[Any, _CallSlot] = field(default_factory=dict)
+    order: list[Any] = field(default_factory=list)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    started: bool = False  # anything of the answer received (text, reasoning or a tool call)
+    _last_key: Any = None
+
+    def add_usage(self, usage: Any) -> None:
+        if usage is None:
+            return
+        prompt = _get(usage, "prompt_tokens")
+        completion = _get(usage, "completion_tokens")
+        if prompt is None and completion is None:
+            return
+        prompt, completion = int(prompt or 0), int(completion or 0)
+        total = _get(usage, "total_tokens")
+        self.usage = Usage(prompt, completion, int(total) if total is not None else prompt + completion)
+
+    def add_tool_delta(self, tc: Any) -> tuple[int, _CallSlot]:
+        index = _get(tc, "index")
+        call_id = _get(tc, "id") or None
+        fn = _get(tc, "function")
+        name = _get(fn, "name") or ""
+        args = _get(fn, "arguments") or ""
+        if index is None:
+            # no index: a new id starts a new call, otherwise continue the last one
+            key = ("id", call_id) if call_id else (self._last_key if self._last_key is not None else ("n", 0))
+        else:
+            key = index
+            slot = self.slots.get(key)
+            if slot is not None and call_id and slot.id and call_id != slot.id:
+                # a server that reuses one index for parallel calls: a new id is a new call
+                key = (index, call_id)
+        slot = self.slots.get(key)
+        if slot is None:
+            slot = _CallSlot()
+            self.slots[key] = slot
+            self.order.append(key)
+        self._last_key = key
+        if call_id and not slot.id:
+            slot.id = call_id
+        if name and name != slot.name:  # a name sent again in full is not appended twice
+            slot.name = name if not slot.name or name.startswith(slot.name) else slot.name + name
+        slot.arguments += args if isinstance(args, str) else json.dumps(args)
+        self.started = True
+        return self.order.index(key), slot
+
+    def calls(self, complete_only: bool = False) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for key in self.order:
+            slot = self.slots[key]
+            if not slot.name and not slot.arguments:
+                continue
+            if complete_only:
+                try:
+                    json.loads(slot.arguments or "{}")
+                except json.JSONDecodeError:
+                    continue
+                if not slot.name:
+                    continue
+            call = slot.as_call()
+            if not call["id"] or call["id"] in seen:
+                call["id"] = _new_call_id()
+                slot.id = call["id"]
+            seen.add(call["id"])
+            out.append(call)
+        return out
+
+    def message(self, *, interrupted: bool = False) -> Message:
+        content = "".join(self.text)
+        calls = self.calls(complete_only=interrupted)
+        msg = new_message("assistant", content if content or not calls else None)
+        if calls:
+            msg["tool_calls"] = calls
+        if self.reasoning:
+            msg["reasoning_content"] = "".join(self.reasoning)
+        if self.usage is not None:
+            msg["usage"] = asdict(self.usage)
+        if interrupted:
+            msg["interrupted"] = True
+        return msg
+
+    def completion(self, *, interrupted: bool = False) -> Completion:
+        return Completion(self.message(interrupted=interrupted), self.usage, self.finish_reason, interrupted)
+
+
+async def _call(cb: Callable[..., Any] | None, *args: Any) -> None:
+    if cb is None:
+        return
+    result = cb(*args)
+    if inspect.isawaitable(result):
+        await result
+
+
+def _request_kwargs(config: LLMConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                    stream: bool) -> dict[str, Any]:
+    from engine.messages import to_wire
+
+    wire = [to_wire(m) if "role" in m else m for m in messages]
+    kwargs: dict[str, Any] = {
+        "model": config.model,
+        "messages": wire,
+        "max_tokens": config.max_tokens,
+        "timeout": config.timeout,
+        "max_retries": 0,  # we retry ourselves, only while nothing has streamed
+        "num_retries": 0,
+    }
+    if stream:
+        kwargs["stream"] = True
+        kwargs["stream_options"] = {"include_usage": True}
+    if tools:
+        kwargs["tools"] = tools
+    if config.temperature is not None:
+        kwargs["temperature"] = config.temperature
+    if config.is_local:
+        kwargs["local_n_ctx"] = config.local_n_ctx
+        kwargs["local_threads"] = config.local_threads
+    else:
+        if config.api_base:
+            kwargs["api_base"] = config.api_base
+        if config.api_key:
+            kwargs["api_key"] = config.api_key
+    return kwargs
+
+
+async def _one_attempt(
+    config: LLMConfig,
+    kwargs: dict[str, Any],
+    acc: StreamAssembler,
+    on_text: TextCallback | None,
+    on_reasoning: TextCallback | None,
+    on_tool_call: ToolCallCallback | None,
+) -> None:
+    litellm = _lib()
+    response = await litellm.acompletion(**kwargs)
+    try:
+        async for chunk in response:
+            acc.add_usage(_get(chunk, "usage"))
+            for choice in _get(chunk, "choices") or []:
+                delta = _get(choice, "delta")
+                reasoning = _get(delta, "reasoning_content")
+                if reasoning:
+                    acc.started = True
+                    acc.reasoning.append(reasoning)
+                    await _call(on_reasoning, reasoning)
+                content = _get(delta, "content")
+                if content:
+                    acc.started = True
+                    acc.text.append(content)
+                    await _call(on_text, content)
+                for tc in _get(delta, "tool_calls") or []:
+                    index, slot = acc.add_tool_delta(tc)
+                    await _call(on_tool_call, index, slot.as_call())
+                finish = _get(choice, "finish_reason")
+                if finish:
+                    acc.finish_reason = finish
+    finally:
+        # on success, error or cancellation: end the stream and close the connection
+        aclose = getattr(response, "aclose", None)
+        if aclose is not None:
+            try:
+                await asyncio.shield(aclose())
+            except Exception:
+                pass
+
+
+async def stream_chat(
+    config: LLMConfig,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    on_text: TextCallback | None = None,
+    on_reasoning: TextCallback | None = None,
+    on_tool_call: ToolCallCallback | None = None,
+    on_retry: RetryCallback | None = None,
+    partial: list[Completion] | None = None,
+) -> Completion:
+    """Stream one completion; see the module docstring for retries, errors and cancellation.
+
+    Callbacks (plain functions or coroutines): ``on_text(delta)``, ``on_reasoning(delta)``,
+    ``on_tool_call(index, call_so_far)`` on every tool-call delta, ``on_retry(attempt, delay, error)``
+    before each retry. On cancellation the partial :class:`Completion` is appended to ``partial``.
+    """
+    remember_secret(config.api_key)
+    if config.is_local:
+        local_model.configure(n_ctx=config.local_n_ctx, threads=config.local_threads)
+    kwargs = _request_kwargs(config, messages, tools, stream=True)
+    attempt = 0
+    while True:
+        attempt += 1
+        acc = StreamAssembler()
+        try:
+            await _one_attempt(config, kwargs, acc, on_text, on_reasoning, on_tool_call)
+            return acc.completion()
+        except asyncio.CancelledError:
+            if partial is not None:
+                partial.append(acc.completion(interrupted=True))
+            raise
+        except Exception as exc:
+            err = classify_error(exc, config.model)
+            err.attempts = attempt
+            if acc.started:
+                err.partial = acc.completion(interrupted=True)
+            if err.kind == "transient" and not acc.started and attempt <= config.max_retries:
+                delay = retry_delay(attempt, err.retry_after)
+                await _call(on_retry, attempt, delay, err)
+                await asyncio.sleep(delay)
+                continue
+            raise err from exc
+
+
+def interrupted_tool_results(message: dict[str, Any], note: str = "interrupted: the turn was stopped before "
+                             "this tool ran") -> list[Message]:
+    """Tool results for every call in ``message`` so that none is left without one."""
+    out = []
+    for call in message.get("tool_calls") or []:
+        name = (call.get("function") or {}).get("name") or None
+        out.append(tool_result(call.get("id") or "", note, name=name, interrupted=True))
+    return out
+
+
+async def complete_text(config: LLMConfig, messages: list[dict[str, Any]], max_tokens: int) -> str:
+    """A plain completion (no tools) of at most ``max_tokens``; returns the text (may be empty)."""
+    cfg = replace(config, max_tokens=max_tokens)
+    result = await stream_chat(cfg, messages)
+    return (result.message.get("content") or "").strip()
+
+
+def make_summarizer(config: LLMConfig) -> SummarizeFn:
+    """The compaction summarizer: ``await fn(messages, max_tokens) -> str``."""
+
+    async def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return await complete_text(config, messages, max_tokens)
+
+    return summarize
+
+
+# ---------------------------------------------------------------------- token counting, model info
+
+
+@lru_cache(maxsize=64)
+def _tokenizer(model: str) -> Any:
+    from litellm.utils import select_tokenizer
+
+    _lib()
+    return select_tokenizer(model)
+
+
+def _local_ok() -> bool:
+    try:
+        local_model.model_path()
+        return True
+    except local_model.LocalModelError:
+        return False
+
+
+def token_counter(model: str, messages: list[dict[str, Any]]) -> int:
+    """Tokens of ``messages`` for ``model`` (litellm's counter; the local model's own tokenizer)."""
+    if local_model.is_local(model) and _local_ok():
+        return local_model.count_messages(messages)
+    litellm = _lib()
+    return int(litellm.token_counter(model=model, messages=messages, custom_tokenizer=_tokenizer(model)))
+
+
+def text_token_counter(model: str, text: str) -> int:
+    if not text:
+        return 0
+    if local_model.is_local(model) and _local_ok():
+        return local_model.count_text(text)
+    litellm = _lib()
+    return int(litellm.token_counter(model=model, text=text, custom_tokenizer=_tokenizer(model)))
+
+
+@lru_cache(maxsize=64)
+def _empty_request_tokens(model: str) -> int:
+    litellm = _lib()
+    return int(litellm.token_counter(model=model, messages=[], custom_tokenizer=_tokenizer(model)))
+
+
+def tools_token_counter(model: str, tools: Sequence[dict[str, Any]]) -> int:
+    """Tokens the tool definitions add to a request."""
+    if not tools:
+        return 0
+    if local_model.is_local(model) and _local_ok():
+        return local_model.count_tools(tools)
+    litellm = _lib()
+    with_tools = int(litellm.token_counter(model=model, messages=[], tools=list(tools),
+                                           custom_tokenizer=_tokenizer(model)))
+    return max(0, with_tools - _empty_request_tokens(model))
+
+
+def model_info(model: str, n_ctx: int | None = None) -> dict[str, Any] | None:
+    """litellm's model info, or None for a model it does not know. The local model reports
+    ``max_input_tokens = n_ctx`` (the configured one when ``n_ctx`` is not given)."""
+    if local_model.is_local(model):
+        return local_model.model_info(n_ctx)
+    litellm = _lib()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # unknown models raise
+        return None
+    return dict(info) if info else None
+
+
+@lru_cache(maxsize=1)
+def _suggestions() -> tuple[str, ...]:
+    litellm = _lib()
+    names = set()
+    for name, info in litellm.model_cost.items():
+        if isinstance(info, dict) and info.get("mode") == "chat" and name != "sample_spec":
+            names.add(name)
+    return (LOCAL_MODEL, *sorted(names - {LOCAL_MODEL}))
+
+
+def model_suggestions() -> list[str]:
+    """Model names for a picker: the offline default first, then litellm's chat models."""
+    return list(_suggestions())

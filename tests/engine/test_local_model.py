@@ -1,0 +1,285 @@
+"""engine.local_model: the offline SmolLM2 model behind litellm's custom-provider path.
+
+The ``slow`` tests run the real GGUF model with llama-cpp-python (about a second each); they stay
+in the default run. The tool-call parser and prompt format are tested without the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from engine import llm, local_model
+from engine.llm import Completion, LLMConfig, LLMError
+from engine.local_model import LOCAL_MODEL, ToolCallParser, render_prompt, tools_prompt
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "start_line": {"type": "integer"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+
+
+def feed_all(parser: ToolCallParser, pieces: list[str]) -> tuple[str, str, list[dict[str, str]]]:
+    shown = "".join(parser.feed(p) for p in pieces)
+    rest, calls = parser.finish()
+    return shown, rest, calls
+
+
+# ---------------------------------------------------------------------- tool-call parsing (no model)
+
+
+def test_parser_plain_text_streams_through() -> None:
+    p = ToolCallParser(["read_file"])
+    assert p.feed("Hello") == "Hello"
+    assert p.feed(" wor") == " wor"
+    assert p.feed("ld <") == "ld "  # '<' may start a tool call: held back
+    assert p.feed("b>bold") == "<b>bold"
+    assert p.finish() == ("", [])
+
+
+def test_parser_tool_call_block_split_across_pieces() -> None:
+    pieces = ["I will read it. <to", "ol_call>{\"name\": \"read_", 'file", "arguments": {"path": "a.txt"}}',
+              "</tool_call>"]
+    shown, rest, calls = feed_all(ToolCallParser(["read_file"]), pieces)
+    assert shown == "I will read it. "
+    assert rest == ""
+    assert calls == [{"name": "read_file", "arguments": '{"path": "a.txt"}'}]
+
+
+def test_parser_list_unclosed_and_parameters_key() -> None:
+    text = '<tool_call>[{"name": "read_file", "parameters": {"path": "x"}}, {"name": "list_dir"}]'
+    _, rest, calls = feed_all(ToolCallParser(["read_file", "list_dir"]), [text])
+    assert rest == ""
+    assert calls == [{"name": "read_file", "arguments": '{"path": "x"}'}, {"name": "list_dir", "arguments": "{}"}]
+
+
+def test_parser_bad_json_stays_text() -> None:
+    text = "<tool_call>{name: read_file}</tool_call>"
+    shown, rest, calls = feed_all(ToolCallParser(["read_file"]), [text])
+    assert calls == [] and shown + rest == text
+
+
+def test_parser_json_only_reply() -> None:
+    reply = '```json\n{"name": "read_file", "arguments": {"path": "b"}}\n```'
+    shown, rest, calls = feed_all(ToolCallParser(["read_file"]), ["  ", reply])
+    assert shown == "" and rest == ""
+    assert calls == [{"name": "read_file", "arguments": '{"path": "b"}'}]
+    other = '{"name": "Paris", "country": "France"}'
+    shown, rest, calls = feed_all(ToolCallParser(["read_file"]), [other])
+    assert calls == [] and shown + rest == other
+
+
+# ---------------------------------------------------------------------- prompt format (no model)
+
+
+def test_render_prompt_chatml() -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "system", "content": "Summary: we talked."},
+        {"role": "user", "content": [{"type": "text", "text": "read a"}, {"type": "image_url"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "read_file", "content": "A's text"},
+    ]
+    prompt = render_prompt(messages, TOOLS)
+    assert prompt.startswith("<|im_start|>system\nBe brief.\n\nSummary: we talked.\n\nYou can use tools.")
+    assert prompt.count("<|im_start|>system") == 1
+    assert "<|im_start|>user\nread a [image]<|im_end|>\n" in prompt
+    assert '<|im_start|>assistant\n<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call>' in prompt
+    assert '<tool_response name="read_file">\nA\'s text\n</tool_response>' in prompt
+    assert prompt.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    assert render_prompt([{"role": "user", "content": "hi"}]).startswith(
+        f"<|im_start|>system\n{local_model.DEFAULT_SYSTEM}<|im_end|>"
+    )
+
+
+def test_tools_prompt_lists_signatures() -> None:
+    text = tools_prompt(TOOLS)
+    assert "- read_file(path: string, start_line?: integer): Read a file." in text
+    assert "<tool_call>" in text
+    assert tools_prompt([]) == ""
+
+
+def test_model_info_and_configure() -> None:
+    assert local_model.model_info(512)["max_input_tokens"] == 512
+    before = local_model.current_n_ctx()
+    try:
+        local_model.configure(n_ctx=4096)
+        assert local_model.model_info()["max_input_tokens"] == 4096
+        assert llm.model_info(LOCAL_MODEL)["max_input_tokens"] == 4096  # type: ignore[index]
+    finally:
+        local_model.configure(n_ctx=before)
+    with pytest.raises(ValueError, match="local_n_ctx"):
+        local_model.configure(n_ctx=10)
+    with pytest.raises(ValueError, match="local_threads"):
+        local_model.configure(threads=0)
+
+
+def test_model_file_ships_with_package() -> None:
+    path = local_model.model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+
+
+@pytest.mark.asyncio
+async def test_unknown_local_model_name_is_a_clear_error() -> None:
+    with pytest.raises(LLMError) as info:
+        await llm.stream_chat(LLMConfig(model="local/other-model"), [{"role": "user", "content": "hi"}])
+    assert info.value.kind == "bad_request"
+    assert "unknown local model 'other-model'" in info.value.message
+    assert LOCAL_MODEL in info.value.message
+
+
+@pytest.mark.asyncio
+async def test_tool_call_output_becomes_tool_calls_through_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generation is scripted (the tiny model rarely calls tools); the parsing and the litellm
+    custom-provider path are real."""
+    out = ['Sure. <tool', '_call>{"name": "read_file", ', '"arguments": {"path": "notes.txt"}}</tool_call>']
+
+    def scripted_generate(job: Any, emit: Any) -> None:
+        assert "read_file(path: string" in job.prompt  # the tools were described to the model
+        for piece in out:
+            emit("text", piece)
+        emit("done", {"prompt_tokens": 50, "completion_tokens": 20, "finish_reason": "stop"})
+
+    monkeypatch.setattr(local_model, "_generate", scripted_generate)
+    texts: list[str] = []
+    done = await llm.stream_chat(LLMConfig(model=LOCAL_MODEL), [{"role": "user", "content": "read notes"}],
+                                 TOOLS, on_text=texts.append)
+    assert "".join(texts) == "Sure. "
+    assert done.message["content"] == "Sure. "  # what was shown is what is kept
+    (call,) = done.message["tool_calls"]
+    assert call["function"] == {"name": "read_file", "arguments": '{"path": "notes.txt"}'}
+    assert call["id"].startswith("call_")
+    assert done.finish_reason == "tool_calls"
+    assert done.usage == llm.Usage(50, 20, 70)
+
+
+# ---------------------------------------------------------------------- the real model
+
+
+QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
+# One llama.cpp thread: on a shared 2-core machine two threads spin-wait on each other whenever
+# another process holds a core, which makes generation several times slower, not faster.
+THREADS = 1
+
+
+def local(**kw: Any) -> LLMConfig:
+    return LLMConfig(model=LOCAL_MODEL, local_threads=THREADS, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_real_model_streams_text_with_usage_through_litellm() -> None:
+    lit = llm._lib()
+    response = await lit.acompletion(model=LOCAL_MODEL, messages=QUESTION, stream=True,
+                                     stream_options={"include_usage": True}, max_tokens=24, seed=1,
+                                     local_threads=THREADS)
+    texts: list[str] = []
+    usage = None
+    async for chunk in response:
+        if chunk.choices and chunk.choices[0].delta.content:
+            texts.append(chunk.choices[0].delta.content)
+        if getattr(chunk, "usage", None):
+            usage = chunk.usage
+    assert len(texts) >= 2 and "".join(texts).strip()
+    assert usage is not None
+    assert usage.prompt_tokens == local_model.count_text(render_prompt(QUESTION))
+    assert 1 <= usage.completion_tokens <= 25
+    assert llm.token_counter(LOCAL_MODEL, QUESTION) == local_model.count_messages(QUESTION)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_real_model_via_stream_chat_and_complete_text() -> None:
+    config = local(max_tokens=20, local_n_ctx=2048, temperature=0.0)
+    deltas: list[str] = []
+    done = await llm.stream_chat(config, QUESTION, on_text=deltas.append)
+    assert done.message["content"] == "".join(deltas) and deltas
+    assert done.usage is not None and done.usage.prompt_tokens > 10
+    text = await llm.complete_text(config, QUESTION, 12)
+    assert text
+    response = await llm._lib().acompletion(model=LOCAL_MODEL, messages=QUESTION, max_tokens=8,
+                                            local_n_ctx=2048, local_threads=THREADS)
+    assert response.choices[0].message.content
+    assert response.usage.prompt_tokens == done.usage.prompt_tokens
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_real_model_context_limit_is_context_window_error() -> None:
+    long = [{"role": "user", "content": "Please summarise this. " + "The quick brown fox jumps. " * 200}]
+    lit = llm._lib()
+    with pytest.raises(lit.ContextWindowExceededError) as raw:
+        response = await lit.acompletion(model=LOCAL_MODEL, messages=long, stream=True, max_tokens=16,
+                                         local_n_ctx=512, local_threads=THREADS)
+        async for _ in response:
+            pass
+    assert "exceed context window of 512" in str(raw.value)
+    assert llm.classify_error(raw.value).kind == "context_window"
+    with pytest.raises(LLMError) as info:
+        await llm.stream_chat(local(local_n_ctx=512, max_tokens=16), long)
+    assert info.value.kind == "context_window" and info.value.attempts == 1
+    assert "exceed context window of 512" in info.value.message
+    assert llm.model_info(LOCAL_MODEL)["max_input_tokens"] == 512  # type: ignore[index]
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_real_model_cancel_stops_generation_promptly() -> None:
+    config = local(max_tokens=2000, local_n_ctx=2048, temperature=0.8)
+    story = [{"role": "user", "content": "Write a very long story about a dragon, with many chapters."}]
+    partial: list[Completion] = []
+    first = asyncio.Event()
+    task = asyncio.create_task(llm.stream_chat(config, story, on_text=lambda d: first.set(), partial=partial))
+    await asyncio.wait_for(first.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert partial and partial[0].interrupted and partial[0].message["content"]
+    deadline = time.monotonic() + 5
+    while any(t.name == "smollm2" and t.is_alive() for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "generation thread still running after cancel"
+        await asyncio.sleep(0.02)
+    # the model is free again: the next call completes
+    done = await llm.stream_chat(local(max_tokens=8, local_n_ctx=2048), QUESTION)
+    assert done.message["content"]
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_real_model_generation_runs_off_the_event_loop() -> None:
+    config = local(max_tokens=40, local_n_ctx=2048)
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    tick_task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    results = await asyncio.gather(llm.stream_chat(config, QUESTION), llm.stream_chat(config, QUESTION))
+    elapsed = time.monotonic() - started
+    stop.set()
+    await tick_task
+    assert all(r.message["content"] for r in results)
+    # the loop kept ticking while two generations ran (one after the other, behind the model lock)
+    assert ticks >= elapsed / 0.01 * 0.3, (ticks, elapsed)
+    assert json.dumps([r.message for r in results])
