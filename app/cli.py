@@ -1,0 +1,521 @@
+"""The ``ctxbench`` command: the desktop app, or the engine headless.
+
+    ctxbench                         start the desktop app (app.main.run_gui)
+    ctxbench run --session DIR [--model M] [--api-base URL] [--context-window N] [--max-tokens N]
+                 [--workspace DIR] [--allow-write] [--allow-shell] [--yes] PROMPT
+    ctxbench inspect --session DIR
+    ctxbench compact --session DIR [--instruction TEXT] (--preview | --apply) [--model M]
+    ctxbench import FILE --session DIR
+
+``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
+``message``, ``text_delta``, ``tool_call_started``, ``tool_call_finished``, ``context`` (``window`` and
+integer ``regions``: system, summary, history, tools, reserve, free), ``compaction_started``,
+``compaction`` (``trigger``, ``tokens_before``, ``tokens_after``, ``messages_compacted``, ...),
+``compaction_failed``, ``error``, ``state``, ``turn_finished``. After the turn it waits for the
+background (auto) compaction, so that its events are printed and recorded before it exits.
+
+Exit codes: 0 success; 2 usage error (argparse); 1 runtime error, with one line on stderr.
+Settings come from ``engine.config.load_settings()`` (settings.toml, ``CTXBENCH_*``); flags override
+them; settings problems are printed to stderr as warnings. Set ``CTXBENCH_DEBUG=1`` for tracebacks.
+
+litellm is imported only when a model is called (or asked for its window): ``inspect`` of a session
+that ran or was imported, and ``import`` with ``--no-model-info``, never load it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from engine.config import LOCAL_MODEL, Settings, load_settings
+
+PROG = "ctxbench"
+COMMANDS = ("run", "inspect", "compact", "import")
+
+
+class CLIError(Exception):
+    """A runtime error reported as one line on stderr (exit code 1)."""
+
+
+class UsageError(Exception):
+    """A bad combination of arguments found after parsing (exit code 2)."""
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _json_line(obj: Any) -> str:
+    try:
+        return json.dumps(obj, ensure_ascii=False, default=str)
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, default=str)
+
+
+class Printer:
+    """Writes JSON lines to stdout; a closed pipe stops the output, not the work."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __call__(self, obj: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        line = _json_line(obj)
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except UnicodeEncodeError:
+            sys.stdout.write(json.dumps(obj, ensure_ascii=True, default=str) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.closed = True
+            try:  # stop Python complaining at exit about the closed stdout
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except OSError:
+                pass
+
+
+def warn(text: str) -> None:
+    print(f"{PROG}: warning: {_one_line(text)}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help=f"litellm model name (default: the settings' model, else {LOCAL_MODEL})")
+    p.add_argument("--api-base", help="base URL of an OpenAI-compatible or other provider endpoint")
+    p.add_argument(
+        "--context-window", type=_positive_int, metavar="N",
+        help="context window in tokens (overrides model info; for the offline model it is also its n_ctx)",
+    )
+    p.add_argument(
+        "--max-tokens", type=_positive_int, metavar="N", help="output limit per call (the reserve)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Context Workbench: see and control what fills an LLM agent's context window. "
+        "Without a command, the desktop app starts.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run one agent turn and print its events as JSON lines")
+    run.add_argument("--session", required=True, type=Path, metavar="DIR",
+                     help="session folder (created when it does not exist or is empty)")
+    _add_model_args(run)
+    run.add_argument("--workspace", type=Path, metavar="DIR",
+                     help="folder the tools may read (default: the settings' workspace, else the "
+                     "current folder)")
+    run.add_argument("--allow-write", action="store_true",
+                     help="enable the write_file tool (asks for approval)")
+    run.add_argument("--allow-shell", action="store_true",
+                     help="enable the run_shell tool (asks for approval)")
+    run.add_argument("--yes", action="store_true", help="approve every write_file / run_shell call")
+    run.add_argument("--no-text-deltas", action="store_true", help="do not print text_delta events")
+    run.add_argument("prompt", metavar="PROMPT", help="the user message ('-' reads it from stdin)")
+
+    ins = sub.add_parser("inspect", help="print the session's current context snapshot as JSON")
+    ins.add_argument("--session", required=True, type=Path, metavar="DIR")
+    _add_model_args(ins)
+
+    comp = sub.add_parser("compact", help="preview or apply a manual compaction")
+    comp.add_argument("--session", required=True, type=Path, metavar="DIR")
+    comp.add_argument("--instruction", help="extra instruction for the summary")
+    mode = comp.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--preview", action="store_true", help="show the plan and the summary; change nothing")
+    mode.add_argument("--apply", action="store_true", help="compact: archive, summarize, replace (undoable)")
+    _add_model_args(comp)
+
+    imp = sub.add_parser("import", help="import an OpenAI-format transcript (JSON / JSONL) as a session")
+    imp.add_argument("file", type=Path, metavar="FILE")
+    imp.add_argument("--session", required=True, type=Path, metavar="DIR", help="new session folder")
+    imp.add_argument("--title", help="session title (default: from the file)")
+    imp.add_argument("--no-model-info", action="store_true",
+                     help="do not look up the model's window (use the window the log's usage implies)")
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("ctxbench")
+    except Exception:
+        return "unknown"
+
+
+# --------------------------------------------------------------------------- settings and sessions
+
+
+def load_effective_settings(args: argparse.Namespace) -> Settings:
+    """Settings from the file and environment (problems → warnings), then the flags."""
+    loaded = load_settings()
+    for problem in loaded.problems:
+        warn(problem)
+    settings = loaded.settings
+    changes: dict[str, Any] = {}
+    if getattr(args, "model", None):
+        changes["model"] = args.model
+    if getattr(args, "api_base", None) is not None:
+        changes["api_base"] = args.api_base
+    if getattr(args, "max_tokens", None):
+        changes["max_tokens"] = args.max_tokens
+    if getattr(args, "context_window", None):
+        changes["context_window"] = args.context_window
+        model = changes.get("model", settings.model)
+        if model == LOCAL_MODEL or model.startswith("local/"):
+            changes["local_n_ctx"] = max(64, args.context_window)
+    if getattr(args, "workspace", None) is not None:
+        changes["workspace"] = str(args.workspace)
+    if getattr(args, "allow_write", False):
+        changes["allow_write"] = True
+    if getattr(args, "allow_shell", False):
+        changes["allow_shell"] = True
+    try:
+        return settings.replace(**changes) if changes else settings
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _is_session_dir(path: Path) -> bool:
+    from engine.session import HISTORY_FILE, SESSION_FILE
+
+    return (path / SESSION_FILE).exists() or (path / HISTORY_FILE).exists()
+
+
+def open_session(path: Path, settings: Settings, *, create: bool = False, title: str = "") -> Any:
+    """Load the session at ``path``; with ``create``, make it when the folder is missing or empty."""
+    from engine.session import Session
+    from engine.tokens import make_estimator
+
+    estimator = make_estimator(settings.estimator, settings.model)
+    if create and (not path.exists() or (path.is_dir() and not any(path.iterdir()))):
+        return Session.create(path, title, estimator=estimator)
+    if not path.exists():
+        raise CLIError(f"no session folder at {path}")
+    if not path.is_dir():
+        raise CLIError(f"{path} is not a folder")
+    if not _is_session_dir(path):
+        raise CLIError(f"{path} is not a session folder (no session.json or history.jsonl in it)")
+    retention = settings.offload_retention_days if create else None
+    session = Session.load(path, estimator=estimator, retention_days=retention)
+    if not session.load_report.clean:
+        warn(f"session {path}: {session.load_report.describe()}")
+    return session
+
+
+# --------------------------------------------------------------------------- run
+
+
+async def _ask_on_terminal(name: str, arguments: dict[str, Any]) -> bool:
+    shown = _one_line(json.dumps(arguments, ensure_ascii=False))
+    if len(shown) > 500:
+        shown = shown[:499] + "…"
+
+    def ask() -> bool:
+        sys.stderr.write(f"{PROG}: allow {name} {shown}? [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
+        return answer.strip().lower() in ("y", "yes")
+
+    return await asyncio.to_thread(ask)
+
+
+async def _approve_all(name: str, arguments: dict[str, Any]) -> bool:
+    return True
+
+
+async def _deny(name: str, arguments: dict[str, Any]) -> bool:
+    warn(f"{name} was not approved (pass --yes to approve tool calls)")
+    return False
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
+    from engine import llm
+    from engine.agent import Agent
+    from engine.events import ErrorEvent, Event, TextDelta, TurnFinished, event_to_json
+    from engine.tools import ToolBox
+
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    workspace = Path(settings.workspace).expanduser() if settings.workspace else Path.cwd()
+    if not workspace.is_dir():
+        raise CLIError(f"the workspace folder does not exist: {workspace}")
+    session = open_session(args.session, settings, create=True, title=_one_line(prompt)[:60])
+    errors: list[str] = []
+
+    def emit(event: Event) -> None:
+        if isinstance(event, ErrorEvent) and not event.retrying:
+            errors.append(event.message)
+        if isinstance(event, TextDelta) and args.no_text_deltas:
+            return
+        out(event_to_json(event))
+
+    if args.yes:
+        approve = _approve_all
+    elif sys.stdin.isatty() and args.prompt != "-":
+        approve = _ask_on_terminal
+    else:
+        approve = _deny
+    config = llm.config_from_settings(settings)
+    toolbox = ToolBox(
+        workspace,
+        session.path,
+        allow_write=settings.allow_write,
+        allow_shell=settings.allow_shell,
+        approve=approve,
+    )
+    result: TurnFinished | None = None
+    try:
+        agent = Agent(session, settings, llm_config=config, toolbox=toolbox, emit=emit)
+        result = await agent.run_turn(prompt)
+        if agent.auto_task is not None:
+            try:
+                await agent.auto_task
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                warn(f"the background compaction failed: {type(exc).__name__}: {exc}")
+    finally:
+        session.close()
+    if result is not None and result.ok:
+        return 0
+    raise CLIError(errors[-1] if errors else "the turn did not finish")
+
+
+# --------------------------------------------------------------------------- inspect, compact, import
+
+
+def cmd_inspect(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
+    from engine.agent import context_snapshot, session_window
+
+    session = open_session(args.session, settings)
+    try:
+        window = session_window(session, settings, model=args.model, max_tokens=args.max_tokens)
+        snap = context_snapshot(session, settings, window=window)
+        data = snap.to_json()
+        data.update(
+            type="context",
+            session=session.id,
+            path=str(session.path),
+            title=session.title,
+            messages=len(session.messages),
+            summary_chars=len(session.summary),
+            compactions=len(session.compaction_events()),
+            calls_recorded=len(session.snapshots()),
+        )
+        out(data)
+    finally:
+        session.close()
+    return 0
+
+
+def _snapshot_brief(snap: Any) -> dict[str, Any]:
+    return {
+        "window": snap.window,
+        "regions": snap.regions(),
+        "used": snap.used,
+        "overflow": snap.overflow,
+        "accuracy": snap.accuracy,
+    }
+
+
+async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
+    from engine import llm
+    from engine.agent import session_window
+    from engine.compaction import CompactionError, Compactor
+    from engine.events import Event, event_to_json
+
+    session = open_session(args.session, settings)
+    try:
+        window = session_window(session, settings, max_tokens=args.max_tokens)
+        config = llm.config_from_settings(settings)
+
+        def emit(event: Event) -> None:
+            out(event_to_json(event))
+
+        compactor = Compactor(
+            session,
+            settings,
+            llm.make_summarizer(config),
+            estimator=session.estimator,
+            window=window,
+            emit=emit,
+        )
+        preview = await compactor.preview(args.instruction)
+        plan = preview.plan
+        out(
+            {
+                "type": "compaction_preview",
+                "needed": plan.needed,
+                "reason": plan.reason,
+                "messages_compacted": len(plan.compact),
+                "messages_kept": len(plan.keep),
+                "compact_ids": plan.compact_ids,
+                "keep_ids": plan.keep_ids,
+                "tokens_before": preview.before.used,
+                "tokens_after": preview.after.used,
+                "summary": preview.summary.text,
+                "summary_valid": preview.summary.valid,
+                "summary_problem": preview.summary.reason,
+                "summary_ms": round(preview.summary.duration_ms, 1),
+                "instruction": args.instruction,
+                "before": _snapshot_brief(preview.before),
+                "after": _snapshot_brief(preview.after),
+                "applied": False,
+            }
+        )
+        if args.preview:
+            return 0
+        try:
+            await compactor.apply(preview)
+        except CompactionError as exc:
+            raise CLIError(str(exc)) from None
+        return 0
+    finally:
+        session.close()
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
+    from engine.importer import TranscriptError, import_transcript
+
+    model_info = None
+    if not args.no_model_info:
+        from engine import llm
+
+        model_info = llm.model_info
+    if args.session.exists() and not (args.session.is_dir() and not any(args.session.iterdir())):
+        raise CLIError(f"cannot import into {args.session}: it already exists")
+    if args.session.exists():
+        args.session.rmdir()  # an empty folder: the import creates it atomically
+    try:
+        report = import_transcript(
+            args.file, session_dir=args.session, title=args.title, settings=settings, model_info=model_info
+        )
+    except TranscriptError as exc:
+        raise CLIError(str(exc)) from None
+    data = asdict(report)
+    data.update(
+        type="import", path=str(report.path), source=str(report.source), description=report.describe()
+    )
+    out(data)
+    return 0
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _start_gui(argv: list[str]) -> int:
+    try:
+        from app.main import run_gui
+    except ImportError as exc:
+        print(
+            f"{PROG}: error: the desktop app cannot start ({_one_line(str(exc))}); "
+            f"the headless commands still work: {', '.join(COMMANDS)} (see '{PROG} --help')",
+            file=sys.stderr,
+        )
+        return 1
+    code = run_gui(argv)
+    return int(code) if isinstance(code, int) else 0
+
+
+def _wants_gui(argv: Sequence[str]) -> bool:
+    if not argv:
+        return True
+    first = argv[0]
+    if first == "gui":
+        return True
+    return first.startswith("-") and first not in ("-h", "--help", "--version")
+
+
+async def _with_signals(coro: Any) -> int:
+    """Run ``coro``; SIGTERM cancels it like Ctrl-C does, so the turn settles its history."""
+    task = asyncio.ensure_future(coro)
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError, ValueError):
+        pass
+    try:
+        return int(await task)
+    finally:
+        try:
+            loop.remove_signal_handler(signal.SIGTERM)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+
+def _dispatch(args: argparse.Namespace, out: Printer) -> int:
+    settings = load_effective_settings(args)
+    if args.command == "run":
+        return asyncio.run(_with_signals(cmd_run(args, settings, out)))
+    if args.command == "inspect":
+        return cmd_inspect(args, settings, out)
+    if args.command == "compact":
+        return asyncio.run(_with_signals(cmd_compact(args, settings, out)))
+    if args.command == "import":
+        return cmd_import(args, settings, out)
+    raise UsageError(f"unknown command {args.command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _wants_gui(argv):
+        return _start_gui(argv[1:] if argv and argv[0] == "gui" else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits with 2 on a usage error
+    if args.command is None:
+        return _start_gui([])
+    out = Printer()
+    try:
+        return _dispatch(args, out)
+    except UsageError as exc:
+        parser.error(_one_line(str(exc)))  # exit code 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except asyncio.CancelledError:
+        print(f"{PROG}: stopped", file=sys.stderr)
+        return 143
+    except CLIError as exc:
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # anything else: one line, no traceback (CTXBENCH_DEBUG=1 shows it)
+        if os.environ.get("CTXBENCH_DEBUG"):
+            traceback.print_exc()
+        print(f"{PROG}: error: {_one_line(f'{type(exc).__name__}: {exc}')}", file=sys.stderr)
+        return 1
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,553 @@
+"""The agent loop: one user turn → LLM iterations → tool calls → a final answer.
+
+One turn (:meth:`Agent.run_turn`)::
+
+    append the user message (fsync'd)
+    repeat, at most ``settings.max_iterations`` LLM calls:
+        proactive budget check (engine.compaction.Compactor.proactive, with :func:`build_request`)
+        build the request (:func:`build_request`: system prompt + summary block, history, tools)
+        stream it (engine.llm.stream_chat): TextDelta events, transient errors retried inside llm;
+            a context-window error → Compactor.reactive, then retry (at most 2 retries)
+        record usage beside the estimate (Calibrator) and one ContextSnapshot → ContextUpdated
+        append the assistant message
+        no tool calls → the answer: TurnFinished(ok=True)
+        each tool call: ToolCallStarted → ToolBox.run → offload (cut before the first write) →
+            append the result → ToolCallFinished (with the offloaded file, if it was cut)
+    after the turn: Compactor.start_auto() (background summarization; :attr:`Agent.auto_task`)
+
+Only :func:`build_request` builds the message list sent to the model; budget functions never do.
+
+Cancellation. Cancelling the task that runs :meth:`Agent.run_turn` stops the stream (llm closes the
+connection) or the running tool. Before ``CancelledError`` propagates, the history is settled: the
+partial assistant text is kept and marked ``interrupted``, and every tool call of the last assistant
+message that has no result gets one saying it was interrupted — the history is always valid for the
+next request. A ``TurnFinished(ok=False, interrupted=True)`` event is emitted, then the error is
+re-raised. A failure mid-stream (the provider dropped the connection) is settled the same way.
+
+Errors never crash the loop: auth / bad request / exhausted retries / a context-window error that
+compaction cannot fix end the turn with an :class:`ErrorEvent` and ``TurnFinished(ok=False)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from engine import llm
+from engine import messages as m
+from engine.budget import ContextSnapshot, WindowInfo, resolve_context_window, resolve_window
+from engine.compaction import Compactor, SummarizeFn, summary_block
+from engine.config import Settings
+from engine.events import (
+    ContextUpdated,
+    ErrorEvent,
+    Event,
+    MessageAdded,
+    StateChanged,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
+from engine.llm import Completion, LLMConfig, LLMError
+from engine.messages import Message
+from engine.offload import Offloader
+from engine.session import Session
+from engine.tools import ApproveFn, ToolBox
+
+PROMPT_PATH = Path(__file__).resolve().parent.parent / "resources" / "prompts" / "system.md"
+MAX_REACTIVE_RETRIES = 2
+MISSING_RESULT = "[no result was recorded for this tool call (the run that made it was interrupted)]"
+INTERRUPTED_RESULT = "interrupted: the turn was stopped before this tool call finished"
+ORPHAN_PREFIX = "[output of an earlier tool call whose request is no longer in the context]\n"
+EmitFn = Callable[[Event], None]
+
+
+class AgentError(Exception):
+    """The agent cannot do what was asked; the text says why."""
+
+
+class AgentBusyError(AgentError):
+    pass
+
+
+@cache
+def default_system_prompt() -> str:
+    """The bundled system prompt (``resources/prompts/system.md``)."""
+    try:
+        return PROMPT_PATH.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise AgentError(f"the default system prompt is missing: {PROMPT_PATH} ({exc})") from exc
+
+
+def effective_system_prompt(settings: Settings, session: Session | None = None) -> str:
+    """The settings' prompt if set, else the one stored with the session, else the bundled one."""
+    if settings.system_prompt.strip():
+        return settings.system_prompt.strip()
+    if session is not None and session.system_prompt.strip():
+        return session.system_prompt
+    return default_system_prompt()
+
+
+def default_tools(*, allow_write: bool = False, allow_shell: bool = False) -> list[dict[str, Any]]:
+    """The OpenAI specs of the built-in tools (they do not depend on the folders)."""
+    here = Path(".")
+    return ToolBox(here, here, allow_write=allow_write, allow_shell=allow_shell).specs()
+
+
+# --------------------------------------------------------------------------- the request
+
+
+def _missing_result(call_id: str) -> Message:
+    return {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT}
+
+
+def wire_history(history: Sequence[Message]) -> list[Message]:
+    """The history as sent: wire keys only, every tool call answered right after its message.
+
+    The stored history is kept valid by the agent, but an imported log or a crash can leave a call
+    without a result or a result without its call; providers reject both. On the wire only (nothing
+    stored changes): a missing result is filled with a note, and a result whose call is not in the
+    preceding assistant message is sent as a user message after the run of results.
+    """
+    out: list[Message] = []
+    pending: list[str] = []
+    deferred: list[Message] = []
+
+    def close_run() -> None:
+        out.extend(_missing_result(cid) for cid in pending)
+        pending.clear()
+        out.extend(deferred)
+        deferred.clear()
+
+    for msg in history:
+        role = msg.get("role")
+        if role == "tool":
+            cid = str(msg.get("tool_call_id") or "")
+            if cid in pending:
+                pending.remove(cid)
+                out.append(m.to_wire(msg))
+            else:
+                text = m.content_text(msg.get("content"))
+                deferred.append({"role": "user", "content": ORPHAN_PREFIX + text})
+            continue
+        close_run()
+        wire = m.to_wire(msg)
+        if role == "assistant":
+            if wire.get("content") is None and not wire.get("tool_calls"):
+                wire["content"] = ""
+            pending.extend(m.call_ids(msg))
+        out.append(wire)
+    close_run()
+    return out
+
+
+def build_request(
+    system_prompt: str,
+    summary: str,
+    history: Sequence[Message],
+    *,
+    archive_days: Sequence[str] = (),
+) -> list[Message]:
+    """The one function that builds the message list sent to the model.
+
+    One system message (the system prompt, then the summary block that says where the archive is),
+    then the history in wire format (:func:`wire_history`). Tools travel beside it, not in it.
+    """
+    block = summary_block(summary, archive_days)
+    text = "\n\n".join(p for p in (system_prompt.strip(), block) if p)
+    out: list[Message] = [{"role": "system", "content": text}] if text else []
+    out.extend(wire_history(history))
+    return out
+
+
+def unanswered_calls(history: Sequence[Message]) -> list[dict[str, Any]]:
+    """Tool calls of the last assistant message that have no result after it."""
+    for i in range(len(history) - 1, -1, -1):
+        msg = history[i]
+        if msg.get("role") == "assistant":
+            answered: list[str] = [
+                str(r.get("tool_call_id") or "") for r in history[i + 1 :] if r.get("role") == "tool"
+            ]
+            out = []
+            for call in msg.get("tool_calls") or ():
+                cid = str(call.get("id") or "")
+                if cid in answered:
+                    answered.remove(cid)
+                else:
+                    out.append(call)
+            return out
+        if msg.get("role") == "user":
+            return []
+    return []
+
+
+# --------------------------------------------------------------------------- window and snapshots
+
+
+def agent_window(settings: Settings, config: LLMConfig) -> WindowInfo:
+    """The window the agent plans with: the settings' override, else the model's (the local model's
+    ``n_ctx``), else ``max_tokens × 4``."""
+    return resolve_context_window(
+        config.model,
+        settings.context_window,
+        config.max_tokens,
+        model_info=lambda name: llm.model_info(name, n_ctx=config.local_n_ctx),
+    )
+
+
+def session_window(
+    session: Session,
+    settings: Settings,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> WindowInfo:
+    """The window of a session at rest (``inspect``, manual compaction without an agent).
+
+    The settings' override; else the window the agent last ran with (stored in session.json); else
+    the window an import settled on; else the model's (``model``, the session's, or the settings').
+    """
+    reserve = max_tokens or settings.max_tokens
+    if settings.context_window is not None:
+        return resolve_window(None, settings.context_window, reserve)
+    stored = session.meta.get("window")
+    stored_window = stored.get("context_window") if isinstance(stored, dict) else None
+    if isinstance(stored, dict) and isinstance(stored_window, int) and stored_window > 0:
+        kept = stored.get("max_tokens")
+        reserve = max_tokens or (kept if isinstance(kept, int) and kept > 0 else settings.max_tokens)
+        return WindowInfo(stored_window, reserve, str(stored.get("source") or "model"))
+    imported = session.meta.get("import")
+    if isinstance(imported, dict) and isinstance(imported.get("window"), int) and imported["window"] > 0:
+        return WindowInfo(imported["window"], reserve, str(imported.get("window_source") or "observed"))
+    name = model or str(session.meta.get("model") or "") or settings.model
+    return resolve_context_window(
+        name, None, reserve, model_info=lambda n: llm.model_info(n, n_ctx=settings.local_n_ctx)
+    )
+
+
+def context_snapshot(
+    session: Session,
+    settings: Settings,
+    *,
+    system_prompt: str | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    window: WindowInfo | None = None,
+    draft: str = "",
+) -> ContextSnapshot:
+    """The regions of the next request of ``session`` (calibrated once the provider reported usage).
+
+    Defaults: the system prompt and tool definitions stored with the session (what the agent last
+    sent, or what an import found), and :func:`session_window`.
+    """
+    if system_prompt is None:
+        system_prompt = session.system_prompt or effective_system_prompt(settings, session)
+    if tools is None:
+        stored = session.meta.get("tools")
+        tools = stored if isinstance(stored, list) else default_tools()
+    return session.snapshot(
+        settings,
+        session.estimator,
+        system_prompt,
+        tools,
+        draft,
+        window=window or session_window(session, settings),
+    )
+
+
+# --------------------------------------------------------------------------- the agent
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class Agent:
+    """Runs turns of one session; emits :mod:`engine.events` through ``emit``.
+
+    ``approve`` (async ``(tool_name, arguments) -> bool``) is given to the toolbox when it has none.
+    ``summarize`` defaults to :func:`engine.llm.make_summarizer` on the same model. ``window`` defaults
+    to :func:`agent_window`.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        settings: Settings,
+        *,
+        llm_config: LLMConfig,
+        toolbox: ToolBox,
+        emit: EmitFn,
+        approve: ApproveFn | None = None,
+        summarize: SummarizeFn | None = None,
+        window: WindowInfo | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        self.session = session
+        self.settings = settings
+        self.config = llm_config
+        self.toolbox = toolbox
+        if approve is not None and toolbox.approve is None:
+            toolbox.approve = approve
+        self._emit_cb = emit
+        self.system_prompt = system_prompt if system_prompt is not None else effective_system_prompt(
+            settings, session
+        )
+        self.tools: list[dict[str, Any]] = toolbox.specs()
+        self.window = window or agent_window(settings, llm_config)
+        self.compactor = Compactor(
+            session,
+            settings,
+            summarize if summarize is not None else llm.make_summarizer(llm_config),
+            estimator=session.estimator,
+            system_prompt=self.system_prompt,
+            tools=self.tools,
+            window=self.window,
+            emit=self._emit,
+        )
+        self.offloader = Offloader(session.path, settings, session.estimator)
+        self.auto_task: asyncio.Task[Any] | None = None
+        self.calls = 0  # LLM calls made by this agent (the snapshots' call_index)
+        self._lock = asyncio.Lock()
+        self._partial: list[Completion] = []
+        self._stream_id = ""
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    def _emit(self, event: Event) -> None:
+        self._emit_cb(event)
+
+    def request(self) -> list[Message]:
+        """The request the next LLM call would send (built by :func:`build_request`)."""
+        s = self.session
+        return build_request(self.system_prompt, s.summary, s.messages, archive_days=s.archive_days())
+
+    def snapshot(self, draft: str = "") -> ContextSnapshot:
+        """The regions of the next request, with ``draft`` (unsent input) counted apart."""
+        return self.session.snapshot(
+            self.settings, self.session.estimator, self.system_prompt, self.tools, draft, window=self.window
+        )
+
+    def _tokens(self, msg: Message) -> int:
+        s = self.session
+        try:
+            return s.ledger.tokens_of(s.index_of(str(msg.get("id"))))
+        except Exception:
+            return s.estimator.message(msg)
+
+    def _append(self, *msgs: Message) -> None:
+        """Append durably (fsync'd) and announce each message."""
+        self.session.extend(msgs)
+        for msg in msgs:
+            self._emit(MessageAdded(msg, self._tokens(msg)))
+
+    def _sync_meta(self) -> None:
+        """Store what the next request is made of, so ``inspect`` and the GUI show the same numbers."""
+        win = {
+            "context_window": self.window.context_window,
+            "max_tokens": self.window.max_tokens,
+            "source": self.window.source,
+        }
+        wanted = {
+            "system_prompt": self.system_prompt,
+            "tools": self.tools,
+            "model": self.config.model,
+            "window": win,
+        }
+        changed = {k: v for k, v in wanted.items() if self.session.meta.get(k) != v}
+        if changed:
+            self.session.set_meta(**changed)
+
+    def _settle(self) -> None:
+        """Make the history valid after an interruption: keep the partial answer (marked interrupted)
+        and give every unanswered tool call of the last assistant message a result saying so."""
+        s = self.session
+        if s.closed:
+            return
+        partials, self._partial = self._partial, []
+        for comp in partials:
+            msg = comp.message
+            text = m.content_text(msg.get("content"))
+            if not (text or msg.get("reasoning_content") or msg.get("tool_calls")):
+                continue
+            msg["id"] = self._stream_id or msg.get("id") or m.new_id()
+            msg["interrupted"] = True
+            if msg["id"] not in s:
+                self._append(msg)
+        missing = unanswered_calls(s.messages)
+        if missing:
+            results = llm.interrupted_tool_results({"tool_calls": missing}, INTERRUPTED_RESULT)
+            self._append(*results)
+
+    def repair_tail(self) -> int:
+        """Answer tool calls a crash left without a result (before a new turn); returns how many."""
+        missing = unanswered_calls(self.session.messages)
+        if missing:
+            self._append(*llm.interrupted_tool_results({"tool_calls": missing}, INTERRUPTED_RESULT))
+        return len(missing)
+
+    # ------------------------------------------------------------------ the turn
+
+    async def run_turn(self, user_text: str) -> TurnFinished:
+        """Run one turn; returns its :class:`TurnFinished` (also emitted). See the module docstring."""
+        if self._lock.locked():
+            raise AgentBusyError("a turn is already running in this session")
+        async with self._lock:
+            return await self._turn(user_text)
+
+    async def _turn(self, user_text: str) -> TurnFinished:
+        if not isinstance(user_text, str) or not user_text.strip():
+            raise AgentError("the message is empty")
+        self._sync_meta()
+        self.repair_tail()
+        self._append(m.user(user_text))
+        iterations = 0
+        try:
+            while True:
+                if iterations >= self.settings.max_iterations:
+                    self._emit(
+                        ErrorEvent(
+                            "max_iterations",
+                            f"stopped after {iterations} model calls in one turn (the limit is "
+                            f"max_iterations = {self.settings.max_iterations}); the work so far is kept",
+                        )
+                    )
+                    return self._finish(False, iterations)
+                iterations += 1
+                completion = await self._call_model()
+                if completion is None:
+                    return self._finish(False, iterations)
+                msg = completion.message
+                self._append(msg)
+                if not msg.get("tool_calls"):
+                    return self._finish(True, iterations, m.content_text(msg.get("content")))
+                await self._run_tools(msg)
+        except asyncio.CancelledError:
+            try:
+                self._settle()
+            finally:
+                self._emit(StateChanged("idle"))
+                self._emit(TurnFinished(ok=False, interrupted=True, iterations=iterations))
+            raise
+        except Exception as exc:  # a bug or a disk error: report it, keep the history valid
+            problem = f"{type(exc).__name__}: {exc}"
+            try:
+                self._settle()
+            except Exception as settle_exc:
+                problem += (
+                    f" (and the history could not be settled: {type(settle_exc).__name__}: {settle_exc})"
+                )
+            self._emit(ErrorEvent("internal", _one_line(problem)))
+            return self._finish(False, iterations)
+
+    def _finish(self, ok: bool, iterations: int, final_text: str = "") -> TurnFinished:
+        event = TurnFinished(ok=ok, iterations=iterations, final_text=final_text)
+        self._emit(StateChanged("idle"))
+        self._emit(event)
+        if not self.session.closed:
+            self.auto_task = self.compactor.start_auto()
+        return event
+
+    # ------------------------------------------------------------------ one LLM call
+
+    async def _call_model(self) -> Completion | None:
+        """Proactive check, stream, reactive retries; None when the turn must end (error emitted)."""
+        retries = 0
+        while True:
+            await self.compactor.proactive(self.request)
+            sent = list(self.session.messages)
+            request = self.request()
+            raw = self.session.snapshot(
+                self.settings, self.session.estimator, self.system_prompt, self.tools,
+                window=self.window, messages=sent, calibrated=False,
+            )
+            self._stream_id = m.new_id()
+            self._partial = []
+            self._emit(StateChanged("streaming"))
+            try:
+                completion = await llm.stream_chat(
+                    self.config,
+                    request,
+                    self.tools or None,
+                    on_text=self._on_text,
+                    on_reasoning=self._on_reasoning,
+                    on_retry=self._on_retry,
+                    partial=self._partial,
+                )
+            except LLMError as err:
+                if err.partial is not None:
+                    self._partial.append(err.partial)
+                    self._settle()
+                if err.kind == "context_window" and err.partial is None:
+                    if retries >= MAX_REACTIVE_RETRIES:
+                        self._emit(ErrorEvent("context_window", f"{err.message}; still too long after "
+                                                                f"{retries} emergency compactions"))
+                        return None
+                    retries += 1
+                    event = await self.compactor.reactive()
+                    if event.result == "failed":
+                        self._emit(ErrorEvent("context_window", f"{err.message}; nothing is left to compact "
+                                                                f"({event.reason})"))
+                        return None
+                    continue
+                self._emit(ErrorEvent(err.kind, err.message, attempt=err.attempts))
+                return None
+            completion.message["id"] = self._stream_id
+            self._partial = []
+            self._record_call(completion, sent, raw)
+            return completion
+
+    def _record_call(self, completion: Completion, sent: list[Message], raw: ContextSnapshot) -> None:
+        """Reported usage beside the estimate: calibrate, store one snapshot, emit ContextUpdated."""
+        s = self.session
+        reported = completion.usage.prompt_tokens if completion.usage is not None else None
+        ids = [str(x.get("id")) for x in sent]
+        s.calibrator.record(raw.raw_prompt_tokens, reported, ids, (raw.system, raw.summary, raw.tools))
+        snap = s.snapshot(
+            self.settings, s.estimator, self.system_prompt, self.tools,
+            window=self.window, messages=sent, provider_prompt_tokens=reported, call_index=self.calls,
+        )
+        self.calls += 1
+        s.record_snapshot(snap)
+        self._emit(ContextUpdated(snap))
+
+    def _on_text(self, delta: str) -> None:
+        self._emit(TextDelta(self._stream_id, delta))
+
+    def _on_reasoning(self, delta: str) -> None:
+        self._emit(TextDelta(self._stream_id, delta, reasoning=True))
+
+    def _on_retry(self, attempt: int, delay: float, err: LLMError) -> None:
+        text = f"{err.message}; retrying in {delay:.1f} s"
+        self._emit(ErrorEvent(err.kind, text, retrying=True, attempt=attempt))
+
+    # ------------------------------------------------------------------ tools
+
+    async def _run_tools(self, msg: Message) -> None:
+        self._emit(StateChanged("tool"))
+        for call in msg.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            cid = str(call.get("id") or "")
+            name = str(fn.get("name") or "")
+            args = str(fn.get("arguments") or "")
+            self._emit(ToolCallStarted(cid, name, args))
+            result = await self.toolbox.run(name, args)
+            full_bytes = len(result.text.encode("utf-8", "surrogatepass"))
+            tmsg = m.tool_result(cid, result.text, name=name or None)
+            if not result.ok:
+                tmsg["tool_error"] = True
+            # cut before the first write: a huge output never reaches history.jsonl
+            records = await self.offloader.offload_session(self.session, [tmsg])
+            path = next((r.path for r in records if r.message_id == tmsg["id"]), None)
+            self._emit(MessageAdded(tmsg, self._tokens(tmsg)))
+            self._emit(
+                ToolCallFinished(cid, name, result.ok, m.preview(tmsg, 200), full_bytes, offload_path=path)
+            )
+
