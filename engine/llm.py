@@ -484,6 +484,8 @@ async def _one_attempt(
     on_tool_call: ToolCallCallback | None,
 ) -> None:
     litellm = _lib()
+    if config.is_local:
+        local_model.register()  # idempotent; survives code that replaced litellm.custom_provider_map
     response = await litellm.acompletion(**kwargs)
     try:
         async for chunk in response:
@@ -598,18 +600,27 @@ def _tokenizer(model: str) -> Any:
     return select_tokenizer(model)
 
 
-def _local_ok() -> bool:
+_local_counting = {"ok": True}
+
+
+def _local_count(fn: Callable[..., int], *args: Any) -> int | None:
+    """Count with the local model's tokenizer; None (fall back to litellm's default encoder) when
+    the model or llama-cpp-python is not available."""
+    if not _local_counting["ok"]:
+        return None
     try:
-        local_model.model_path()
-        return True
-    except local_model.LocalModelError:
-        return False
+        return fn(*args)
+    except (local_model.LocalModelError, ImportError, OSError, ValueError):
+        _local_counting["ok"] = False
+        return None
 
 
 def token_counter(model: str, messages: list[dict[str, Any]]) -> int:
     """Tokens of ``messages`` for ``model`` (litellm's counter; the local model's own tokenizer)."""
-    if local_model.is_local(model) and _local_ok():
-        return local_model.count_messages(messages)
+    if local_model.is_local(model):
+        n = _local_count(local_model.count_messages, messages)
+        if n is not None:
+            return n
     litellm = _lib()
     return int(litellm.token_counter(model=model, messages=messages, custom_tokenizer=_tokenizer(model)))
 
@@ -617,8 +628,10 @@ def token_counter(model: str, messages: list[dict[str, Any]]) -> int:
 def text_token_counter(model: str, text: str) -> int:
     if not text:
         return 0
-    if local_model.is_local(model) and _local_ok():
-        return local_model.count_text(text)
+    if local_model.is_local(model):
+        n = _local_count(local_model.count_text, text)
+        if n is not None:
+            return n
     litellm = _lib()
     return int(litellm.token_counter(model=model, text=text, custom_tokenizer=_tokenizer(model)))
 
@@ -633,8 +646,10 @@ def tools_token_counter(model: str, tools: Sequence[dict[str, Any]]) -> int:
     """Tokens the tool definitions add to a request."""
     if not tools:
         return 0
-    if local_model.is_local(model) and _local_ok():
-        return local_model.count_tools(tools)
+    if local_model.is_local(model):
+        n = _local_count(local_model.count_tools, tools)
+        if n is not None:
+            return n
     litellm = _lib()
     with_tools = int(litellm.token_counter(model=model, messages=[], tools=list(tools),
                                            custom_tokenizer=_tokenizer(model)))

@@ -598,6 +598,10 @@ def register() -> None:
     import litellm
 
     handler = provider()
+    if any(e.get("custom_handler") is handler for e in litellm.custom_provider_map) and (
+        PROVIDER in litellm._custom_providers
+    ):
+        return
     entries = [e for e in litellm.custom_provider_map if e.get("provider") != PROVIDER]
     entries.append({"provider": PROVIDER, "custom_handler": handler})
     litellm.custom_provider_map = entries

@@ -498,7 +498,10 @@ class ToolBox:
         for file in self._iter_files(target):
             if glob and not file.match(glob):
                 continue
-            real = file.resolve()
+            try:
+                real = file.resolve()
+            except (OSError, RuntimeError):  # a symlink loop: nothing to search there
+                continue
             if not self._within_roots(real) or not real.is_file():
                 continue  # a symlink that leaves the roots, or a socket / fifo
             try:

@@ -283,3 +283,23 @@ async def test_real_model_generation_runs_off_the_event_loop() -> None:
     # the loop kept ticking while two generations ran (one after the other, behind the model lock)
     assert ticks >= elapsed / 0.01 * 0.3, (ticks, elapsed)
     assert json.dumps([r.message for r in results])
+
+
+def test_counting_falls_back_when_the_model_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing() -> Any:
+        raise local_model.LocalModelError("the offline model is not installed")
+
+    monkeypatch.setitem(llm._local_counting, "ok", True)
+    monkeypatch.setattr(local_model, "_vocab", None)
+    monkeypatch.setattr(local_model, "model_path", missing)
+    msgs = [{"role": "user", "content": "hello world " * 10}]
+    assert llm.token_counter(LOCAL_MODEL, msgs) == llm.token_counter("gpt-4o", msgs)
+    assert llm.text_token_counter(LOCAL_MODEL, "hello world") == 2
+    assert llm._local_counting["ok"] is False  # not retried on every count
+
+
+def test_local_counts_use_the_model_tokenizer() -> None:
+    msg = {"role": "user", "content": "hello"}
+    assert llm.token_counter(LOCAL_MODEL, [msg]) == local_model.count_text("<|im_start|>user\nhello<|im_end|>\n")
+    assert llm.tools_token_counter(LOCAL_MODEL, TOOLS) == local_model.count_tools(TOOLS) > 20
+    assert llm.text_token_counter(LOCAL_MODEL, "<|im_end|>") == 1
