@@ -128,7 +128,8 @@ class StackedBars(QWidget):
             x0 = left + slot * i + slot * 0.12
             p.setPen(QColor(pal.text))
             col = QRectF(x0 - 40, 0, bar_w + 80, 0)  # text centred under/over the bar
-            p.drawText(QRectF(col.left(), 2, col.width(), fm.height() + 4), Qt.AlignmentFlag.AlignCenter, label)
+            title_rect = QRectF(col.left(), 2, col.width(), fm.height() + 4)
+            p.drawText(title_rect, Qt.AlignmentFlag.AlignCenter, label)
             if s is None:
                 p.setPen(QColor(pal.muted))
                 p.drawText(QRectF(left + slot * i, top, slot, h), Qt.AlignmentFlag.AlignCenter, "computing…")
@@ -152,7 +153,9 @@ class StackedBars(QWidget):
                     p.setFont(small)
                     p.setPen(QColor(pal.muted))
                     name = REGION_LABELS[key].replace("History · ", "")
-                    text = sfm.elidedText(f"{format_tokens(v)} {name}", Qt.TextElideMode.ElideRight, int(label_w))
+                    text = sfm.elidedText(
+                        f"{format_tokens(v)} {name}", Qt.TextElideMode.ElideRight, int(label_w)
+                    )
                     p.drawText(QRectF(label_x, (y1 + y2) / 2 - sfm.height() / 2, label_w, sfm.height()),
                                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
                     p.setFont(self.font())
@@ -300,6 +303,11 @@ class CompactionPreview(QDialog):
         self.set_busy(False)
 
     # --- public API
+    def open(self) -> None:
+        """Show without any modality (QDialog.open() would make it window-modal); never exec()."""
+        self.setWindowModality(Qt.WindowModality.NonModal)
+        self.show()
+
     def set_palette(self, pal: Palette) -> None:
         self._pal = pal
         self.bars.set_palette(pal)

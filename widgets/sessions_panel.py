@@ -270,11 +270,14 @@ class SessionsPanel(QWidget):
         box.setWindowTitle("Delete session")
         box.setText(f"Delete the session “{item.text()}”?")
         box.setInformativeText("Its history, archive and offloaded tool results are removed from disk.")
-        box.setStandardButtons(QMessageBox.StandardButton.Delete | QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(cancel)
+        box.setEscapeButton(cancel)
+        box.delete_button = delete  # type: ignore[attr-defined]  # for tests and keyboard users
 
-        def done(result: int) -> None:
-            if box.standardButton(box.clickedButton()) == QMessageBox.StandardButton.Delete:
+        def done(_result: int) -> None:
+            if box.clickedButton() is delete:
                 self.delete_requested.emit(sid)
 
         box.finished.connect(done)

@@ -175,7 +175,8 @@ def test_compaction_marker_links_and_undo(view, qtbot):
     assert key == "cmp1"
     assert [it.key for it in view.chat_model().items()][2] == "cmp1"
     line = " ".join(texts(view, "cmp1"))
-    assert "manual" in line and "42,000 → 9,000 tokens (-79%)" in line and "32 messages compacted, 4 kept" in line
+    assert "manual" in line and "42,000 → 9,000 tokens (-79%)" in line
+    assert "32 messages compacted, 4 kept" in line
     with qtbot.waitSignal(view.summary_requested) as blocker:
         view.click("cmp1", hotspot(view, "cmp1", "summary"))
     assert blocker.args[0]["summary"] == "## Goal\nship"
@@ -230,7 +231,8 @@ def test_safe_document_refuses_directly():
     doc = SafeTextDocument()
     from PySide6.QtCore import QUrl
 
-    assert doc.loadResource(int(QTextDocument.ResourceType.ImageResource), QUrl("file:///etc/hostname")) is None
+    image = int(QTextDocument.ResourceType.ImageResource)
+    assert doc.loadResource(image, QUrl("file:///etc/hostname")) is None
     doc.set_markdown("![a](file:///etc/hostname)")
     doc.setTextWidth(300)
     doc.documentLayout().documentSize()
@@ -257,7 +259,8 @@ def test_copy_item(view):
 
 def test_append_to_10000_messages_is_fast(view):
     roles = ["user", "assistant", "tool"]
-    big = [msg(i, roles[i % 3], ("word " * (5 + i % 40)).strip(), tool_call_id=f"c{i}") for i in range(10_000)]
+    big = [msg(i, roles[i % 3], ("word " * (5 + i % 40)).strip(), tool_call_id=f"c{i}")
+           for i in range(10_000)]
     t = time.perf_counter()
     view.set_messages(big)
     QGuiApplication.processEvents()
@@ -304,3 +307,33 @@ def test_height_index_matches_a_plain_list():
         else:
             assert row == len(heights) - 1
     assert HeightIndex().find(10) == 0
+
+
+def test_real_trajectory_lists_every_tool_call(view, tmp_path):
+    from engine.importer import import_transcript
+    from engine.session import Session
+    from tests.conftest import trajectory_files
+
+    files = trajectory_files()
+    if not files:
+        pytest.skip("no trajectories in ../shared/data/trajectories")
+    import_transcript(files[-1], session_dir=tmp_path / "s")
+    session = Session.load(tmp_path / "s")
+    messages = session.messages
+    counts = session.token_counts()
+    view.set_messages(messages, {m["id"]: c for m, c in zip(messages, counts, strict=True)})
+    assert view.message_ids() == [m["id"] for m in messages]
+    calls = [c for m in messages for c in m.get("tool_calls") or ()]
+    assert len(calls) > 50
+    listed = [t for m in messages if m.get("tool_calls") for t in texts(view, m["id"]) if t.startswith("⚙ ")]
+    assert len(listed) == len(calls)
+    assert all("(no result)" not in t for t in listed)
+    tool_rows = [m for m in messages if m["role"] == "tool"]
+    assert all(view.item(m["id"]).tokens > 0 for m in tool_rows)
+    # scroll the whole run: every row lays out and paints
+    sb = view.verticalScrollBar()
+    sb.setValue(0)
+    while sb.value() < sb.maximum():
+        sb.setValue(sb.value() + sb.pageStep())
+        view.viewport().repaint()
+    assert view.is_at_bottom()

@@ -215,3 +215,31 @@ def test_empty_chart(chart):
     assert chart.header_text() == "No request yet"
     assert chart.column_count() == 0
     assert chart.timeline_header_text() == "No calls yet"
+
+
+def test_real_trajectory_shows_every_call_against_the_provider(chart, tmp_path):
+    from engine.importer import import_transcript
+    from engine.session import Session
+    from tests.conftest import trajectory_files
+
+    files = trajectory_files()
+    if not files:
+        pytest.skip("no trajectories in ../shared/data/trajectories")
+    path = files[0]
+    report = import_transcript(path, session_dir=tmp_path / "s")
+    session = Session.load(tmp_path / "s")
+    events = session.read_events()
+    snapshots = [e for e in events if e.get("type") == "context"]
+    chart.set_timeline(snapshots, [e for e in events if e.get("type") == "compaction"])
+    chart.set_snapshot(snapshots[-1])
+    chart.flush()
+    assert chart.column_count() == report.snapshots == len(snapshots) > 10
+    prov = chart.provider_series()
+    assert int((~np.isnan(prov)).sum()) == report.reported_calls > 0
+    # the estimate (calibrated on the previous call) stays close to what the provider counted
+    tops = chart.column_tops()
+    both = ~np.isnan(prov)
+    rel = np.abs(tops[both] - prov[both]) / prov[both]
+    assert np.median(rel[1:]) < 0.05
+    assert "reported" in chart.timeline_header_text()
+    assert not chart.grab().isNull()

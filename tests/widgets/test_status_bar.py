@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import pytest
+
+from engine.budget import ContextSnapshot
+from widgets.status_bar import ContextStatusBar
+from widgets.theme import DARK
+
+
+def snap(**kw) -> ContextSnapshot:
+    data = dict(window=100_000, max_tokens=10_000, system=1_000, summary=0, history_user=10_000,
+                history_assistant=10_000, history_tool=9_000, tools=0, threshold_tokens=80_000,
+                estimator="heuristic", accuracy="calibrated", model="gpt-4o-mini")
+    data.update(kw)
+    return ContextSnapshot(**data)
+
+
+@pytest.fixture
+def bar(qtbot):
+    w = ContextStatusBar()
+    qtbot.addWidget(w)
+    return w
+
+
+def test_initial_texts(bar):
+    t = bar.texts()
+    assert t["model"] == "model: —"
+    assert t["tokens"] == "— / — tokens"
+    assert t["last_call"] == "last call: —"
+    assert "idle" in t["state"]
+
+
+def test_snapshot_shows_used_window_percent_and_accuracy(bar):
+    bar.set_snapshot(snap())
+    t = bar.texts()
+    assert t["tokens"] == "40,000 / 100,000 tokens (40.0%) · calibrated"
+    assert t["model"] == "model: gpt-4o-mini"
+    assert bar.tokens_label.styleSheet() == ""
+    bar.set_snapshot(snap(history_tool=50_000).to_json())  # dict input; over the threshold
+    assert "81,000 / 100,000" in bar.texts()["tokens"]
+    assert "font-weight: bold" in bar.tokens_label.styleSheet()
+    bar.set_snapshot(snap(history_tool=95_000, accuracy="estimated"))
+    assert "estimated" in bar.texts()["tokens"]
+    assert "#b91c1c" in bar.tokens_label.styleSheet()  # over the window: error colour
+    bar.set_palette(DARK)
+    assert DARK.error in bar.tokens_label.styleSheet()
+    bar.set_snapshot(None)
+    assert bar.texts()["tokens"] == "— / — tokens"
+
+
+def test_estimate_against_reported(bar):
+    bar.set_last_call(10_100, 10_000)
+    assert bar.texts()["last_call"] == "last call: est. 10,100 · reported 10,000 (+1.0%)"
+    bar.set_last_call(9_000, None)
+    assert bar.texts()["last_call"] == "last call: est. 9,000 · reported —"
+    bar.set_last_call(None, None)
+    assert bar.texts()["last_call"] == "last call: —"
+
+
+@pytest.mark.parametrize(("state", "label"), [("idle", "idle"), ("streaming", "streaming…"),
+                                               ("compacting", "compacting…"), ("tool", "running a tool…"),
+                                               ("weird", "weird")])
+def test_states(bar, state, label):
+    bar.set_state(state)
+    assert bar.texts()["state"].endswith(label)
