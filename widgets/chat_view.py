@@ -54,6 +54,7 @@ from typing import Any
 
 from PySide6.QtCore import (
     QAbstractListModel,
+    QEvent,
     QModelIndex,
     QPersistentModelIndex,
     QPointF,
@@ -381,7 +382,7 @@ class ChatDelegate(QStyledItemDelegate):
     def __init__(self, view: ChatView) -> None:
         super().__init__(view)
         self._view = view
-        self._cache: OrderedDict[tuple[Any, ...], _RowLayout] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[tuple[Any, ...], _RowLayout]] = OrderedDict()
         self.pal = palette()
         self.set_fonts(view.font())
         self.layouts_built = 0
@@ -455,12 +456,13 @@ class ChatDelegate(QStyledItemDelegate):
         return int(h)
 
     def layout(self, item: ChatItem, row_width: int) -> _RowLayout:
-        key = (item.key, item.version, row_width, item.expanded, item.reasoning_expanded, item.out_of_context,
+        """The row laid out at ``row_width``; one cached layout per row (LRU of LAYOUT_CACHE rows)."""
+        sig = (item.version, row_width, item.expanded, item.reasoning_expanded, item.out_of_context,
                item.undoable, item.streaming)
-        lay = self._cache.get(key)
-        if lay is not None:
-            self._cache.move_to_end(key)
-            return lay
+        cached = self._cache.get(item.key)
+        if cached is not None and cached[0] == sig:
+            self._cache.move_to_end(item.key)
+            return cached[1]
         if item.kind == "marker":
             lay = self._layout_marker(item, row_width)
         elif item.role == "tool":
@@ -468,7 +470,8 @@ class ChatDelegate(QStyledItemDelegate):
         else:
             lay = self._layout_message(item, row_width)
         self.layouts_built += 1
-        self._cache[key] = lay
+        self._cache[item.key] = (sig, lay)
+        self._cache.move_to_end(item.key)
         if len(self._cache) > LAYOUT_CACHE:
             self._cache.popitem(last=False)
         return lay
@@ -1391,6 +1394,13 @@ class ChatView(QAbstractScrollArea):
             y += self._heights.a[r]
             r += 1
         p.end()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._delegate.set_fonts(self.font())
+            self._width = -1  # force a re-measure of every row
+            self._remeasure_all()
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)

@@ -20,6 +20,7 @@ Methods:
     update_session(session)   insert or update one
     remove_session(id)
     set_current(id)           select without emitting session_selected
+    set_palette(palette)      repaint (the list uses the application palette)
     current_id() -> str | None
     start_rename(id=None)     in-place editor on the row
     request_delete(id=None)   show the confirmation (returns the box, tests)
@@ -173,6 +174,10 @@ class SessionsPanel(QWidget):
         self.list.itemChanged.connect(self._on_item_changed)
         self.list.customContextMenuRequested.connect(self._on_menu)
         self._update_buttons()
+
+    def set_palette(self, pal: Any) -> None:
+        """The list is drawn with the application palette (set by ``theme.apply_theme``); repaint."""
+        self.list.viewport().update()
 
     # --- data
     def _make_item(self, session: dict[str, Any]) -> QListWidgetItem:

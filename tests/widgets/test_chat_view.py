@@ -337,3 +337,14 @@ def test_real_trajectory_lists_every_tool_call(view, tmp_path):
         sb.setValue(sb.value() + sb.pageStep())
         view.viewport().repaint()
     assert view.is_at_bottom()
+
+
+def test_font_change_remeasures_rows(view):
+    view.set_messages(conversation())
+    view.viewport().repaint()
+    before = view.row_rect("m1").height()
+    font = view.font()
+    font.setPointSizeF(font.pointSizeF() * 2)
+    view.setFont(font)
+    view.viewport().repaint()
+    assert view.row_rect("m1").height() > before + 15  # text lines doubled, padding did not
