@@ -1,0 +1,30 @@
+"""The calibrated count meets its accuracy target on the real trajectories (heuristic raw estimates)."""
+
+from __future__ import annotations
+
+from benchmarks.accuracy import TRAJECTORIES, calibrated_series, load_calls, measure
+from engine.tokens import estimate_message_tokens
+
+
+def test_trajectories_present() -> None:
+    assert len(list(TRAJECTORIES.glob("*.traj.json"))) == 3
+
+
+def test_calibrated_heuristic_meets_target() -> None:
+    rows = {r.name: r for r in measure(exact=False)}
+    cal = rows["calibrated heuristic"]
+    assert cal.n > 200
+    assert cal.median < 0.01 and cal.p90 < 0.02
+    # and the raw heuristic really is far off: calibration is doing the work
+    assert rows["heuristic (chars×2/5)"].median > 0.2
+
+
+def test_calibration_uses_only_earlier_reports() -> None:
+    path = sorted(TRAJECTORIES.glob("*.traj.json"))[0]
+    _, calls = load_calls(path)
+    raw = [sum(estimate_message_tokens(m) for m in c.request) for c in calls]
+    series = calibrated_series(raw, calls)
+    assert len(series) == len(calls) - 1
+    # changing a later report must not change earlier calibrated values
+    calls[-1].actual *= 3
+    assert calibrated_series(raw, calls)[:-1] == series[:-1]
