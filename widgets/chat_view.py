@@ -1365,26 +1365,29 @@ class ChatView(QAbstractScrollArea):
         width = self.row_width()
         vh = self.viewport().height()
         sb = self.verticalScrollBar()
-        # 1. measure the rows on screen exactly (their tops do not move: only rows below shift)
+        # 1. measure exactly the rows on screen and one page above and below, so that a row is exact
+        #    before it scrolls into view. Rows above the viewport shift it: the scroll value follows,
+        #    so what the user reads stays in place; the first visible row keeps its top.
         y0 = sb.value()
-        row = self._heights.find(y0)
-        y = self._heights.prefix(row)
-        r = row
+        first = self._heights.find(y0)
         changed = False
-        while r < len(items) and y < y0 + vh:
-            h = self._delegate.layout(items[r], width).height
-            items[r].height_exact = True
-            items[r].width = width
-            if self._heights.set(r, h):
-                changed = True
-            y += h
+        shift = 0
+        for r in range(self._heights.find(max(0, y0 - vh)), first):
+            shift += self._exact(items[r], r, width)
+        y = self._heights.prefix(first)
+        r = first
+        while r < len(items) and y < y0 + 2 * vh:
+            changed = bool(self._exact(items[r], r, width)) or changed
+            y += self._heights.a[r]
             r += 1
-        if changed:
+        if changed or shift:
             self._update_scrollbar()
             if self._stick:
                 self._set_scroll(sb.maximum())
+            elif shift:
+                self._set_scroll(y0 + shift)
             y0 = sb.value()
-            row = self._heights.find(y0)
+        row = self._heights.find(y0)
         # 2. paint
         y = self._heights.prefix(row) - y0
         r = row
@@ -1401,6 +1404,13 @@ class ChatView(QAbstractScrollArea):
             self._delegate.set_fonts(self.font())
             self._width = -1  # force a re-measure of every row
             self._remeasure_all()
+
+    def _exact(self, item: ChatItem, row: int, width: int) -> int:
+        """Lay a row out exactly and store its height; returns the change."""
+        h = self._delegate.layout(item, width).height
+        item.height_exact = True
+        item.width = width
+        return self._heights.set(row, h)
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)

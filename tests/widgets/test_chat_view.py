@@ -348,3 +348,22 @@ def test_font_change_remeasures_rows(view):
     view.setFont(font)
     view.viewport().repaint()
     assert view.row_rect("m1").height() > before + 15  # text lines doubled, padding did not
+
+
+def test_scrolling_up_through_unmeasured_rows_does_not_jump(view):
+    rng = random.Random(3)
+    words = ["alpha", "beta", "`code`", "**bold**", "a-much-longer-word", "x"]
+    msgs = [msg(i, "assistant" if i % 2 else "user",
+                "\n\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 120)))
+                            for _ in range(rng.randint(1, 4))))
+            for i in range(400)]
+    view.set_messages(msgs)
+    view.viewport().repaint()
+    sb = view.verticalScrollBar()
+    for _ in range(40):
+        view.viewport().repaint()
+        anchor = view.visible_keys()[1]
+        y_before = view.row_rect(anchor).top()
+        sb.setValue(sb.value() - 120)
+        view.viewport().repaint()
+        assert view.row_rect(anchor).top() == y_before + 120
