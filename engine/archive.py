@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.fsutil import append_lines
+from engine.fsutil import append_lines, read_jsonl_objects
 from engine.messages import Message, call_ids, content_text, message_date
 
 DIALOG_DIR = "dialog"
@@ -107,18 +107,10 @@ def read_day(session_dir: Path, day: str, problems: list[str] | None = None) -> 
     if not path.exists():
         raise ArchiveError(f"no archive for {day}")
     out: list[Message] = []
-    for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
+    for obj in read_jsonl_objects(path, problems):
+        if "role" not in obj:
             if problems is not None:
-                problems.append(f"{path.name} line {n}: not JSON ({exc})")
-            continue
-        if not isinstance(obj, dict) or "role" not in obj:
-            if problems is not None:
-                problems.append(f"{path.name} line {n}: not a message")
+                problems.append(f"{path.name}: a line without a role is not a message")
             continue
         out.append(obj)
     return out

@@ -57,14 +57,13 @@ def dumps_line(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def append_lines(path: Path, records: Iterable[Any], *, sync: bool = True) -> int:
-    """Append JSON records to a JSONL file as one write, fsync'd; return bytes written.
+def append_bytes(path: Path, data: bytes, *, sync: bool = True) -> int:
+    """Append raw JSONL bytes as one write, fsync'd; return bytes written.
 
     If the file ends with a torn (unterminated) line, a newline is written first so the new
     records start on their own line.
     """
     path = Path(path)
-    data = b"".join(dumps_line(r) for r in records)
     if not data:
         return 0
     new = not path.exists()
@@ -82,6 +81,36 @@ def append_lines(path: Path, records: Iterable[Any], *, sync: bool = True) -> in
     if new and sync:
         fsync_dir(path.parent)
     return len(data)
+
+
+def append_lines(path: Path, records: Iterable[Any], *, sync: bool = True) -> int:
+    """Append JSON records to a JSONL file (see :func:`append_bytes`); return bytes written."""
+    return append_bytes(path, b"".join(dumps_line(r) for r in records), sync=sync)
+
+
+def read_jsonl_objects(path: Path, problems: list[str] | None = None, label: str | None = None) -> list[dict[str, Any]]:
+    """Every JSON object line of a JSONL file, in order; blank lines skipped.
+
+    A line that is not JSON, or not an object (a torn last line after a crash), is skipped and
+    described in ``problems`` (``"<label> line <n>: …"``) when a list is given.
+    """
+    path = Path(path)
+    label = label or path.name
+    out: list[dict[str, Any]] = []
+    for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            if problems is not None:
+                problems.append(f"{label} line {n}: not JSON ({exc})")
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+        elif problems is not None:
+            problems.append(f"{label} line {n}: not an object")
+    return out
 
 
 def write_lines_atomic(path: Path, records: Iterable[Any]) -> None:

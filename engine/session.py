@@ -46,7 +46,15 @@ from engine import archive
 from engine.budget import Calibrator, ContextSnapshot, WindowInfo, build_snapshot, resolve_window
 from engine.config import Settings, data_dir
 from engine.events import Event, event_to_json
-from engine.fsutil import append_lines, atomic_write_bytes, atomic_write_json, dumps_line, fsync_dir
+from engine.fsutil import (
+    append_bytes,
+    append_lines,
+    atomic_write_bytes,
+    atomic_write_json,
+    dumps_line,
+    fsync_dir,
+    read_jsonl_objects,
+)
 from engine.messages import (
     HISTORY_ROLES,
     Message,
@@ -448,7 +456,7 @@ class Session:
         if not batch:
             return []
         data = b"".join(_line(m) for m in batch)
-        _append_bytes(self.history_path, data)
+        append_bytes(self.history_path, data)
         for m in batch:
             self._index[str(m["id"])] = len(self.messages)
             self.messages.append(m)
@@ -687,21 +695,7 @@ class Session:
         """Every event recorded, oldest first; a torn or bad line is skipped (and described in problems)."""
         if not self.events_path.exists():
             return []
-        out: list[dict[str, Any]] = []
-        for n, raw in enumerate(self.events_path.read_bytes().splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError as exc:
-                if problems is not None:
-                    problems.append(f"events.jsonl line {n}: not JSON ({exc})")
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-            elif problems is not None:
-                problems.append(f"events.jsonl line {n}: not an object")
-        return out
+        return read_jsonl_objects(self.events_path, problems, EVENTS_FILE)
 
     def snapshots(self) -> list[ContextSnapshot]:
         return [ContextSnapshot.from_json(e) for e in self.read_events() if e.get("type") == "context"]
@@ -794,21 +788,6 @@ class Session:
         for cb in callbacks:
             cb()
         self.closed = True
-
-
-def _append_bytes(path: Path, data: bytes) -> None:
-    """Append raw JSONL bytes, fsync'd (a torn tail gets its newline first)."""
-    new = not path.exists()
-    with open(path, "ab+") as fh:
-        if not new and fh.seek(0, os.SEEK_END) > 0:
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) != b"\n":
-                data = b"\n" + data
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if new:
-        fsync_dir(path.parent)
 
 
 def _ts_key(msg: Message) -> datetime:

@@ -229,7 +229,7 @@ def test_kill_mid_append_leaves_a_torn_line_that_is_moved_aside(tmp_path: Path) 
     s.close()
     proc = _run_child(
         """
-        real = engine.session._append_bytes
+        real = engine.session.append_bytes
         count = 0
         def torn(p, data):
             global count
@@ -241,7 +241,7 @@ def test_kill_mid_append_leaves_a_torn_line_that_is_moved_aside(tmp_path: Path) 
                     os.fsync(fh.fileno())
                 die()
             real(p, data)
-        engine.session._append_bytes = torn
+        engine.session.append_bytes = torn
         for i in range(10):
             msg = session.append(user(f"message {i}"))
             print(msg["id"], flush=True)  # acknowledged
