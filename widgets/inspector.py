@@ -68,8 +68,6 @@ from PySide6.QtGui import (
     QShortcut,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
-    QTextFormat,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -356,10 +354,6 @@ class FileViewer(QWidget):
             sel.format = fmt
             sel.cursor = self._matches[self._current]
             sels.append(sel)
-        line = QTextEdit.ExtraSelection()
-        lfmt = QTextCharFormat()
-        lfmt.setProperty(QTextFormat.Property.FullWidthSelection, True)
-        line.format = lfmt
         self.text_view.setExtraSelections(sels)
 
     # --- copy / open
@@ -661,7 +655,8 @@ class ArchivePanel(QWidget):
         self._checked: dict[str, dict[str, Any]] = {}
         self._hits_mode = False
         self._query = ""
-        self._muted = "#6b7280"
+        self._all_days: list[str] = []
+        self._day_cache: dict[str, tuple[list[dict[str, Any]], dict[str, int]]] = {}
         self.search_edit.returnPressed.connect(self._on_search)
         self.search_button.clicked.connect(self._on_search)
         self.back_button.clicked.connect(self.show_days)
@@ -679,6 +674,7 @@ class ArchivePanel(QWidget):
         self.tree.clear()
         self._days = {}
         self._loaded = set()
+        self._day_cache = {}  # new days: messages are asked for again when a day is expanded
         for day in sorted(set(days), reverse=True):
             item = QTreeWidgetItem([day, "", "", "(expand to load)"])
             item.setData(0, Qt.ItemDataRole.UserRole, {"day": day})
@@ -698,9 +694,9 @@ class ArchivePanel(QWidget):
         self.search_edit.blockSignals(True)
         self.search_edit.clear()
         self.search_edit.blockSignals(False)
-        days = getattr(self, "_all_days", [])
-        cached = getattr(self, "_day_cache", {})
-        self.set_days(days)
+        days = list(self._all_days)
+        cached = dict(self._day_cache)
+        self.set_days(days)  # back from search results: the days as they were, loaded ones filled in
         for day, (messages, tokens) in cached.items():
             self.set_messages(day, messages, tokens, expand=False)
 
@@ -728,10 +724,7 @@ class ArchivePanel(QWidget):
         expand: bool = True,
     ) -> None:
         tokens_by_id = tokens_by_id or {}
-        cache = getattr(self, "_day_cache", None)
-        if cache is None:
-            cache = self._day_cache = {}
-        cache[day] = (list(messages), dict(tokens_by_id))
+        self._day_cache[day] = (list(messages), dict(tokens_by_id))
         if self._hits_mode:
             return
         parent = self._days.get(day)
@@ -1089,6 +1082,5 @@ __all__ = [
     "FileViewer",
     "Inspector",
     "OffloadPanel",
-    "QTextDocument",
     "SummaryPanel",
 ]

@@ -181,6 +181,7 @@ def test_archive_restore_checked(ins, qtbot):
 
 def test_archive_search_across_days(ins, qtbot):
     ins.set_archive_days(["2025-11-20", "2025-11-21"])
+    ins.set_archive_messages("2025-11-21", archived("2025-11-21", 2))
     ins.archive.search_edit.setText("parsing")
     with qtbot.waitSignal(ins.archive_search_requested) as blocker:
         qtbot.mouseClick(ins.archive.search_button, Qt.MouseButton.LeftButton)
@@ -205,6 +206,8 @@ def test_archive_search_across_days(ins, qtbot):
     assert ins.archive.status.text() == "No archived message contains “zzz”"
     ins.archive.show_days()
     assert tree.topLevelItemCount() == 2 and tree.topLevelItem(0).text(0) == "2025-11-21"
+    assert tree.topLevelItem(0).childCount() == 2  # the loaded day comes back loaded
+    assert tree.topLevelItem(1).childCount() == 0
 
 
 def test_summary_tab_renders_markdown_safely(ins):
