@@ -32,6 +32,7 @@ Methods:
     remove_compaction_marker(marker_id)
     set_out_of_context(message_ids)      shown dimmed with an "archived" tag (no longer sent)
     set_tool_expanded(message_id, expanded)
+    set_call_running(call_id, running)   "(running…)" on the call while its tool runs
     scroll_to_message(message_id) / scroll_to_bottom()
     set_palette(palette)
     clear(); flush(); row_count(); message_ids(); item(key) -> ChatItem | None
@@ -205,6 +206,7 @@ class ChatModel(QAbstractListModel):
         self._rows: dict[str, int] = {}
         self._calls: dict[str, tuple[str, str]] = {}
         self._results: set[str] = set()
+        self.running: set[str] = set()
 
     # --- Qt model API
     def rowCount(self, parent: Index = QModelIndex()) -> int:
@@ -243,6 +245,19 @@ class ChatModel(QAbstractListModel):
     def has_result(self, call_id: str) -> bool:
         return call_id in self._results
 
+    def is_running(self, call_id: str) -> bool:
+        return call_id in self.running
+
+    def row_of_call(self, call_id: str) -> int:
+        """Row of the assistant message that made the call (searched from the end), -1 if none."""
+        for i in range(len(self._items) - 1, -1, -1):
+            msg = self._items[i].msg
+            if msg and msg.get("role") == "assistant":
+                for c in msg.get("tool_calls") or ():
+                    if isinstance(c, dict) and str(c.get("id") or "") == call_id:
+                        return i
+        return -1
+
     def _note(self, msg: dict[str, Any]) -> None:
         for c in msg.get("tool_calls") or ():
             if isinstance(c, dict) and c.get("id"):
@@ -257,6 +272,7 @@ class ChatModel(QAbstractListModel):
         self._rows = {it.key: i for i, it in enumerate(items)}
         self._calls = {}
         self._results = set()
+        self.running = set()
         for it in items:
             if it.msg is not None:
                 self._note(it.msg)
@@ -606,8 +622,10 @@ class ChatDelegate(QStyledItemDelegate):
                 fn = c.get("function") or {}
                 cid = str(c.get("id") or "")
                 status = ""
-                if not model.has_result(cid):
-                    status = "  (running…)" if item.streaming else "  (no result)"
+                if model.is_running(cid):
+                    status = "  (running…)"
+                elif not model.has_result(cid):
+                    status = "  (waiting…)" if item.streaming else "  (no result)"
                 line = f"⚙ {fn.get('name', '?')}({_args_preview(str(fn.get('arguments') or ''))}){status}"
                 self._text_line(lay, x, y, tw, line, self.mono, pal.muted)
                 y += self.fm_mono.lineSpacing() + 2
@@ -1137,6 +1155,21 @@ class ChatView(QAbstractScrollArea):
                 it.out_of_context = flag
                 it.touch()
                 self._model.changed(it.key)
+
+    def set_call_running(self, call_id: str, running: bool) -> None:
+        """Mark a tool call as running (ToolCallStarted) or done (ToolCallFinished)."""
+        model = self._model
+        if running == (call_id in model.running):
+            return
+        if running:
+            model.running.add(call_id)
+        else:
+            model.running.discard(call_id)
+        row = model.row_of_call(call_id)
+        if row >= 0:
+            item = model.item_at(row)
+            item.touch()
+            model.changed(item.key)
 
     def set_tool_expanded(self, message_id: str, expanded: bool) -> None:
         it = self._model.item(message_id)

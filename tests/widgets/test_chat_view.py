@@ -367,3 +367,15 @@ def test_scrolling_up_through_unmeasured_rows_does_not_jump(view):
         sb.setValue(sb.value() - 120)
         view.viewport().repaint()
         assert view.row_rect(anchor).top() == y_before + 120
+
+
+def test_running_tool_call_is_shown(view):
+    call = {"id": "cr", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    view.set_messages([msg(1, "assistant", "", tool_calls=[call])])
+    view.set_call_running("cr", True)
+    assert any("(running…)" in t for t in texts(view, "m1"))
+    view.set_call_running("cr", False)
+    view.append_message(msg(2, "tool", "done", tool_call_id="cr"))
+    line = next(t for t in texts(view, "m1") if t.startswith("⚙"))
+    assert "running" not in line and "no result" not in line
+    view.set_call_running("unknown", True)  # a call not shown: harmless
