@@ -1086,6 +1086,7 @@ class ChatView(QAbstractScrollArea):
             self.append_message(msg, tokens or 0)
             return
         self._stream_buffers.pop(key, None)  # the final message supersedes streamed text
+        it.streaming = False
         it.msg = msg
         if tokens is not None:
             it.tokens = int(tokens)

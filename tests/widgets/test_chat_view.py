@@ -379,3 +379,18 @@ def test_running_tool_call_is_shown(view):
     line = next(t for t in texts(view, "m1") if t.startswith("⚙"))
     assert "running" not in line and "no result" not in line
     view.set_call_running("unknown", True)  # a call not shown: harmless
+
+
+def test_final_message_after_deltas_ends_the_stream(view):
+    # the agent streams TextDelta(id) first and announces MessageAdded(id) with the final text
+    view.set_messages([msg(1)])
+    view.stream_delta("s1", "partial ans")
+    view.flush()
+    view.stream_delta("s1", "wer that will be dropped")
+    final = {"id": "s1", "role": "assistant", "content": "the final answer", "ts": "2025-11-21T10:05:00+00:00"}
+    assert view.append_message(final, 5) == "s1"
+    view.flush()
+    item = view.item("s1")
+    assert not item.streaming
+    assert item.msg["content"] == "the final answer"
+    assert view.row_count() == 2
