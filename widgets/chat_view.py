@@ -1,9 +1,12 @@
 """The conversation: a model/view list with a painting delegate (no widget per message).
 
-Thousands of messages scroll smoothly because a row is only data (:class:`ChatItem`) until it is
-painted; the delegate lays a row out on demand (markdown via :class:`SafeTextDocument`), keeps a
-bounded LRU of laid-out rows and an integer height per row. Rows that were never painted get an
-estimated height, corrected (once) when they are first painted.
+Thousands of messages scroll smoothly because a row is only data (:class:`ChatItem`, held by the
+:class:`ChatModel` list model) until it is painted: :class:`ChatView` is a virtualised scroll area
+that keeps one integer height per row in a Fenwick tree (:class:`HeightIndex`) and asks the
+:class:`ChatDelegate` to lay out and paint only the rows on screen (markdown via
+:class:`SafeTextDocument`, one cached layout per row in a bounded LRU). Rows never painted have an
+estimated height, made exact one page before they scroll into view, so appending, streaming and
+scrolling cost O(log n) whatever the length of the conversation.
 
 Rows:
 - **user / assistant messages** — a bubble with a header (role, time, flags, tokens) and the text;
@@ -35,7 +38,11 @@ Methods:
     set_call_running(call_id, running)   "(running…)" on the call while its tool runs
     scroll_to_message(message_id) / scroll_to_bottom()
     set_palette(palette)
-    clear(); flush(); row_count(); message_ids(); item(key) -> ChatItem | None
+    clear(); flush(); row_count(); message_ids(); marker_ids(); item(key) -> ChatItem | None
+    copy_item(key) -> str                copy a row's text to the clipboard
+Introspection (tests, accessibility):
+    row_rect(key) -> QRectF; visible_keys() -> list[str]; is_at_bottom() -> bool
+    hotspots(key) -> [(QRectF, action, payload)]; click(key, local_pos) -> bool
 Signals:
     open_offload(str)            path of an offloaded tool result ("tool_results/<hex>.txt")
     summary_requested(dict)      "Open summary" on a compaction marker (the event dict)

@@ -32,8 +32,10 @@ Methods:
 Introspection (tests, accessibility):
     bar_segments() -> dict[str, tuple[float, float]]   region → (start, width) in tokens
     legend_text(region) -> str                 the legend row of a region ("12,345 · 9.6%")
-    header_text() -> str
+    header_text() -> str / timeline_header_text() -> str
     column_count() -> int
+    column_tops() -> ndarray                   the estimate (stack top) of every call
+    provider_series() -> ndarray               provider-reported prompt tokens (NaN where unknown)
     column_tooltip(index) -> str               tooltip of call ``index`` (0-based)
     compaction_count() -> int
     compaction_tooltip(index) -> str
