@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -321,6 +322,8 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings, out: Printer) -> i
     session = open_session(args.session, settings)
     try:
         window = session_window(session, settings, model=args.model, max_tokens=args.max_tokens)
+        if not args.model and session.meta.get("model"):  # label the snapshot with the session's model
+            settings = dataclasses.replace(settings, model=str(session.meta["model"]))
         snap = context_snapshot(session, settings, window=window)
         data = snap.to_json()
         data.update(

@@ -74,20 +74,25 @@ def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 class Rig:
     """A session folder, a workspace, an agent on the fake server, and the events it emitted."""
 
-    def __init__(self, tmp_path: Path, server: fs.FakeLLMServer, *, approve: Any = None, **settings: Any) -> None:
+    def __init__(
+        self, tmp_path: Path, server: fs.FakeLLMServer, *, approve: Any = None, **settings: Any
+    ) -> None:
         settings.setdefault("context_window", 100_000)
         settings.setdefault("max_tokens", 256)
         self.settings = Settings().replace(**settings)
         self.workspace = tmp_path / "ws"
         self.workspace.mkdir(exist_ok=True)
         self.session_dir = tmp_path / "session"
-        self.session = (
-            Session.load(self.session_dir) if self.session_dir.exists() else Session.create(self.session_dir, "t")
-        )
+        exists = self.session_dir.exists()
+        self.session = Session.load(self.session_dir) if exists else Session.create(self.session_dir, "t")
         self.server = server
         self.events: list[Event] = []
         self.config = LLMConfig(
-            model="openai/fake-model", api_base=server.base_url, api_key="sk-test", max_tokens=256, max_retries=2
+            model="openai/fake-model",
+            api_base=server.base_url,
+            api_key="sk-test",
+            max_tokens=256,
+            max_retries=2,
         )
         self.toolbox = ToolBox(
             self.workspace,
@@ -172,7 +177,8 @@ def test_wire_history_fills_missing_results_and_moves_stray_ones() -> None:
     ]
     wire = wire_history(history)
     assert_wire_valid(wire)
-    assert [x["role"] for x in wire] == ["user", "user", "assistant", "tool", "tool", "user", "user", "assistant"]
+    roles = [x["role"] for x in wire]
+    assert roles == ["user", "user", "assistant", "tool", "tool", "user", "user", "assistant"]
     assert wire[3] == {"role": "tool", "content": "B result", "tool_call_id": "b"}
     assert wire[4]["tool_call_id"] == "a" and wire[4]["content"] == MISSING_RESULT
     assert "stray result" in wire[5]["content"] and "output nobody asked for" in wire[0]["content"]
@@ -299,7 +305,9 @@ async def test_proactive_compaction_before_a_call_that_would_overflow(
     rig = Rig(tmp_path, server, context_window=6_000)
     fill(rig.session, 6, 2_000)
     before = len(rig.session.messages)
-    server.queue(fs.text_reply(SUMMARY, when={"tools": False}), fs.text_reply("Answer.", when={"tools": True}))
+    server.queue(
+        fs.text_reply(SUMMARY, when={"tools": False}), fs.text_reply("Answer.", when={"tools": True})
+    )
     done = await rig.agent.run_turn("And now?")
     if rig.agent.auto_task is not None:
         await rig.agent.auto_task
@@ -350,7 +358,8 @@ async def test_reactive_path_gives_up_cleanly_when_nothing_can_be_dropped(
     done = await rig.agent.run_turn("x" * 200)
     assert not done.ok and not done.interrupted
     errors = rig.of(ErrorEvent)
-    assert errors and errors[-1].kind == "context_window" and "nothing is left to compact" in errors[-1].message
+    assert errors and errors[-1].kind == "context_window"
+    assert "nothing is left to compact" in errors[-1].message
     assert [c.result for c in rig.of(CompactionEvent)] == ["failed"]
     assert len(server.requests) == 1
     assert rig.roles() == ["user"]
@@ -410,7 +419,9 @@ async def test_transient_error_is_retried_and_reported(tmp_path: Path, server: f
 async def test_auto_compaction_runs_after_the_turn(tmp_path: Path, server: fs.FakeLLMServer) -> None:
     rig = Rig(tmp_path, server, context_window=12_000, compact_threshold_ratio=0.5)
     fill(rig.session, 5, 2_000)  # about 8,000 tokens: over the threshold, under the window
-    server.queue(fs.text_reply("Short answer.", when={"tools": True}), fs.text_reply(SUMMARY, when={"tools": False}))
+    server.queue(
+        fs.text_reply("Short answer.", when={"tools": True}), fs.text_reply(SUMMARY, when={"tools": False})
+    )
     done = await rig.agent.run_turn("Summarize later")
     assert done.ok and not rig.of(CompactionEvent)  # nothing before the call
     assert rig.agent.auto_task is not None
@@ -553,7 +564,9 @@ async def test_connection_lost_mid_stream_keeps_the_partial_and_ends_the_turn(
 
 
 @pytest.mark.asyncio
-async def test_snapshot_matches_what_inspect_computes_from_disk(tmp_path: Path, server: fs.FakeLLMServer) -> None:
+async def test_snapshot_matches_what_inspect_computes_from_disk(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
     rig = Rig(tmp_path, server, context_window=50_000)
     server.queue(fs.text_reply("Hi there."))
     await rig.agent.run_turn("Hello")

@@ -1,0 +1,374 @@
+"""The headless ``ctxbench`` CLI, run as a subprocess (``python -m app.cli``, and the console script).
+
+Runs in the GUI pytest process (``-p no:asyncio``): no asyncio markers here. The fake
+OpenAI-compatible server (tests/fakeserver.py) runs in a thread of this process on 127.0.0.1; the
+CLI reaches it through the real litellm HTTP path. One test runs the real offline model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import cli
+from engine import messages as m
+from engine.session import Session
+from tests import fakeserver as fs
+from tests.conftest import REPO, TRAJECTORIES
+
+REGION_KEYS = ["system", "summary", "history", "tools", "reserve", "free"]
+SUMMARY = "\n\n".join(
+    f"## {name}\n{body}"
+    for name, body in [
+        ("Goal", "Fix the separability matrix for nested compound models in astropy.modeling."),
+        ("Constraints & Preferences", "None stated."),
+        (
+            "Progress",
+            "### Done\n- reproduced the bug\n### In Progress\n- the fix in separable.py\n### Blocked\n- none",
+        ),
+        ("Key Decisions", "Change _cstack to copy the right matrix."),
+        ("Next Steps", "1. Run the tests."),
+        ("Critical Context", "astropy/modeling/separable.py, function _cstack."),
+    ]
+)
+
+
+@pytest.fixture
+def server() -> Iterator[fs.FakeLLMServer]:
+    with fs.FakeLLMServer() as srv:
+        yield srv
+
+
+def ctxbench(
+    *args: str, env: dict[str, str] | None = None, stdin: str = "", timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ)
+    full_env.update(
+        OPENAI_API_KEY="sk-test",
+        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO,
+        env=full_env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def events(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    out = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert all(isinstance(e, dict) and isinstance(e.get("type"), str) for e in out)
+    return out
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("ctxbench: error: ") and "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def assert_context_event(event: dict[str, Any]) -> None:
+    assert isinstance(event["window"], int) and event["window"] > 0
+    assert list(event["regions"]) == REGION_KEYS
+    assert all(isinstance(v, int) and v >= 0 for v in event["regions"].values())
+
+
+def fake(server: fs.FakeLLMServer) -> list[str]:
+    return ["--model", "openai/fake-model", "--api-base", server.base_url]
+
+
+def tree_bytes(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+# --------------------------------------------------------------------------- usage and runtime errors
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "hello"],  # no --session
+        ["run", "--session", "x"],  # no prompt
+        ["run", "--session", "x", "--max-tokens", "0", "hi"],
+        ["run", "--session", "x", "--context-window", "lots", "hi"],
+        ["compact", "--session", "x"],  # neither --preview nor --apply
+        ["compact", "--session", "x", "--preview", "--apply"],
+        ["import", "--session", "x"],  # no file
+        ["inspect"],
+        ["frobnicate"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    proc = ctxbench(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "usage: ctxbench" in proc.stderr and proc.stdout == ""
+
+
+def test_runtime_errors_exit_1_with_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    assert_one_line_error(ctxbench("inspect", "--session", str(missing)), "no session folder", str(missing))
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"messages": [{"role": "user", "content": "hi"}', encoding="utf-8")
+    proc = ctxbench("import", str(bad), "--session", str(tmp_path / "s1"), "--no-model-info")
+    assert_one_line_error(proc, "bad.json", "not valid JSON")
+    assert not (tmp_path / "s1").exists()
+
+    wrong_role = tmp_path / "roles.json"
+    wrong_role.write_text(json.dumps([{"role": "wizard", "content": "x"}]), encoding="utf-8")
+    proc = ctxbench("import", str(wrong_role), "--session", str(tmp_path / "s2"), "--no-model-info")
+    assert_one_line_error(proc, "roles.json", "no user, assistant or tool message")
+
+    not_a_session = tmp_path / "plain"
+    not_a_session.mkdir()
+    (not_a_session / "notes.txt").write_text("keep me", encoding="utf-8")
+    assert_one_line_error(ctxbench("inspect", "--session", str(not_a_session)), "not a session folder")
+    proc = ctxbench("run", "--session", str(not_a_session), "hello")
+    assert_one_line_error(proc, "not a session folder")
+    assert sorted(p.name for p in not_a_session.iterdir()) == ["notes.txt"]  # nothing written into it
+
+    proc = ctxbench("run", "--session", str(tmp_path / "s3"), "--workspace", str(tmp_path / "no-ws"), "hi")
+    assert_one_line_error(proc, "workspace folder does not exist")
+
+
+def test_settings_problems_are_warnings(tmp_path: Path) -> None:
+    cfg = Path(os.environ["CTXBENCH_CONFIG_DIR"])
+    cfg.mkdir(parents=True, exist_ok=True)
+    (cfg / "settings.toml").write_text('max_tokens = "many"\n', encoding="utf-8")
+    proc = ctxbench("inspect", "--session", str(tmp_path / "none"))
+    assert proc.returncode == 1
+    warning, error = proc.stderr.strip().splitlines()
+    assert warning.startswith("ctxbench: warning: ") and "max_tokens" in warning
+    assert error.startswith("ctxbench: error: ")
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "ctxbench"
+    proc = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    for command in ("run", "inspect", "compact", "import"):
+        assert command in proc.stdout
+
+
+# --------------------------------------------------------------------------- no subcommand → the GUI
+
+
+def test_no_command_starts_the_gui(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    fake_main = types.SimpleNamespace(run_gui=lambda argv: seen.append(argv) or 7)
+    monkeypatch.setitem(sys.modules, "app.main", fake_main)
+    assert cli.main([]) == 7
+    assert cli.main(["gui", "--flag"]) == 7
+    assert cli.main(["-style", "fusion"]) == 7
+    assert seen == [[], ["--flag"], ["-style", "fusion"]]
+
+
+def test_missing_gui_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "app.main", None)  # import fails as if the module were missing
+    assert cli.main([]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ctxbench: error: the desktop app cannot start") and "run, inspect" in err
+
+
+# --------------------------------------------------------------------------- import → inspect → compact
+
+
+@pytest.mark.slow
+def test_import_inspect_then_compact_preview_and_apply(tmp_path: Path, server: fs.FakeLLMServer) -> None:
+    source = TRAJECTORIES / "astropy__astropy-12907.traj.json"
+    session = tmp_path / "imported"
+    proc = ctxbench("import", str(source), "--session", str(session))
+    assert proc.returncode == 0, proc.stderr
+    (report,) = events(proc)
+    assert report["type"] == "import" and report["messages"] > 50 and report["snapshots"] > 10
+    assert report["window"] > 0 and report["path"] == str(session)
+    assert_one_line_error(ctxbench("import", str(source), "--session", str(session)), "already exists")
+
+    proc = ctxbench("inspect", "--session", str(session))
+    assert proc.returncode == 0, proc.stderr
+    (snap,) = events(proc)
+    assert snap["type"] == "context" and snap["window"] == report["window"]
+    assert_context_event(snap)
+    assert snap["messages"] == report["messages"] and snap["calls_recorded"] == report["snapshots"]
+    assert snap["regions"]["history"] > 1000 and snap["regions"]["summary"] == 0
+    assert snap["model"] == report["model"]
+
+    # preview: the plan and the summary, and not one byte changes on disk
+    before = tree_bytes(session)
+    server.default = fs.text_reply(SUMMARY, when={"tools": False})
+    proc = ctxbench("compact", "--session", str(session), "--preview", *fake(server))
+    assert proc.returncode == 0, proc.stderr
+    (preview,) = events(proc)
+    assert preview["type"] == "compaction_preview" and preview["needed"] and not preview["applied"]
+    assert preview["summary_valid"] and preview["summary"].startswith("## Goal")
+    assert preview["messages_compacted"] + preview["messages_kept"] == report["messages"]
+    assert preview["tokens_after"] < preview["tokens_before"]
+    assert_context_event(preview["before"])
+    assert_context_event(preview["after"])
+    assert tree_bytes(session) == before
+    summary_request = server.requests[-1].body
+    assert summary_request is not None and "tools" not in summary_request
+    assert "separability" in json.dumps(summary_request["messages"]).lower()
+
+    # apply: archived, replaced, recorded
+    proc = ctxbench(
+        "compact", "--session", str(session), "--apply", "--instruction", "keep file names", *fake(server)
+    )
+    assert proc.returncode == 0, proc.stderr
+    preview2, done = events(proc)
+    assert preview2["type"] == "compaction_preview"
+    assert done["type"] == "compaction" and done["trigger"] == "manual" and done["result"] == "summarized"
+    assert done["messages_compacted"] == preview2["messages_compacted"] > 0
+    assert isinstance(done["tokens_before"], int) and done["tokens_after"] < done["tokens_before"]
+    assert "keep file names" in json.dumps(server.requests[-1].body)
+    assert (session / "dialog").is_dir()
+    after = Session.load(session)
+    assert len(after.messages) == done["messages_kept"] and after.summary.startswith("## Goal")
+
+    proc = ctxbench("inspect", "--session", str(session))
+    (snap2,) = events(proc)
+    assert snap2["regions"]["summary"] > 0 and snap2["regions"]["history"] < snap["regions"]["history"]
+    assert snap2["compactions"] == 1
+
+
+# --------------------------------------------------------------------------- run, over HTTP
+
+
+@pytest.mark.slow
+def test_run_streams_tool_calls_and_prints_json_events(tmp_path: Path, server: fs.FakeLLMServer) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "todo.txt").write_text("1. write the CLI\n2. test it\n", encoding="utf-8")
+    server.queue(
+        fs.tool_call_reply("read_file", {"path": "todo.txt"}, call_id="call_todo"),
+        fs.text_reply("Two items: write the CLI, test it.", reasoning_text="Let me summarise."),
+    )
+    session = tmp_path / "session"
+    proc = ctxbench("run", "--session", str(session), "--workspace", str(workspace), "--max-tokens", "300",
+                    "--context-window", "32000", *fake(server), "What is on my list?")
+    assert proc.returncode == 0, proc.stderr
+    evs = events(proc)
+    types_seen = [e["type"] for e in evs]
+    assert types_seen[0] == "message" and types_seen[-1] == "turn_finished"
+    assert {"text_delta", "state", "tool_call_started", "tool_call_finished"} <= set(types_seen)
+    contexts = [e for e in evs if e["type"] == "context"]
+    assert len(contexts) == 2
+    for ctx in contexts:
+        assert_context_event(ctx)
+        assert ctx["window"] == 32000 and ctx["regions"]["reserve"] == 300
+        assert isinstance(ctx["provider_prompt_tokens"], int)
+    assert any(e["type"] == "text_delta" and e["reasoning"] for e in evs)
+    finished = next(e for e in evs if e["type"] == "tool_call_finished")
+    assert finished["ok"] and finished["name"] == "read_file"
+    assert "write the CLI" in finished["result_preview"]
+    assert evs[-1]["ok"] and evs[-1]["final_text"] == "Two items: write the CLI, test it."
+    # the second request carried the tool result; every request streamed with tools
+    bodies = [r.body for r in server.requests]
+    assert len(bodies) == 2 and all(b["stream"] and b["tools"] for b in bodies)
+    assert "1. write the CLI" in json.dumps(bodies[1]["messages"])
+    roles = [x["role"] for x in Session.load(session).messages]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+    proc = ctxbench("run", "--session", str(session), "--workspace", str(workspace), "--no-text-deltas",
+                    *fake(server), "-", stdin="  \n")  # the prompt from stdin is empty: usage error
+    assert proc.returncode == 2
+
+
+@pytest.mark.slow
+def test_run_context_length_exceeded_leads_to_reactive_compaction(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    session_dir = tmp_path / "session"
+    session = Session.create(session_dir, "earlier work")
+    for i in range(3):
+        session.extend([m.user(f"question {i} " + "q" * 400), m.assistant(f"answer {i} " + "a" * 400)])
+    session.close()
+    server.queue(fs.context_length_exceeded(), fs.text_reply("Done after compaction."))
+    proc = ctxbench("run", "--session", str(session_dir), "--workspace", str(tmp_path), "--no-text-deltas",
+                    *fake(server), "Carry on")
+    assert proc.returncode == 0, proc.stderr
+    evs = events(proc)
+    comp = [e for e in evs if e["type"] == "compaction"]
+    assert len(comp) == 1
+    event = comp[0]
+    assert event["trigger"] == "reactive" and event["result"] == "dropped"
+    assert isinstance(event["tokens_before"], int) and isinstance(event["tokens_after"], int)
+    assert event["tokens_after"] < event["tokens_before"] and event["messages_compacted"] >= 2
+    kinds = [e["type"] for e in evs]
+    assert kinds.index("compaction_started") < kinds.index("compaction") < kinds.index("context")
+    assert evs[-1]["type"] == "turn_finished" and evs[-1]["ok"]
+    assert len(server.requests) == 2
+    assert len(server.requests[1].body["messages"]) < len(server.requests[0].body["messages"])
+    stored = [e for e in Session.load(session_dir).read_events() if e["type"] == "compaction"]
+    assert stored[0]["trigger"] == "reactive"
+
+
+@pytest.mark.slow
+def test_run_auth_error_is_exit_1_with_the_reason(tmp_path: Path, server: fs.FakeLLMServer) -> None:
+    server.queue(fs.unauthorized())
+    proc = ctxbench(
+        "run", "--session", str(tmp_path / "s"), "--workspace", str(tmp_path), *fake(server), "hi"
+    )
+    assert_one_line_error(proc, "authentication failed")
+    assert "sk-test" not in proc.stderr + proc.stdout
+    evs = events(proc)
+    assert [e["kind"] for e in evs if e["type"] == "error"] == ["auth"]
+    assert evs[-1]["type"] == "turn_finished" and not evs[-1]["ok"]
+    assert len(server.requests) == 1
+
+
+# --------------------------------------------------------------------------- the real offline model
+
+
+@pytest.mark.slow
+def test_offline_model_runs_turns_and_overflow_leads_to_compaction(tmp_path: Path) -> None:
+    """The default model (SmolLM2 in-process), no server. The planning window is 4096 but the model
+    is loaded with n_ctx=1024, so the second turn really overflows llama.cpp's window: its error must
+    take the reactive path (drop the oldest turn, archived) and the retry must complete."""
+    env = {"CTXBENCH_CONTEXT_WINDOW": "4096", "CTXBENCH_LOCAL_N_CTX": "1024", "CTXBENCH_MAX_TOKENS": "32"}
+    session = tmp_path / "offline"
+    first = " ".join(["The quick brown fox jumps over the lazy dog near the river bank."] * 18)
+    proc = ctxbench("run", "--session", str(session), "--workspace", str(tmp_path), "--no-text-deltas",
+                    first + " What animal is this about?", env=env)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(proc)
+    (ctx,) = [e for e in evs if e["type"] == "context"]
+    assert_context_event(ctx)
+    assert ctx["model"] == "local/smollm2-135m-instruct" and ctx["provider_prompt_tokens"] > 500
+    assert evs[-1]["type"] == "turn_finished" and evs[-1]["ok"]
+    assert not [e for e in evs if e["type"] == "compaction"]
+
+    second = " ".join(["A long paragraph about rivers, mountains and the sea."] * 16)
+    proc = ctxbench("run", "--session", str(session), "--workspace", str(tmp_path), "--no-text-deltas",
+                    second + " What is it about?", env=env)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(proc)
+    comp = [e for e in evs if e["type"] == "compaction"]
+    assert [(c["trigger"], c["result"]) for c in comp] == [("reactive", "dropped")]
+    assert comp[0]["messages_compacted"] == 2
+    ctx2 = [e for e in evs if e["type"] == "context"]
+    assert len(ctx2) == 1 and ctx2[0]["provider_prompt_tokens"] < 1024
+    assert evs[-1]["type"] == "turn_finished" and evs[-1]["ok"]
+    stored = Session.load(session)
+    assert [x["role"] for x in stored.messages] == ["user", "assistant"]
+    assert stored.archive_days()  # the first turn is in dialog/, not lost
