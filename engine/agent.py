@@ -405,6 +405,8 @@ class Agent:
     async def _turn(self, user_text: str) -> TurnFinished:
         if not isinstance(user_text, str) or not user_text.strip():
             raise AgentError("the message is empty")
+        self.tools = self.toolbox.specs()  # the user may have switched write / shell on or off
+        self.compactor.tools = self.tools
         self._sync_meta()
         self.repair_tail()
         self._append(m.user(user_text))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -335,6 +337,75 @@ def test_run_auth_error_is_exit_1_with_the_reason(tmp_path: Path, server: fs.Fak
     assert [e["kind"] for e in evs if e["type"] == "error"] == ["auth"]
     assert evs[-1]["type"] == "turn_finished" and not evs[-1]["ok"]
     assert len(server.requests) == 1
+
+
+@pytest.mark.slow
+def test_run_yes_flag_approves_writes_and_without_it_they_are_refused(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    session = tmp_path / "session"
+    args = ["run", "--session", str(session), "--workspace", str(workspace), "--allow-write"]
+    args.append("--no-text-deltas")
+    server.queue(
+        fs.tool_call_reply("write_file", {"path": "a.txt", "content": "first"}, call_id="w1"),
+        fs.text_reply("Tried."),
+    )
+    proc = ctxbench(*args, *fake(server), "Write a.txt")  # stdin is not a terminal: nobody to ask
+    assert proc.returncode == 0, proc.stderr
+    assert not (workspace / "a.txt").exists()
+    assert "write_file was not approved (pass --yes" in proc.stderr
+    finished = next(e for e in events(proc) if e["type"] == "tool_call_finished")
+    assert not finished["ok"]
+
+    server.queue(
+        fs.tool_call_reply("write_file", {"path": "a.txt", "content": "second"}, call_id="w2"),
+        fs.text_reply("Written."),
+    )
+    proc = ctxbench(*args, "--yes", *fake(server), "Write a.txt, approved")
+    assert proc.returncode == 0, proc.stderr
+    assert (workspace / "a.txt").read_text(encoding="utf-8") == "second"
+
+
+@pytest.mark.slow
+def test_sigterm_mid_stream_stops_the_turn_and_keeps_the_partial_text(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    server.queue(fs.stream(fs.text("Half of "), fs.text("an answer"), hang_after=2))
+    session = tmp_path / "session"
+    env = dict(os.environ, OPENAI_API_KEY="sk-test", PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "run", "--session", str(session), "--workspace", str(tmp_path),
+         *fake(server), "Talk"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(120, proc.kill)
+    watchdog.start()
+    try:
+        seen: list[dict[str, Any]] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(json.loads(line))
+            if "an answer" in "".join(e.get("text", "") for e in seen if e["type"] == "text_delta"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+    seen += [json.loads(line) for line in rest.splitlines() if line.strip()]
+    assert proc.returncode == 143, err
+    assert err.strip() == "ctxbench: stopped"
+    assert seen[-1]["type"] == "turn_finished" and seen[-1]["interrupted"]
+    assert server.client_disconnected.wait(5)
+    kept = Session.load(session).messages
+    assert [x["role"] for x in kept] == ["user", "assistant"]
+    assert kept[1]["content"] == "Half of an answer" and kept[1]["interrupted"] is True
 
 
 # --------------------------------------------------------------------------- the real offline model

@@ -580,3 +580,42 @@ async def test_snapshot_matches_what_inspect_computes_from_disk(
     assert at_rest.accuracy == "calibrated"
     assert reopened.meta["model"] == "openai/fake-model"
     assert [t["function"]["name"] for t in reopened.meta["tools"]] == ["read_file", "list_dir", "search_text"]
+
+
+# --------------------------------------------------------------------------- approval
+
+
+@pytest.mark.asyncio
+async def test_write_needs_approval_and_a_refusal_is_a_tool_result(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def decide(name: str, args: dict[str, Any]) -> bool:
+        asked.append((name, args))
+        return args["path"] == "ok.txt"
+
+    rig = Rig(tmp_path, server, allow_write=True)
+    rig.agent = Agent(
+        rig.session,
+        rig.settings,
+        llm_config=rig.config,
+        toolbox=rig.toolbox,
+        emit=rig.events.append,
+        approve=decide,
+    )
+    server.queue(
+        fs.tool_call_reply("write_file", {"path": "no.txt", "content": "x"}, call_id="w1"),
+        fs.tool_call_reply("write_file", {"path": "ok.txt", "content": "yes"}, call_id="w2"),
+        fs.text_reply("Wrote one file."),
+    )
+    done = await rig.agent.run_turn("Write two files")
+    assert done.ok
+    assert [a[1]["path"] for a in asked] == ["no.txt", "ok.txt"]
+    assert not (rig.workspace / "no.txt").exists()
+    assert (rig.workspace / "ok.txt").read_text(encoding="utf-8") == "yes"
+    fin = rig.of(ToolCallFinished)
+    assert [f.ok for f in fin] == [False, True]
+    refused = rig.session.messages[2]
+    assert refused["tool_error"] is True and "did not approve" in refused["content"]
+    assert "write_file" in [t["function"]["name"] for t in rig.bodies()[0]["tools"]]
