@@ -1,0 +1,106 @@
+"""The desktop app's entry point: a QApplication, one qasync event loop, the main window.
+
+``ctxbench`` (no command) calls :func:`run_gui`. Options (the rest goes to Qt)::
+
+    ctxbench [gui] [--session ID] [--open TRANSCRIPT]
+
+The window is shown first; the engine opens the session right after and litellm (~3 s to import)
+loads in a background thread, so the window appears in well under 1.5 s. One
+``asyncio.Runner(loop_factory=qasync.QEventLoop)`` runs the whole app (Python 3.11 has no
+``asyncio.run(loop_factory=…)``); closing the window ends the main coroutine, which cancels the
+running work and closes the session.
+
+``CTXBENCH_STARTUP_PROBE=1`` prints ``window shown after N.NNN s`` on stderr once the window is
+painted and quits (the start-up time test uses it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+_T0 = time.perf_counter()
+
+
+def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="ctxbench", description="Context Workbench (desktop app)")
+    parser.add_argument("--session", metavar="ID", help="open this session (its id in the sessions folder)")
+    parser.add_argument("--open", metavar="TRANSCRIPT", help="import and open a transcript (.jsonl, .traj.json)")
+    return parser.parse_known_args(list(argv))
+
+
+def run_gui(argv: Sequence[str] | None = None) -> int:
+    """Start the desktop app; returns the exit code when the window is closed."""
+    os.environ["QT_API"] = "pyside6"
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    args, qt_args = _parse(sys.argv[1:] if argv is None else argv)
+
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([sys.argv[0] if sys.argv else "ctxbench", *qt_args])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("ctxbench")
+    app.setApplicationDisplayName("Context Workbench")
+    app.setQuitOnLastWindowClosed(False)  # the main coroutine ends the loop when the window closes
+    with asyncio.Runner(loop_factory=qasync.QEventLoop) as runner:
+        return int(runner.run(_main(app, args)))
+
+
+async def _main(app: Any, args: argparse.Namespace) -> int:
+    from PySide6.QtCore import QTimer
+
+    from app.controller import Controller
+    from app.main_window import MainWindow
+
+    controller = Controller()
+    window = MainWindow(controller)
+    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    window.closed.connect(lambda: done.done() or done.set_result(0))
+    window.show()
+    probe = bool(os.environ.get("CTXBENCH_STARTUP_PROBE"))
+    if probe:
+        app.processEvents()
+        print(f"window shown after {time.perf_counter() - _T0:.3f} s", file=sys.stderr, flush=True)
+        QTimer.singleShot(0, window.close)
+    else:
+        _stop_on_signals(window)
+        controller.start()
+        if args.session:
+            controller.open_session(args.session)
+        if args.open:
+            controller.import_transcript(args.open)
+    try:
+        return await done
+    finally:
+        await controller.shutdown()
+
+
+def _stop_on_signals(window: Any) -> None:
+    """Ctrl-C / SIGTERM close the window like its close button (the history is settled)."""
+    from PySide6.QtCore import QTimer
+
+    def handler(_signum: int, _frame: Any) -> None:
+        QTimer.singleShot(0, window.close)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread
+            return
+    ticker = QTimer(window)  # lets Python run its signal handlers while Qt waits for events
+    ticker.setInterval(250)
+    ticker.timeout.connect(lambda: None)
+    ticker.start()
+
+
+if __name__ == "__main__":
+    sys.exit(run_gui())
