@@ -10,14 +10,13 @@ crash (archive written, history not yet rewritten) never stores a message twice.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.fsutil import append_lines, read_jsonl_objects
-from engine.messages import Message, call_ids, content_text, message_date
+from engine.fsutil import append_lines, json_loads, read_jsonl_objects
+from engine.messages import Message, MessageError, call_ids, content_text, message_date, validate_message
 
 DIALOG_DIR = "dialog"
 _DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -59,7 +58,7 @@ def _ids_in(path: Path) -> set[str]:
         return ids
     for raw in path.read_bytes().splitlines():
         try:
-            obj = json.loads(raw)
+            obj = json_loads(raw)
         except ValueError:
             continue
         if isinstance(obj, dict) and isinstance(obj.get("id"), str):
@@ -100,8 +99,8 @@ def list_days(session_dir: Path) -> list[str]:
 def read_day(session_dir: Path, day: str, problems: list[str] | None = None) -> list[Message]:
     """The messages archived on ``day``, in the order they were written.
 
-    A line that is not a JSON object (a torn last line after a crash) is skipped and described in
-    ``problems`` when a list is given.
+    A line that is not a JSON object (a torn last line after a crash), or not a valid message (a
+    damaged file), is skipped and described in ``problems`` when a list is given.
     """
     path = day_path(session_dir, day)
     if not path.exists():
@@ -111,6 +110,12 @@ def read_day(session_dir: Path, day: str, problems: list[str] | None = None) -> 
         if "role" not in obj:
             if problems is not None:
                 problems.append(f"{path.name}: a line without a role is not a message")
+            continue
+        try:
+            validate_message(obj, f"{path.name}: message {obj.get('id')!r}")
+        except MessageError as exc:
+            if problems is not None:
+                problems.append(str(exc))
             continue
         out.append(obj)
     return out
@@ -162,11 +167,13 @@ def search(
         lines = path.read_bytes().splitlines()
         for n in range(len(lines), 0, -1):
             try:
-                msg = json.loads(lines[n - 1])
+                msg = json_loads(lines[n - 1])
             except ValueError:
                 continue
-            if not isinstance(msg, dict):
-                continue
+            try:
+                validate_message(msg)
+            except MessageError:
+                continue  # not a message (read_day describes it)
             text = _searchable(msg)
             m = pattern.search(text)
             if m is None:

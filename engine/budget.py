@@ -7,6 +7,7 @@ Budget functions are pure: messages and integers in, numbers out. They never bui
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -253,10 +254,35 @@ class ContextSnapshot:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ContextSnapshot:
+        """The snapshot :meth:`to_json` wrote; ValueError naming the first field that is missing or
+        of the wrong type (a damaged events.jsonl line must not become numbers the chart cannot add)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a snapshot must be a JSON object, got {type(data).__name__}")
         names = {f for f in cls.__dataclass_fields__}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["message_tokens"] = [(str(a), int(b)) for a, b in data.get("message_tokens") or ()]
+        for key in (*_SNAPSHOT_INTS, "estimator", "accuracy"):
+            if key not in kwargs:
+                raise ValueError(f"snapshot field {key!r} is missing")
+        for key, value in kwargs.items():
+            if value is None and key in _SNAPSHOT_OPTIONAL:
+                continue
+            if key in _SNAPSHOT_INTS or key in _SNAPSHOT_OPTIONAL or key in ("raw_prompt_tokens", "draft"):
+                if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                    raise ValueError(f"snapshot field {key!r} must be a number, got {str(value)[:40]!r}")
+                kwargs[key] = int(value)
+            elif key != "message_tokens" and not isinstance(value, str):
+                raise ValueError(f"snapshot field {key!r} must be a string, got {type(value).__name__}")
+        pairs = data.get("message_tokens") or ()
+        try:
+            kwargs["message_tokens"] = [(str(a), int(b)) for a, b in pairs]
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("snapshot field 'message_tokens' must be a list of [id, tokens] pairs") from None
         return cls(**kwargs)
+
+
+_SNAPSHOT_INTS = ("window", "max_tokens", "system", "summary", "history_user", "history_assistant",
+                  "history_tool", "tools", "threshold_tokens")
+_SNAPSHOT_OPTIONAL = ("provider_prompt_tokens", "call_index")
 
 
 def _scale_parts(parts: list[int], target: int) -> list[int]:

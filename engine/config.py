@@ -220,6 +220,9 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
             problems.append(f"{path}: cannot read settings ({exc}); using defaults")
             data = {}
+        except RecursionError:
+            problems.append(f"{path}: cannot read settings (a value is nested too deeply); using defaults")
+            data = {}
         for key, raw in data.items():
             if key not in _TYPES:
                 problems.append(f"{path}: unknown setting {key!r} ignored")

@@ -52,6 +52,15 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
 
 
+def json_loads(data: bytes | str) -> Any:
+    """``json.loads`` for input we do not control: too deep a nesting is a ValueError like any other
+    bad JSON (``json.loads`` raises RecursionError beyond ~1,000 levels, which callers never expect)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def dumps_line(obj: Any) -> bytes:
     """One JSON Lines record: compact, UTF-8, newline-terminated, no raw newlines inside."""
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
@@ -101,7 +110,7 @@ def read_jsonl_objects(path: Path, problems: list[str] | None = None, label: str
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = json_loads(raw)
         except ValueError as exc:
             if problems is not None:
                 problems.append(f"{label} line {n}: not JSON ({exc})")

@@ -111,6 +111,10 @@ def parse_transcript(path: Path) -> tuple[list[Any], dict[str, Any], str, Callab
         raise TranscriptError(
             f"{path.name}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})"
         ) from exc
+    except RecursionError:
+        if len(text.strip().splitlines()) > 1:
+            return _parse_jsonl(path, text)  # names the line that is nested too deeply
+        raise TranscriptError(f"{path.name}: not valid JSON (nested too deeply)") from None
     if isinstance(obj, list):
         return obj, {}, "json-list", lambda i: f"message index {i}"
     if isinstance(obj, dict):
@@ -131,7 +135,7 @@ def _looks_like_jsonl(text: str, exc: json.JSONDecodeError) -> bool:
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     try:
         return isinstance(json.loads(first), dict) and len(text.strip().splitlines()) > 1
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -147,6 +151,8 @@ def _parse_jsonl(path: Path, text: str) -> tuple[list[Any], dict[str, Any], str,
             raise TranscriptError(
                 f"{path.name}: line {n}: not valid JSON ({exc.msg}, column {exc.colno})"
             ) from exc
+        except RecursionError:
+            raise TranscriptError(f"{path.name}: line {n}: not valid JSON (nested too deeply)") from None
         line_of.append(n)
     return items, {}, "jsonl", lambda i: f"line {line_of[i]}"
 
@@ -346,7 +352,7 @@ def reconstruct_tools(messages: Sequence[Message]) -> list[dict[str, Any]]:
             info["calls"] += 1
             try:
                 args = json.loads(fn.get("arguments") or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):
                 args = None
             keys = set(args) if isinstance(args, dict) else set()
             if isinstance(args, dict):

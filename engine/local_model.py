@@ -238,7 +238,7 @@ def render_message(msg: dict[str, Any]) -> str:
             fn = call.get("function") or {}
             try:
                 args: Any = json.loads(fn.get("arguments") or "{}")
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 args = fn.get("arguments") or ""
             parts.append(TOOL_OPEN + json.dumps({"name": fn.get("name"), "arguments": args}) + TOOL_CLOSE)
         return _block("assistant", "\n".join(parts))
@@ -347,7 +347,7 @@ class ToolCallParser:
         if self.mode == "json":
             try:
                 calls = _as_calls(json.loads(_strip_fence(rest)), self.tool_names, require_known=True)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 calls = None
             return ("", calls) if calls else (rest, [])
         if self.mode != "call":
@@ -359,7 +359,7 @@ class ToolCallParser:
                                  flags=re.S):
             try:
                 parsed = _as_calls(json.loads(_strip_fence(match.group(1))), self.tool_names, False)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 parsed = None
             if parsed is None:
                 continue  # left in the text below

@@ -35,7 +35,6 @@ twice in memory.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import time
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config import Settings
-from engine.fsutil import append_lines, fsync_dir
+from engine.fsutil import append_lines, fsync_dir, json_loads
 from engine.messages import TEXT_PART_TYPES, Message, content_text
 from engine.tokens import Estimator, HeuristicEstimator
 
@@ -643,7 +642,7 @@ def list_offloaded(session_dir: Path) -> list[OffloadedFile]:
     if index_path.exists():
         for raw in index_path.read_bytes().splitlines():
             try:
-                entry = json.loads(raw)
+                entry = json_loads(raw)
             except ValueError:
                 continue  # a torn last line: the file itself is still listed below
             if isinstance(entry, dict) and entry.get("path"):

@@ -31,7 +31,6 @@ file quadratic in the history length); ``message_count`` says how many messages 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -53,6 +52,7 @@ from engine.fsutil import (
     atomic_write_json,
     dumps_line,
     fsync_dir,
+    json_loads,
     read_jsonl_objects,
 )
 from engine.messages import (
@@ -255,7 +255,7 @@ class Session:
         meta: Any = None
         if meta_path.exists():
             try:
-                meta = json.loads(meta_path.read_bytes())
+                meta = json_loads(meta_path.read_bytes())
             except (ValueError, OSError) as exc:
                 problem = f"session.json could not be read ({exc})"
             if meta is not None and not isinstance(meta, dict):
@@ -279,6 +279,19 @@ class Session:
         meta.setdefault("summary", "")
         meta.setdefault("undo", [])
         meta.setdefault("pending", None)
+        bad = _bad_meta_fields(meta)
+        if bad:  # keep the file as it was, then reset the fields the app cannot use
+            aside = path / f"{SESSION_FILE}.corrupt-{_stamp()}"
+            atomic_write_bytes(aside, meta_path.read_bytes())
+            defaults = {"id": path.name, "title": path.name, "summary": "", "undo": [], "pending": None,
+                        "calibrator": None, "system_prompt": "", "tools": None}
+            for key in bad:
+                meta[key] = defaults[key]
+            atomic_write_json(meta_path, meta)
+            report.repaired.append(
+                f"session.json: {', '.join(f'{k!r} {why}' for k, why in bad.items())}; reset "
+                f"(the original file is kept as {aside.name})"
+            )
         return meta
 
     @staticmethod
@@ -298,7 +311,7 @@ class Session:
 
         def take(raw: bytes, n: int) -> bool:
             try:
-                obj = json.loads(raw)
+                obj = json_loads(raw)
                 msg = check_message(obj, f"line {n}")
             except (ValueError, MessageError) as exc:
                 why = str(exc) if isinstance(exc, MessageError) else f"line {n}: not JSON ({exc})"
@@ -310,7 +323,7 @@ class Session:
                 msg.setdefault("ts", now_iso())
                 report.repaired.append(f"line {n}: message had no id; gave it {msg['id']}")
                 reserialised.append(n)
-                good.append(dumps_line(msg))
+                good.append(_line(msg))
                 messages.append(msg)
                 return True
             if mid in seen:
@@ -331,7 +344,7 @@ class Session:
         if tail.strip():
             n = len(raw_lines) + 1
             try:
-                complete = isinstance(json.loads(tail), dict)
+                complete = isinstance(json_loads(tail), dict)
             except ValueError:
                 complete = False
             if complete and take(tail, n):
@@ -608,7 +621,7 @@ class Session:
 
     def read_undo_point(self, event_id: str) -> dict[str, Any]:
         try:
-            data = json.loads(self._undo_path(event_id).read_bytes())
+            data = json_loads(self._undo_path(event_id).read_bytes())
         except (OSError, ValueError) as exc:
             raise SessionError(f"undo point {event_id} cannot be read: {exc}") from exc
         if not isinstance(data, dict):
@@ -697,8 +710,18 @@ class Session:
             return []
         return read_jsonl_objects(self.events_path, problems, EVENTS_FILE)
 
-    def snapshots(self) -> list[ContextSnapshot]:
-        return [ContextSnapshot.from_json(e) for e in self.read_events() if e.get("type") == "context"]
+    def snapshots(self, problems: list[str] | None = None) -> list[ContextSnapshot]:
+        """The recorded snapshots, oldest first; a damaged one is skipped (and described in problems)."""
+        out: list[ContextSnapshot] = []
+        for n, event in enumerate(self.read_events(problems), start=1):
+            if event.get("type") != "context":
+                continue
+            try:
+                out.append(ContextSnapshot.from_json(event))
+            except ValueError as exc:
+                if problems is not None:
+                    problems.append(f"{EVENTS_FILE}: context event {n}: {exc}")
+        return out
 
     def compaction_events(self) -> list[dict[str, Any]]:
         return [e for e in self.read_events() if e.get("type") == "compaction"]
@@ -802,13 +825,61 @@ def _ts_key(msg: Message) -> datetime:
     return datetime(d.year, d.month, d.day, tzinfo=UTC)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bad_meta_fields(meta: dict[str, Any]) -> dict[str, str]:
+    """Fields of session.json whose type the app cannot use: {field: what is wrong}."""
+    bad: dict[str, str] = {}
+
+    def strs(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(i, str) for i in value)
+
+    def ids(value: Any) -> bool:
+        return strs(value) and all(_ID_RE.match(i) for i in value)
+
+    for key in ("id", "title"):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            bad[key] = "is not a non-empty string"
+    for key in ("summary", "system_prompt"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
+            bad[key] = f"is a {type(meta[key]).__name__}, not a string"
+    if not ids(meta.get("undo")):
+        bad["undo"] = "is not a list of undo ids"
+    pending = meta.get("pending")
+    if pending is not None and not (
+        isinstance(pending, dict)
+        and all(strs(pending.get(k) or []) for k in ("absent", "present"))
+        and isinstance(pending.get("summary", ""), str)
+        and all(v is None or (isinstance(v, str) and _ID_RE.match(v))
+                for v in (pending.get("undo_push"), pending.get("undo_pop")))
+    ):
+        bad["pending"] = "is not a valid pending-commit record"
+    cal = meta.get("calibrator")
+    if cal is not None and not (
+        isinstance(cal, dict)
+        and all(cal.get(k) is None or _is_int(cal[k]) for k in ("last_raw", "last_actual"))
+        and isinstance(cal.get("last_prefix") or [], list | tuple)
+        and all(isinstance(i, str) for i in cal.get("last_prefix") or [])
+        and (cal.get("last_fixed") is None or (
+            isinstance(cal["last_fixed"], list | tuple) and len(cal["last_fixed"]) == 3
+            and all(_is_int(v) for v in cal["last_fixed"])))
+    ):
+        bad["calibrator"] = "is not a valid calibration record"
+    tools = meta.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+        bad["tools"] = "is not a list of tool definitions"
+    return bad
+
+
 def _last_summary(events: Path) -> str:
     if not events.exists():
         return ""
     summary = ""
     for raw in events.read_bytes().splitlines():
         try:
-            obj = json.loads(raw)
+            obj = json_loads(raw)
         except ValueError:
             continue
         if isinstance(obj, dict) and obj.get("type") == "compaction" and obj.get("result") in (
@@ -896,7 +967,7 @@ class SessionStore:
         path = self.path_for(session_id)
         meta_path = path / SESSION_FILE
         try:
-            meta = json.loads(meta_path.read_bytes())
+            meta = json_loads(meta_path.read_bytes())
         except (OSError, ValueError) as exc:
             raise SessionError(f"cannot rename session {session_id}: {exc}") from exc
         meta["title"] = title
@@ -928,7 +999,7 @@ class SessionStore:
             problem = ""
             meta: dict[str, Any] = {}
             try:
-                loaded = json.loads(meta_path.read_bytes())
+                loaded = json_loads(meta_path.read_bytes())
                 meta = loaded if isinstance(loaded, dict) else {}
                 if not meta:
                     problem = "session.json is not an object"

@@ -199,6 +199,8 @@ def parse_arguments(tool: str, arguments_json: str | dict[str, Any] | None) -> d
             raise ToolError(
                 f"{tool}: arguments are not valid JSON ({exc.msg} at position {exc.pos}): {snippet}"
             ) from None
+        except RecursionError:
+            raise ToolError(f"{tool}: arguments are not valid JSON (nested too deeply)") from None
     if not isinstance(args, dict):
         raise ToolError(f"{tool}: arguments must be a JSON object, got {type(args).__name__}")
     types = _PARAM_TYPES[tool]
