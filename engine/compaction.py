@@ -133,6 +133,11 @@ def _pinned_closure(history: Sequence[Message], stop: int) -> set[int]:
     return keep
 
 
+def _last_turn_start(history: Sequence[Message]) -> int | None:
+    users = parse_turn_boundaries(history)
+    return users[-1] if users else None
+
+
 def plan_compaction(
     history: Sequence[Message],
     counts: Sequence[int],
@@ -145,10 +150,13 @@ def plan_compaction(
     threshold_ratio: float,
     reserve_tokens: int,
     force: bool = False,
+    keep_from: int | None = None,
 ) -> CompactionPlan:
     """What to compact and what to keep (SPEC §4 Plan); pure, O(n).
 
     ``force`` (the manual path) plans a compaction even when the request is under the threshold.
+    ``keep_from`` (the pre-call path, mid-turn) keeps every message from that index on, whatever
+    the reserve: the turn in progress must reach the model with its user message.
     ``needed`` is true only when something would actually be compacted.
     """
     n = len(history)
@@ -189,6 +197,10 @@ def plan_compaction(
     cut = start
     while not ok[cut]:
         cut += 1
+    if keep_from is not None and keep_from < cut:
+        cut = max(0, keep_from)
+        while cut > 0 and not ok[cut]:
+            cut -= 1
     if cut == 0:
         return nothing(
             f"the whole history ({hist_tokens} tokens) fits in the reserve ({reserve_tokens} tokens)"
@@ -534,8 +546,11 @@ class Compactor:
     def _request_tokens(self, messages: Sequence[Message] | None = None, summary: str | None = None) -> int:
         return self.snapshot(messages, summary).used
 
-    def plan(self, *, force: bool = False) -> CompactionPlan:
-        """The plan for the live session, in calibrated tokens when a provider report exists."""
+    def plan(self, *, force: bool = False, keep_current_turn: bool = False) -> CompactionPlan:
+        """The plan for the live session, in calibrated tokens when a provider report exists.
+
+        ``keep_current_turn`` keeps the last turn (from its user message on) whatever its size.
+        """
         win = self.window_info()
         est = self.estimator
         s = self.session
@@ -556,6 +571,7 @@ class Compactor:
             threshold_ratio=self.settings.compact_threshold_ratio,
             reserve_tokens=int(self.settings.reserve_ratio * win.context_window),
             force=force,
+            keep_from=_last_turn_start(s.messages) if keep_current_turn else None,
         )
 
     def _emit(self, event: Event) -> None:
@@ -730,7 +746,7 @@ class Compactor:
             self._emit(CompactionStarted("proactive"))
             t0 = time.perf_counter()
             before = self._request_tokens()
-            plan = self.plan(force=True)
+            plan = self.plan(force=True, keep_current_turn=True)
             last: CompactionEvent | None = None
             reason = plan.reason
             if plan.needed and self.summarize is not None:

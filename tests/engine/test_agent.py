@@ -331,6 +331,27 @@ async def test_proactive_compaction_before_a_call_that_would_overflow(
 
 
 @pytest.mark.asyncio
+async def test_proactive_compaction_keeps_the_question_being_asked(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    # the new question alone is larger than the reserve (10% of the window): it must still be sent
+    rig = Rig(tmp_path, server, context_window=6_000)
+    fill(rig.session, 6, 2_000)
+    question = "Please explain the failing separability test in detail. " * 55
+    server.queue(
+        fs.text_reply(SUMMARY, when={"tools": False}), fs.text_reply("Answer.", when={"tools": True})
+    )
+    done = await rig.agent.run_turn(question)
+    assert done.ok
+    main = [b for b in rig.bodies() if b.get("tools")]
+    assert len(main) == 1
+    sent = main[0]["messages"]
+    assert [m["role"] for m in sent][:2] == ["system", "user"]
+    assert sent[1]["content"] == question
+    assert_wire_valid(sent)
+
+
+@pytest.mark.asyncio
 async def test_reactive_compaction_after_a_context_window_error_then_retry(
     tmp_path: Path, server: fs.FakeLLMServer
 ) -> None:

@@ -33,6 +33,7 @@ from engine.config import Settings
 from engine.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
 from engine.messages import Message, assistant, call_ids, tool_call, tool_result, user
 from engine.session import Session
+from engine.tokens import estimate_message_tokens
 from engine.turns import call_result_pairs, parse_turn_boundaries
 
 VALID = """## Goal
@@ -727,3 +728,20 @@ async def test_plan_uses_calibrated_tokens(tmp_path: Path) -> None:
     s.calibrator.record(raw.tokens_before - 100, (raw.tokens_before - 100) // 4, [m["id"] for m in s.messages])
     calibrated = c.plan()
     assert not calibrated.needed and calibrated.tokens_before < raw.tokens_before
+
+
+def test_keep_from_protects_the_turn_in_progress() -> None:
+    from engine.messages import new_message
+
+    history = []
+    for i in range(6):
+        history += [new_message("user", f"q{i} " * 50), new_message("assistant", f"a{i} " * 50)]
+    history.append(new_message("user", "a long new question " * 150))  # larger than the reserve
+    counts = [estimate_message_tokens(m) for m in history]
+    kwargs = dict(window=sum(counts), system_tokens=10, summary_tokens=0, tools_tokens=0, max_tokens=10,
+                  threshold_ratio=0.5, reserve_tokens=50)
+    plain = plan_compaction(history, counts, **kwargs)
+    assert plain.keep == []  # SPEC: the kept suffix is within the reserve
+    kept = plan_compaction(history, counts, keep_from=len(history) - 1, **kwargs)
+    assert kept.keep == [history[-1]] and kept.compact == history[:-1]
+    assert kept.tokens_after == kept.tokens_before - sum(counts[:-1])
