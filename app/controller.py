@@ -21,7 +21,8 @@ Signals (payloads are engine dataclasses unless said otherwise):
     text_delta(object)             TextDelta
     tool_started(object)           ToolCallStarted
     tool_finished(object)          ToolCallFinished
-    call_recorded(object)          ContextSnapshot of an LLM call that happened (a timeline column)
+    call_recorded(dict)            an LLM call that happened (a timeline column): its ContextSnapshot
+                                   dict as predicted before the call (:func:`predicted_record`)
     last_call(object, object)      estimate made before the last call, provider-reported prompt tokens
     compaction_started(object)     CompactionStarted
     compaction_finished(object)    :class:`Marker` — the CompactionEvent and where it goes in the chat
@@ -127,7 +128,7 @@ class SessionView:
     messages: list[Message]  # the live history with the archived messages merged in by time
     state: ContextState
     markers: list[Marker]
-    timeline: list[dict[str, Any]]  # one ContextSnapshot dict per LLM call (events.jsonl)
+    timeline: list[dict[str, Any]]  # one ContextSnapshot dict per LLM call (events.jsonl), as predicted
     compactions: list[dict[str, Any]]  # CompactionEvent dicts
     files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
     problems: str = ""  # the load report when the folder needed repairs, else ""
@@ -140,7 +141,6 @@ class _Turn:
 
     stream_id: str = ""
     partial: list[str] = field(default_factory=list)
-    predicted: int | None = None
 
 
 def _one_line(text: str) -> str:
@@ -200,6 +200,73 @@ def merge_archived(live: list[Message], archived: list[Message]) -> list[Message
     return out
 
 
+PROMPT_REGIONS = ("system", "summary", "history_user", "history_assistant", "history_tool", "tools")
+
+
+def _scale(parts: list[int], target: int) -> list[int]:
+    """Non-negative integers scaled to add up to ``target`` (largest remainder)."""
+    total = sum(parts)
+    if total <= 0 or target <= 0:
+        return [0] * len(parts)
+    exact = [p * target / total for p in parts]
+    out = [int(x) for x in exact]
+    for i in sorted(range(len(parts)), key=lambda i: exact[i] - out[i], reverse=True)[: target - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def predicted_record(record: dict[str, Any], previous: tuple[int, int] | None) -> dict[str, Any]:
+    """A timeline record as the app predicted it *before* the call.
+
+    The agent records each call's snapshot calibrated on that call's own report (its estimate then
+    equals the report, which says nothing about how good the estimate was). The number the app
+    showed before the call was the raw estimate scaled by the previous call's actual / raw ratio —
+    the calibrator's rule, exact while the request only grows. Records that already hold a
+    prediction (imported runs: estimate ≠ report) and records without a report come back unchanged.
+    ``previous`` is (raw, reported) of the call before, None for the first call.
+    """
+    raw = record.get("raw_prompt_tokens")
+    actual = record.get("provider_prompt_tokens")
+    parts = [int(record.get(k) or 0) for k in PROMPT_REGIONS]
+    if not isinstance(raw, int) or raw <= 0 or not isinstance(actual, int) or sum(parts) != actual:
+        return record
+    if previous is not None and previous[0] > 0:
+        target = round(raw * previous[1] / previous[0])
+        accuracy = "calibrated"
+    else:
+        target = raw
+        accuracy = "exact" if record.get("estimator") == "exact" else "estimated"
+    out = dict(record)
+    for key, value in zip(PROMPT_REGIONS, _scale(parts, target), strict=True):
+        out[key] = value
+    out["accuracy"] = accuracy
+    out["history"] = out["history_user"] + out["history_assistant"] + out["history_tool"]
+    regions = dict(out.get("regions") or {})
+    for key in ("system", "summary", "history", "tools"):
+        regions[key] = out[key]
+    used = sum(out[k] for k in PROMPT_REGIONS) + int(out.get("max_tokens") or 0)
+    regions["free"] = max(0, int(out.get("window") or 0) - used)
+    out["regions"] = regions
+    out["predicted"] = True
+    return out
+
+
+def predicted_timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`predicted_record` over a whole timeline, oldest first."""
+    out: list[dict[str, Any]] = []
+    previous: tuple[int, int] | None = None
+    for rec in records:
+        out.append(predicted_record(rec, previous))
+        raw, actual = rec.get("raw_prompt_tokens"), rec.get("provider_prompt_tokens")
+        if isinstance(raw, int) and raw > 0 and isinstance(actual, int) and actual > 0:
+            previous = (raw, actual)
+    return out
+
+
+def _prompt_of(record: dict[str, Any]) -> int:
+    return sum(int(record.get(k) or 0) for k in PROMPT_REGIONS)
+
+
 class Controller(QObject):
     """Runs the engine for one window (see the module docstring)."""
 
@@ -211,7 +278,7 @@ class Controller(QObject):
     text_delta = Signal(object)
     tool_started = Signal(object)
     tool_finished = Signal(object)
-    call_recorded = Signal(object)
+    call_recorded = Signal(dict)
     last_call = Signal(object, object)
     compaction_started = Signal(object)
     compaction_finished = Signal(object)
@@ -267,6 +334,7 @@ class Controller(QObject):
         self._llm_ready = False
         self._agent_stale = False
         self._closing = False
+        self._previous_call: tuple[int, int] | None = None
         self._snap_timer = QTimer(self)
         self._snap_timer.setSingleShot(True)
         self._snap_timer.setInterval(SNAPSHOT_INTERVAL_MS)
@@ -588,17 +656,28 @@ class Controller(QObject):
                 problems.append(str(exc))
         messages = merge_archived(session.messages, archived)
         events = session.read_events(problems)
-        timeline = [e for e in events if e.get("type") == "context"]
+        recorded = [e for e in events if e.get("type") == "context"]
+        timeline = predicted_timeline(recorded)
+        self._previous_call = None
+        for rec in recorded:
+            raw, actual = rec.get("raw_prompt_tokens"), rec.get("provider_prompt_tokens")
+            if isinstance(raw, int) and raw > 0 and isinstance(actual, int) and actual > 0:
+                self._previous_call = (raw, actual)
         compactions = [e for e in events if e.get("type") == "compaction"]
         markers = self._markers(session, compactions, messages, state.undo_id)
         files = [file_dict(f, session) for f in list_offloaded(session.path)]
+        gone = [f["message_id"] for f in files if f["message_id"] and "message_preview" not in f]
+        if gone:  # files whose message left the context: preview it from the archive
+            found = {str(m.get("id")): m for m in archive.find(session.path, gone)}
+            for f in files:
+                if f["message_id"] in found:
+                    f["message_preview"] = "(archived) " + preview(found[f["message_id"]], 70)
         report = "" if session.load_report.clean else session.load_report.describe()
         if problems:
             report = "\n".join(p for p in (report, *problems[:5]) if p)
         last: tuple[int | None, int | None] = (None, None)
         if timeline:
-            snap = ContextSnapshot.from_json(timeline[-1])
-            last = (snap.prompt, snap.provider_prompt_tokens)
+            last = (_prompt_of(timeline[-1]), timeline[-1].get("provider_prompt_tokens"))
         return SessionView(
             id=session.id,
             title=session.title,
@@ -666,8 +745,7 @@ class Controller(QObject):
             self.message_added.emit(event)
             self._schedule_snapshot()
         elif isinstance(event, StateChanged):
-            if event.state == "streaming" and self.agent is not None:
-                self._turn.predicted = self.agent.snapshot().prompt
+            if event.state == "streaming":
                 self._turn.partial = []
                 self._turn.stream_id = ""
             self._set_state(event.state)
@@ -678,8 +756,15 @@ class Controller(QObject):
             if event.offload_path:
                 self._announce_file(event.offload_path)
         elif isinstance(event, ContextUpdated):
-            self.call_recorded.emit(event.snapshot)
-            self.last_call.emit(self._turn.predicted, event.snapshot.provider_prompt_tokens)
+            snap = event.snapshot
+            data = snap.to_json()
+            data["message_count"] = len(snap.message_tokens)
+            data["message_tokens"] = []
+            record = predicted_record(data, self._previous_call)
+            if snap.provider_prompt_tokens and snap.raw_prompt_tokens > 0:
+                self._previous_call = (snap.raw_prompt_tokens, snap.provider_prompt_tokens)
+            self.call_recorded.emit(record)
+            self.last_call.emit(_prompt_of(record), snap.provider_prompt_tokens)
         elif isinstance(event, CompactionStarted):
             self._set_state("compacting")
             self.compaction_started.emit(event)

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QMainWindow,
     QSplitter,
@@ -143,7 +144,7 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setCollapsible(1, False)
-        self.splitter.setSizes([230, 600])
+        self.splitter.setSizes([220, 560])
         self.setCentralWidget(self.splitter)
 
         # --- docks: context chart, inspector
@@ -154,13 +155,15 @@ class MainWindow(QMainWindow):
         self.chart_dock.setWidget(self._chart_placeholder)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.chart_dock)
         self.inspector = Inspector(pal=self.pal)
+        files_header = self.inspector.files_view.horizontalHeader()  # long hex names: a fixed, elided column
+        files_header.setSectionResizeMode(5, QHeaderView.ResizeMode.Interactive)
+        files_header.resizeSection(5, 150)
         self.inspector_dock = QDockWidget("Inspector", self)
         self.inspector_dock.setObjectName("InspectorDock")
         self.inspector_dock.setWidget(self.inspector)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector_dock)
         self.splitDockWidget(self.chart_dock, self.inspector_dock, Qt.Orientation.Vertical)
-        self.resizeDocks([self.chart_dock], [600], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.chart_dock, self.inspector_dock], [470, 380], Qt.Orientation.Vertical)
+        self._layout_restored = False
 
         self.status = ContextStatusBar(pal=self.pal)
         self.setStatusBar(self.status)
@@ -302,8 +305,22 @@ class MainWindow(QMainWindow):
         chart.flush()
         return chart
 
+    def default_layout(self) -> None:
+        """The dock sizes of a first start (the right third for the chart above the inspector)."""
+        width = max(560, self.width() * 45 // 100)
+        self.resizeDocks([self.chart_dock], [width], Qt.Orientation.Horizontal)
+        height = max(400, self.height() - 60)
+        self.resizeDocks([self.chart_dock, self.inspector_dock], [height * 52 // 100, height * 48 // 100],
+                         Qt.Orientation.Vertical)
+
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
+        if not self._layout_restored:
+            self._layout_restored = True
+            self.default_layout()
+        # focus on the draft box: focusing the sessions list first would make Qt pick its first row
+        # as current, which reads as the user choosing that session
+        self.input.editor().setFocus()
         if self.chart is None:  # after the first paint: the window appears before pyqtgraph loads
             QTimer.singleShot(CHART_DELAY_MS, self.ensure_chart)
 
@@ -329,7 +346,7 @@ class MainWindow(QMainWindow):
             self.resize(*DEFAULT_SIZE)
         state = qs.value("state")
         if isinstance(state, QByteArray) and not state.isEmpty():
-            self.restoreState(state, STATE_VERSION)
+            self._layout_restored = self.restoreState(state, STATE_VERSION)
         split = qs.value("splitter")
         if isinstance(split, QByteArray) and not split.isEmpty():
             self.splitter.restoreState(split)
@@ -441,6 +458,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ widget signals
 
     def _on_sessions_session_selected(self, session_id: str) -> None:
+        if self._session is not None and self._session.id == session_id:
+            return
         self.controller.open_session(session_id)
 
     def _on_sessions_new_requested(self) -> None:
@@ -570,7 +589,8 @@ class MainWindow(QMainWindow):
         self.chat.set_messages(view.messages, view.state.tokens)
         for marker in view.markers:
             self.chat.add_compaction_marker(marker.event, marker.undoable, marker.after_id)
-        self.sessions.update_session({"id": view.id, "title": view.title, "messages": len(view.state.live_ids)})
+        if view.id not in self.sessions.session_ids():
+            self.sessions.update_session({"id": view.id, "title": view.title})
         self.sessions.set_current(view.id)
         self.inspector.set_session_dir(view.path)
         self.inspector.set_offloaded_files(view.files)
@@ -617,11 +637,10 @@ class MainWindow(QMainWindow):
     def _on_controller_tool_started(self, event: ToolCallStarted) -> None:
         self.status.showMessage(f"running {event.name}…", 3000)
 
-    def _on_controller_call_recorded(self, snap: ContextSnapshot) -> None:
-        data = snap.to_json()
-        self._chart_data["timeline"].append(data)
+    def _on_controller_call_recorded(self, record: dict[str, Any]) -> None:
+        self._chart_data["timeline"].append(record)
         if self.chart is not None:
-            self.chart.append_call(snap)
+            self.chart.append_call(record)
 
     def _on_controller_last_call(self, estimated: int | None, reported: int | None) -> None:
         self.status.set_last_call(estimated, reported)

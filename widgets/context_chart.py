@@ -171,7 +171,7 @@ def _swatch(color: str, line: bool = False, dashed: bool = False) -> QPixmap:
 
 
 class _Legend(QWidget):
-    """Rows: swatch · label · tokens · % of the window."""
+    """Rows: swatch · label · tokens · % of the window, in two columns (the dock stays short)."""
 
     KEYS: tuple[str, ...] = (*REGION_ORDER, "threshold", "limit")
 
@@ -182,6 +182,9 @@ class _Legend(QWidget):
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(1)
         grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(6, 1)
+        grid.setColumnMinimumWidth(4, 10)  # the gap between the two columns
+        per_column = -(-len(self.KEYS) // 2)
         self._swatches: dict[str, QLabel] = {}
         self._names: dict[str, QLabel] = {}
         self._tokens: dict[str, QLabel] = {}
@@ -203,10 +206,11 @@ class _Legend(QWidget):
                 f.setStyleHint(QFont.StyleHint.Monospace)
                 f.setFamily("monospace")
                 lab.setFont(f)
-            grid.addWidget(sw, row, 0)
-            grid.addWidget(name, row, 1)
-            grid.addWidget(tok, row, 2)
-            grid.addWidget(pct, row, 3)
+            r, c = row % per_column, 0 if row < per_column else 5
+            grid.addWidget(sw, r, c)
+            grid.addWidget(name, r, c + 1)
+            grid.addWidget(tok, r, c + 2)
+            grid.addWidget(pct, r, c + 3)
             self._swatches[key] = sw
             self._names[key] = name
             self._tokens[key] = tok

@@ -1,0 +1,129 @@
+"""Save a PNG of the main window on the sample session: ``python -m app.screenshot OUT.png``.
+
+The app runs offscreen (``QT_QPA_PLATFORM=offscreen`` unless set) with its own temporary data and
+config folders, so neither the user's sessions nor their settings are touched: the sample session
+shipped in ``resources/sample_session/`` (made by ``resources/make_sample_session.py``) is copied
+there and opened, the offloaded log is opened in the inspector, and the window (1400×900 unless
+``--size WxH``) is grabbed once the chart has drawn. ``make screenshot`` writes ``docs/screenshot.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "resources" / "sample_session"
+SAMPLE_SETTINGS = """model = "openai/gpt-4o-mini"
+context_window = 8192
+max_tokens = 1024
+reserve_ratio = 0.1
+offload_recent_bytes = 8000
+offload_old_bytes = 2000
+auto_compact = false
+theme = "{theme}"
+"""
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m app.screenshot", description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path, help="PNG file to write")
+    p.add_argument("--size", default="1400x900", help="window size, WxH (default 1400x900)")
+    p.add_argument("--theme", choices=("light", "dark"), default="light")
+    args = p.parse_args(argv)
+    try:
+        w, h = (int(x) for x in args.size.lower().split("x"))
+    except ValueError:
+        p.error(f"--size must look like 1400x900, got {args.size!r}")
+    args.width, args.height = w, h
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    if not (SAMPLE / "history.jsonl").is_file():
+        print(f"screenshot: the sample session is missing: {SAMPLE}", file=sys.stderr)
+        return 1
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ["QT_API"] = "pyside6"
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    with tempfile.TemporaryDirectory(prefix="ctxbench-screenshot-") as tmp:
+        home = Path(tmp)
+        os.environ["CTXBENCH_DATA_DIR"] = str(home / "data")
+        os.environ["CTXBENCH_CONFIG_DIR"] = str(home / "config")
+        (home / "config").mkdir()
+        (home / "config" / "settings.toml").write_text(SAMPLE_SETTINGS.format(theme=args.theme))
+        shutil.copytree(SAMPLE, home / "data" / "sessions" / SAMPLE.name)
+        _import_trajectory(home / "data" / "sessions")
+
+        import qasync
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication.instance() or QApplication([sys.argv[0]])
+        with asyncio.Runner(loop_factory=qasync.QEventLoop) as runner:
+            ok = runner.run(_shoot(app, args))
+    if ok:
+        print(f"wrote {args.out} ({args.width}×{args.height})")
+    return 0 if ok else 1
+
+
+def _import_trajectory(sessions: Path) -> None:
+    """A second entry for the sessions list: a real agent run, imported (when the data is here)."""
+    trajectories = REPO.parent / "shared" / "data" / "trajectories"
+    found = sorted(trajectories.glob("astropy*.traj.json")) if trajectories.is_dir() else []
+    if not found:
+        return
+    from engine.importer import import_transcript
+    from engine.session import SessionStore
+
+    import_transcript(found[0], store=SessionStore(sessions))
+
+
+async def _shoot(app: Any, args: argparse.Namespace) -> bool:
+    from app.controller import Controller
+    from app.main_window import MainWindow
+
+    controller = Controller()
+    window = MainWindow(controller)
+    window.resize(args.width, args.height)
+    window.show()
+    loaded = asyncio.get_running_loop().create_future()
+    controller.session_loaded.connect(lambda view: loaded.done() or loaded.set_result(view))
+    controller.list_sessions()
+    controller.open_session(SAMPLE.name)
+    view = await asyncio.wait_for(loaded, 30)
+    chart = window.ensure_chart()
+    if view.files:
+        largest = max(view.files, key=lambda f: int(f.get("size") or 0))
+        path = largest["path"]
+        window.inspector.files.select(path)
+        controller.read_offloaded(path)
+        await asyncio.sleep(0.2)
+        window.inspector.viewer.find("429 Too Many Requests")
+    await asyncio.sleep(0.2)
+    marker = next(iter(window.chat.marker_ids()), None)
+    if marker is not None:  # the compaction marker, with one archived (dimmed) message above it
+        window.chat.scroll_to_message(marker)
+        bar = window.chat.verticalScrollBar()
+        bar.setValue(max(0, bar.value() - 90))
+    await asyncio.sleep(0.3)
+    chart.flush()
+    window.chat.flush()
+    app.processEvents()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    ok = bool(window.grab().save(str(args.out), "PNG"))
+    window.close()
+    await controller.shutdown()
+    if not ok:
+        print(f"screenshot: cannot write {args.out}", file=sys.stderr)
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(main())
