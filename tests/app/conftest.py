@@ -36,6 +36,7 @@ def qloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
     loop = qasync.QEventLoop(qapp, already_running=True)
     asyncio.set_event_loop(loop)
     yield loop
+    asyncio.events._set_running_loop(None)  # let exit handlers (litellm's client cleanup) run a loop
 
 
 @pytest.fixture(autouse=True)
