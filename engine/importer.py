@@ -115,6 +115,8 @@ def parse_transcript(path: Path) -> tuple[list[Any], dict[str, Any], str, Callab
         if len(text.strip().splitlines()) > 1:
             return _parse_jsonl(path, text)  # names the line that is nested too deeply
         raise TranscriptError(f"{path.name}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise TranscriptError(f"{path.name}: not valid JSON ({exc})") from None
     if isinstance(obj, list):
         return obj, {}, "json-list", lambda i: f"message index {i}"
     if isinstance(obj, dict):
@@ -153,6 +155,8 @@ def _parse_jsonl(path: Path, text: str) -> tuple[list[Any], dict[str, Any], str,
             ) from exc
         except RecursionError:
             raise TranscriptError(f"{path.name}: line {n}: not valid JSON (nested too deeply)") from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise TranscriptError(f"{path.name}: line {n}: not valid JSON ({exc})") from None
         line_of.append(n)
     return items, {}, "jsonl", lambda i: f"line {line_of[i]}"
 

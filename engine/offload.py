@@ -90,6 +90,14 @@ def clean_text(text: str) -> str:
         return _SURROGATE_RE.sub("\ufffd", text)
 
 
+def _context_text(text: str) -> str:
+    """``text`` as the context will hold it (lone surrogates → U+FFFD), scanned chunk by chunk."""
+    for i in range(0, len(text), CHUNK_CHARS):
+        if _SURROGATE_RE.search(text, i, i + CHUNK_CHARS):
+            return _SURROGATE_RE.sub("\ufffd", text)
+    return text
+
+
 def byte_size(text: str) -> int:
     return len(_encode(text))
 
@@ -420,10 +428,18 @@ class Offloader:
     async def _offload_fresh(
         self, msg: Message, limit: int, name: str, strategy: str
     ) -> OffloadRecord | None:
-        text = content_text(msg.get("content"))
+        raw = content_text(msg.get("content"))
+        # limits apply to the text the context will hold, where a lone surrogate (JSON "\ud800", an
+        # undecodable byte) becomes U+FFFD, 3 bytes; the file keeps the output as it came
+        if raw.isascii():
+            text = raw
+        elif len(raw) < CHUNK_CHARS:
+            text = _context_text(raw)
+        else:
+            text = await asyncio.to_thread(_context_text, raw)
         if not text or not _exceeds(text, limit + GRACE_BYTES):
             return None
-        rel, nbytes, lines = await self._save(msg, text, name)
+        rel, nbytes, lines = await self._save(msg, raw, name)
         info: dict[str, Any] = {"path": rel, "bytes": nbytes, "lines": lines, "chars": len(text)}
         if strategy == "middle_out":
             head, tail = _middle_parts(text, text, limit)

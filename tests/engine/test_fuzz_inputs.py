@@ -33,17 +33,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import archive
-from engine.config import SETTINGS_FILE, Settings, load_settings
+from engine import archive, llm
+from engine.agent import Agent, unanswered_calls
+from engine.config import SETTINGS_FILE, Settings, load_settings, save_settings
+from engine.events import ErrorEvent, Event, MessageAdded, ToolCallFinished, TurnFinished
 from engine.fsutil import dumps_line
 from engine.importer import TranscriptError, import_transcript
+from engine.llm import LLMConfig
 from engine.messages import ROLES, Message, assistant, tool_call, tool_result, user
-from engine.offload import list_offloaded
+from engine.offload import Offloader, list_offloaded
 from engine.session import Session
 from engine.tools import ToolBox
+from tests import fakeserver as fs
 
 if TYPE_CHECKING:
     from tests.engine.conftest import CaseTally
+
+pytestmark = pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning")
 
 FUZZ = settings(
     deadline=None,
@@ -71,6 +77,15 @@ class Raw(bytes):
         if len(self) <= 120:
             return bytes.__repr__(self)
         return f"Raw({bytes(self[:60])!r} + … {len(self)} bytes)"
+
+
+class Big(str):
+    """A string with a short repr, for the same reason."""
+
+    def __repr__(self) -> str:
+        if len(self) <= 120:
+            return str.__repr__(self)
+        return f"Big({str.__repr__(self[:40])} + … {len(self)} chars)"
 
 
 def _norm(value: Any) -> Any:
@@ -573,3 +588,472 @@ def test_archive_records_of_the_wrong_shape_are_skipped(tmp: Path, cases: CaseTa
     assert [m["id"] for m in archive.read_day(folder, "2025-01-01", problems)] == [good["id"]]
     assert len(problems) == 3 and "'tool_calls' must be a list" in problems[0]
     assert [h.message_id for h in archive.search(folder, "zebra")] == [good["id"]]
+
+
+# =========================================================================== transcripts to import
+
+ROLE_VALUES = st.sampled_from(["user", "assistant", "tool", "system", "developer", "function", "exit", "", None, 5])
+TEXTISH = st.one_of(st.text(max_size=40), JSON_VALUES)
+
+
+@st.composite
+def raw_transcript_messages(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(JSON_VALUES)  # not even an object
+    msg: dict[str, Any] = {"role": draw(ROLE_VALUES)}
+    if draw(st.booleans()):
+        msg["content"] = draw(st.one_of(st.text(max_size=40), st.none(), st.lists(
+            st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=10)}), JSON_VALUES),
+            max_size=2), JSON_VALUES))
+    if draw(st.integers(0, 2)) == 0:
+        call = st.fixed_dictionaries(
+            {}, optional={"id": TEXTISH, "type": st.just("function"),
+                          "function": st.fixed_dictionaries({}, optional={"name": TEXTISH, "arguments": TEXTISH})})
+        msg["tool_calls"] = draw(st.one_of(st.lists(st.one_of(call, JSON_VALUES), max_size=2), JSON_VALUES))
+    for key in ("tool_call_id", "name", "reasoning_content", "function_call", "extra", "usage", "timestamp"):
+        if draw(st.integers(0, 5)) == 0:
+            msg[key] = draw(TEXTISH)
+    return msg
+
+
+@st.composite
+def transcript_files(draw: st.DrawFn) -> tuple[str, bytes]:
+    kind = draw(st.sampled_from(["list", "object", "jsonl", "jsonl", "bytes", "value"]))
+    msgs = draw(st.lists(raw_transcript_messages(), max_size=6))
+    if kind == "list":
+        return "t.json", json.dumps(msgs).encode()
+    if kind == "object":
+        extra = draw(st.dictionaries(st.sampled_from(["info", "tools", "instance_id", "model"]), JSON_VALUES,
+                                     max_size=2))
+        return "t.traj.json", json.dumps({"messages": msgs, **extra}).encode()
+    if kind == "jsonl":
+        lines = [json.dumps(m).encode() for m in msgs]
+        if lines and draw(st.booleans()):
+            at = draw(st.integers(0, len(lines) - 1))
+            lines[at] = draw(bad_lines())[1]
+        return "t.jsonl", b"\n".join(lines) + draw(st.sampled_from([b"", b"\n", b"\n\n"]))
+    if kind == "value":
+        return "t.json", json.dumps(draw(JSON_VALUES)).encode()
+    return "t.json", draw(st.binary(max_size=300))
+
+
+WHERE = re.compile(r"^(?:t(?:\.traj)?\.jsonl?: |message index \d+|messages\[\d+\]|line \d+|cannot import)")
+
+
+@fuzz(150)
+@given(file=transcript_files())
+def test_transcript_import_succeeds_or_names_the_problem(file: tuple[str, bytes], cases: CaseTally) -> None:
+    cases.add("transcripts to import")
+    name, data = file
+    with tempfile.TemporaryDirectory(prefix="fuzz-imp-") as d:
+        root = Path(d)
+        existing = Session.create(root / "sessions" / "existing", "stored before")
+        existing.append(user("must survive any import"))
+        existing.close()
+        before = {p: p.read_bytes() for p in (root / "sessions" / "existing").rglob("*") if p.is_file()}
+        src = root / name
+        src.write_bytes(data)
+        target = root / "sessions" / "imported"
+        try:
+            report = import_transcript(src, session_dir=target, window=8192)
+        except TranscriptError as exc:
+            assert WHERE.match(str(exc)), f"the message does not say where: {exc}"
+            assert not target.exists()
+        else:
+            s = Session.load(target)
+            assert s.load_report.clean, s.load_report.describe()
+            assert len(s.messages) == report.messages > 0
+            assert report.describe()
+        leftovers = [p.name for p in (root / "sessions").iterdir() if p.name.startswith(".import-")]
+        assert leftovers == []
+        assert {p: p.read_bytes() for p in (root / "sessions" / "existing").rglob("*") if p.is_file()} == before
+
+
+# =========================================================================== tool outputs
+
+
+@st.composite
+def tool_outputs(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["bytes", "text", "giant_line", "nul", "lines"]))
+    if kind == "bytes":  # undecodable bytes come through as lone surrogates (surrogateescape)
+        return draw(st.binary(min_size=0, max_size=20_000)).decode("utf-8", "surrogateescape")
+    if kind == "text":
+        return draw(st.text(max_size=5_000))
+    if kind == "giant_line":
+        return Big(draw(st.sampled_from(["x", "é", "漢", "🙂", "\ud800", "\udcff"])) * draw(st.integers(2_000, 60_000)))
+    if kind == "nul":
+        return Big("\x00" * draw(st.integers(0, 10_000)) + draw(st.text(max_size=100)))
+    return "".join(f"{draw(st.text(max_size=30))}\n" for _ in range(draw(st.integers(0, 400))))
+
+
+@fuzz(80)
+@given(text=tool_outputs(), strategy=st.sampled_from(["truncate", "middle_out", "prune"]))
+def test_any_tool_output_is_stored_whole_and_cut_to_valid_text(text: str, strategy: str, cases: CaseTally) -> None:
+    cases.add("tool outputs")
+    limit = 2_000
+    settings_ = Settings(offload_recent_bytes=limit, offload_old_bytes=500, offload_strategy=strategy)
+    with tempfile.TemporaryDirectory(prefix="fuzz-out-") as d:
+        s = Session.create(Path(d) / "s", "out")
+        s.extend([user("run it"), assistant(None, [tool_call("c1", "run_shell", '{"command": "x"}')])])
+        msg = tool_result("c1", text, name="run_shell")
+        records = asyncio.run(Offloader(s.path, settings_).offload_session(s, [msg]))
+        s.close()
+        again = Session.load(s.path)
+        assert again.load_report.clean
+        stored = again.messages[-1]
+        assert stored["id"] == msg["id"]
+        content = stored["content"]
+        content.encode("utf-8")  # valid text: no lone surrogate reaches the context
+        try:  # undecodable bytes come back as they were; other lone surrogates as "?"
+            full = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            full = text.encode("utf-8", "replace")
+        if len(_norm(text).encode()) > limit + 100:  # the size the context would hold
+            assert len(records) == 1 and stored["offload"]["path"] in content
+            path = again.path / stored["offload"]["path"]
+            assert path.read_bytes() == full  # the whole output, byte for byte
+            assert len(content.encode()) < limit + 1_000
+        else:
+            assert records == [] and "offload" not in stored
+            assert content == _norm(text)
+
+
+@fuzz(60)
+@given(data=st.binary(max_size=5_000))
+def test_real_tools_on_binary_and_invalid_utf8_files(data: bytes, cases: CaseTally) -> None:
+    cases.add("tool outputs", 3)
+    with tempfile.TemporaryDirectory(prefix="fuzz-bin-") as d:
+        ws = Path(d) / "ws"
+        ws.mkdir()
+        (ws / "blob.bin").write_bytes(data)
+        tb = ToolBox(ws, Path(d) / "session")
+        for name, args in (("read_file", {"path": "blob.bin"}), ("search_text", {"pattern": "."}),
+                           ("list_dir", {})):
+            res = asyncio.run(tb.run(name, json.dumps(args)))
+            res.text.encode("utf-8")  # always valid text
+            if not res.ok:
+                assert "binary file" in res.text or "is empty" in res.text, res.text
+        assert (ws / "blob.bin").read_bytes() == data
+
+
+# =========================================================================== tool-call arguments
+
+ARGUMENTS = st.one_of(
+    st.text(max_size=60),
+    st.binary(max_size=40).map(lambda b: b.decode("utf-8", "surrogateescape")),
+    JSON_VALUES.map(json.dumps),
+    st.dictionaries(st.sampled_from(["path", "start_line", "max_lines", "pattern", "glob", "ignore_case",
+                                     "max_results", "bogus"]), JSON_VALUES, max_size=3).map(json.dumps),
+)
+
+
+@fuzz(300)
+@given(name=st.sampled_from(["read_file", "list_dir", "search_text", "write_file", "run_shell", "nope", ""]),
+       arguments=ARGUMENTS)
+def test_tool_arguments_that_are_not_json_or_not_right(name: str, arguments: str, cases: CaseTally) -> None:
+    cases.add("tool-call arguments")
+    with tempfile.TemporaryDirectory(prefix="fuzz-args-") as d:
+        ws = Path(d) / "ws"
+        ws.mkdir()
+        (ws / "a.txt").write_text("alpha\n")
+        res = asyncio.run(ToolBox(ws, Path(d) / "session").run(name, arguments))
+        if res.ok:
+            return
+        assert res.text.startswith("error: "), res.text
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            parsed = ...
+        if name not in ("read_file", "list_dir", "search_text", "write_file", "run_shell"):
+            assert "unknown tool" in res.text
+        elif name in ("write_file", "run_shell"):
+            assert "disabled" in res.text
+        elif parsed is ...:
+            assert "arguments are not valid JSON" in res.text
+        elif not isinstance(parsed, dict):
+            assert "arguments must be a JSON object" in res.text
+        assert (ws / "a.txt").read_text() == "alpha\n"
+
+
+# =========================================================================== settings files
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return {"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(repr(value), repr(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return "{" + ", ".join(f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+
+
+KNOWN_KEYS = [f for f in Settings.__dataclass_fields__]
+TOML_VALUES = st.recursive(
+    st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=2),
+    max_leaves=5,
+)
+
+
+@st.composite
+def settings_files(draw: st.DrawFn) -> bytes:
+    if draw(st.integers(0, 4)) == 0:
+        return draw(st.binary(max_size=200))
+    keys = st.one_of(st.sampled_from(KNOWN_KEYS), st.text(min_size=1, max_size=12))
+    doc = draw(st.dictionaries(keys, TOML_VALUES, max_size=6))
+    return "".join(f"{_toml_key(k)} = {_toml(v)}\n" for k, v in doc.items()).encode()
+
+
+@fuzz(200)
+@given(data=settings_files(), env=st.dictionaries(st.sampled_from(KNOWN_KEYS), st.text(max_size=12), max_size=2))
+def test_settings_files_never_crash_and_name_the_key(data: bytes, env: dict[str, str], cases: CaseTally) -> None:
+    cases.add("settings files")
+    with tempfile.TemporaryDirectory(prefix="fuzz-cfg-") as d:
+        path = Path(d) / SETTINGS_FILE
+        path.write_bytes(data)
+        environ = {"CTXBENCH_" + k.upper(): v.replace("\x00", "") for k, v in env.items()}
+        loaded = load_settings(path, env=environ)
+        loaded.settings.validate()  # whatever was loaded is usable
+        assert path.read_bytes() == data  # loading never rewrites the file
+        for problem in loaded.problems:
+            assert problem.startswith((f"{path}: ", "environment CTXBENCH_")), problem
+        try:
+            import tomllib
+
+            doc = tomllib.loads(data.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            assert not data.strip() or any("cannot read settings" in p for p in loaded.problems), loaded.problems
+            return
+        defaults = Settings()
+        for key, value in doc.items():
+            env_key = "CTXBENCH_" + key.upper()
+            if key not in KNOWN_KEYS:
+                assert any(repr(key) in p and "unknown setting" in p for p in loaded.problems)
+            elif env_key not in environ and getattr(loaded.settings, key) == getattr(defaults, key):
+                # not taken: the default stands, and a problem names the key (unless it is the default)
+                assert value == getattr(defaults, key) or any(f"{path}: {key} " in p for p in loaded.problems), (
+                    key, value, loaded.problems)
+        for env_key in environ:
+            key = env_key.removeprefix("CTXBENCH_").lower()
+            if getattr(loaded.settings, key) == getattr(defaults, key):
+                assert any(p.startswith(f"environment {env_key}: ") for p in loaded.problems) or (
+                    str(getattr(defaults, key)).lower() == environ[env_key].strip().lower()
+                    or environ[env_key].strip().lower() in ("", "auto", "none", "0", "false", "no", "off")
+                    or _same_number(environ[env_key], getattr(defaults, key))
+                ), (env_key, environ[env_key], loaded.problems)
+
+
+def _same_number(text: str, value: Any) -> bool:
+    try:
+        return float(text) == float(value)
+    except (TypeError, ValueError):
+        return False
+
+
+def test_saving_bad_settings_keeps_the_old_file(tmp: Path, cases: CaseTally) -> None:
+    cases.add("settings files", 3)
+    path = tmp / SETTINGS_FILE
+    save_settings(Settings(max_tokens=2048), path)
+    before = path.read_bytes()
+    for bad in (Settings(max_tokens=0), Settings(compact_threshold_ratio=1.5), Settings(estimator="magic")):
+        with pytest.raises(ValueError, match=r"max_tokens|compact_threshold_ratio|estimator"):
+            save_settings(bad, path)
+        assert path.read_bytes() == before
+
+
+def test_lone_surrogates_count_as_the_context_holds_them(tmp: Path, cases: CaseTally) -> None:
+    """Regression: 2,000 lone surrogates passed a 2,000-byte limit and became 6,000 bytes of U+FFFD."""
+    cases.add("regressions")
+    s = Session.create(tmp / "s", "sur")
+    s.extend([user("go"), assistant(None, [tool_call("c1", "run_shell", "{}")])])
+    msg = tool_result("c1", "\ud800" * 2_000)
+    records = asyncio.run(Offloader(s.path, Settings(offload_recent_bytes=2_000)).offload_session(s, [msg]))
+    assert len(records) == 1
+    assert len(s.messages[-1]["content"].encode()) < 2_000 + 400
+    assert (s.path / records[0].path).read_bytes() == b"?" * 2_000  # not encodable: replaced, still whole
+
+
+# =========================================================================== through the agent: tool outputs,
+# arguments and provider responses (real HTTP against tests/fakeserver.py)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[fs.FakeLLMServer]:
+    with fs.FakeLLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fast_retries() -> Iterator[None]:
+    saved = (llm.RETRY_BASE_DELAY, llm.RETRY_MAX_DELAY)
+    llm.RETRY_BASE_DELAY, llm.RETRY_MAX_DELAY = 0.01, 0.02
+    yield
+    llm.RETRY_BASE_DELAY, llm.RETRY_MAX_DELAY = saved
+
+
+class Run:
+    """One agent turn in fresh folders against the shared fake server; the events it emitted."""
+
+    def __init__(self, root: Path, server: fs.FakeLLMServer, *, allow_shell: bool = False, **settings: Any) -> None:
+        settings.setdefault("context_window", 100_000)
+        settings.setdefault("max_tokens", 256)
+        settings.setdefault("max_iterations", 4)
+        self.settings = Settings().replace(allow_shell=allow_shell, **settings)
+        self.workspace = root / "ws"
+        self.workspace.mkdir(exist_ok=True)
+        self.session = Session.create(root / "session", "fuzz")
+        self.events: list[Event] = []
+
+        async def approve(name: str, args: dict[str, Any]) -> bool:
+            return True
+
+        config = LLMConfig(model="openai/fake", api_base=server.base_url, api_key="sk-fuzz-000000", max_tokens=256,
+                           max_retries=1, timeout=20)
+        toolbox = ToolBox(self.workspace, self.session.path, allow_shell=allow_shell, approve=approve)
+        self.agent = Agent(self.session, self.settings, llm_config=config, toolbox=toolbox, emit=self.events.append)
+
+    def turn(self, text: str = "go") -> TurnFinished:
+        async def go() -> TurnFinished:
+            done = await self.agent.run_turn(text)
+            if self.agent.auto_task is not None:
+                await self.agent.auto_task
+            return done
+
+        return asyncio.run(go())
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def check_consistent(self) -> None:
+        """No message twice (in the history or in the events); every call answered; disk = memory."""
+        ids = [m["id"] for m in self.session.messages]
+        assert len(ids) == len(set(ids)), "a message is stored twice"
+        added = [e.message["id"] for e in self.of(MessageAdded)]
+        assert len(added) == len(set(added)), "a message was announced twice"
+        assert set(added) <= set(ids)
+        assert unanswered_calls(self.session.messages) == []
+        for msg in self.session.messages:
+            msg_calls = [c["id"] for c in msg.get("tool_calls") or []]
+            assert len(msg_calls) == len(set(msg_calls)) and all(msg_calls), msg
+        again = Session.load(self.session.path)
+        assert again.load_report.clean, again.load_report.describe()
+        assert [m["id"] for m in again.messages] == ids
+
+
+@pytest.mark.slow
+def test_100mb_of_output_from_a_real_tool_goes_through_a_turn(tmp: Path, server: fs.FakeLLMServer,
+                                                              cases: CaseTally) -> None:
+    """run_shell prints 100 MB on one line; read_file reads a 100 MB one-line file: the turn goes on."""
+    cases.add("tool outputs", 2)
+    run = Run(tmp, server, allow_shell=True)
+    (run.workspace / "big.txt").write_bytes(b"y" * 100_000_000)
+    command = "head -c 100000000 /dev/zero | tr '\\0' x"
+    server.queue(
+        fs.tool_call_reply("run_shell", {"command": command}, call_id="big1"),
+        fs.tool_call_reply("read_file", {"path": "big.txt"}, call_id="big2"),
+        fs.text_reply("Both were huge."),
+    )
+    done = run.turn("make a lot of output")
+    assert done.ok and done.final_text == "Both were huge."
+    finished = run.of(ToolCallFinished)
+    assert [f.ok for f in finished] == [True, True]
+    shell, read = run.session.messages[2], run.session.messages[4]
+    assert shell["content"].startswith("exit code 0\nxxxx") and shell["offload"]["bytes"] > 100_000
+    full = (run.session.path / shell["offload"]["path"]).read_text()
+    assert full.endswith("[… output cut: 100000000 bytes in total]")
+    assert "[…line cut]" in read["content"] and len(read["content"].encode()) < 45_000
+    assert (run.session.path / "history.jsonl").stat().st_size < 200_000
+    run.check_consistent()
+
+
+def test_tool_arguments_that_are_not_json_through_the_agent(tmp: Path, server: fs.FakeLLMServer,
+                                                            cases: CaseTally) -> None:
+    cases.add("tool-call arguments", 4)
+    run = Run(tmp, server)
+    server.queue(
+        fs.tool_call_reply("read_file", '{"path": "a.txt"', call_id="t1"),  # cut short
+        fs.tool_call_reply("read_file", "[1, 2]", call_id="t2"),
+        fs.tool_call_reply("list_dir", "{'path': '.'}", call_id="t3"),  # Python, not JSON
+        fs.tool_call_reply("read_file", '{"path": 5, "start_line": "x"}', call_id="t4"),
+        fs.text_reply("I give up on tools."),
+    )
+    run.settings.max_iterations = 6
+    done = run.turn("read a.txt")
+    assert done.ok
+    results = [m for m in run.session.messages if m["role"] == "tool"]
+    assert [r["tool_call_id"] for r in results] == ["t1", "t2", "t3", "t4"]
+    assert all(r.get("tool_error") for r in results)
+    assert "arguments are not valid JSON" in results[0]["content"]
+    assert "arguments must be a JSON object, got list" in results[1]["content"]
+    assert "arguments are not valid JSON" in results[2]["content"]
+    assert "argument 'path' must be str" in results[3]["content"]
+    last = server.requests[-1].body
+    assert last is not None and [m["tool_call_id"] for m in last["messages"] if m["role"] == "tool"] == [
+        "t1", "t2", "t3", "t4"]
+    run.check_consistent()
+
+
+EMPTY_CHOICES = 'data: {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}\n\n'
+GARBAGE_SSE = [
+    "data: {not json\n\n", "data: [1, 2]\n\n", "data: null\n\n", ": keep-alive comment\n\n", "event: ping\n\n",
+    "data: \n\n", "\n\n", 'data: {"choices": [{"delta": 5}]}\n\n', 'data: {"choices": [{"index": 0}]}\n\n',
+    'data: {"choices": [{"delta": {"tool_calls": [{"index": 0}]}}]}\n\n', EMPTY_CHOICES, EMPTY_CHOICES,
+]
+SSE_EVENT = st.one_of(
+    st.builds(fs.text, st.text(max_size=20)),
+    st.builds(fs.reasoning, st.text(max_size=20)),
+    st.builds(
+        lambda i, cid, name, args: fs.tool_call_delta(i, id=cid, name=name, arguments=args),
+        st.integers(0, 2),
+        st.one_of(st.none(), st.sampled_from(["c1", "c2", ""]), st.text(max_size=4)),
+        st.one_of(st.none(), st.sampled_from(["list_dir", "read_file", "nope", ""])),
+        st.one_of(st.text(max_size=12), st.just('{"path": "."}'), st.just("{}")),
+    ),
+    st.builds(fs.raw, st.sampled_from(GARBAGE_SSE)),
+    st.builds(fs.raw, st.text(max_size=30).map(lambda t: f"data: {t}\n\n")),
+)
+RESPONSES = st.one_of(
+    st.builds(
+        lambda events, done, reset, finish: fs.stream(*events, done=done, reset_after=reset, finish_reason=finish),
+        st.lists(SSE_EVENT, max_size=8),
+        st.booleans(),
+        st.one_of(st.none(), st.integers(0, 8)),
+        st.sampled_from([None, "stop", "tool_calls", "length", "content_filter"]),
+    ),
+    st.sampled_from([fs.server_error(), fs.bad_request(), fs.unauthorized(), fs.rate_limited(0)]),
+)
+
+
+@fuzz(40)
+@given(responses=st.lists(RESPONSES, min_size=1, max_size=3))
+def test_any_provider_response_ends_the_turn_cleanly(
+    responses: list[dict[str, Any]], server: fs.FakeLLMServer, cases: CaseTally
+) -> None:
+    """Truncated streams, empty choices, tool calls without ids or names, garbage SSE, errors."""
+    cases.add("provider responses", len(responses))
+    with tempfile.TemporaryDirectory(prefix="fuzz-sse-") as d:
+        server._queue.clear()
+        server.default = fs.text_reply("Final answer.")
+        start = len(server.requests)
+        run = Run(Path(d), server)
+        server.queue(*responses)
+        done = run.turn("hello")
+        errors = [e for e in run.of(ErrorEvent) if not e.retrying]
+        if not done.ok:
+            assert len(errors) == 1 and errors[0].message.strip(), [e.message for e in errors]
+        else:
+            assert errors == [] and run.session.messages[-1]["role"] == "assistant"
+        assert run.of(TurnFinished) == [done]
+        calls = len(server.requests) - start
+        assert calls <= done.iterations * 2  # max_retries = 1: at most one retry per call
+        run.check_consistent()
+        server.default = None
