@@ -840,9 +840,9 @@ class Controller(QObject):
 
         try:
             if self._agent_stale or (self._needs_llm_for_window() and not self._llm_ready):
-                warm = self.task("warmup")
-                if warm is not None:
-                    self._set_state("loading")
+                if self._needs_llm_for_window() and not self._llm_ready:
+                    self._set_state("loading")  # the model's window comes from litellm's model info
+                    warm = self.task("warmup") or self._spawn("warmup", self._warm_up())
                     await asyncio.shield(warm)
                 self._make_agent()
             agent = self.agent

@@ -93,6 +93,10 @@ def test_whole_flow(qtbot: Any, win: MainWindow, server: fs.FakeLLMServer) -> No
 
     qtbot.waitUntil(lambda: "nightly" in streamed_text(), timeout=10_000)
     assert c.busy, "the text appeared while the turn was still streaming"
+    # the bar of the next request grows with the answer while it streams (only the user message is stored)
+    qtbot.waitUntil(lambda: bar(win, "history_assistant") > 0, timeout=5_000)
+    assert c.busy and [m["role"] for m in c.session.messages] == ["user"]
+    assert chart.column_count() == 0
     partial = len(streamed_text())
     assert partial < len(answer.strip())
     wait_turn(qtbot, win)

@@ -207,3 +207,20 @@ def test_sessions_new_rename_delete(qtbot: Any, win: MainWindow) -> None:
         box.delete_button.click()
     assert blocker.args[0].id == sid
     assert win.sessions.session_ids() == [sid]
+
+
+def test_archive_tab_lists_days_and_messages(qtbot: Any, win: MainWindow) -> None:
+    session = make_session(win.controller.store, 2)
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=10_000):
+        win.controller.open_session(session.id)
+    ids = win.controller.session.messages
+    with qtbot.waitSignal(win.controller.context_state, timeout=10_000):
+        win.controller.clear_session()
+    assert all(win.chat.item(x["id"]).out_of_context for x in ids)  # still shown, dimmed
+    tree = win.inspector.archive_tree
+    assert tree.topLevelItemCount() == 1
+    day = tree.topLevelItem(0).text(0)
+    with qtbot.waitSignal(win.controller.archive_messages, timeout=5_000) as blocker:
+        win.inspector.archive_day_requested.emit(day)
+    assert [x["id"] for x in blocker.args[1]] == [x["id"] for x in ids]
+    qtbot.waitUntil(lambda: tree.topLevelItem(0).childCount() == len(ids), timeout=5_000)
