@@ -25,6 +25,7 @@ import json
 import os
 import re
 import signal
+import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -378,7 +379,16 @@ class ToolBox:
             raise ToolError(f"read_file: no such file: {shown}")
         if target.is_dir():
             raise ToolError(f"read_file: {shown} is a folder (use list_dir)")
-        with open(target, "rb") as fh:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it would hang the turn for good)
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ToolError(f"read_file: {shown} is not a regular file (a pipe, socket or device); not read")
+            fh = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with fh:
             if _is_binary(fh.read(BINARY_SNIFF_BYTES)):
                 size = target.stat().st_size
                 raise ToolError(f"read_file: {shown} is a binary file ({_fmt_size(size)}); not shown")
