@@ -413,6 +413,14 @@ class Controller(QObject):
             self._make_agent()
             self._emit_state()
 
+    async def _await_llm(self) -> None:
+        """Wait while litellm is being imported in the background: importing it from two threads at
+        once breaks its (circular) imports, and every model call imports it."""
+        warm = self.task("warmup")
+        if warm is not None and warm is not asyncio.current_task():
+            self._set_state("loading")
+            await asyncio.wait([warm])
+
     def _needs_llm_for_window(self) -> bool:
         from engine.local_model import is_local
 
@@ -839,6 +847,7 @@ class Controller(QObject):
         from engine.agent import AgentError
 
         try:
+            await self._await_llm()
             if self._agent_stale or (self._needs_llm_for_window() and not self._llm_ready):
                 if self._needs_llm_for_window() and not self._llm_ready:
                     self._set_state("loading")  # the model's window comes from litellm's model info
@@ -1009,6 +1018,7 @@ class Controller(QObject):
         agent = self.agent
         if agent is None:
             return
+        await self._await_llm()
         self._set_state("compacting")
         try:
             preview_ = await agent.compactor.preview(instruction.strip() or None)

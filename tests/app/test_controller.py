@@ -308,3 +308,40 @@ def test_invalid_settings_are_not_saved(qtbot: Any, controller: Controller) -> N
     assert not controller.apply_settings(bad)
     assert notices.last[0] == "error" and "max_tokens" in notices.last[1]
     assert not (config_dir() / "settings.toml").exists()
+
+
+def test_a_turn_waits_for_the_background_litellm_import(
+    qtbot: Any, controller: Controller, server: fs.FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """litellm is imported in a thread after start-up; a turn sent meanwhile must not import it from
+    the loop's thread at the same time (two threads importing it break its circular imports)."""
+    import threading
+    import time
+
+    from engine import llm
+
+    real = llm._lib
+    finished: list[float] = []
+    threads: list[str] = []
+
+    overlapping: list[str] = []
+
+    def slow_import() -> Any:
+        threads.append(threading.current_thread().name)
+        if threading.current_thread() is not threading.main_thread() and not finished:
+            time.sleep(0.4)
+            finished.append(time.time())
+        elif not finished:
+            overlapping.append(threading.current_thread().name)  # imported while the thread imports
+        return real()
+
+    monkeypatch.setattr(llm, "_lib", slow_import)
+    with qtbot.waitSignal(controller.session_loaded, timeout=10_000):
+        controller.new_session()
+    controller._spawn("warmup", controller._warm_up())
+    server.queue(fs.text_reply("ok"))
+    assert controller.send("hello")
+    qtbot.waitUntil(lambda: controller.task("turn") is None, timeout=15_000)
+    assert controller.session.messages[-1]["content"] == "ok"
+    assert finished and overlapping == []
+    assert threads[0] != threading.main_thread().name  # the import itself ran off the UI thread
