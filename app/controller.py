@@ -517,6 +517,8 @@ class Controller(QObject):
                 t.cancel()
                 await asyncio.wait([t])
         self._withdraw_approvals()
+        if self._preview is not None:
+            self.preview_closed.emit()
         self._preview = None
         if self.session is not None:
             self.session.close()

@@ -668,8 +668,8 @@ class MainWindow(QMainWindow):
         self.status.set_state(state)
 
     def _on_controller_turn_finished(self, event: TurnFinished) -> None:
-        for key in list(self._streaming):
-            self.chat.end_stream(key)
+        for key in list(self._streaming):  # streamed but never stored (the call failed before any text)
+            self.chat.remove_message(key)
         self._streaming.clear()
         if event.interrupted:
             self.status.showMessage("stopped: the partial answer is kept, marked interrupted", 8000)
