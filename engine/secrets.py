@@ -83,6 +83,26 @@ def forget_secrets() -> None:
         _known.clear()
 
 
+def scrub_known(text: str) -> str:
+    """``text`` with the API keys the app knows (loaded ones, and secret-named environment variables)
+    replaced by ``[redacted]``; unlike :func:`scrub`, nothing that merely looks like a key is touched.
+
+    For tool outputs: a model that reads a ``.env`` file or runs ``env`` must not receive the key (nor
+    store it in the session), while code that mentions ``api_key=...`` must reach it unchanged.
+    """
+    if not text:
+        return text
+    with _lock:
+        known = sorted(_known, key=len, reverse=True)
+    for value in known:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    for name, value in os.environ.items():
+        if value and len(value) >= 8 and _is_secret_env_name(name) and value in text:
+            text = text.replace(value, REDACTED)
+    return text
+
+
 def scrub(text: str) -> str:
     """``text`` with API keys, auth headers and key-looking strings replaced by ``[redacted]``."""
     if not text:

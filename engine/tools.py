@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.secrets import scrub_known
+
 ApproveFn = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
 SESSION_SUBDIRS = ("tool_results", "dialog")
@@ -341,13 +343,13 @@ class ToolBox:
             if name in ("write_file", "run_shell"):
                 await self._ask_approval(name, args)
             text = await getattr(self, f"_tool_{name}")(**args)
-            return ToolResult(text, True)
+            return ToolResult(scrub_known(text), True)
         except asyncio.CancelledError:
             raise
         except ToolError as exc:
-            return ToolResult(f"error: {exc}", False)
+            return ToolResult(scrub_known(f"error: {exc}"), False)
         except Exception as exc:  # the tool failed: the model reads the reason, the turn goes on
-            return ToolResult(f"error: {name} failed: {type(exc).__name__}: {exc}", False)
+            return ToolResult(scrub_known(f"error: {name} failed: {type(exc).__name__}: {exc}"), False)
 
     async def _ask_approval(self, name: str, args: dict[str, Any]) -> None:
         if self.approve is None:
