@@ -106,6 +106,7 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         controller.read_offloaded(path)
         await asyncio.sleep(0.2)
         window.inspector.viewer.find("429 Too Many Requests")
+        window.inspector.viewer.text_view.horizontalScrollBar().setValue(0)  # keep the timestamps in view
     await asyncio.sleep(0.2)
     marker = next(iter(window.chat.marker_ids()), None)
     if marker is not None:  # the compaction marker, with one archived (dimmed) message above it
