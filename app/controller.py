@@ -22,7 +22,7 @@ Signals (payloads are engine dataclasses unless said otherwise):
     tool_started(object)           ToolCallStarted
     tool_finished(object)          ToolCallFinished
     call_recorded(dict)            an LLM call that happened (a timeline column): its ContextSnapshot
-                                   dict as predicted before the call (:func:`predicted_record`)
+                                   dict, as the engine predicted it before the call, with the report
     last_call(object, object)      estimate made before the last call, provider-reported prompt tokens
     compaction_started(object)     CompactionStarted
     compaction_finished(object)    :class:`Marker` — the CompactionEvent and where it goes in the chat
@@ -203,66 +203,6 @@ def merge_archived(live: list[Message], archived: list[Message]) -> list[Message
 PROMPT_REGIONS = ("system", "summary", "history_user", "history_assistant", "history_tool", "tools")
 
 
-def _scale(parts: list[int], target: int) -> list[int]:
-    """Non-negative integers scaled to add up to ``target`` (largest remainder)."""
-    total = sum(parts)
-    if total <= 0 or target <= 0:
-        return [0] * len(parts)
-    exact = [p * target / total for p in parts]
-    out = [int(x) for x in exact]
-    for i in sorted(range(len(parts)), key=lambda i: exact[i] - out[i], reverse=True)[: target - sum(out)]:
-        out[i] += 1
-    return out
-
-
-def predicted_record(record: dict[str, Any], previous: tuple[int, int] | None) -> dict[str, Any]:
-    """A timeline record as the app predicted it *before* the call.
-
-    The agent records each call's snapshot calibrated on that call's own report (its estimate then
-    equals the report, which says nothing about how good the estimate was). The number the app
-    showed before the call was the raw estimate scaled by the previous call's actual / raw ratio —
-    the calibrator's rule, exact while the request only grows. Records that already hold a
-    prediction (imported runs: estimate ≠ report) and records without a report come back unchanged.
-    ``previous`` is (raw, reported) of the call before, None for the first call.
-    """
-    raw = record.get("raw_prompt_tokens")
-    actual = record.get("provider_prompt_tokens")
-    parts = [int(record.get(k) or 0) for k in PROMPT_REGIONS]
-    if not isinstance(raw, int) or raw <= 0 or not isinstance(actual, int) or sum(parts) != actual:
-        return record
-    if previous is not None and previous[0] > 0:
-        target = round(raw * previous[1] / previous[0])
-        accuracy = "calibrated"
-    else:
-        target = raw
-        accuracy = "exact" if record.get("estimator") == "exact" else "estimated"
-    out = dict(record)
-    for key, value in zip(PROMPT_REGIONS, _scale(parts, target), strict=True):
-        out[key] = value
-    out["accuracy"] = accuracy
-    out["history"] = out["history_user"] + out["history_assistant"] + out["history_tool"]
-    regions = dict(out.get("regions") or {})
-    for key in ("system", "summary", "history", "tools"):
-        regions[key] = out[key]
-    used = sum(out[k] for k in PROMPT_REGIONS) + int(out.get("max_tokens") or 0)
-    regions["free"] = max(0, int(out.get("window") or 0) - used)
-    out["regions"] = regions
-    out["predicted"] = True
-    return out
-
-
-def predicted_timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`predicted_record` over a whole timeline, oldest first."""
-    out: list[dict[str, Any]] = []
-    previous: tuple[int, int] | None = None
-    for rec in records:
-        out.append(predicted_record(rec, previous))
-        raw, actual = rec.get("raw_prompt_tokens"), rec.get("provider_prompt_tokens")
-        if isinstance(raw, int) and raw > 0 and isinstance(actual, int) and actual > 0:
-            previous = (raw, actual)
-    return out
-
-
 def _prompt_of(record: dict[str, Any]) -> int:
     return sum(int(record.get(k) or 0) for k in PROMPT_REGIONS)
 
@@ -334,7 +274,6 @@ class Controller(QObject):
         self._llm_ready = False
         self._agent_stale = False
         self._closing = False
-        self._previous_call: tuple[int, int] | None = None
         self._snap_timer = QTimer(self)
         self._snap_timer.setSingleShot(True)
         self._snap_timer.setInterval(SNAPSHOT_INTERVAL_MS)
@@ -666,13 +605,7 @@ class Controller(QObject):
                 problems.append(str(exc))
         messages = merge_archived(session.messages, archived)
         events = session.read_events(problems)
-        recorded = [e for e in events if e.get("type") == "context"]
-        timeline = predicted_timeline(recorded)
-        self._previous_call = None
-        for rec in recorded:
-            raw, actual = rec.get("raw_prompt_tokens"), rec.get("provider_prompt_tokens")
-            if isinstance(raw, int) and raw > 0 and isinstance(actual, int) and actual > 0:
-                self._previous_call = (raw, actual)
+        timeline = [e for e in events if e.get("type") == "context"]
         compactions = [e for e in events if e.get("type") == "compaction"]
         markers = self._markers(session, compactions, messages, state.undo_id)
         files = [file_dict(f, session) for f in list_offloaded(session.path)]
@@ -770,11 +703,8 @@ class Controller(QObject):
             data = snap.to_json()
             data["message_count"] = len(snap.message_tokens)
             data["message_tokens"] = []
-            record = predicted_record(data, self._previous_call)
-            if snap.provider_prompt_tokens and snap.raw_prompt_tokens > 0:
-                self._previous_call = (snap.raw_prompt_tokens, snap.provider_prompt_tokens)
-            self.call_recorded.emit(record)
-            self.last_call.emit(_prompt_of(record), snap.provider_prompt_tokens)
+            self.call_recorded.emit(data)
+            self.last_call.emit(_prompt_of(data), snap.provider_prompt_tokens)
         elif isinstance(event, CompactionStarted):
             self._set_state("compacting")
             self.compaction_started.emit(event)

@@ -507,15 +507,19 @@ class Agent:
             return completion
 
     def _record_call(self, completion: Completion, sent: list[Message], raw: ContextSnapshot) -> None:
-        """Reported usage beside the estimate: calibrate, store one snapshot, emit ContextUpdated."""
+        """Reported usage beside the estimate: store one snapshot, then calibrate, emit ContextUpdated.
+
+        The snapshot holds what the app predicted for this request (calibrated on the calls before
+        it) beside what the provider reported, so the timeline shows the real error of the estimate.
+        """
         s = self.session
         reported = completion.usage.prompt_tokens if completion.usage is not None else None
         ids = [str(x.get("id")) for x in sent]
-        s.calibrator.record(raw.raw_prompt_tokens, reported, ids, (raw.system, raw.summary, raw.tools))
         snap = s.snapshot(
             self.settings, s.estimator, self.system_prompt, self.tools,
             window=self.window, messages=sent, provider_prompt_tokens=reported, call_index=self.calls,
         )
+        s.calibrator.record(raw.raw_prompt_tokens, reported, ids, (raw.system, raw.summary, raw.tools))
         self.calls += 1
         s.record_snapshot(snap)
         self._emit(ContextUpdated(snap))

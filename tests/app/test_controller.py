@@ -16,8 +16,6 @@ from app.controller import (
     Controller,
     SessionView,
     merge_archived,
-    predicted_record,
-    predicted_timeline,
 )
 from engine import archive
 from engine import messages as m
@@ -114,36 +112,6 @@ def test_merge_archived_puts_archived_messages_back_in_time_order() -> None:
     ]
     assert [x["id"] for x in merge_archived(live, archived)] == ["a", "b", "c", "d", "e"]
     assert merge_archived(live, []) == live
-
-
-def snap_record(raw: int, actual: int | None, parts: tuple[int, ...], **extra: Any) -> dict[str, Any]:
-    keys = ("system", "summary", "history_user", "history_assistant", "history_tool", "tools")
-    rec: dict[str, Any] = dict(zip(keys, parts, strict=True))
-    rec.update(raw_prompt_tokens=raw, provider_prompt_tokens=actual, accuracy="calibrated", window=10_000,
-               max_tokens=500, estimator="heuristic")
-    rec.update(extra)
-    return rec
-
-
-def test_predicted_timeline_shows_what_was_estimated_before_each_call() -> None:
-    # the agent records each call calibrated on itself: its regions add up to the report
-    first = snap_record(1000, 600, (100, 0, 200, 100, 100, 100))
-    second = snap_record(2000, 1150, (100, 0, 400, 300, 250, 100))
-    out = predicted_timeline([first, second])
-    assert sum(out[0][k] for k in ("system", "summary", "history_user", "history_assistant", "history_tool",
-                                   "tools")) == 1000  # no report before the first call: the raw estimate
-    assert out[0]["accuracy"] == "estimated"
-    total = sum(out[1][k] for k in ("system", "summary", "history_user", "history_assistant", "history_tool",
-                                    "tools"))
-    assert total == 1200  # raw 2000 × (600 / 1000)
-    assert out[1]["accuracy"] == "calibrated" and out[1]["provider_prompt_tokens"] == 1150
-    assert out[1]["regions"]["free"] == 10_000 - 1200 - 500
-    assert out[1]["history"] == out[1]["history_user"] + out[1]["history_assistant"] + out[1]["history_tool"]
-    # an imported record already holds a prediction (estimate ≠ report): unchanged
-    imported = snap_record(2000, 1150, (100, 0, 400, 300, 300, 100))
-    assert predicted_record(imported, (1000, 600)) is imported
-    no_report = snap_record(2000, None, (100, 0, 400, 300, 250, 100))
-    assert predicted_record(no_report, (1000, 600)) is no_report
 
 
 # --------------------------------------------------------------------------- sessions
