@@ -197,6 +197,9 @@ def _app_memory_child(n: int) -> None:
             controller.open_session(empty.id)
             for _ in range(20):
                 await asyncio.sleep(0.05)
+            from engine import llm
+
+            await asyncio.to_thread(llm._lib)  # the app imports litellm after showing: count it in both
             rss_empty = _rss_mb()
             controller.open_session(big.id)
             for _ in range(60):
