@@ -580,22 +580,42 @@ class ToolBox:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
+        # keep only the head of the output and count the rest: ``yes`` for a minute is tens of GB,
+        # which communicate() would hold in memory (what came before a timeout is kept too)
+        head = bytearray()
+        total = 0
+
+        async def drain() -> None:
+            nonlocal total
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(1 << 16):
+                total += len(chunk)
+                room = SHELL_MAX_OUTPUT_BYTES - len(head)
+                if room > 0:
+                    head.extend(chunk[:room])
+            await proc.wait()
+
+        reader = asyncio.ensure_future(drain())
         timed_out = False
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+            await asyncio.wait_for(asyncio.shield(reader), timeout)
         except TimeoutError:
             timed_out = True
             _kill_group(proc)
-            out, _ = await proc.communicate()
+            try:  # the pipe closes once the group is gone (a process that left it may hold it open)
+                await asyncio.wait_for(asyncio.shield(reader), 5)
+            except TimeoutError:
+                reader.cancel()
+                await asyncio.shield(proc.wait())
         except BaseException:  # cancelled: never leave the command running
             _kill_group(proc)
+            reader.cancel()
             await asyncio.shield(proc.wait())
             raise
-        text = out.decode("utf-8", errors="replace")
-        data = out
-        if len(data) > SHELL_MAX_OUTPUT_BYTES:
-            text = data[:SHELL_MAX_OUTPUT_BYTES].decode("utf-8", errors="ignore")
-            text += f"\n[… output cut: {len(data)} bytes in total]"
+        text = bytes(head).decode("utf-8", errors="replace")
+        if total > SHELL_MAX_OUTPUT_BYTES:
+            text = bytes(head).decode("utf-8", errors="ignore")
+            text += f"\n[… output cut: {total} bytes in total]"
         if timed_out:
             return f"killed after {timeout:g} s (timeout)\n{text}"
         return f"exit code {proc.returncode}\n{text}"

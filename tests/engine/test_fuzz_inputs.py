@@ -1057,3 +1057,26 @@ def test_any_provider_response_ends_the_turn_cleanly(
         assert calls <= done.iterations * 2  # max_retries = 1: at most one retry per call
         run.check_consistent()
         server.default = None
+
+
+def test_endless_shell_output_is_counted_not_held(tmp: Path, cases: CaseTally) -> None:
+    """Regression: ``yes`` until the timeout was buffered whole by communicate() (~1 GB in 2 s; tens
+    of GB at the default 60 s timeout); now the head is kept and the rest only counted."""
+    import tracemalloc
+
+    cases.add("regressions")
+
+    async def allow(name: str, args: dict[str, Any]) -> bool:
+        return True
+
+    tb = ToolBox(tmp, tmp / "session", allow_shell=True, approve=allow)
+    tracemalloc.start()
+    try:
+        res = asyncio.run(tb.run("run_shell", json.dumps({"command": "yes", "timeout": 1})))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert res.ok and res.text.startswith("killed after 1 s (timeout)\ny\ny\n")
+    total = int(re.search(r"output cut: (\d+) bytes in total", res.text).group(1))  # type: ignore[union-attr]
+    assert total > 10_000_000 and peak < 20_000_000, (total, peak)
+    assert len(res.text) < 100_200
