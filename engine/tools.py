@@ -218,6 +218,35 @@ def parse_arguments(tool: str, arguments_json: str | dict[str, Any] | None) -> d
     return {k: _coerce_arg(tool, k, v, types[k]) for k, v in args.items() if v is not None}
 
 
+try:  # matching with a time limit: a pattern that backtracks for ever must not hang the app
+    import regex as _regex_engine  # installed with litellm (tiktoken); same syntax as re (V0)
+
+    _PATTERN_ERRORS: tuple[type[Exception], ...] = (_regex_engine.error,)
+except ImportError:  # pragma: no cover - without it, plain re (no time limit)
+    _regex_engine = None
+    _PATTERN_ERRORS = ()
+SEARCH_LINE_SECONDS = 1.0
+
+
+def _compile_pattern(pattern: str, ignore_case: bool) -> Any:
+    if _regex_engine is None:
+        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    return _regex_engine.compile(pattern, _regex_engine.V0 | (_regex_engine.IGNORECASE if ignore_case else 0))
+
+
+def _search_line(pattern: Any, line: str) -> bool:
+    """``pattern.search(line)``, given up after SEARCH_LINE_SECONDS (with the GIL released meanwhile)."""
+    if _regex_engine is None:
+        return pattern.search(line) is not None
+    try:
+        return pattern.search(line, concurrent=True, timeout=SEARCH_LINE_SECONDS) is not None
+    except TimeoutError:
+        raise ToolError(
+            f"search_text: the pattern /{pattern.pattern}/ took more than {SEARCH_LINE_SECONDS:g} s on one line "
+            "(it backtracks too much); simplify it"
+        ) from None
+
+
 def _is_binary(sample: bytes) -> bool:
     return b"\0" in sample
 
@@ -474,8 +503,8 @@ class ToolBox:
         max_results: int = SEARCH_DEFAULT_RESULTS,
     ) -> str:
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
+            regex = _compile_pattern(pattern, ignore_case)
+        except (re.error, *_PATTERN_ERRORS) as exc:
             raise ToolError(f"search_text: invalid regular expression {pattern!r}: {exc}") from None
         if max_results < 1:
             raise ToolError(f"search_text: max_results must be 1 or more, got {max_results}")
@@ -502,7 +531,7 @@ class ToolBox:
                     return files
         return files
 
-    def _search(self, regex: re.Pattern[str], target: Path, glob: str | None, limit: int) -> str:
+    def _search(self, regex: Any, target: Path, glob: str | None, limit: int) -> str:
         shown_target = self.display_path(target)
         if not target.exists():
             raise ToolError(f"search_text: no such file or folder: {shown_target}")
@@ -528,7 +557,7 @@ class ToolBox:
                     files_seen += 1
                     for lineno, raw in enumerate(fh, start=1):
                         line = raw[:SEARCH_SCAN_LINE_CHARS].decode("utf-8", errors="replace").rstrip("\r\n")
-                        if regex.search(line):
+                        if _search_line(regex, line):
                             if len(results) >= limit:
                                 truncated = True
                                 break

@@ -1080,3 +1080,36 @@ def test_endless_shell_output_is_counted_not_held(tmp: Path, cases: CaseTally) -
     total = int(re.search(r"output cut: (\d+) bytes in total", res.text).group(1))  # type: ignore[union-attr]
     assert total > 10_000_000 and peak < 20_000_000, (total, peak)
     assert len(res.text) < 100_200
+
+
+def test_a_pattern_that_backtracks_for_ever_is_given_up(tmp: Path, cases: CaseTally) -> None:
+    """Regression: search_text("(a|aa)+$") on a line of 60 a's ran for ever holding the GIL: the turn,
+    the event loop and the whole app froze and the process could not even exit."""
+    import time
+
+    cases.add("regressions")
+    (tmp / "a.txt").write_text("a" * 60 + "b\n" + "aaa\n")
+    tb = ToolBox(tmp, tmp / "session")
+    gaps: list[float] = []
+
+    async def main() -> Any:
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                gaps.append(time.monotonic() - last)
+                last = time.monotonic()
+
+        tick = asyncio.create_task(ticker())
+        try:
+            return await asyncio.wait_for(tb.run("search_text", json.dumps({"pattern": "(a|aa)+$"})), 20)
+        finally:
+            done.set()
+            await tick
+
+    res = asyncio.run(main())
+    assert not res.ok and "backtracks too much" in res.text
+    assert max(gaps) < 0.5, f"the event loop was blocked for {max(gaps):.1f} s"
+    assert asyncio.run(tb.run("search_text", json.dumps({"pattern": "^a{3}$"}))).text.endswith("a.txt:2: aaa")
