@@ -242,7 +242,8 @@ def _search_line(pattern: Any, line: str) -> bool:
         return pattern.search(line, concurrent=True, timeout=SEARCH_LINE_SECONDS) is not None
     except TimeoutError:
         raise ToolError(
-            f"search_text: the pattern /{pattern.pattern}/ took more than {SEARCH_LINE_SECONDS:g} s on one line "
+            f"search_text: the pattern /{pattern.pattern}/ took more than {SEARCH_LINE_SECONDS:g} s "
+            "on one line "
             "(it backtracks too much); simplify it"
         ) from None
 
@@ -414,7 +415,9 @@ class ToolBox:
         fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ToolError(f"read_file: {shown} is not a regular file (a pipe, socket or device); not read")
+                raise ToolError(
+                    f"read_file: {shown} is not a regular file (a pipe, socket or device); not read"
+                )
             fh = os.fdopen(fd, "rb")
         except BaseException:
             os.close(fd)

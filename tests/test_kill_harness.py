@@ -58,11 +58,12 @@ CTXBENCH = REPO / ".venv" / "bin" / "ctxbench"
 KEY = "sk-kill-harness-000000"
 SUMMARY = "\n\n".join(
     f"## {h}\n{b}"
-    for h, b in [("Goal", "List numbers."), ("Constraints & Preferences", "None."), ("Progress", "Done: seq."),
-                 ("Key Decisions", "Use run_shell."), ("Next Steps", "Answer."), ("Critical Context", "seq 1 4000")]
+    for h, b in [("Goal", "List numbers."), ("Constraints & Preferences", "None."),
+                 ("Progress", "Done: seq."), ("Key Decisions", "Use run_shell."), ("Next Steps", "Answer."),
+                 ("Critical Context", "seq 1 4000")]
 )
-HOOK = '''"""Kill hook of tests/test_kill_harness.py: SIGKILL right after the N-th os.fsync (CTXBENCH_KILL_AT=N);
-CTXBENCH_KILL_TRACE=<file> lists every fsync with the engine functions that made it."""
+HOOK = '''"""Kill hook of tests/test_kill_harness.py: SIGKILL right after the N-th os.fsync
+(CTXBENCH_KILL_AT=N); CTXBENCH_KILL_TRACE=<file> lists every fsync with the engine functions that made it."""
 import os
 import signal
 import sys
@@ -191,9 +192,9 @@ class Rig:
         return folder
 
     def command(self, session: Path, server: fs.FakeLLMServer, prompt: str) -> list[str]:
-        return [*ctxbench(), "run", "--session", str(session), "--model", "openai/fake", "--api-base", server.base_url,
-                "--context-window", "8000", "--max-tokens", "256", "--workspace", str(self.workspace),
-                "--allow-shell", "--yes", prompt]
+        return [*ctxbench(), "run", "--session", str(session), "--model", "openai/fake",
+                "--api-base", server.base_url, "--context-window", "8000", "--max-tokens", "256",
+                "--workspace", str(self.workspace), "--allow-shell", "--yes", prompt]
 
 
 def ctxbench() -> list[str]:
@@ -213,8 +214,13 @@ def normal_script() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     )
 
 
-def run_cli(cmd: list[str], env: dict[str, str], *, kill_when: Callable[[list[dict[str, Any]]], bool] | None = None,
-            timeout: float = 120.0) -> Outcome:
+def run_cli(
+    cmd: list[str],
+    env: dict[str, str],
+    *,
+    kill_when: Callable[[list[dict[str, Any]]], bool] | None = None,
+    timeout: float = 120.0,
+) -> Outcome:
     """Run the CLI; with ``kill_when``, SIGKILL it as soon as the predicate holds (checked on the output)."""
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[dict[str, Any]] = []
@@ -281,8 +287,10 @@ def check_session(folder: Path, must_have: list[str], rig: Rig) -> Session:
     assert len(problems) <= 1, problems  # at most a torn last line
     s.close()
     # the CLI reads it too
-    cmd = [*ctxbench(), "inspect", "--session", str(folder), "--context-window", "8000", "--max-tokens", "256"]
-    out = subprocess.run(cmd, cwd=REPO, env=rig.env(folder.parent), capture_output=True, text=True, timeout=120)
+    cmd = [*ctxbench(), "inspect", "--session", str(folder), "--context-window", "8000",
+           "--max-tokens", "256"]
+    out = subprocess.run(cmd, cwd=REPO, env=rig.env(folder.parent), capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout.splitlines()[-1])
     assert data["messages"] == len(live) and data["type"] == "context"
@@ -321,7 +329,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     (workspace / "notes.txt").write_text("numbers are fun\n")
     base = Session.create(root / "base" / "session", "kill harness")
     for i in range(4):  # enough for the background compaction after the turn
-        base.extend([user(f"earlier question {i}: " + "q" * 1_000), assistant(f"earlier answer {i}: " + "a" * 1_000)])
+        base.extend([user(f"earlier question {i}: " + "q" * 1_000),
+                     assistant(f"earlier answer {i}: " + "a" * 1_000)])
     ids = [m["id"] for m in base.messages]
     base.close()
     yield Rig(root, hook_dir, base.path, ids, workspace)
@@ -450,8 +459,8 @@ def test_kill_mid_summary_call(rig: Rig, report: KillReport) -> None:
         return _seen(lines, "compaction_started") and any(
             r.body is not None and not r.body.get("tools") for r in list(srv.requests))
 
-    out, folder = _timed(rig, "mid-summary", [*responses, summary], fs.text_reply(SUMMARY), summarizing, report,
-                         resume_after=False)
+    out, folder = _timed(rig, "mid-summary", [*responses, summary], fs.text_reply(SUMMARY), summarizing,
+                         report, resume_after=False)
     s = Session.load(folder / "session")
     assert s.summary == "" and archived_ids(folder / "session") == []  # nothing was committed
     s.close()

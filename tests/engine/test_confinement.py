@@ -78,7 +78,8 @@ def build_world(base: Path) -> dict[str, Path]:
     (ws / "notes.txt").write_text("INSIDE notes\n")
     (ws / "src" / "main.py").write_text("INSIDE main\n")
     (session / "tool_results" / ("ab" * 16 + ".txt")).write_text("INSIDE offloaded\n")
-    (session / "dialog" / "2025-01-01.jsonl").write_text(json.dumps({"role": "user", "content": "INSIDE"}) + "\n")
+    archived = json.dumps({"role": "user", "content": "INSIDE"}) + "\n"
+    (session / "dialog" / "2025-01-01.jsonl").write_text(archived)
     for name in ("history.jsonl", "session.json", "events.jsonl"):
         (session / name).write_text(f'{{"x": "{PRIVATE_MARK}"}}\n')
     (outside / "secret.txt").write_text(f"{OUTSIDE_MARK} 1\n")
@@ -142,8 +143,9 @@ def _dirs(root: Path) -> set[Path]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(where=model_paths(), tool=st.sampled_from(["read_file", "list_dir", "search_text", "write_file"]))
-def test_no_path_a_model_can_make_leads_outside(where: tuple[str, str], tool: str, shared_world: dict[str, Path],
-                                                cases: CaseTally) -> None:
+def test_no_path_a_model_can_make_leads_outside(
+    where: tuple[str, str], tool: str, shared_world: dict[str, Path], cases: CaseTally
+) -> None:
     cases.add("confinement: generated paths")
     ws, session, outside, base = (shared_world[k] for k in ("ws", "session", "outside", "base"))
     start, rest = where
@@ -199,12 +201,17 @@ def test_write_through_a_dangling_symlink_is_refused(world: dict[str, Path], cas
     assert not res.ok and not (world["outside"] / "created.txt").exists()
 
 
-def test_symlinks_inside_the_session_folders_do_not_lead_out(world: dict[str, Path], cases: CaseTally) -> None:
+def test_symlinks_inside_the_session_folders_do_not_lead_out(
+    world: dict[str, Path], cases: CaseTally
+) -> None:
     cases.add("confinement: fixed cases", 4)
     tb = ToolBox(world["ws"], world["session"])
-    for tool, args in (("read_file", {"path": "tool_results/evil.txt"}), ("list_dir", {"path": "dialog/evil_dir"}),
-                       ("read_file", {"path": "dialog/evil_dir/secret.txt"}),
-                       ("search_text", {"pattern": "SECRET", "path": "dialog"})):
+    for tool, args in (
+        ("read_file", {"path": "tool_results/evil.txt"}),
+        ("list_dir", {"path": "dialog/evil_dir"}),
+        ("read_file", {"path": "dialog/evil_dir/secret.txt"}),
+        ("search_text", {"pattern": "SECRET", "path": "dialog"}),
+    ):
         res = run(tb, tool, args)
         assert_no_leak(res.text)
     assert run(tb, "read_file", {"path": "tool_results/" + "ab" * 16 + ".txt"}).ok
@@ -213,8 +220,8 @@ def test_symlinks_inside_the_session_folders_do_not_lead_out(world: dict[str, Pa
 def test_the_session_root_files_are_out_of_reach(world: dict[str, Path], cases: CaseTally) -> None:
     cases.add("confinement: fixed cases", 5)
     tb = ToolBox(world["ws"], world["session"])
-    for path in (str(world["session"] / "history.jsonl"), "session_link/history.jsonl", "tool_results/../events.jsonl",
-                 "dialog/../../session/session.json", "session_link"):
+    for path in (str(world["session"] / "history.jsonl"), "session_link/history.jsonl",
+                 "tool_results/../events.jsonl", "dialog/../../session/session.json", "session_link"):
         res = run(tb, "read_file", {"path": path}) if not path.endswith("link") else run(tb, "list_dir",
                                                                                              {"path": path})
         assert not res.ok and "outside" in res.text, (path, res.text)
@@ -236,7 +243,8 @@ def test_very_long_paths(world: dict[str, Path], cases: CaseTally) -> None:
     tb = ToolBox(world["ws"], world["session"], allow_write=True, approve=_allow)
     for path in ("../" * 2_000 + "etc/passwd", "a/" * 2_048, "é" * 200, "x" * 256):
         res = run(tb, "read_file", {"path": path})
-        assert not res.ok and ("too long" in res.text or "longer than" in res.text or "no such" in res.text), res.text
+        assert not res.ok, res.text
+        assert "too long" in res.text or "longer than" in res.text or "no such" in res.text, res.text
     deep = "/".join(["d"] * 100) + "/f.txt"  # long but legal, inside
     assert run(tb, "write_file", {"path": deep, "content": "ok"}).ok
     assert run(tb, "read_file", {"path": deep}).ok
@@ -260,14 +268,19 @@ def test_session_ids_and_archive_days_never_make_paths(tmp_path: Path, cases: Ca
 # --------------------------------------------------------------------------- offload file names
 
 HOSTILE = st.sampled_from([
-    "../../../../tmp/pwned", "/etc/passwd", "tool_results/evil.txt", "..", "a/b\\c", "x\x00y", "~/.ssh/id_rsa",
+    "../../../../tmp/pwned", "/etc/passwd", "tool_results/evil.txt", "..", "a/b\\c", "x\x00y",
+    "~/.ssh/id_rsa",
     "CON", "dialog/2025-01-01.jsonl", "history.jsonl", "session.json", " ", "é" * 80, "0" * 32 + ".txt",
 ])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(call_id=st.one_of(HOSTILE, st.text(max_size=40)), name=st.one_of(HOSTILE, st.text(max_size=20)),
-       body=st.one_of(HOSTILE, st.text(max_size=30)), strategy=st.sampled_from(["truncate", "middle_out", "prune"]))
+@given(
+    call_id=st.one_of(HOSTILE, st.text(max_size=40)),
+    name=st.one_of(HOSTILE, st.text(max_size=20)),
+    body=st.one_of(HOSTILE, st.text(max_size=30)),
+    strategy=st.sampled_from(["truncate", "middle_out", "prune"]),
+)
 def test_offload_file_names_never_come_from_model_output(call_id: str, name: str, body: str, strategy: str,
                                                          cases: CaseTally) -> None:
     cases.add("confinement: offload names")
@@ -281,7 +294,9 @@ def test_offload_file_names_never_come_from_model_output(call_id: str, name: str
         records = asyncio.run(Offloader(s.path, settings_).offload_session(s, [out]))
         assert records and all(OFFLOAD_NAME.match(Path(r.path).name) for r in records)
         files = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
-        allowed = re.compile(r"^s/(history\.jsonl|session\.json|tool_results/(index\.jsonl|[0-9a-f]{32}\.txt))$")
+        allowed = re.compile(
+            r"^s/(history\.jsonl|session\.json|tool_results/(index\.jsonl|[0-9a-f]{32}\.txt))$"
+        )
         assert all(allowed.match(f) for f in files), files
 
 

@@ -113,7 +113,8 @@ def good_messages(draw: st.DrawFn) -> Message:
         return assistant(text)
     if kind == "calls":
         n = draw(st.integers(1, 3))
-        return assistant(None, [tool_call(f"c{i}", "read_file", json.dumps({"path": text})) for i in range(n)])
+        calls = [tool_call(f"c{i}", "read_file", json.dumps({"path": text})) for i in range(n)]
+        return assistant(None, calls)
     if kind == "tool":
         return tool_result(draw(st.text(max_size=10)), text, name="read_file")
     if kind == "parts":
@@ -130,7 +131,8 @@ WRONG_TYPES: list[tuple[dict[str, Any], str]] = [
     ({"role": "assistant", "tool_calls": ["call"]}, "tool call 0"),
     ({"role": "assistant", "tool_calls": [{"id": "c", "function": 5}]}, "tool call 0"),
     ({"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": 5}}]}, "tool call 0"),
-    ({"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {}}}]}, "arguments"),
+    ({"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {}}}]},
+     "arguments"),
     ({"role": "tool", "content": "x", "tool_call_id": 7}, "'tool_call_id'"),
     ({"role": "user", "content": "x", "id": 12}, "'id'"),
     ({"role": "user", "content": "x", "id": ["a"]}, "'id'"),
@@ -145,8 +147,8 @@ def bad_lines(draw: st.DrawFn) -> tuple[str, bytes, str]:
     """(kind, line bytes without newline, text the report must contain) for a line that must be rejected."""
     kind = draw(
         st.sampled_from(
-            ["not_json", "binary", "wrong_type", "unknown_role", "system_role", "non_object", "huge_int", "deep",
-             "deep_in_message", "torn_mid"]
+            ["not_json", "binary", "wrong_type", "unknown_role", "system_role", "non_object", "huge_int",
+             "deep", "deep_in_message", "torn_mid"]
         )
     )
     if kind == "not_json":
@@ -160,14 +162,20 @@ def bad_lines(draw: st.DrawFn) -> tuple[str, bytes, str]:
     if kind == "unknown_role":
         role = draw(
             st.one_of(
-                st.text(max_size=12).filter(lambda r: r not in ROLES), st.integers(), st.none(), st.lists(st.integers())
+                st.text(max_size=12).filter(lambda r: r not in ROLES),
+                st.integers(),
+                st.none(),
+                st.lists(st.integers()),
             )
         )
         return kind, json.dumps({"role": role, "content": "x"}).encode(), "role"
     if kind == "system_role":
-        return kind, json.dumps({"role": "system", "content": "be nice"}).encode(), "does not belong in the history"
+        line = json.dumps({"role": "system", "content": "be nice"}).encode()
+        return kind, line, "does not belong in the history"
     if kind == "non_object":
-        value = draw(st.one_of(st.integers(), st.text(max_size=10), st.lists(st.integers(), max_size=3), st.none()))
+        value = draw(
+            st.one_of(st.integers(), st.text(max_size=10), st.lists(st.integers(), max_size=3), st.none())
+        )
         return kind, json.dumps(value).encode(), "expected a JSON object"
     if kind == "huge_int":
         return kind, Raw(b'{"role": "user", "content": ' + b"9" * 5000 + b"}"), "not JSON"
@@ -190,13 +198,16 @@ def history_files(draw: st.DrawFn) -> dict[str, Any]:
     items: list[tuple[str, Any]] = [("good", m) for m in goods]
     for _ in range(draw(st.integers(0, 6))):
         at = draw(st.integers(0, len(items)))
-        choice = draw(st.sampled_from(["bad", "bad", "bad", "no_id", "surrogate_no_id", "extra_keys", "dup", "blank"]))
+        choice = draw(
+            st.sampled_from(["bad", "bad", "bad", "no_id", "surrogate_no_id", "extra_keys", "dup", "blank"])
+        )
         if choice == "bad":
             items.insert(at, ("bad", draw(bad_lines())))
         elif choice == "no_id":
             items.insert(at, ("no_id", {"role": "user", "content": draw(st.text(max_size=30))}))
         elif choice == "surrogate_no_id":
-            items.insert(at, ("no_id", {"role": "assistant", "content": "\ud800half" + draw(st.text(max_size=5))}))
+            content = "\ud800half" + draw(st.text(max_size=5))
+            items.insert(at, ("no_id", {"role": "assistant", "content": content}))
         elif choice == "extra_keys":
             msg = user(draw(st.text(max_size=20)))
             msg["x-unknown"] = {"kept": True}
@@ -259,7 +270,9 @@ def _write_history(folder: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
 @fuzz(120)
 @given(spec=history_files())
-def test_history_file_damage_is_repaired_reported_and_kept_aside(spec: dict[str, Any], cases: CaseTally) -> None:
+def test_history_file_damage_is_repaired_reported_and_kept_aside(
+    spec: dict[str, Any], cases: CaseTally
+) -> None:
     cases.add("session files: history.jsonl")
     with tempfile.TemporaryDirectory(prefix="fuzz-hist-") as d:
         folder = Path(d) / "s"
@@ -402,7 +415,8 @@ def jsonl_garbage(draw: st.DrawFn) -> list[bytes]:
             obj = {"type": "context"} | draw(
                 st.dictionaries(
                     st.sampled_from(["window", "max_tokens", "system", "summary", "history_user", "tools",
-                                     "message_tokens", "provider_prompt_tokens", "ts", "call_index", "estimator"]),
+                                     "message_tokens", "provider_prompt_tokens", "ts", "call_index",
+                                     "estimator"]),
                     JSON_VALUES,
                     max_size=5,
                 )
@@ -410,13 +424,14 @@ def jsonl_garbage(draw: st.DrawFn) -> list[bytes]:
             out.append(json.dumps(obj).encode())
         elif kind == "compaction":
             obj = {"type": "compaction"} | draw(
-                st.dictionaries(st.sampled_from(["result", "summary", "trigger", "tokens_before", "id"]), JSON_VALUES,
-                                max_size=4)
+                st.dictionaries(st.sampled_from(["result", "summary", "trigger", "tokens_before", "id"]),
+                                JSON_VALUES, max_size=4)
             )
             out.append(json.dumps(obj).encode())
         elif kind == "message":
-            obj = draw(st.dictionaries(st.sampled_from(["id", "role", "content", "tool_calls", "ts", "path", "lines",
-                                                        "created", "tool", "message_id"]), JSON_VALUES, max_size=5))
+            keys = st.sampled_from(["id", "role", "content", "tool_calls", "ts", "path", "lines", "created",
+                                    "tool", "message_id"])
+            obj = draw(st.dictionaries(keys, JSON_VALUES, max_size=5))
             out.append(json.dumps(obj).encode())
         else:
             out.append(json.dumps(draw(JSON_VALUES)).encode())
@@ -592,7 +607,9 @@ def test_archive_records_of_the_wrong_shape_are_skipped(tmp: Path, cases: CaseTa
 
 # =========================================================================== transcripts to import
 
-ROLE_VALUES = st.sampled_from(["user", "assistant", "tool", "system", "developer", "function", "exit", "", None, 5])
+ROLE_VALUES = st.sampled_from(
+    ["user", "assistant", "tool", "system", "developer", "function", "exit", "", None, 5]
+)
 TEXTISH = st.one_of(st.text(max_size=40), JSON_VALUES)
 
 
@@ -602,13 +619,14 @@ def raw_transcript_messages(draw: st.DrawFn) -> Any:
         return draw(JSON_VALUES)  # not even an object
     msg: dict[str, Any] = {"role": draw(ROLE_VALUES)}
     if draw(st.booleans()):
-        msg["content"] = draw(st.one_of(st.text(max_size=40), st.none(), st.lists(
-            st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=10)}), JSON_VALUES),
-            max_size=2), JSON_VALUES))
+        part = st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=10)})
+        parts = st.lists(st.one_of(part, JSON_VALUES), max_size=2)
+        msg["content"] = draw(st.one_of(st.text(max_size=40), st.none(), parts, JSON_VALUES))
     if draw(st.integers(0, 2)) == 0:
+        function = st.fixed_dictionaries({}, optional={"name": TEXTISH, "arguments": TEXTISH})
         call = st.fixed_dictionaries(
-            {}, optional={"id": TEXTISH, "type": st.just("function"),
-                          "function": st.fixed_dictionaries({}, optional={"name": TEXTISH, "arguments": TEXTISH})})
+            {}, optional={"id": TEXTISH, "type": st.just("function"), "function": function}
+        )
         msg["tool_calls"] = draw(st.one_of(st.lists(st.one_of(call, JSON_VALUES), max_size=2), JSON_VALUES))
     for key in ("tool_call_id", "name", "reasoning_content", "function_call", "extra", "usage", "timestamp"):
         if draw(st.integers(0, 5)) == 0:
@@ -666,7 +684,8 @@ def test_transcript_import_succeeds_or_names_the_problem(file: tuple[str, bytes]
             assert report.describe()
         leftovers = [p.name for p in (root / "sessions").iterdir() if p.name.startswith(".import-")]
         assert leftovers == []
-        assert {p: p.read_bytes() for p in (root / "sessions" / "existing").rglob("*") if p.is_file()} == before
+        after = {p: p.read_bytes() for p in (root / "sessions" / "existing").rglob("*") if p.is_file()}
+        assert after == before
 
 
 # =========================================================================== tool outputs
@@ -680,7 +699,8 @@ def tool_outputs(draw: st.DrawFn) -> str:
     if kind == "text":
         return draw(st.text(max_size=5_000))
     if kind == "giant_line":
-        return Big(draw(st.sampled_from(["x", "é", "漢", "🙂", "\ud800", "\udcff"])) * draw(st.integers(2_000, 60_000)))
+        char = draw(st.sampled_from(["x", "é", "漢", "🙂", "\ud800", "\udcff"]))
+        return Big(char * draw(st.integers(2_000, 60_000)))
     if kind == "nul":
         return Big("\x00" * draw(st.integers(0, 10_000)) + draw(st.text(max_size=100)))
     return "".join(f"{draw(st.text(max_size=30))}\n" for _ in range(draw(st.integers(0, 400))))
@@ -688,7 +708,9 @@ def tool_outputs(draw: st.DrawFn) -> str:
 
 @fuzz(80)
 @given(text=tool_outputs(), strategy=st.sampled_from(["truncate", "middle_out", "prune"]))
-def test_any_tool_output_is_stored_whole_and_cut_to_valid_text(text: str, strategy: str, cases: CaseTally) -> None:
+def test_any_tool_output_is_stored_whole_and_cut_to_valid_text(
+    text: str, strategy: str, cases: CaseTally
+) -> None:
     cases.add("tool outputs")
     limit = 2_000
     settings_ = Settings(offload_recent_bytes=limit, offload_old_bytes=500, offload_strategy=strategy)
@@ -814,8 +836,13 @@ def settings_files(draw: st.DrawFn) -> bytes:
 
 
 @fuzz(200)
-@given(data=settings_files(), env=st.dictionaries(st.sampled_from(KNOWN_KEYS), st.text(max_size=12), max_size=2))
-def test_settings_files_never_crash_and_name_the_key(data: bytes, env: dict[str, str], cases: CaseTally) -> None:
+@given(
+    data=settings_files(),
+    env=st.dictionaries(st.sampled_from(KNOWN_KEYS), st.text(max_size=12), max_size=2),
+)
+def test_settings_files_never_crash_and_name_the_key(
+    data: bytes, env: dict[str, str], cases: CaseTally
+) -> None:
     cases.add("settings files")
     with tempfile.TemporaryDirectory(prefix="fuzz-cfg-") as d:
         path = Path(d) / SETTINGS_FILE
@@ -831,7 +858,8 @@ def test_settings_files_never_crash_and_name_the_key(data: bytes, env: dict[str,
 
             doc = tomllib.loads(data.decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
-            assert not data.strip() or any("cannot read settings" in p for p in loaded.problems), loaded.problems
+            unreadable = any("cannot read settings" in p for p in loaded.problems)
+            assert not data.strip() or unreadable, loaded.problems
             return
         defaults = Settings()
         for key, value in doc.items():
@@ -840,8 +868,8 @@ def test_settings_files_never_crash_and_name_the_key(data: bytes, env: dict[str,
                 assert any(repr(key) in p and "unknown setting" in p for p in loaded.problems)
             elif env_key not in environ and getattr(loaded.settings, key) == getattr(defaults, key):
                 # not taken: the default stands, and a problem names the key (unless it is the default)
-                assert value == getattr(defaults, key) or any(f"{path}: {key} " in p for p in loaded.problems), (
-                    key, value, loaded.problems)
+                named = any(f"{path}: {key} " in p for p in loaded.problems)
+                assert value == getattr(defaults, key) or named, (key, value, loaded.problems)
         for env_key in environ:
             key = env_key.removeprefix("CTXBENCH_").lower()
             if getattr(loaded.settings, key) == getattr(defaults, key):
@@ -903,7 +931,9 @@ def _fast_retries() -> Iterator[None]:
 class Run:
     """One agent turn in fresh folders against the shared fake server; the events it emitted."""
 
-    def __init__(self, root: Path, server: fs.FakeLLMServer, *, allow_shell: bool = False, **settings: Any) -> None:
+    def __init__(
+        self, root: Path, server: fs.FakeLLMServer, *, allow_shell: bool = False, **settings: Any
+    ) -> None:
         settings.setdefault("context_window", 100_000)
         settings.setdefault("max_tokens", 256)
         settings.setdefault("max_iterations", 4)
@@ -916,10 +946,11 @@ class Run:
         async def approve(name: str, args: dict[str, Any]) -> bool:
             return True
 
-        config = LLMConfig(model="openai/fake", api_base=server.base_url, api_key="sk-fuzz-000000", max_tokens=256,
-                           max_retries=1, timeout=20)
+        config = LLMConfig(model="openai/fake", api_base=server.base_url, api_key="sk-fuzz-000000",
+                           max_tokens=256, max_retries=1, timeout=20)
         toolbox = ToolBox(self.workspace, self.session.path, allow_shell=allow_shell, approve=approve)
-        self.agent = Agent(self.session, self.settings, llm_config=config, toolbox=toolbox, emit=self.events.append)
+        self.agent = Agent(self.session, self.settings, llm_config=config, toolbox=toolbox,
+                           emit=self.events.append)
 
     def turn(self, text: str = "go") -> TurnFinished:
         async def go() -> TurnFinished:
@@ -1002,9 +1033,12 @@ def test_tool_arguments_that_are_not_json_through_the_agent(tmp: Path, server: f
     run.check_consistent()
 
 
-EMPTY_CHOICES = 'data: {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}\n\n'
+EMPTY_CHOICES = (
+    'data: {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}\n\n'
+)
 GARBAGE_SSE = [
-    "data: {not json\n\n", "data: [1, 2]\n\n", "data: null\n\n", ": keep-alive comment\n\n", "event: ping\n\n",
+    "data: {not json\n\n", "data: [1, 2]\n\n", "data: null\n\n", ": keep-alive comment\n\n",
+    "event: ping\n\n",
     "data: \n\n", "\n\n", 'data: {"choices": [{"delta": 5}]}\n\n', 'data: {"choices": [{"index": 0}]}\n\n',
     'data: {"choices": [{"delta": {"tool_calls": [{"index": 0}]}}]}\n\n', EMPTY_CHOICES, EMPTY_CHOICES,
 ]
@@ -1023,7 +1057,9 @@ SSE_EVENT = st.one_of(
 )
 RESPONSES = st.one_of(
     st.builds(
-        lambda events, done, reset, finish: fs.stream(*events, done=done, reset_after=reset, finish_reason=finish),
+        lambda events, done, reset, finish: fs.stream(
+            *events, done=done, reset_after=reset, finish_reason=finish
+        ),
         st.lists(SSE_EVENT, max_size=8),
         st.booleans(),
         st.one_of(st.none(), st.integers(0, 8)),

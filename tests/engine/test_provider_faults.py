@@ -175,7 +175,8 @@ async def test_429_retry_after_seconds_is_waited_for(tmp_path: Path, server: fs.
     done = await rig.turn()
     assert done.ok and done.final_text == "After the wait." and time.monotonic() - t0 >= 1.0
     (retry,) = rig.retries()
-    assert retry.kind == "transient" and "rate limited" in retry.message and "retrying in 1.0 s" in retry.message
+    assert retry.kind == "transient" and "rate limited" in retry.message
+    assert "retrying in 1.0 s" in retry.message
     assert rig.final_errors() == [] and rig.roles() == ["user", "assistant"]
     rig.check()
 
@@ -226,7 +227,9 @@ async def test_429_that_never_ends_is_bounded(tmp_path: Path, server: fs.FakeLLM
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
-async def test_5xx_retried_then_success_no_duplicates(tmp_path: Path, server: fs.FakeLLMServer, status: int) -> None:
+async def test_5xx_retried_then_success_no_duplicates(
+    tmp_path: Path, server: fs.FakeLLMServer, status: int
+) -> None:
     rig = Rig(tmp_path, server.base_url)
     err = fs.error(status, f"upstream said {status}", type="server_error")
     server.queue(err, err, fs.text_reply("Third time lucky."))
@@ -239,13 +242,16 @@ async def test_5xx_retried_then_success_no_duplicates(tmp_path: Path, server: fs
 
 
 @pytest.mark.asyncio
-async def test_5xx_exhausted_ends_the_turn_with_one_clear_error(tmp_path: Path, server: fs.FakeLLMServer) -> None:
+async def test_5xx_exhausted_ends_the_turn_with_one_clear_error(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
     rig = Rig(tmp_path, server.base_url, max_retries=2)
     server.default = fs.server_error("the GPUs are on fire")
     done = await rig.turn()
     assert not done.ok and len(server.requests) == 3
     (final,) = rig.final_errors()
-    assert final.kind == "transient" and "server error" in final.message and "GPUs are on fire" in final.message
+    assert final.kind == "transient" and "server error" in final.message
+    assert "GPUs are on fire" in final.message
     assert rig.of(TurnFinished) == [done] and rig.roles() == ["user"]
     rig.check()
     server.default = fs.text_reply("Back.")  # the provider recovers: the next turn works
@@ -379,7 +385,8 @@ async def test_summary_call_faults_lose_nothing(tmp_path: Path, server: fs.FakeL
     """The background summary hits 500s: the compaction falls back (archived) or fails; nothing is lost."""
     rig = Rig(tmp_path, server.base_url, max_retries=1, context_window=12_000, compact_threshold_ratio=0.5)
     for i in range(5):
-        rig.session.extend([m.user(f"question {i} " + "q" * 2_000), m.assistant(f"answer {i} " + "a" * 2_000)])
+        rig.session.extend([m.user(f"question {i} " + "q" * 2_000),
+                            m.assistant(f"answer {i} " + "a" * 2_000)])
     before = [x["id"] for x in rig.session.messages]
     server.queue(fs.text_reply("Short.", when={"tools": True}))
     server.default = fs.server_error("summaries are down")
@@ -389,7 +396,8 @@ async def test_summary_call_faults_lose_nothing(tmp_path: Path, server: fs.FakeL
     event = await rig.agent.auto_task
     assert isinstance(event, CompactionEvent) and event.result in ("dropped", "failed"), event
     assert "summar" in event.reason
-    archived = {x["id"] for d in archive.list_days(rig.session.path) for x in archive.read_day(rig.session.path, d)}
+    folder = rig.session.path
+    archived = {x["id"] for d in archive.list_days(folder) for x in archive.read_day(folder, d)}
     live = [x["id"] for x in rig.session.messages]
     assert set(before) <= set(live) | archived and len(live) == len(set(live))
     if event.result == "dropped":  # the summary says what happened and where the messages are

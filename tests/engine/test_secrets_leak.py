@@ -233,7 +233,8 @@ async def test_key_in_a_custom_variable_named_by_api_key_env(
     server.queue(fs.error(401, f"bad key {PLAIN_KEY}", code="invalid_api_key"))
     assert not (await run.turn("hi")).ok
     assert_sent(server, PLAIN_KEY)
-    assert "MY_PROVIDER_TOKEN_VAR" in config_dir().joinpath("settings.toml").read_text()  # the name, not the key
+    # the settings file holds the variable's name, not the key
+    assert "MY_PROVIDER_TOKEN_VAR" in config_dir().joinpath("settings.toml").read_text()
     run.session.close()
     assert run.leaks(PLAIN_KEY) == []
 
@@ -295,16 +296,19 @@ def test_cli_run_inspect_and_import_never_print_or_store_the_key(tmp_path: Path)
     port_file = tmp_path / "port"
     env = dict(os.environ, PYTHONPATH=str(REPO), OPENAI_API_KEY=KEY, CTXBENCH_DATA_DIR=str(tmp_path / "data"),
                CTXBENCH_CONFIG_DIR=str(tmp_path / "config"), CTXBENCH_MAX_RETRIES="2", CTXBENCH_DEBUG="1")
-    srv = subprocess.Popen([sys.executable, "-m", "tests.fakeserver", "--port-file", str(port_file), "--script",
-                            str(tmp_path / "script.json"), "--log", str(log)], cwd=REPO, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakeserver", "--port-file", str(port_file),
+         "--script", str(tmp_path / "script.json"), "--log", str(log)],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(200):
             if port_file.exists():
                 break
             time.sleep(0.05)
         base = f"http://127.0.0.1:{port_file.read_text()}/v1"
-        common = ["--model", "openai/fake", "--api-base", base, "--context-window", "16000", "--max-tokens", "256"]
+        common = ["--model", "openai/fake", "--api-base", base, "--context-window", "16000",
+                  "--max-tokens", "256"]
         session = tmp_path / "session"
         outs = [
             _cli(["run", "--session", str(session), *common, "--workspace", str(tmp_path / "ws"), "list it"],
@@ -312,8 +316,8 @@ def test_cli_run_inspect_and_import_never_print_or_store_the_key(tmp_path: Path)
             _cli(["run", "--session", str(session), *common, "again"], env, tmp_path),
             _cli(["run", "--session", str(session), *common, "and again"], env, tmp_path),
             _cli(["inspect", "--session", str(session)], env, tmp_path),
-            _cli(["import", str(session / "history.jsonl"), "--session", str(tmp_path / "copy"), "--no-model-info"],
-                 env, tmp_path),
+            _cli(["import", str(session / "history.jsonl"), "--session", str(tmp_path / "copy"),
+                  "--no-model-info"], env, tmp_path),
         ]
     finally:
         srv.terminate()
@@ -331,7 +335,10 @@ def test_cli_run_inspect_and_import_never_print_or_store_the_key(tmp_path: Path)
 def test_scrub_known_removes_only_the_keys_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     secrets.remember_secret(PLAIN_KEY)
-    code = 'client = OpenAI(api_key=os.environ["OPENAI_API_KEY"])\nheaders = {"Authorization": f"Bearer {tok}"}\n'
+    code = (
+        'client = OpenAI(api_key=os.environ["OPENAI_API_KEY"])\n'
+        'headers = {"Authorization": f"Bearer {tok}"}\n'
+    )
     assert secrets.scrub_known(code) == code  # code that merely mentions keys reaches the model intact
     assert secrets.scrub_known(f"A={KEY}\nB={PLAIN_KEY}\n") == "A=[redacted]\nB=[redacted]\n"
     assert secrets.scrub_known("") == ""
