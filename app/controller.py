@@ -605,7 +605,14 @@ class Controller(QObject):
                 problems.append(str(exc))
         messages = merge_archived(session.messages, archived)
         events = session.read_events(problems)
-        timeline = [e for e in events if e.get("type") == "context"]
+        timeline = []
+        for record in (e for e in events if e.get("type") == "context"):
+            try:
+                ContextSnapshot.from_json(record)
+            except ValueError as exc:  # a damaged record must not take the whole timeline down
+                problems.append(f"events.jsonl: a context record was skipped ({exc})")
+                continue
+            timeline.append(record)
         compactions = [e for e in events if e.get("type") == "compaction"]
         markers = self._markers(session, compactions, messages, state.undo_id)
         files = [file_dict(f, session) for f in list_offloaded(session.path)]

@@ -55,6 +55,7 @@ from engine.events import (
 from engine.llm import Completion, LLMConfig, LLMError
 from engine.messages import Message
 from engine.offload import Offloader
+from engine.secrets import scrub
 from engine.session import Session
 from engine.tools import ApproveFn, ToolBox
 
@@ -446,7 +447,7 @@ class Agent:
                 problem += (
                     f" (and the history could not be settled: {type(settle_exc).__name__}: {settle_exc})"
                 )
-            self._emit(ErrorEvent("internal", _one_line(problem)))
+            self._emit(ErrorEvent("internal", _one_line(scrub(problem))))
             return self._finish(False, iterations)
 
     def _finish(self, ok: bool, iterations: int, final_text: str = "") -> TurnFinished:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import textsearch
 from engine.fsutil import append_lines, json_loads, read_jsonl_objects
 from engine.messages import Message, MessageError, call_ids, content_text, message_date, validate_message
 
@@ -154,11 +155,10 @@ def search(
     """
     if not query:
         raise ArchiveError("search: the query is empty")
-    flags = 0 if case_sensitive else re.IGNORECASE
     try:
-        pattern = re.compile(query if regex else re.escape(query), flags)
-    except re.error as exc:
-        raise ArchiveError(f"search: bad regular expression {query!r}: {exc}") from exc
+        pattern = textsearch.compile_pattern(query, ignore_case=not case_sensitive, literal=not regex)
+    except textsearch.PatternError as exc:
+        raise ArchiveError(f"search: {exc}") from exc
     hits: list[ArchiveHit] = []
     for day in sorted(days if days is not None else list_days(session_dir), reverse=True):
         path = day_path(session_dir, day)
@@ -175,7 +175,10 @@ def search(
             except MessageError:
                 continue  # not a message (read_day describes it)
             text = _searchable(msg)
-            m = pattern.search(text)
+            try:
+                m = textsearch.search(pattern, text)
+            except textsearch.PatternError as exc:
+                raise ArchiveError(f"search: {exc}") from exc
             if m is None:
                 continue
             hits.append(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
 import stat
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import textsearch
 from engine.secrets import scrub_known
 
 ApproveFn = Callable[[str, dict[str, Any]], Awaitable[bool]]
@@ -218,34 +218,16 @@ def parse_arguments(tool: str, arguments_json: str | dict[str, Any] | None) -> d
     return {k: _coerce_arg(tool, k, v, types[k]) for k, v in args.items() if v is not None}
 
 
-try:  # matching with a time limit: a pattern that backtracks for ever must not hang the app
-    import regex as _regex_engine  # installed with litellm (tiktoken); same syntax as re (V0)
-
-    _PATTERN_ERRORS: tuple[type[Exception], ...] = (_regex_engine.error,)
-except ImportError:  # pragma: no cover - without it, plain re (no time limit)
-    _regex_engine = None
-    _PATTERN_ERRORS = ()
-SEARCH_LINE_SECONDS = 1.0
-
-
 def _compile_pattern(pattern: str, ignore_case: bool) -> Any:
-    if _regex_engine is None:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    return _regex_engine.compile(pattern, _regex_engine.V0 | (_regex_engine.IGNORECASE if ignore_case else 0))
+    return textsearch.compile_pattern(pattern, ignore_case=ignore_case)
 
 
 def _search_line(pattern: Any, line: str) -> bool:
-    """``pattern.search(line)``, given up after SEARCH_LINE_SECONDS (with the GIL released meanwhile)."""
-    if _regex_engine is None:
-        return pattern.search(line) is not None
+    """``pattern.search(line)``, given up after a second (a pattern that backtracks for ever)."""
     try:
-        return pattern.search(line, concurrent=True, timeout=SEARCH_LINE_SECONDS) is not None
-    except TimeoutError:
-        raise ToolError(
-            f"search_text: the pattern /{pattern.pattern}/ took more than {SEARCH_LINE_SECONDS:g} s "
-            "on one line "
-            "(it backtracks too much); simplify it"
-        ) from None
+        return textsearch.search(pattern, line) is not None
+    except textsearch.PatternError as exc:
+        raise ToolError(f"search_text: {exc}") from None
 
 
 def _is_binary(sample: bytes) -> bool:
@@ -507,7 +489,7 @@ class ToolBox:
     ) -> str:
         try:
             regex = _compile_pattern(pattern, ignore_case)
-        except (re.error, *_PATTERN_ERRORS) as exc:
+        except textsearch.PatternError as exc:
             raise ToolError(f"search_text: invalid regular expression {pattern!r}: {exc}") from None
         if max_results < 1:
             raise ToolError(f"search_text: max_results must be 1 or more, got {max_results}")

@@ -20,12 +20,12 @@ Methods:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
+from widgets.formatting import pretty_arguments
 from widgets.theme import Palette, palette
 
 
@@ -35,13 +35,6 @@ class _Request:
     tool: str
     arguments: str
     reason: str
-
-
-def _pretty(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except (ValueError, TypeError):
-        return arguments
 
 
 class ApprovalBar(QFrame):
@@ -132,7 +125,7 @@ class ApprovalBar(QFrame):
         self._title.setText(f"The agent wants to run the tool “{req.tool}”. Allow it?")
         self._reason.setText(req.reason)
         self._reason.setVisible(bool(req.reason))
-        self._args.setPlainText(_pretty(req.arguments))
+        self._args.setPlainText(pretty_arguments(req.arguments))
         waiting = len(self._queue) - 1
         self._more.setText(f"{waiting} more request{'s' if waiting != 1 else ''} waiting" if waiting else "")
         self.setVisible(True)

@@ -101,6 +101,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.messages import content_text, media_count
+from widgets.formatting import parse_arguments, pretty_arguments
 from widgets.theme import Palette, format_bytes, format_tokens, palette
 
 Index = QModelIndex | QPersistentModelIndex
@@ -359,18 +360,8 @@ def _time_of(ts: Any) -> str:
     return dt.strftime("%H:%M")
 
 
-def _pretty_args(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except (ValueError, TypeError):
-        return arguments
-
-
 def _args_preview(arguments: str, limit: int = 160) -> str:
-    try:
-        data = json.loads(arguments)
-    except (ValueError, TypeError):
-        data = None
+    data = parse_arguments(arguments)
     if isinstance(data, dict):
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in data.items())
     else:
@@ -701,7 +692,7 @@ class ChatDelegate(QStyledItemDelegate):
             if arguments:
                 self._text_line(lay, x, y, tw, "Arguments", self.small_bold, pal.muted)
                 y += self.fm_small_bold.height() + 2
-                text, more = _cap_lines(_pretty_args(arguments), ARGS_MAX_LINES, RESULT_MAX_CHARS)
+                text, more = _cap_lines(pretty_arguments(arguments), ARGS_MAX_LINES, RESULT_MAX_CHARS)
                 if more:
                     text += f"\n… {more:,} more lines"
                 doc = self._doc(text, tw - 12, markdown=False, mono=True)

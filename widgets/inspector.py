@@ -39,7 +39,6 @@ Sub-widgets (tests): files_view, viewer, archive_tree, archive_view, summary_vie
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -91,6 +90,7 @@ from PySide6.QtWidgets import (
 
 from engine.messages import content_text, preview
 from widgets.chat_view import SafeTextDocument
+from widgets.formatting import pretty_arguments
 from widgets.theme import Palette, format_bytes, format_tokens, palette
 
 Index = QModelIndex | QPersistentModelIndex
@@ -587,11 +587,7 @@ def _message_text(msg: dict[str, Any]) -> str:
         parts.insert(0, "[reasoning]\n" + str(msg["reasoning_content"]) + "\n[/reasoning]")
     for c in msg.get("tool_calls") or ():
         fn = c.get("function") or {}
-        args = fn.get("arguments") or ""
-        try:
-            args = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
-        except (ValueError, TypeError):
-            pass
+        args = pretty_arguments(str(fn.get("arguments") or ""))
         parts.append(f"[tool call {c.get('id', '')}] {fn.get('name', '?')}\n{args}")
     return "\n\n".join(p for p in parts if p)
 

@@ -130,6 +130,18 @@ def test_a_torn_session_opens_and_the_report_is_shown(qtbot: Any, controller: Co
     assert level == "warning" and "torn line" in text and "history.jsonl.torn-" in text
 
 
+def test_a_damaged_context_record_is_skipped_not_fatal(qtbot: Any, controller: Controller) -> None:
+    session = make_session(controller.store, 2)
+    with open(session.events_path, "ab") as fh:
+        fh.write(b'{"type": "context", "window": "wide", "max_tokens": 10}\n')
+        fh.write(b'{"type": "context", "window": 1000, "max_tokens": 100, "system": 10, "summary": 0, '
+                 b'"history_user": 5, "history_assistant": 5, "history_tool": 0, "tools": 0, '
+                 b'"threshold_tokens": 800, "estimator": "heuristic", "accuracy": "estimated"}\n')
+    view = open_session(qtbot, controller, session.id)
+    assert len(view.timeline) == 1
+    assert "context record was skipped" in view.problems
+
+
 def test_clear_is_archived_and_undoable(qtbot: Any, controller: Controller) -> None:
     session = make_session(controller.store, 2)
     view = open_session(qtbot, controller, session.id)

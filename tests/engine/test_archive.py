@@ -102,3 +102,15 @@ def test_restore_selection_keeps_call_and_result_together(tmp_path: Path) -> Non
     with pytest.raises(ArchiveError, match="not in the archive"):
         archive.restore_selection(tmp_path, ["nope"])
     assert archive.find(tmp_path, [final["id"], u["id"]]) == [u, final]
+
+
+def test_search_gives_up_a_pattern_that_backtracks_for_ever(tmp_path: Path) -> None:
+    from engine.messages import new_message
+
+    archive.append(tmp_path, [new_message("user", "a" * 40 + "b")])
+    with pytest.raises(archive.ArchiveError, match="backtracks"):
+        archive.search(tmp_path, "(a|aa)+$", regex=True)
+    with pytest.raises(archive.ArchiveError, match="bad regular expression"):
+        archive.search(tmp_path, "(unclosed", regex=True)
+    assert len(archive.search(tmp_path, "(a|aa)+b", regex=True)) == 1
+    assert len(archive.search(tmp_path, "(a|aa)+$", regex=False)) == 0  # literal: no match, no hang

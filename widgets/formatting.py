@@ -1,0 +1,25 @@
+"""Text helpers shared by the widgets: tool-call arguments the model wrote are untrusted text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# json.loads raises RecursionError on deeply nested input, besides ValueError/TypeError
+_BAD_JSON = (ValueError, TypeError, RecursionError)
+
+
+def parse_arguments(arguments: str) -> Any:
+    """The JSON value of a tool call's arguments, or None when they are not JSON."""
+    try:
+        return json.loads(arguments)
+    except _BAD_JSON:
+        return None
+
+
+def pretty_arguments(arguments: str) -> str:
+    """Arguments as indented JSON; the text as it is when it is not JSON."""
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except _BAD_JSON:
+        return arguments
