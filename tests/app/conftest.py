@@ -9,6 +9,7 @@ wait with ``qtbot.waitUntil`` / ``qtbot.waitSignal``, or :func:`run` for a corou
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -34,8 +35,14 @@ __all__ = ["QtMessageRecorder", "qt_messages", "run"]
 def qloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
     """The one qasync loop of the process, marked running so tasks step on Qt's event processing."""
     loop = qasync.QEventLoop(qapp, already_running=True)
+    # Plain Python worker threads for asyncio.to_thread: qasync's default QThread executor, never
+    # shut down in an "already running" loop, aborts the process at exit ("QThread: Destroyed
+    # while thread is still running").
+    executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="test-loop")
+    loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
     yield loop
+    executor.shutdown(wait=True, cancel_futures=True)
     asyncio.events._set_running_loop(None)  # let exit handlers (litellm's client cleanup) run a loop
 
 
