@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.memkeyring import MemoryKeyring
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("QT_API", "pyside6")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -30,3 +32,15 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 def trajectory_files() -> list[Path]:
     return sorted(TRAJECTORIES.glob("*.traj.json"))
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    """The OS keyring replaced by an in-memory one for the test."""
+    import keyring
+
+    previous = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    yield ring
+    keyring.set_keyring(previous)

@@ -57,7 +57,6 @@ import math
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 from PySide6.QtCore import (
@@ -101,7 +100,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.messages import content_text, media_count
-from widgets.formatting import parse_arguments, pretty_arguments
+from widgets.formatting import local_datetime, parse_arguments, pretty_arguments
 from widgets.theme import Palette, format_bytes, format_tokens, palette
 
 Index = QModelIndex | QPersistentModelIndex
@@ -349,15 +348,8 @@ class _RowLayout:
 
 
 def _time_of(ts: Any) -> str:
-    if not isinstance(ts, str) or not ts:
-        return ""
-    try:
-        dt = datetime.fromisoformat(ts)
-    except ValueError:
-        return ""
-    if dt.tzinfo is not None:
-        dt = dt.astimezone()
-    return dt.strftime("%H:%M")
+    dt = local_datetime(ts)
+    return dt.strftime("%H:%M") if dt is not None else ""
 
 
 def _args_preview(arguments: str, limit: int = 160) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 # json.loads raises RecursionError on deeply nested input, besides ValueError/TypeError
@@ -23,3 +24,14 @@ def pretty_arguments(arguments: str) -> str:
         return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except _BAD_JSON:
         return arguments
+
+
+def local_datetime(ts: Any) -> datetime | None:
+    """An ISO-8601 timestamp as a datetime in local time (naive ones as they are); None if not one."""
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        dt = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    return dt.astimezone() if dt.tzinfo is not None else dt

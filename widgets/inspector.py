@@ -40,7 +40,6 @@ Sub-widgets (tests): files_view, viewer, archive_tree, archive_view, summary_vie
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +89,7 @@ from PySide6.QtWidgets import (
 
 from engine.messages import content_text, preview
 from widgets.chat_view import SafeTextDocument
-from widgets.formatting import pretty_arguments
+from widgets.formatting import local_datetime, pretty_arguments
 from widgets.theme import Palette, format_bytes, format_tokens, palette
 
 Index = QModelIndex | QPersistentModelIndex
@@ -99,14 +98,9 @@ MAX_HIGHLIGHTS = 2000
 
 
 def _local_time(ts: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
-    if not isinstance(ts, str) or not ts:
-        return ""
-    try:
-        dt = datetime.fromisoformat(ts)
-    except ValueError:
-        return ts
-    if dt.tzinfo is not None:
-        dt = dt.astimezone()
+    dt = local_datetime(ts)
+    if dt is None:
+        return ts if isinstance(ts, str) else ""
     return dt.strftime(fmt)
 
 

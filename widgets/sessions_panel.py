@@ -53,6 +53,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.formatting import local_datetime
 from widgets.theme import format_tokens
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -61,14 +62,9 @@ TRANSCRIPT_FILTER = "Transcripts (*.jsonl *.json);;All files (*)"
 
 
 def _when(ts: Any) -> str:
-    if not isinstance(ts, str) or not ts:
+    dt = local_datetime(ts)
+    if dt is None:
         return ""
-    try:
-        dt = datetime.fromisoformat(ts)
-    except ValueError:
-        return ""
-    if dt.tzinfo is not None:
-        dt = dt.astimezone()
     now = datetime.now(dt.tzinfo)
     if dt.date() == now.date():
         return dt.strftime("today %H:%M")

@@ -7,9 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
 
 from app.controller import (
     ContextState,
@@ -23,38 +21,7 @@ from engine.config import Settings, config_dir, data_dir, load_settings
 from engine.session import Session, SessionStore
 from tests import fakeserver as fs
 from tests.app.conftest import run
-
-
-class MemoryKeyring(KeyringBackend):
-    """An OS keyring stand-in that keeps passwords in memory."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.store.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.store[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        from keyring.errors import PasswordDeleteError
-
-        if (service, username) not in self.store:
-            raise PasswordDeleteError(username)
-        del self.store[(service, username)]
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(previous)
+from tests.memkeyring import MemoryKeyring
 
 
 class Recorder:

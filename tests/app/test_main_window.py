@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import keyring
 import pytest
 
 from app.controller import Controller
@@ -17,18 +16,10 @@ from engine import messages as m
 from engine.config import Settings, config_dir, data_dir, load_settings
 from engine.session import Session
 from tests.app.conftest import run
-from tests.app.test_controller import MemoryKeyring, make_session
+from tests.app.test_controller import make_session
 from tests.conftest import trajectory_files
+from tests.memkeyring import MemoryKeyring
 from widgets.theme import DARK, LIGHT
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(previous)
 
 
 def make_window(qtbot: Any, settings: Settings, workspace: Path) -> MainWindow:

@@ -7,31 +7,10 @@ from pathlib import Path
 
 import keyring
 import pytest
-from keyring.backend import KeyringBackend
-from keyring.errors import KeyringError, PasswordDeleteError
+from keyring.errors import KeyringError
 
 from engine import secrets
-
-
-class MemoryKeyring(KeyringBackend):
-    """An in-memory keyring backend (the OS keyring is not available in CI)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.store.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.store[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if (service, username) not in self.store:
-            raise PasswordDeleteError("not found")
-        del self.store[(service, username)]
+from tests.memkeyring import MemoryKeyring
 
 
 class BrokenKeyring(MemoryKeyring):
@@ -43,15 +22,11 @@ class BrokenKeyring(MemoryKeyring):
 
 
 @pytest.fixture
-def memory_keyring(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
+def memory_keyring(memory_keyring: MemoryKeyring, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryKeyring]:
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_KEY", "ACME_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     secrets.forget_secrets()
-    yield backend
-    keyring.set_keyring(previous)
+    yield memory_keyring
     secrets.forget_secrets()
 
 

@@ -23,9 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
 
 from engine import llm, secrets
 from engine.agent import Agent
@@ -37,6 +35,7 @@ from engine.session import Session
 from engine.tools import ToolBox
 from tests import fakeserver as fs
 from tests.conftest import REPO
+from tests.memkeyring import MemoryKeyring
 
 pytestmark = pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning")
 
@@ -60,23 +59,6 @@ def echoes(key: str) -> list[dict[str, Any]]:
     ]
 
 
-class MemoryKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.store.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.store[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.store.pop((service, username), None)
-
-
 @pytest.fixture
 def server() -> Iterator[fs.FakeLLMServer]:
     with fs.FakeLLMServer() as srv:
@@ -92,15 +74,6 @@ def clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     secrets.forget_secrets()
     yield
     secrets.forget_secrets()
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
-    yield backend
-    keyring.set_keyring(previous)
 
 
 def files_containing(key: str, *roots: Path) -> list[str]:
