@@ -587,9 +587,12 @@ class Compactor:
     async def _summarize(self, plan: CompactionPlan, instruction: str | None) -> SummaryResult:
         if self.summarize is None:
             return SummaryResult("", False, "no summarizer is configured")
-        win = self.window_info()
-        budget_tokens = win.context_window - self.settings.summary_max_tokens - PROMPT_OVERHEAD_TOKENS
-        budget_chars = max(4_000, budget_tokens * 5 // 2)
+        window = self.window_info().context_window
+        own = getattr(self.summarize, "context_window", None)  # the summarizing model's limit, if known
+        if isinstance(own, int) and 0 < own < window:
+            window = own
+        budget_tokens = window - self.settings.summary_max_tokens - PROMPT_OVERHEAD_TOKENS
+        budget_chars = max(2_000, budget_tokens * 5 // 2)
         return await generate_summary(
             self.summarize,
             plan.compact,

@@ -581,18 +581,32 @@ async def complete_text(config: LLMConfig, messages: list[dict[str, Any]], max_t
 
 
 def make_summarizer(config: LLMConfig) -> SummarizeFn:
-    """The compaction summarizer: ``await fn(messages, max_tokens) -> str``."""
+    """The compaction summarizer: ``await fn(messages, max_tokens) -> str``.
+
+    The function carries ``context_window``: the summarizing model's own input limit (its n_ctx for
+    the local model; litellm's model info otherwise, None when unknown), so the compactor can fit the
+    material to the model that reads it, which need not be the session's model.
+    """
 
     async def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
         return await complete_text(config, messages, max_tokens)
 
+    summarize.context_window = summarizer_window(config)  # type: ignore[attr-defined]
     return summarize
+
+
+def summarizer_window(config: LLMConfig) -> int | None:
+    """Input tokens the summarizing model accepts, when known."""
+    if local_model.is_local(config.model):
+        return int(config.local_n_ctx)
+    info = model_info(config.model)
+    value = (info or {}).get("max_input_tokens")
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 # ---------------------------------------------------------------------- token counting, model info
 
 
-@lru_cache(maxsize=64)
 @lru_cache(maxsize=64)
 def _tokenizer(model: str) -> Any:
     """litellm's tokenizer for ``model``, chosen once (choosing it costs ~0.1 ms a call)."""

@@ -745,3 +745,20 @@ def test_keep_from_protects_the_turn_in_progress() -> None:
     kept = plan_compaction(history, counts, keep_from=len(history) - 1, **kwargs)
     assert kept.keep == [history[-1]] and kept.compact == history[:-1]
     assert kept.tokens_after == kept.tokens_before - sum(counts[:-1])
+
+
+@pytest.mark.asyncio
+async def test_summary_material_fits_the_summarizing_models_own_window(tmp_path: Path) -> None:
+    # the session's model has a huge window; the summarizer (e.g. the offline model) a small one
+    s = _session(tmp_path, turns=40, size=2_000)
+    big = FakeLLM(VALID)
+    small = FakeLLM(VALID)
+    small.context_window = 3_000  # type: ignore[attr-defined]
+    c_big, _ = _compactor(s, big, window=200_000)
+    c_small, _ = _compactor(s, small, window=200_000)
+    await c_big.preview()
+    await c_small.preview()
+    chars = [sum(len(m["content"]) for m in llm.calls[0][0]) for llm in (big, small)]
+    assert chars[0] > 60_000  # nothing to shrink for a 200k window
+    # 3,000 − 300 (summary) − 1,000 (prompt overhead) tokens ≈ 4,250 chars of material, plus the prompt
+    assert chars[1] < 4_250 + 4_000

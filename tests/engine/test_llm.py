@@ -661,3 +661,11 @@ def test_fakeserver_runs_as_a_subprocess(tmp_path: Any) -> None:
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+def test_summarizer_knows_its_models_window() -> None:
+    local = llm.make_summarizer(llm.LLMConfig(model="local/smollm2-135m-instruct", local_n_ctx=4096))
+    assert local.context_window == 4096  # type: ignore[attr-defined]
+    known = llm.make_summarizer(llm.LLMConfig(model="gpt-4o-mini"))
+    assert known.context_window == 128_000  # type: ignore[attr-defined]  # litellm's model info
+    assert llm.summarizer_window(llm.LLMConfig(model="nobody/knows-this-model")) is None
