@@ -77,6 +77,7 @@ ACCURACY_LABELS = {
 }
 
 COLUMN_WIDTH = 0.8
+MIN_TIMELINE_SLOTS = 12  # the timeline's x-axis spans at least this many calls
 
 
 def _short_tokens(v: float) -> str:
@@ -750,7 +751,11 @@ class ContextChart(QWidget):
                 text += f" · {m} compaction{'s' if m != 1 else ''}"
             self._tl_header.setText(text)
         vb = self._tl_plot.getPlotItem().getViewBox()
-        vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=True)
+        if n + 1 < MIN_TIMELINE_SLOTS:  # a few calls: keep columns narrow instead of stretching them
+            vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=False)
+            vb.setXRange(0.4, MIN_TIMELINE_SLOTS + 0.6, padding=0)
+        else:
+            vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=True)
         vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=True)
 
     # ----------------------------------------------------------------- mouse
