@@ -212,14 +212,22 @@ def _is_session_dir(path: Path) -> bool:
     return (path / SESSION_FILE).exists() or (path / HISTORY_FILE).exists()
 
 
-def open_session(path: Path, settings: Settings, *, create: bool = False, title: str = "") -> Any:
-    """Load the session at ``path``; with ``create``, make it when the folder is missing or empty."""
-    from engine.session import Session
+def open_session(
+    path: Path, settings: Settings, *, create: bool = False, title: str = "", lock: bool = False
+) -> Any:
+    """Load the session at ``path``; with ``create``, make it when the folder is missing or empty.
+
+    ``lock`` (commands that write) holds the folder against other ctxbench processes until closed.
+    """
+    from engine.session import Session, SessionLockedError
     from engine.tokens import make_estimator
 
     estimator = make_estimator(settings.estimator, settings.model)
     if create and (not path.exists() or (path.is_dir() and not any(path.iterdir()))):
-        return Session.create(path, title, estimator=estimator)
+        session = Session.create(path, title, estimator=estimator)
+        if lock:
+            session.lock()
+        return session
     if not path.exists():
         raise CLIError(f"no session folder at {path}")
     if not path.is_dir():
@@ -228,6 +236,12 @@ def open_session(path: Path, settings: Settings, *, create: bool = False, title:
         raise CLIError(f"{path} is not a session folder (no session.json or history.jsonl in it)")
     retention = settings.offload_retention_days if create else None
     session = Session.load(path, estimator=estimator, retention_days=retention)
+    if lock:
+        try:
+            session.lock()
+        except SessionLockedError as exc:
+            session.close()
+            raise CLIError(str(exc)) from None
     if not session.load_report.clean:
         warn(f"session {path}: {session.load_report.describe()}")
     return session
@@ -271,7 +285,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) ->
     workspace = Path(settings.workspace).expanduser() if settings.workspace else Path.cwd()
     if not workspace.is_dir():
         raise CLIError(f"the workspace folder does not exist: {workspace}")
-    session = open_session(args.session, settings, create=True, title=_one_line(prompt)[:60])
+    session = open_session(args.session, settings, create=True, title=_one_line(prompt)[:60], lock=True)
     errors: list[str] = []
 
     def emit(event: Event) -> None:
@@ -358,7 +372,7 @@ async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer
     from engine.compaction import CompactionError, Compactor
     from engine.events import Event, event_to_json
 
-    session = open_session(args.session, settings)
+    session = open_session(args.session, settings, lock=bool(args.apply))
     try:
         window = session_window(session, settings, max_tokens=args.max_tokens)
         config = llm.config_from_settings(settings)

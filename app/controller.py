@@ -378,6 +378,7 @@ class Controller(QObject):
     async def _new_session(self) -> None:
         await self._leave_session()
         session = self.store.create("New session", estimator=self._estimator())
+        session.lock()
         self._load(session)
         self.list_sessions()
 
@@ -393,6 +394,13 @@ class Controller(QObject):
                 session_id, estimator=self._estimator(), retention_days=self.settings.offload_retention_days
             )
         except (SessionError, OSError) as exc:
+            self.notice.emit("error", f"cannot open session {session_id}: {_one_line(str(exc))}")
+            self.list_sessions()
+            return
+        try:
+            session.lock()  # one writer per folder: another app or `ctxbench run` may hold it
+        except (SessionError, OSError) as exc:
+            session.close()
             self.notice.emit("error", f"cannot open session {session_id}: {_one_line(str(exc))}")
             self.list_sessions()
             return

@@ -580,19 +580,34 @@ async def complete_text(config: LLMConfig, messages: list[dict[str, Any]], max_t
     return (result.message.get("content") or "").strip()
 
 
-def make_summarizer(config: LLMConfig) -> SummarizeFn:
-    """The compaction summarizer: ``await fn(messages, max_tokens) -> str``.
+class Summarizer:
+    """The compaction summarizer: ``await summarizer(messages, max_tokens) -> str``.
 
-    The function carries ``context_window``: the summarizing model's own input limit (its n_ctx for
-    the local model; litellm's model info otherwise, None when unknown), so the compactor can fit the
-    material to the model that reads it, which need not be the session's model.
+    ``context_window`` is the summarizing model's own input limit (its n_ctx for the local model;
+    litellm's model info otherwise; None when unknown), so the compactor can fit the material to the
+    model that reads it, which need not be the session's model. It is looked up on first use: making
+    a summarizer must not import litellm (the app imports it in the background after start-up).
     """
 
-    async def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
-        return await complete_text(config, messages, max_tokens)
+    def __init__(self, config: LLMConfig) -> None:
+        self.config = config
+        self._window: int | None = None
+        self._window_known = False
 
-    summarize.context_window = summarizer_window(config)  # type: ignore[attr-defined]
-    return summarize
+    async def __call__(self, messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return await complete_text(self.config, messages, max_tokens)
+
+    @property
+    def context_window(self) -> int | None:
+        if not self._window_known:
+            self._window = summarizer_window(self.config)
+            self._window_known = True
+        return self._window
+
+
+def make_summarizer(config: LLMConfig) -> SummarizeFn:
+    """The compaction summarizer for ``config`` (see :class:`Summarizer`)."""
+    return Summarizer(config)
 
 
 def summarizer_window(config: LLMConfig) -> int | None:

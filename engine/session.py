@@ -41,6 +41,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
+
 from engine import archive
 from engine.budget import Calibrator, ContextSnapshot, WindowInfo, build_snapshot, resolve_window
 from engine.config import Settings, data_dir
@@ -71,6 +76,7 @@ SESSION_FILE = "session.json"
 HISTORY_FILE = "history.jsonl"
 EVENTS_FILE = "events.jsonl"
 UNDO_DIR = "undo"
+LOCK_FILE = ".lock"
 MAX_UNDO = 20
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
@@ -78,6 +84,10 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 class SessionError(Exception):
     """A session operation that cannot be done; the text says why."""
+
+
+class SessionLockedError(SessionError):
+    """The session folder is held by another ctxbench process (see :meth:`Session.lock`)."""
 
 
 class SessionClosedError(SessionError):
@@ -188,6 +198,7 @@ class Session:
         self._index: dict[str, int] = {}
         self._reindex()
         self._close_callbacks: list[Callable[[], None]] = []
+        self._lock_fd: int | None = None
         self.compaction_lock: Any = None  # an asyncio.Lock, created by engine.compaction on first use
 
     # ------------------------------------------------------------------ creation and loading
@@ -811,6 +822,38 @@ class Session:
         for cb in callbacks:
             cb()
         self.closed = True
+        self.unlock()
+
+    # ------------------------------------------------------------------ one writer per folder
+
+    def lock(self) -> None:
+        """Hold the folder for this process until :meth:`close`: a second ctxbench process that
+        asks for it (the app, or ``ctxbench run`` on the same folder) gets :class:`SessionLockedError`
+        instead of interleaving writes. An advisory ``flock`` on ``.lock``: the kernel releases it
+        when the process dies, so a crash never leaves the session locked. Readers need no lock."""
+        if self._lock_fd is not None or fcntl is None:
+            return
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise SessionLockedError(
+                f"session {self.id} is open in another ctxbench process{who}; close it there first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None and fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
 
 
 def _ts_key(msg: Message) -> datetime:

@@ -443,3 +443,19 @@ def test_offline_model_runs_turns_and_overflow_leads_to_compaction(tmp_path: Pat
     stored = Session.load(session)
     assert [x["role"] for x in stored.messages] == ["user", "assistant"]
     assert stored.archive_days()  # the first turn is in dialog/, not lost
+
+
+def test_run_refuses_a_session_another_process_holds(tmp_path: Path) -> None:
+    from engine.session import Session
+
+    held = Session.create(tmp_path / "s", "held by the app")
+    held.lock()  # as the desktop app does for the session it shows
+    try:
+        proc = ctxbench("run", "--session", str(held.path), "--model", "openai/fake",
+                        "--api-base", "http://127.0.0.1:9/v1", "hello")
+        assert proc.returncode == 1
+        assert "open in another ctxbench process" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert held.messages == [] and (held.path / "history.jsonl").read_bytes() == b""  # nothing written
+        assert ctxbench("inspect", "--session", str(held.path)).returncode == 0  # readers need no lock
+    finally:
+        held.close()

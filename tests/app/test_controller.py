@@ -109,6 +109,33 @@ def test_a_damaged_context_record_is_skipped_not_fatal(qtbot: Any, controller: C
     assert "context record was skipped" in view.problems
 
 
+def test_a_session_held_by_another_process_is_not_opened(qtbot: Any, controller: Controller) -> None:
+    import subprocess
+    import sys
+
+    session = make_session(controller.store, 1)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from engine.session import Session\n"
+         "s = Session.load(sys.argv[1]); s.lock(); print('held', flush=True); time.sleep(60)", str(session.path)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        notices = Recorder(controller.notice)
+        controller.open_session(session.id)
+        qtbot.waitUntil(lambda: bool(notices.calls), timeout=10_000)
+        level, text = notices.calls[-1]
+        assert level == "error" and "open in another ctxbench process" in text
+        assert controller.session is None or controller.session.id != session.id
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    # once the other process is gone, the session opens (and is held by this window)
+    view = open_session(qtbot, controller, session.id)
+    assert view.id == session.id and controller.session is not None
+
+
 def test_clear_is_archived_and_undoable(qtbot: Any, controller: Controller) -> None:
     session = make_session(controller.store, 2)
     view = open_session(qtbot, controller, session.id)

@@ -669,3 +669,14 @@ def test_summarizer_knows_its_models_window() -> None:
     known = llm.make_summarizer(llm.LLMConfig(model="gpt-4o-mini"))
     assert known.context_window == 128_000  # type: ignore[attr-defined]  # litellm's model info
     assert llm.summarizer_window(llm.LLMConfig(model="nobody/knows-this-model")) is None
+
+
+def test_making_a_summarizer_does_not_import_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_import() -> None:
+        raise AssertionError("litellm loaded while making a summarizer")
+
+    monkeypatch.setattr(llm, "_lib", no_import)
+    summarizer = llm.make_summarizer(llm.LLMConfig(model="gpt-4o-mini"))
+    assert callable(summarizer)
+    with pytest.raises(AssertionError, match="litellm loaded"):
+        _ = summarizer.context_window  # type: ignore[attr-defined]  # looked up on first use only

@@ -394,3 +394,50 @@ def test_meta_write_is_atomic(session: Session, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.undo()
     assert json.loads((session.path / SESSION_FILE).read_text())["summary"] == "kept"
     assert not list(session.path.glob(".session.json.*"))
+
+
+def test_one_writer_per_folder_across_processes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from engine.session import SessionLockedError
+
+    s = Session.create(tmp_path / "s", "locked")
+    s.lock()
+    s.lock()  # idempotent for the holder
+    probe = (
+        "import sys; from engine.session import Session, SessionLockedError\n"
+        "s = Session.load(sys.argv[1])\n"
+        "try:\n    s.lock()\nexcept SessionLockedError as e:\n    print('LOCKED', e)\nelse:\n    print('GOT IT')\n"
+    )
+    other = subprocess.run([sys.executable, "-c", probe, str(s.path)], capture_output=True, text=True, timeout=60)
+    assert other.stdout.startswith("LOCKED"), other.stderr
+    assert f"pid {os.getpid()}" in other.stdout
+    second = Session.load(s.path)  # a second handle in the same process is refused too
+    with pytest.raises(SessionLockedError, match="another ctxbench process"):
+        second.lock()
+    second.close()
+    s.close()  # releases
+    again = subprocess.run([sys.executable, "-c", probe, str(s.path)], capture_output=True, text=True, timeout=60)
+    assert again.stdout.startswith("GOT IT"), again.stderr
+
+
+def test_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    s = Session.create(tmp_path / "s", "crash")
+    s.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from engine.session import Session\n"
+         "s = Session.load(sys.argv[1]); s.lock(); print('held', flush=True); time.sleep(60)", str(s.path)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    again = Session.load(s.path)
+    again.lock()  # the kernel dropped the dead process's lock
+    again.close()
