@@ -125,3 +125,17 @@ def read_jsonl_objects(path: Path, problems: list[str] | None = None, label: str
 def write_lines_atomic(path: Path, records: Iterable[Any]) -> None:
     """Replace a JSONL file with ``records`` atomically."""
     atomic_write_bytes(path, b"".join(dumps_line(r) for r in records))
+
+
+def count_file_lines(path: Path) -> int:
+    """Lines in a file (a last line without a newline counts), read in 1 MiB chunks; 0 if missing."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    newlines = 0
+    last = b""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return newlines + (1 if last and last != b"\n" else 0)

@@ -33,11 +33,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.budget import Calibrator, WindowInfo, build_snapshot, resolve_context_window, resolve_window
+from engine.budget import Calibrator, WindowInfo, build_snapshot, resolve_context_window
 from engine.config import Settings
 from engine.fsutil import append_lines, fsync_dir
 from engine.messages import Message, MessageError, new_id, now_iso
-from engine.session import Session, SessionStore, check_message
+from engine.session import Session, SessionStore, check_message, window_for
 from engine.tokens import Estimator, HeuristicEstimator, TokenCache
 
 SKIPPED_FILE = "import_skipped.jsonl"
@@ -413,12 +413,8 @@ def _resolve_import_window(
     model_info: Callable[[str], dict[str, Any] | None] | None,
     max_prompt: int,
 ) -> WindowInfo:
-    if isinstance(window, WindowInfo):
-        return window
-    if isinstance(window, int):
-        return resolve_window(None, window, settings.max_tokens)
-    if settings.context_window is not None:
-        return resolve_window(None, settings.context_window, settings.max_tokens)
+    if window is not None or settings.context_window is not None:
+        return window_for(settings, window)  # given, or the settings' override
     info = WindowInfo(0, settings.max_tokens, "fallback")
     if model and model_info is not None:
         info = resolve_context_window(model, None, settings.max_tokens, model_info=model_info)

@@ -646,31 +646,31 @@ def _local_count(fn: Callable[..., int], *args: Any) -> int | None:
         return None
 
 
-def token_counter(model: str, messages: list[dict[str, Any]]) -> int:
-    """Tokens of ``messages`` for ``model`` (litellm's counter; the local model's own tokenizer)."""
+def _litellm_count(model: str, **kwargs: Any) -> int:
+    return int(_lib().token_counter(model=model, custom_tokenizer=_tokenizer(model), **kwargs))
+
+
+def _count(model: str, local_fn: Callable[[Any], int], arg: Any, **kwargs: Any) -> int:
+    """The local model's own tokenizer for ``arg`` when it is the model; litellm's counter otherwise."""
     if local_model.is_local(model):
-        n = _local_count(local_model.count_messages, messages)
+        n = _local_count(local_fn, arg)
         if n is not None:
             return n
-    litellm = _lib()
-    return int(litellm.token_counter(model=model, messages=messages, custom_tokenizer=_tokenizer(model)))
+    return _litellm_count(model, **kwargs)
+
+
+def token_counter(model: str, messages: list[dict[str, Any]]) -> int:
+    """Tokens of ``messages`` for ``model`` (litellm's counter; the local model's own tokenizer)."""
+    return _count(model, local_model.count_messages, messages, messages=messages)
 
 
 def text_token_counter(model: str, text: str) -> int:
-    if not text:
-        return 0
-    if local_model.is_local(model):
-        n = _local_count(local_model.count_text, text)
-        if n is not None:
-            return n
-    litellm = _lib()
-    return int(litellm.token_counter(model=model, text=text, custom_tokenizer=_tokenizer(model)))
+    return _count(model, local_model.count_text, text, text=text) if text else 0
 
 
 @lru_cache(maxsize=64)
 def _empty_request_tokens(model: str) -> int:
-    litellm = _lib()
-    return int(litellm.token_counter(model=model, messages=[], custom_tokenizer=_tokenizer(model)))
+    return _litellm_count(model, messages=[])
 
 
 def tools_token_counter(model: str, tools: Sequence[dict[str, Any]]) -> int:
@@ -681,10 +681,7 @@ def tools_token_counter(model: str, tools: Sequence[dict[str, Any]]) -> int:
         n = _local_count(local_model.count_tools, tools)
         if n is not None:
             return n
-    litellm = _lib()
-    with_tools = int(litellm.token_counter(model=model, messages=[], tools=list(tools),
-                                           custom_tokenizer=_tokenizer(model)))
-    return max(0, with_tools - _empty_request_tokens(model))
+    return max(0, _litellm_count(model, messages=[], tools=list(tools)) - _empty_request_tokens(model))
 
 
 def model_info(model: str, n_ctx: int | None = None) -> dict[str, Any] | None:

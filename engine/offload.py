@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config import Settings
-from engine.fsutil import append_lines, fsync_dir, json_loads
+from engine.fsutil import append_lines, count_file_lines, fsync_dir, json_loads
 from engine.messages import TEXT_PART_TYPES, Message, content_text
 from engine.tokens import Estimator, HeuristicEstimator
 
@@ -363,6 +363,23 @@ def recent_indexes(history: Sequence[Message], recent_n: int) -> set[int]:
     return out
 
 
+def _record(
+    msg: Message, tool_name: str, action: str, info: dict[str, Any], *, before_bytes: int, after_bytes: int
+) -> OffloadRecord:
+    """What one offload step did to ``msg`` (whose ``offload`` entry is ``info``)."""
+    return OffloadRecord(
+        message_id=str(msg.get("id") or ""),
+        tool_call_id=str(msg.get("tool_call_id") or ""),
+        tool_name=tool_name,
+        action=action,
+        path=str(info["path"]),
+        full_bytes=int(info.get("bytes") or 0),
+        lines=int(info.get("lines") or 0),
+        before_bytes=before_bytes,
+        after_bytes=after_bytes,
+    )
+
+
 class Offloader:
     """Offloads the tool results of one session folder, per the settings' strategy and limits."""
 
@@ -455,17 +472,7 @@ class Offloader:
         info["shown_bytes"] = byte_size(shown)
         _set_text(msg, clean_text(new))
         msg["offload"] = info
-        return OffloadRecord(
-            message_id=str(msg.get("id") or ""),
-            tool_call_id=str(msg.get("tool_call_id") or ""),
-            tool_name=name,
-            action="offloaded",
-            path=rel,
-            full_bytes=nbytes,
-            lines=lines,
-            before_bytes=nbytes,
-            after_bytes=byte_size(new),
-        )
+        return _record(msg, name, "offloaded", info, before_bytes=nbytes, after_bytes=byte_size(new))
 
     def _recut(self, msg: Message, info: dict[str, Any], limit: int, name: str) -> OffloadRecord | None:
         text = content_text(msg.get("content"))
@@ -504,17 +511,7 @@ class Offloader:
         info["shown_bytes"] = byte_size(shown)
         _set_text(msg, new)
         msg["offload"] = info
-        return OffloadRecord(
-            message_id=str(msg.get("id") or ""),
-            tool_call_id=str(msg.get("tool_call_id") or ""),
-            tool_name=name,
-            action="recut",
-            path=rel,
-            full_bytes=nbytes,
-            lines=lines,
-            before_bytes=before,
-            after_bytes=byte_size(new),
-        )
+        return _record(msg, name, "recut", info, before_bytes=before, after_bytes=byte_size(new))
 
     # ------------------------------------------------------------------ prune strategy
 
@@ -637,16 +634,6 @@ def cleanup_retention(
     return removed
 
 
-def _count_file_lines(path: Path) -> int:
-    newlines = 0
-    last = b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            newlines += chunk.count(b"\n")
-            last = chunk[-1:]
-    return newlines + (1 if last and last != b"\n" else 0)
-
-
 def list_offloaded(session_dir: Path) -> list[OffloadedFile]:
     """The offloaded files present in ``session_dir``, newest first, with what the index knows."""
     session_dir = Path(session_dir)
@@ -678,7 +665,7 @@ def list_offloaded(session_dir: Path) -> list[OffloadedFile]:
                 path=f"{RESULTS_DIR}/{path.name}",
                 abs_path=path,
                 size=st.st_size,
-                lines=int(lines) if isinstance(lines, int) else _count_file_lines(path),
+                lines=int(lines) if isinstance(lines, int) else count_file_lines(path),
                 created=str(
                     entry.get("created")
                     or datetime.fromtimestamp(st.st_mtime, UTC).isoformat(timespec="milliseconds")

@@ -47,7 +47,14 @@ except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
 from engine import archive
-from engine.budget import Calibrator, ContextSnapshot, WindowInfo, build_snapshot, resolve_window
+from engine.budget import (
+    Calibrator,
+    ContextSnapshot,
+    WindowInfo,
+    build_snapshot,
+    resolve_context_window,
+    resolve_window,
+)
 from engine.config import Settings, data_dir
 from engine.events import Event, event_to_json
 from engine.fsutil import (
@@ -55,6 +62,7 @@ from engine.fsutil import (
     append_lines,
     atomic_write_bytes,
     atomic_write_json,
+    count_file_lines,
     dumps_line,
     fsync_dir,
     json_loads,
@@ -165,12 +173,7 @@ def window_for(settings: Settings, window: WindowInfo | int | None = None) -> Wi
         return resolve_window(None, window, settings.max_tokens)
     if settings.context_window is not None:
         return resolve_window(None, settings.context_window, settings.max_tokens)
-    try:
-        from engine.budget import resolve_context_window
-
-        return resolve_context_window(settings.model, None, settings.max_tokens)
-    except ImportError:
-        return resolve_window(None, None, settings.max_tokens)
+    return resolve_context_window(settings.model, None, settings.max_tokens)
 
 
 def check_message(obj: Any, where: str) -> Message:
@@ -949,18 +952,6 @@ class SessionInfo:
     problem: str = ""
 
 
-def _count_newlines(path: Path) -> int:
-    if not path.exists():
-        return 0
-    n = 0
-    last = b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            n += chunk.count(b"\n")
-            last = chunk[-1:]
-    return n + (1 if last and last != b"\n" else 0)
-
-
 class SessionStore:
     """The sessions under one root folder (default ``data_dir()/sessions``)."""
 
@@ -1062,7 +1053,7 @@ class SessionStore:
                     path=path,
                     created=str(meta.get("created") or ""),
                     updated=updated,
-                    message_count=_count_newlines(hist),
+                    message_count=count_file_lines(hist),
                     model=str(meta.get("model") or ""),
                     problem=problem,
                 )

@@ -32,3 +32,16 @@ def test_lines_are_single_line_utf8(tmp_path: Path) -> None:
     write_lines_atomic(p, [{"t": "a\nb é"}])
     data = p.read_bytes()
     assert data.count(b"\n") == 1 and "é".encode() in data
+
+
+def test_count_file_lines(tmp_path: Path) -> None:
+    from engine.fsutil import count_file_lines
+
+    p = tmp_path / "f.txt"
+    assert count_file_lines(p) == 0  # missing
+    p.write_bytes(b"")
+    assert count_file_lines(p) == 0
+    p.write_bytes(b"a\nb\n")
+    assert count_file_lines(p) == 2
+    p.write_bytes(b"a\nb")  # last line without newline counts
+    assert count_file_lines(p) == 2
