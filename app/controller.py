@@ -71,7 +71,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine import archive
-from engine.budget import ContextSnapshot, WindowInfo, resolve_window
+from engine.budget import PROMPT_REGIONS, ContextSnapshot, WindowInfo, resolve_window
 from engine.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
 from engine.events import (
     CompactionEvent,
@@ -198,9 +198,6 @@ def merge_archived(live: list[Message], archived: list[Message]) -> list[Message
         out.append(msg)
     out.extend(extra[i:])
     return out
-
-
-PROMPT_REGIONS = ("system", "summary", "history_user", "history_assistant", "history_tool", "tools")
 
 
 def _prompt_of(record: dict[str, Any]) -> int:

@@ -22,6 +22,8 @@ CALIBRATED = "calibrated"  # anchored on the provider's reported prompt tokens
 REPORTED = "reported"  # the provider's own number for a call that happened
 
 WINDOW_FALLBACK_FACTOR = 4
+# the prompt's regions at full detail (history split by role), in stacking order
+PROMPT_REGIONS = ("system", "summary", "history_user", "history_assistant", "history_tool", "tools")
 
 
 def is_over_context_budget(
@@ -243,6 +245,14 @@ class ContextSnapshot:
             "reserve": self.reserve,
             "free": self.free,
         }
+
+    def detailed_regions(self, draft: int | None = None) -> dict[str, int]:
+        """Every region with history split by role, plus the draft (``draft`` overrides the stored
+        one, e.g. while typing), in stacking order: what the stacked bars draw."""
+        draft = self.draft if draft is None else draft
+        out = {key: int(getattr(self, key)) for key in PROMPT_REGIONS}
+        out.update(draft=draft, reserve=self.reserve, free=max(0, self.window - self.used - draft))
+        return out
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -58,21 +58,6 @@ from engine.messages import preview
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 
-def _regions(s: ContextSnapshot) -> dict[str, int]:
-    used = s.system + s.summary + s.history + s.tools + s.reserve + s.draft
-    return {
-        "system": s.system,
-        "summary": s.summary,
-        "history_user": s.history_user,
-        "history_assistant": s.history_assistant,
-        "history_tool": s.history_tool,
-        "tools": s.tools,
-        "draft": s.draft,
-        "reserve": s.reserve,
-        "free": max(0, s.window - used),
-    }
-
-
 def _snap(value: ContextSnapshot | dict[str, Any] | None) -> ContextSnapshot | None:
     if value is None or isinstance(value, ContextSnapshot):
         return value
@@ -110,7 +95,7 @@ class StackedBars(QWidget):
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No plan yet")
             p.end()
             return
-        scale_max = max(max(s.window, sum(v for k, v in _regions(s).items() if k != "free")) for s in snaps)
+        scale_max = max(max(s.window, sum(v for k, v in s.detailed_regions().items() if k != "free")) for s in snaps)
         fm = QFontMetrics(self.font())
         top = fm.height() + 8
         bottom = self.height() - 2 * fm.height() - 10
@@ -135,7 +120,7 @@ class StackedBars(QWidget):
                 p.drawText(QRectF(left + slot * i, top, slot, h), Qt.AlignmentFlag.AlignCenter, "computing…")
                 continue
             acc = 0.0
-            regions = _regions(s)
+            regions = s.detailed_regions()
             small = QFont(self.font())
             small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
             sfm = QFontMetrics(small)

@@ -58,17 +58,10 @@ from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QPixmap
 from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from engine.budget import ContextSnapshot
+from engine.budget import PROMPT_REGIONS, ContextSnapshot
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
-TIMELINE_REGIONS: tuple[str, ...] = (
-    "system",
-    "summary",
-    "history_user",
-    "history_assistant",
-    "history_tool",
-    "tools",
-)
+TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
 
 ACCURACY_LABELS = {
     "estimated": "estimated (heuristic, no provider report yet)",
@@ -628,21 +621,6 @@ class ContextChart(QWidget):
             )
         )
 
-    def _regions(self, s: ContextSnapshot) -> dict[str, int]:
-        draft = self._draft_override if self._draft_override is not None else s.draft
-        used = s.system + s.summary + s.history + s.tools + s.reserve + draft
-        return {
-            "system": s.system,
-            "summary": s.summary,
-            "history_user": s.history_user,
-            "history_assistant": s.history_assistant,
-            "history_tool": s.history_tool,
-            "tools": s.tools,
-            "draft": draft,
-            "reserve": s.reserve,
-            "free": max(0, s.window - used),
-        }
-
     def _update_bar(self) -> None:
         s = self._snapshot
         pal = self._pal
@@ -657,7 +635,7 @@ class ContextChart(QWidget):
             self._bar_plot.getPlotItem().setXRange(0, 1, padding=0)
             self._set_ghost(None)
             return
-        regions = self._regions(s)
+        regions = s.detailed_regions(self._draft_override)
         widths = np.array([float(regions[k]) for k in REGION_ORDER])
         x0 = np.concatenate(([0.0], np.cumsum(widths)[:-1]))
         self._bar_item.setOpts(x0=x0, width=widths)

@@ -168,3 +168,14 @@ def test_calibrated_snapshot_scales_regions_to_calibrated_total() -> None:
     assert snap.draft == 50
     assert sum(snap.regions().values()) + snap.draft == snap.window
     assert snap.raw_prompt_tokens == raw.prompt
+
+
+def test_detailed_regions_split_history_and_include_the_draft() -> None:
+    snap = _snapshot(draft=200)
+    d = snap.detailed_regions()
+    assert list(d) == ["system", "summary", "history_user", "history_assistant", "history_tool", "tools", "draft",
+                       "reserve", "free"]
+    assert d["history_user"] + d["history_assistant"] + d["history_tool"] == snap.history
+    assert sum(d.values()) == snap.window and d["free"] == snap.free
+    typed = snap.detailed_regions(draft=500)
+    assert typed["draft"] == 500 and typed["free"] == snap.free - 300
