@@ -7,7 +7,6 @@ offload, compaction) and opens each killed session in the real main window.
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -20,22 +19,7 @@ from engine.config import Settings
 from engine.messages import assistant, user
 from engine.session import SessionStore
 from tests.app.conftest import run
-from tests.test_kill_harness import HOOK, KEY, REPO, ctxbench, normal_script, run_cli, server_for
-
-
-def _env(tmp: Path, hook_dir: Path, kill_at: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBENCH_")}
-    env.update(
-        PYTHONPATH=f"{hook_dir}{os.pathsep}{REPO}",
-        OPENAI_API_KEY=KEY,
-        CTXBENCH_DATA_DIR=str(tmp / "cli-data"),
-        CTXBENCH_CONFIG_DIR=str(tmp / "cli-config"),
-        CTXBENCH_COMPACT_THRESHOLD_RATIO="0.5",
-        CTXBENCH_OFFLOAD_RECENT_BYTES="2000",
-        CTXBENCH_KILL_AT=str(kill_at),
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-    )
-    return env
+from tests.test_kill_harness import HOOK, Rig, normal_script, run_cli, server_for
 
 
 @pytest.mark.slow
@@ -54,11 +38,10 @@ def test_a_session_killed_mid_run_opens_in_the_gui(
     (hook_dir / "sitecustomize.py").write_text(HOOK)
     responses, default = normal_script()
     server = server_for(responses, default)
+    rig = Rig(tmp_path, hook_dir, base.path, before, workspace)  # the kill harness's own scenario
     try:
-        cmd = [*ctxbench(), "run", "--session", str(base.path), "--model", "openai/fake",
-               "--api-base", server.base_url, "--context-window", "8000", "--max-tokens", "256",
-               "--workspace", str(workspace), "--allow-shell", "--yes", "list the numbers"]
-        out = run_cli(cmd, _env(tmp_path, hook_dir, kill_at))
+        cmd = rig.command(base.path, server, "list the numbers")
+        out = run_cli(cmd, rig.env(tmp_path, CTXBENCH_KILL_AT=str(kill_at)))
     finally:
         server.stop()
     assert out.returncode == -signal.SIGKILL, f"not killed at fsync {kill_at}: {out.stderr[-1000:]}"
