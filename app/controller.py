@@ -204,6 +204,11 @@ def _prompt_of(record: dict[str, Any]) -> int:
     return sum(int(record.get(k) or 0) for k in PROMPT_REGIONS)
 
 
+def _estimator_key(estimator: Any) -> tuple[type, str]:
+    """What makes two estimators count alike: their kind and the model whose tokenizer they use."""
+    return type(estimator), str(getattr(estimator, "model", ""))
+
+
 class Controller(QObject):
     """Runs the engine for one window (see the module docstring)."""
 
@@ -524,8 +529,10 @@ class Controller(QObject):
         session = self.session
         if session is None:
             return
-        if self._llm_ready and session.estimator.name != self.settings.estimator:
-            session.set_estimator(self._estimator())
+        if self._llm_ready:
+            wanted = self._estimator()
+            if _estimator_key(wanted) != _estimator_key(session.estimator):
+                session.set_estimator(wanted)
         s = self.settings
         config = llm.config_from_settings(s)
         workspace = self.workspace()

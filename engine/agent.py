@@ -25,7 +25,9 @@ next request. A ``TurnFinished(ok=False, interrupted=True)`` event is emitted, t
 re-raised. A failure mid-stream (the provider dropped the connection) is settled the same way.
 
 Errors never crash the loop: auth / bad request / exhausted retries / a context-window error that
-compaction cannot fix end the turn with an :class:`ErrorEvent` and ``TurnFinished(ok=False)``.
+compaction cannot fix end the turn with an :class:`ErrorEvent` and ``TurnFinished(ok=False)``. An
+answer with no text and no tool call is never stored as an answer: the turn ends ``ok=False`` with an
+``empty_response`` error (an empty *stream* is first explained by :mod:`engine.llm`).
 """
 
 from __future__ import annotations
@@ -266,6 +268,14 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _empty_answer(completion: Completion, model: str) -> str:
+    """Why an answer with no text and no tool call is not stored (it is never an answer)."""
+    reasoning = str(completion.message.get("reasoning_content") or "")
+    besides = f" (only {len(reasoning)} characters of reasoning)" if reasoning.strip() else ""
+    return (f"the model ({model}) returned an empty answer{besides}, finish reason "
+            f"{completion.finish_reason or 'none'}; nothing was stored")
+
+
 class Agent:
     """Runs turns of one session; emits :mod:`engine.events` through ``emit``.
 
@@ -428,6 +438,9 @@ class Agent:
                 if completion is None:
                     return self._finish(False, iterations)
                 msg = completion.message
+                if not msg.get("tool_calls") and not m.content_text(msg.get("content")).strip():
+                    self._emit(ErrorEvent("empty_response", _empty_answer(completion, self.config.model)))
+                    return self._finish(False, iterations)
                 self._append(msg)
                 if not msg.get("tool_calls"):
                     return self._finish(True, iterations, m.content_text(msg.get("content")))

@@ -555,7 +555,7 @@ class Compactor:
         est = self.estimator
         s = self.session
         counts = s.token_counts(est)
-        system, summary, tools = est.text(self._system()), est.text(s.summary), est.tools(self.tools)
+        system, summary, tools = est.text(self._system()) + est.framing(), est.text(s.summary), est.tools(self.tools)
         ratio = s.calibrator.ratio
         if ratio:
             counts = [round(c * ratio) for c in counts]

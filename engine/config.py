@@ -26,7 +26,7 @@ SETTINGS_FILE = "settings.toml"
 ENV_PREFIX = "CTXBENCH_"
 LOCAL_MODEL = "local/smollm2-135m-instruct"
 
-ESTIMATORS = ("heuristic", "exact")
+ESTIMATORS = ("auto", "heuristic", "exact")
 OFFLOAD_STRATEGIES = ("truncate", "prune", "middle_out")
 THEMES = ("system", "light", "dark")
 
@@ -67,7 +67,7 @@ class Settings:
     compact_threshold_ratio: float = 0.8
     reserve_ratio: float = 0.1
     summary_max_tokens: int = 1024
-    estimator: str = "heuristic"
+    estimator: str = "auto"
     auto_compact: bool = True
     # offload
     offload_strategy: str = "truncate"

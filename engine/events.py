@@ -96,7 +96,7 @@ class CompactionFailed(Event):
 @dataclass
 class ErrorEvent(Event):
     type: ClassVar[str] = "error"
-    kind: str  # context_window | transient | auth | bad_request | tool | internal | cancelled
+    kind: str  # context_window | transient | auth | bad_request | empty_response | tool | internal | cancelled
     message: str
     retrying: bool = False
     attempt: int = 0

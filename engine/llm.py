@@ -31,6 +31,8 @@ import json
 import os
 import random
 import re
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,7 +45,7 @@ from engine.messages import Message, new_message, tool_result
 from engine.secrets import remember_secret, scrub
 
 LOCAL_MODEL = local_model.LOCAL_MODEL
-ERROR_KINDS = ("context_window", "transient", "auth", "bad_request", "other")
+ERROR_KINDS = ("context_window", "transient", "auth", "bad_request", "empty_response", "other")
 
 RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt
 RETRY_MAX_DELAY = 8.0
@@ -76,21 +78,59 @@ _LLAMA_CTX = re.compile(r"requested tokens \(\d+\) exceed context window of \d+"
 
 
 _litellm: Any = None
+# The one gate for importing litellm (and pydantic through it). Two threads importing it at once
+# (the app's background warm-up and a model call, a window lookup, a token count …) can leave
+# pydantic half-initialised in sys.modules, and every later call in the process fails. Every path
+# goes through _lib(); re-entrant because registering the local provider imports from litellm.
+_import_gate = threading.RLock()
+_imports = {"attempts": 0, "failures": 0}
 
 
 def _lib() -> Any:
-    """Import and set up litellm on first use (~3 s): local price map, no HF downloads, quiet."""
+    """litellm, imported and set up once (~3 s): local price map, no HF downloads, quiet.
+
+    Callers in other threads wait at the gate while one thread imports it; a failed import is
+    undone (the modules it added are removed), so the next call imports it afresh instead of
+    finding a half-initialised package.
+    """
+    if _litellm is not None:
+        return _litellm
+    with _import_gate:
+        if _litellm is None:
+            _import_litellm()
+    return _litellm
+
+
+def _import_litellm() -> None:
     global _litellm
-    if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    _imports["attempts"] += 1
+    before = set(sys.modules)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
         import litellm
 
         litellm.suppress_debug_info = True
         litellm.disable_hf_tokenizer_download = True
         litellm.drop_params = False
-        local_model.register()
-        _litellm = litellm
-    return _litellm
+    except BaseException:
+        _imports["failures"] += 1
+        for name in set(sys.modules) - before:  # nothing half-imported stays behind
+            sys.modules.pop(name, None)
+        raise
+    _litellm = litellm
+    local_model.register()
+
+
+def litellm_loaded() -> bool:
+    """Whether litellm is imported and set up (a call will not wait for the import)."""
+    return _litellm is not None
+
+
+async def ready() -> Any:
+    """litellm, waiting off the event loop while it is imported (here or in another thread)."""
+    if _litellm is not None:
+        return _litellm
+    return await asyncio.to_thread(_lib)
 
 
 # ---------------------------------------------------------------------- data
@@ -356,6 +396,14 @@ class StreamAssembler:
     started: bool = False  # anything of the answer received (text, reasoning or a tool call)
     _last_key: Any = None
 
+    @property
+    def empty(self) -> bool:
+        """Nothing came from the provider: no text, no reasoning, no tool call, no usage. A provider
+        that drops a stream (llama.cpp's server closes an overflowing one with HTTP 200 and no chunk)
+        looks like this; it is a failure, never an empty answer. (The finish reason cannot tell:
+        litellm makes up ``stop`` for a stream that ended without one.)"""
+        return not self.started and self.usage is None
+
     def add_usage(self, usage: Any) -> None:
         if usage is None:
             return
@@ -518,6 +566,48 @@ async def _one_attempt(
                 pass
 
 
+EMPTY_STREAM = "the provider ended the stream without an answer (no text, no tool call, no usage report)"
+
+
+async def _explain_empty_stream(
+    config: LLMConfig,
+    kwargs: dict[str, Any],
+    acc: StreamAssembler,
+    on_text: TextCallback | None,
+    on_tool_call: ToolCallCallback | None,
+) -> None:
+    """An empty stream is a failure whose cause the stream did not say: send the same request once
+    unstreamed. Its error (llama.cpp's server answers an overflow with a 400 here) is raised as
+    what it is, so a context-window overflow takes the reactive path; a real answer fills ``acc``;
+    another empty answer raises :class:`LLMError` ``empty_response``."""
+    plain = {k: v for k, v in kwargs.items() if k not in ("stream", "stream_options")}
+    response = await _lib().acompletion(**plain)
+    acc.add_usage(_get(response, "usage"))
+    choices = _get(response, "choices") or []
+    choice = choices[0] if choices else None
+    message = _get(choice, "message")
+    content = _get(message, "content")
+    reasoning = _get(message, "reasoning_content")
+    if reasoning:
+        acc.started = True
+        acc.reasoning.append(str(reasoning))
+    if content:
+        acc.started = True
+        acc.text.append(str(content))
+        await _call(on_text, str(content))
+    for i, tc in enumerate(_get(message, "tool_calls") or []):
+        fn = _get(tc, "function")
+        delta = {"index": i, "id": _get(tc, "id"),
+                 "function": {"name": _get(fn, "name"), "arguments": _get(fn, "arguments") or ""}}
+        index, slot = acc.add_tool_delta(delta)
+        await _call(on_tool_call, index, slot.as_call())
+    if not (content or acc.slots):
+        finish = _get(choice, "finish_reason")
+        why = f"; the same request unstreamed returned no answer either (finish reason: {finish or 'none'})"
+        raise LLMError("empty_response", f"{EMPTY_STREAM} ({config.model}){why}")
+    acc.finish_reason = _get(choice, "finish_reason") or "stop"
+
+
 async def stream_chat(
     config: LLMConfig,
     messages: list[dict[str, Any]],
@@ -539,12 +629,19 @@ async def stream_chat(
     if config.is_local:
         local_model.configure(n_ctx=config.local_n_ctx, threads=config.local_threads)
     kwargs = _request_kwargs(config, messages, tools, stream=True)
+    try:
+        await ready()
+    except Exception as exc:
+        raise LLMError("other", f"litellm could not be loaded ({config.model}): "
+                                f"{_one_line(scrub(str(exc)))[:MAX_ERROR_CHARS]}") from exc
     attempt = 0
     while True:
         attempt += 1
         acc = StreamAssembler()
         try:
             await _one_attempt(config, kwargs, acc, on_text, on_reasoning, on_tool_call)
+            if acc.empty:
+                await _explain_empty_stream(config, kwargs, acc, on_text, on_tool_call)
             return acc.completion()
         except asyncio.CancelledError:
             if partial is not None:
@@ -625,9 +722,9 @@ def summarizer_window(config: LLMConfig) -> int | None:
 @lru_cache(maxsize=64)
 def _tokenizer(model: str) -> Any:
     """litellm's tokenizer for ``model``, chosen once (choosing it costs ~0.1 ms a call)."""
+    _lib()  # through the gate first: importing litellm.utils imports litellm
     from litellm.utils import select_tokenizer
 
-    _lib()
     return select_tokenizer(model)
 
 

@@ -269,6 +269,11 @@ def count_messages(messages: Sequence[dict[str, Any]]) -> int:
     return sum(count_text(render_message(m)) for m in messages)
 
 
+def count_framing() -> int:
+    """Tokens of the prompt's fixed parts: the system block's markers and the generation prompt."""
+    return count_text(_block("system", "")) + count_text(GENERATION_PROMPT)
+
+
 def count_tools(tools: Sequence[dict[str, Any]] | None) -> int:
     text = tools_prompt(tools)
     return count_text("\n\n" + text) if text else 0
@@ -446,8 +451,15 @@ def _generate(job: _Job, emit: Any) -> None:
 _CTX_RE = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 
 
+def _litellm() -> Any:
+    """litellm through the one import gate (engine.llm), never imported here directly."""
+    from engine.llm import _lib
+
+    return _lib()
+
+
 def _map_error(exc: BaseException, model: str) -> BaseException:
-    import litellm
+    litellm = _litellm()
 
     if isinstance(exc, ValueError) and _CTX_RE.search(str(exc)):
         return litellm.ContextWindowExceededError(message=str(exc), model=model, llm_provider=PROVIDER)
@@ -545,7 +557,7 @@ def _sync_chunks(model: str, messages: list[dict[str, Any]], optional_params: di
 
 
 def _collect(chunks: list[dict[str, Any]], model: str) -> Any:
-    import litellm
+    litellm = _litellm()
 
     text = "".join(c["text"] for c in chunks)
     calls = [c["tool_use"] for c in chunks if c.get("tool_use")]
@@ -568,9 +580,7 @@ def provider() -> Any:
     global _provider
     if _provider is not None:
         return _provider
-    from litellm import CustomLLM
-
-    class SmolLM2Provider(CustomLLM):
+    class SmolLM2Provider(_litellm().CustomLLM):  # type: ignore[misc,name-defined]
         """litellm custom provider running SmolLM2-135M-Instruct with llama-cpp-python."""
 
         async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any
@@ -595,7 +605,7 @@ def provider() -> Any:
 
 def register() -> None:
     """Add the ``local`` provider to ``litellm.custom_provider_map`` (idempotent)."""
-    import litellm
+    litellm = _litellm()
 
     handler = provider()
     if any(e.get("custom_handler") is handler for e in litellm.custom_provider_map) and (
@@ -605,9 +615,7 @@ def register() -> None:
     entries = [e for e in litellm.custom_provider_map if e.get("provider") != PROVIDER]
     entries.append({"provider": PROVIDER, "custom_handler": handler})
     litellm.custom_provider_map = entries
-    from litellm.utils import custom_llm_setup
-
-    custom_llm_setup()
+    litellm.utils.custom_llm_setup()
 
 
 def unload() -> None:

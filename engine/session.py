@@ -777,7 +777,7 @@ class Session:
         system = self.system_prompt if system_prompt is None else system_prompt
         return build_snapshot(
             window=window_for(settings, window),
-            system_tokens=est.text(system) if system else 0,
+            system_tokens=(est.text(system) if system else 0) + est.framing(),
             summary_tokens=est.text(self.summary if summary is None else summary),
             tools_tokens=est.tools(tools),
             history=msgs,

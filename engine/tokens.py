@@ -1,10 +1,13 @@
 """Token estimators and the per-message cache.
 
-Two estimators, selectable in settings:
+Estimators, selectable in settings (``estimator``):
 
 - ``heuristic``: the seeds' contract (chars × 2 // 5 plus flat media costs), pure and fast;
 - ``exact``: the model's own tokenizer through ``litellm.token_counter`` (via :mod:`engine.llm`,
-  the only module that imports litellm).
+  the only module that imports litellm) — for the bundled offline model, llama.cpp's own tokenizer
+  on the exact ChatML text the model is given (:class:`LocalEstimator`, no litellm needed);
+- ``auto`` (the default): ``exact`` where the tokenizer is in the process (the bundled model),
+  else ``heuristic`` (calibrated on the provider's reports from the first call on).
 
 Both are wrapped by :class:`TokenCache` (per-message memo keyed by the message's token-relevant
 fields) and :class:`TokenLedger` (the per-message counts and running total of one history, kept in
@@ -110,9 +113,17 @@ class Estimator(Protocol):
 
     def text(self, text: str) -> int: ...
 
+    def framing(self) -> int:
+        """Tokens every request adds besides its texts, messages and tools (a chat template's fixed
+        parts); 0 where the message counts already hold them."""
+        ...
+
 
 class HeuristicEstimator:
     name = "heuristic"
+
+    def framing(self) -> int:
+        return 0
 
     def message(self, msg: Message) -> int:
         return estimate_message_tokens(msg)
@@ -149,13 +160,60 @@ class ExactEstimator:
     def text(self, text: str) -> int:
         return self._count_text(self.model, text) if text else 0
 
+    def framing(self) -> int:
+        return 0
+
+
+class LocalEstimator:
+    """The bundled model's own count: llama.cpp's tokenizer on the ChatML text
+    :func:`engine.local_model.render_prompt` gives the model, so the figure before a call is the one
+    llama.cpp reports after it. Regions add up to the prompt: each message is its own ChatML block,
+    the tools are described inside the system block, and :meth:`framing` is the system block's
+    markers plus the generation prompt."""
+
+    name = "exact"
+
+    def __init__(self, model: str) -> None:
+        from engine import local_model
+
+        self.model = model
+        self._lm = local_model
+        self._framing: int | None = None
+
+    def message(self, msg: Message) -> int:
+        from engine.messages import to_wire
+
+        return self._lm.count_text(self._lm.render_message(to_wire(msg)))
+
+    def tools(self, tools: Sequence[dict[str, Any]] | None) -> int:
+        return self._lm.count_tools(tools) if tools else 0
+
+    def text(self, text: str) -> int:
+        return self._lm.count_text(text) if text else 0
+
+    def framing(self) -> int:
+        if self._framing is None:
+            self._framing = self._lm.count_framing()
+        return self._framing
+
 
 def make_estimator(kind: str, model: str = "") -> Estimator:
+    """The estimator named ``kind`` (see the module docstring) for ``model``."""
+    from engine.local_model import LocalModelError, is_local, model_path
+
     if kind == "heuristic":
         return HeuristicEstimator()
+    if kind in ("exact", "auto") and model and is_local(model):
+        try:
+            model_path()
+            return LocalEstimator(model)
+        except LocalModelError:  # the model's file is not installed: count without its tokenizer
+            pass
     if kind == "exact":
         return ExactEstimator(model)
-    raise ValueError(f"unknown estimator {kind!r} (expected 'heuristic' or 'exact')")
+    if kind == "auto":
+        return HeuristicEstimator()
+    raise ValueError(f"unknown estimator {kind!r} (expected 'auto', 'heuristic' or 'exact')")
 
 
 def _freeze(value: Any) -> Any:

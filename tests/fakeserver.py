@@ -21,6 +21,8 @@ response, else with a 500 saying the script ran out. Without ``when`` a response
 
 ``max_prompt_chars``: when set, any request whose messages + tools (as JSON) are longer than this
 gets a 400 ``context_length_exceeded`` and consumes nothing from the queue — a provider's window.
+With ``stream_overflow="empty"`` a *streamed* request over it gets :func:`empty_stream` instead (as
+llama.cpp's server does), and only the same request unstreamed gets the 400.
 
 Usage chunks are sent only when the request asks for them (``stream_options.include_usage``);
 ``usage="auto"`` (the default in the helpers) counts prompt and completion as characters // 4.
@@ -37,7 +39,7 @@ As a subprocess (for CLI tests)::
 
     python -m tests.fakeserver --port-file PORT_FILE --script SCRIPT.json [--log REQUESTS.jsonl]
 
-``SCRIPT.json`` is a list of responses, or ``{"responses": [...], "default": {...},
+``SCRIPT.json`` is a list of responses, or ``{"responses": [...], "default": {...}, "stream_overflow": "empty",
 "max_prompt_chars": N}``. The port is written to ``PORT_FILE`` once the server listens; each
 request received is appended to ``REQUESTS.jsonl``; SIGTERM / SIGINT stop it.
 """
@@ -119,6 +121,15 @@ def _split(s: str, parts: int) -> list[str]:
         return [s]
     size = max(1, -(-len(s) // parts))
     return [s[i : i + size] for i in range(0, len(s), size)]
+
+
+def empty_stream(when: dict[str, Any] | None = None) -> Response:
+    """HTTP 200 and an SSE stream that ends with no chunk at all (no finish reason, no usage, no
+    ``[DONE]``): what llama.cpp's server sends for an overflowing streamed request. Unstreamed, the
+    same script is a completion with no content and no finish reason."""
+    resp = stream(finish_reason=None, usage=None, done=False, when=when)
+    resp["silent"] = True
+    return resp
 
 
 def text_reply(
@@ -259,6 +270,7 @@ class FakeLLMServer:
         *,
         default: Response | None = None,
         max_prompt_chars: int | None = None,
+        stream_overflow: str = "error",
         host: str = "127.0.0.1",
         port: int = 0,
         log_path: Path | None = None,
@@ -267,6 +279,9 @@ class FakeLLMServer:
         self._queue: list[Response] = list(responses or [])
         self.default = default
         self.max_prompt_chars = max_prompt_chars
+        if stream_overflow not in ("error", "empty"):
+            raise ValueError(f"stream_overflow must be 'error' or 'empty', got {stream_overflow!r}")
+        self.stream_overflow = stream_overflow
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0  # streams the client closed before the server finished them
         self.client_disconnected = threading.Event()
@@ -342,6 +357,8 @@ class FakeLLMServer:
             if self.max_prompt_chars is not None:
                 size = prompt_chars(body)
                 if size > self.max_prompt_chars:
+                    if self.stream_overflow == "empty" and body.get("stream"):
+                        return empty_stream()
                     return context_length_exceeded(self.max_prompt_chars, size)
             for i, resp in enumerate(self._queue):
                 if _matches(resp.get("when"), body):
@@ -430,7 +447,7 @@ def _assemble(resp: Response, body: dict[str, Any], cid: str) -> dict[str, Any]:
         message["reasoning_content"] = reasoning_text
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    finish = resp.get("finish_reason") or ("tool_calls" if calls else "stop")
+    finish = None if resp.get("silent") else resp.get("finish_reason") or ("tool_calls" if calls else "stop")
     out = {
         "id": cid, "object": "chat.completion", "created": int(time.time()),
         "model": body.get("model") or "fake",
@@ -561,6 +578,10 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 if resp.get("hang_after") is not None:
                     self._wait_for_disconnect()
                     return
+                if resp.get("silent"):
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                    return
                 has_calls = any("tool_call" in e for e in events)
                 finish = resp.get("finish_reason") or ("tool_calls" if has_calls else "stop")
                 self._sse(_chunk_obj(body, cid, {}, finish))
@@ -584,12 +605,13 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
 # ---------------------------------------------------------------------- subprocess entry point
 
 
-def load_script(path: Path) -> tuple[list[Response], Response | None, int | None]:
+def load_script(path: Path) -> tuple[list[Response], Response | None, int | None, str]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, list):
-        return data, None, None
+        return data, None, None, "error"
     if isinstance(data, dict):
-        return list(data.get("responses") or []), data.get("default"), data.get("max_prompt_chars")
+        return (list(data.get("responses") or []), data.get("default"), data.get("max_prompt_chars"),
+                str(data.get("stream_overflow") or "error"))
     raise ValueError(f"{path}: a script is a list of responses or an object with 'responses'")
 
 
@@ -600,9 +622,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, help="append each request received here (JSON lines)")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    responses, default, max_chars = load_script(args.script) if args.script else ([], None, None)
-    server = FakeLLMServer(responses, default=default, max_prompt_chars=max_chars, port=args.port,
-                           log_path=args.log)
+    responses, default, max_chars, overflow = load_script(args.script) if args.script else ([], None, None, "error")
+    server = FakeLLMServer(responses, default=default, max_prompt_chars=max_chars, stream_overflow=overflow,
+                           port=args.port, log_path=args.log)
     server.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -645,3 +645,83 @@ async def test_write_needs_approval_and_a_refusal_is_a_tool_result(
     refused = rig.session.messages[2]
     assert refused["tool_error"] is True and "did not approve" in refused["content"]
     assert "write_file" in [t["function"]["name"] for t in rig.bodies()[0]["tools"]]
+
+
+# --------------------------------------------------------------------------- empty streams (issue 10.1)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_stream_is_explained_by_one_unstreamed_request(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    """llama.cpp's server closes an overflowing streamed request with HTTP 200 and no chunk; the
+    same request unstreamed gets the real 400, and the reactive path compacts and retries."""
+    rig = Rig(tmp_path, server)
+    fill(rig.session, 3, 100)
+    server.queue(fs.empty_stream(), fs.context_length_exceeded(), fs.text_reply("Fits now."))
+    done = await rig.agent.run_turn("Go on")
+    assert done.ok and done.final_text == "Fits now."
+    streamed = [b.get("stream") is True for b in rig.bodies()]
+    assert streamed == [True, False, True]  # the probe is the same request, unstreamed
+    assert rig.bodies()[1]["messages"] == rig.bodies()[0]["messages"]
+    assert [(c.trigger, c.result) for c in rig.of(CompactionEvent)] == [("reactive", "dropped")]
+    answers = [x for x in rig.session.messages if x["role"] == "assistant"]
+    assert all(m.content_text(x.get("content")).strip() for x in answers)
+    assert rig.session.messages[-1]["content"] == "Fits now."
+
+
+@pytest.mark.asyncio
+async def test_a_stream_overflow_like_llama_cpp_server_takes_the_reactive_path(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    server.max_prompt_chars = 6_000  # the first turn fits, the third does not
+    server.stream_overflow = "empty"
+    server.default = fs.text_reply("Short answer.")
+    rig = Rig(tmp_path, server)  # the window it is told (100,000) is far above the server's
+    for i in range(4):
+        done = await rig.agent.run_turn(f"turn {i}: " + " ".join(str(n) for n in range(250)))
+        assert done.ok and done.final_text == "Short answer.", rig.types(skip=())
+    stored = [x for x in rig.session.messages if x["role"] == "assistant"]
+    assert stored and all(x["content"] == "Short answer." for x in stored)  # older ones were archived
+    assert {c.trigger for c in rig.of(CompactionEvent)} == {"reactive"}
+
+
+@pytest.mark.asyncio
+async def test_an_empty_probe_ends_the_turn_with_an_error_and_stores_nothing(
+    tmp_path: Path, server: fs.FakeLLMServer
+) -> None:
+    rig = Rig(tmp_path, server)
+    server.queue(fs.empty_stream(), fs.empty_stream())
+    done = await rig.agent.run_turn("hello")
+    assert not done.ok and not done.interrupted and done.final_text == ""
+    errors = [e for e in rig.of(ErrorEvent) if not e.retrying]
+    assert len(errors) == 1 and errors[0].kind == "empty_response"
+    assert "ended the stream without an answer (no text, no tool call, no usage report)" in errors[0].message
+    assert "unstreamed returned no answer either" in errors[0].message
+    assert rig.roles() == ["user"]
+    assert len(server.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_probe_that_answers_is_the_answer(tmp_path: Path, server: fs.FakeLLMServer) -> None:
+    rig = Rig(tmp_path, server)
+    server.queue(fs.empty_stream(), fs.text_reply("From the retry."))
+    done = await rig.agent.run_turn("hello")
+    assert done.ok and done.final_text == "From the retry."
+    assert "".join(e.text for e in rig.of(TextDelta)) == "From the retry."  # the chat shows it
+    assert rig.roles() == ["user", "assistant"]
+    assert len(rig.of(ContextUpdated)) == 1
+    assert rig.of(ContextUpdated)[0].snapshot.provider_prompt_tokens is not None
+
+
+@pytest.mark.asyncio
+async def test_a_finished_answer_with_no_text_is_not_stored(tmp_path: Path, server: fs.FakeLLMServer) -> None:
+    rig = Rig(tmp_path, server)
+    server.queue(fs.stream(fs.reasoning("thinking..."), finish_reason="stop"))
+    done = await rig.agent.run_turn("hello")
+    assert not done.ok
+    err = [e for e in rig.of(ErrorEvent) if not e.retrying]
+    assert len(err) == 1 and err[0].kind == "empty_response"
+    assert "empty answer (only 11 characters of reasoning), finish reason stop" in err[0].message
+    assert rig.roles() == ["user"]
+    assert len(server.requests) == 1  # a finish reason came: the stream was not dropped

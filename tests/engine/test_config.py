@@ -54,7 +54,7 @@ def test_bad_values_name_the_key_and_fall_back(tmp_path: Path) -> None:
                     'offload_old_bytes = -1\nallow_shell = "maybe"\nmodel = "ok/model"\nmystery = 3\n')
     loaded = load_settings(path, env={})
     s = loaded.settings
-    assert s.max_tokens == 1024 and s.compact_threshold_ratio == 0.8 and s.estimator == "heuristic"
+    assert s.max_tokens == 1024 and s.compact_threshold_ratio == 0.8 and s.estimator == "auto"
     assert s.offload_old_bytes == 3000 and s.allow_shell is False
     assert s.model == "ok/model"
     text = "\n".join(loaded.problems)

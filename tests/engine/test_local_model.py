@@ -303,3 +303,37 @@ def test_local_counts_use_the_model_tokenizer() -> None:
     assert llm.token_counter(LOCAL_MODEL, [msg]) == local_model.count_text("<|im_start|>user\nhello<|im_end|>\n")
     assert llm.tools_token_counter(LOCAL_MODEL, TOOLS) == local_model.count_tools(TOOLS) > 20
     assert llm.text_token_counter(LOCAL_MODEL, "<|im_end|>") == 1
+
+
+def test_the_local_estimator_counts_what_llama_cpp_is_given(tmp_path: Any) -> None:
+    """The bundled model's pre-call figure: the snapshot's regions add up to the tokens llama.cpp
+    counts in the prompt it is given (system prompt, tools, user / assistant / tool-call / tool-result
+    messages), with no calibration (the first call must be right)."""
+    from pathlib import Path
+
+    from engine import messages as m
+    from engine.agent import build_request, default_system_prompt, default_tools
+    from engine.config import Settings
+    from engine.session import Session
+    from engine.tokens import LocalEstimator, make_estimator
+
+    est = make_estimator("auto", LOCAL_MODEL)
+    assert isinstance(est, LocalEstimator) and est.name == "exact"
+    assert make_estimator("auto", "openai/gpt-4o-mini").name == "heuristic"
+    session = Session.create(Path(tmp_path) / "s", "t", estimator=est)
+    call = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    session.extend([
+        m.user("What is in a.py? 12 34 56 78 90 and some short words: a b c d e f g."),
+        m.assistant(None, tool_calls=[call]),
+        m.tool_result("call_1", "def f(x):\n    return x * 2  # 0123456789\n" * 20, name="read_file"),
+        m.assistant("It defines f, which doubles its argument."),
+        m.user("Thanks. Now 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 — what comes next?"),
+    ])
+    tools = default_tools()
+    system = default_system_prompt()
+    snap = session.snapshot(Settings(), est, system, tools, window=8192, calibrated=False)
+    prompt = render_prompt(build_request(system, "", session.messages), tools)
+    actual = local_model.count_text(prompt)
+    print("local estimate", snap.raw_prompt_tokens, "llama.cpp", actual)
+    assert abs(snap.raw_prompt_tokens - actual) <= max(2, actual // 200), (snap.raw_prompt_tokens, actual)
+    session.close()
