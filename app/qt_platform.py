@@ -374,6 +374,8 @@ def check_platform(platform: str, env: Mapping[str, str], qt_args: Sequence[str]
     """None when Qt can start ``platform``; else what stops it."""
     files = PLUGIN_FILES[platform]
     dirs = plugin_dirs(env)
+    if not dirs:
+        return None  # no PySide6 at all: its import says so
     plugin = next((d / f for f in files for d in dirs if (d / f).is_file()), None)
     if plugin is None:
         return Problem(platform, no_plugin=tuple(dirs))

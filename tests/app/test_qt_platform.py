@@ -135,6 +135,16 @@ def test_offscreen_and_the_like_are_not_checked(platform: str, monkeypatch: pyte
     assert qp.platform_problem(["-platform", platform], env={"QT_QPA_PLATFORM": "xcb"}) is None
 
 
+def test_a_plugin_file_gone_from_pyside6_is_reported(fake: FakeQt, x_display: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    (fake.platforms / "libqxcb.so").unlink()
+    monkeypatch.setattr(qp, "plugin_dirs", lambda env: [fake.platforms])
+    message = qp.platform_problem(env={"DISPLAY": x_display}, lookup=fake.lookup())
+    assert message is not None and f'The "xcb" plugin file is not in {fake.platforms}: reinstall' in message
+    monkeypatch.setattr(qp, "plugin_dirs", lambda env: [])  # no PySide6: its own import error speaks
+    assert qp.platform_problem(env={"DISPLAY": x_display}, lookup=fake.lookup()) is None
+
+
 # --------------------------------------------------------------------------- the libraries
 
 
