@@ -7,7 +7,7 @@ plugin could be initialized" and ``Aborted`` (a core dump). :func:`platform_prob
 first and returns one message naming the missing libraries, the Debian/Ubuntu and Fedora packages
 that provide them and the commands that install them; the callers print it and exit with 2.
 
-How, without importing QtGui (and fast: ~2 ms on the path where everything is there):
+How, without importing QtGui (and fast: about 3 ms when everything is there, nothing for offscreen):
 
 * the platforms Qt would try, in Qt's order: ``-platform`` / ``QT_QPA_PLATFORM`` when given (a
   ``;`` list), else ``wayland`` in a Wayland session, then ``xcb``. Qt takes the first that loads.
