@@ -52,6 +52,10 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     os.environ["QT_API"] = "pyside6"
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args, qt_args = _parse(sys.argv[1:] if argv is None else argv)
+    from app.qt_platform import ensure_platform
+
+    if code := ensure_platform(qt_args):  # a clear message and exit 2, not Qt's abort
+        return code
 
     import qasync
     from PySide6.QtWidgets import QApplication

@@ -51,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"screenshot: the sample session is missing: {SAMPLE}", file=sys.stderr)
         return 1
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from app.qt_platform import ensure_platform
+
+    if code := ensure_platform(prog="python -m app.screenshot"):  # only when told to use a real display
+        return code
     os.environ["QT_API"] = "pyside6"
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with tempfile.TemporaryDirectory(prefix="ctxbench-screenshot-") as tmp:
