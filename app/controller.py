@@ -335,6 +335,9 @@ class Controller(QObject):
             self.open_session(infos[0]["id"])
         else:
             self.new_session()
+        from engine import llm
+
+        llm.never_wait_on_this_thread()  # the window's model-info lookups never import litellm here
         self._spawn("warmup", self._warm_up())
 
     async def _warm_up(self) -> None:
@@ -350,9 +353,10 @@ class Controller(QObject):
         self._llm_ready = True
         self.model_suggestions.emit(names)
         self.llm_ready.emit()
-        if self.session is not None and not self.busy and self._needs_llm_for_window():
-            self._make_agent()
-            self._emit_state()
+        if self.session is not None and not self.busy:
+            if self._needs_llm_for_window():
+                self._make_agent()
+            self._emit_state()  # windows looked up while litellm was loading were provisional
 
     async def _await_llm(self) -> None:
         """Wait while litellm is being imported in the background: importing it from two threads at
@@ -377,8 +381,20 @@ class Controller(QObject):
     def new_session(self) -> None:
         self._spawn("open", self._new_session(), replace=True)
 
+    async def _prepare_counting(self) -> None:
+        """Load the bundled model's tokenizer in a worker thread before counting with it here: its
+        import may have to wait at the import gate while litellm loads in the background."""
+        from engine.local_model import LocalModelError, is_local, load_tokenizer
+
+        if self.settings.estimator in ("auto", "exact") and is_local(self.settings.model):
+            try:
+                await asyncio.to_thread(load_tokenizer)
+            except (LocalModelError, OSError, ValueError):
+                pass  # make_estimator counts without it
+
     async def _new_session(self) -> None:
         await self._leave_session()
+        await self._prepare_counting()
         session = self.store.create("New session", estimator=self._estimator())
         session.lock()
         self._load(session)
@@ -391,6 +407,7 @@ class Controller(QObject):
 
     async def _open_session(self, session_id: str) -> None:
         await self._leave_session()
+        await self._prepare_counting()
         try:
             session = self.store.open(
                 session_id, estimator=self._estimator(), retention_days=self.settings.offload_retention_days

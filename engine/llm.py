@@ -31,6 +31,7 @@ import json
 import os
 import random
 import re
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -108,6 +109,15 @@ def _import_litellm() -> None:
     litellm.drop_params = False
     _litellm = litellm
     local_model.register()
+
+
+_never_wait: set[int] = set()
+
+
+def never_wait_on_this_thread() -> None:
+    """On the calling thread (the app's UI thread), a model-info lookup never imports litellm: while
+    it is not loaded yet the answer is "unknown" (None) instead of a multi-second freeze."""
+    _never_wait.add(threading.get_ident())
 
 
 def litellm_loaded() -> bool:
@@ -775,6 +785,8 @@ def model_info(model: str, n_ctx: int | None = None) -> dict[str, Any] | None:
     ``max_input_tokens = n_ctx`` (the configured one when ``n_ctx`` is not given)."""
     if local_model.is_local(model):
         return local_model.model_info(n_ctx)
+    if _litellm is None and threading.get_ident() in _never_wait:
+        return None  # not known yet: the caller shows a provisional window and asks again once loaded
     litellm = _lib()
     try:
         info = litellm.get_model_info(model)

@@ -181,6 +181,12 @@ def _get_vocab() -> Any:
         return _vocab
 
 
+def load_tokenizer() -> None:
+    """Load the tokenizer now (imports llama_cpp through the import gate; ~0.1 s once): for a
+    worker thread, so that counting on the event loop's thread never waits for an import."""
+    _get_vocab()
+
+
 def count_text(text: str) -> int:
     """Tokens of ``text`` with the model's tokenizer (special tokens such as <|im_end|> count as one)."""
     if not text:

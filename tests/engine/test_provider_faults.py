@@ -127,6 +127,7 @@ async def test_timeout_before_the_first_chunk_is_retried_then_reported(tmp_path:
     rig = Rig(tmp_path, server.base_url, timeout=0.4, max_retries=1)
     server.queue(fs.stream(fs.text("never"), hang_after=0), fs.stream(fs.text("never"), hang_after=0),
                  fs.text_reply("not asked"))
+    await llm.ready()  # litellm's import (seconds on a busy machine) is not part of the timeout
     t0 = time.monotonic()
     done = await rig.turn()
     assert time.monotonic() - t0 < 8
