@@ -34,7 +34,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 

@@ -38,13 +38,16 @@ def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
 
 def _json_kind(obj: Any) -> SourceFormat | None:
     if isinstance(obj, dict):
-        if isinstance(obj.get("history"), list) and ("trajectory" in obj or "info" in obj or "environment" in obj
-                                                     or any(isinstance(h, dict) and "agent" in h for h in obj["history"][:5])):
+        history = obj.get("history")
+        if isinstance(history, list) and (
+            "trajectory" in obj or "info" in obj or "environment" in obj
+            or any(isinstance(h, dict) and "agent" in h for h in history[:5])
+        ):
             return "swe-agent"
         if isinstance(obj.get("messages"), list):
             info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
             fmt = str(obj.get("trajectory_format") or "")
-            if fmt.startswith("mini-swe-agent") or isinstance(info.get("config"), dict) and "agent" in info["config"]:
+            if fmt.startswith("mini-swe-agent") or (isinstance(info.get("config"), dict) and "agent" in info["config"]):
                 return "mini-swe-agent"
             return "openai"
         if isinstance(obj.get("events"), list):

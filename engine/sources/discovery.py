@@ -146,7 +146,7 @@ def _summary_claude(path: Path) -> SourceEntry:
     largest = 0
     with open(path, "rb") as fh:
         for raw in fh:
-            if not started and b'"timestamp"' in raw or not session_id and b'"sessionId"' in raw:
+            if (not started and b'"timestamp"' in raw) or (not session_id and b'"sessionId"' in raw):
                 obj = _loads(raw)
                 started = started or iso(obj.get("timestamp"))
                 session_id = session_id or str(obj.get("sessionId") or "")
@@ -288,7 +288,8 @@ def format_table(entries: list[SourceEntry]) -> str:
     """A plain-text table for the terminal."""
     if not entries:
         return "No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions)."
-    head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window", "% full", "path")
+    head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
+            "% full", "path")
     rows = [head]
     for e in entries:
         rows.append((e.agent, e.project[:28], e.session_id[:13], e.started[:16].replace("T", " "),

@@ -46,6 +46,7 @@ from engine.sources.readers import read_source
 from engine.tokens import Estimator, HeuristicEstimator, TokenCache
 
 SUBAGENTS_DIR = "subagents"
+ModelInfo = Callable[[str], dict[str, Any] | None]
 
 
 @dataclass
@@ -84,7 +85,9 @@ class SourceImportReport:
             f"{self.calls} provider calls, {self.reported_calls} with the provider's prompt tokens.",
         ]
         if self.inferred_prefix_tokens is not None:
-            lines.append(f"{self.inferred_prefix_label} (not in the file): {self.inferred_prefix_tokens} tokens, inferred.")
+            lines.append(
+                f"{self.inferred_prefix_label} (not in the file): {self.inferred_prefix_tokens} tokens, inferred."
+            )
         if self.subagents:
             lines.append(f"{len(self.subagents)} subagent session(s).")
         if self.skipped:
@@ -112,7 +115,7 @@ class _Ctx:
     prefix_in_system: bool = True
 
 
-def _window(src: SourceSession, settings: Settings, model_info: Callable[[str], dict[str, Any] | None] | None) -> WindowInfo:
+def _window(src: SourceSession, settings: Settings, model_info: ModelInfo | None) -> WindowInfo:
     from engine.importer import _resolve_import_window
 
     if src.window:
@@ -235,7 +238,8 @@ def _link_offloaded(src: SourceSession, folder: Path) -> list[dict[str, Any]]:
             shutil.copyfile(off.local_path, folder / rel)
             lines = sum(chunk.count(b"\n") for chunk in _chunks(folder / rel))
             src.messages[off.message_index]["offload"] = {
-                "path": rel, "bytes": off.size, "lines": lines, "strategy": "source", "source_path": str(off.local_path)}
+                "path": rel, "bytes": off.size, "lines": lines, "strategy": "source",
+                "source_path": str(off.local_path)}
             entry["path"] = rel
         out.append(entry)
     return out
@@ -248,7 +252,7 @@ def _chunks(path: Path) -> Any:
 
 
 def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
-           model_info: Callable[[str], dict[str, Any] | None] | None, title: str | None) -> SourceImportReport:
+           model_info: ModelInfo | None, title: str | None) -> SourceImportReport:
     win = _window(src, settings, model_info)
     ctx = _Ctx(settings, estimator, win, estimator.text(src.system_prompt) if src.system_prompt else 0,
                estimator.tools(src.tools) if src.tools else 0)
@@ -295,7 +299,7 @@ def _import_meta(src: SourceSession, report: SourceImportReport) -> dict[str, An
 
 
 def _write_subagents(src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
-                     model_info: Callable[[str], dict[str, Any] | None] | None) -> list[dict[str, Any]]:
+                     model_info: ModelInfo | None) -> list[dict[str, Any]]:
     out = []
     for ref in src.subagents:
         if ref.kind != "task" or ref.session is None:
@@ -322,7 +326,7 @@ def import_source(
     title: str | None = None,
     settings: Settings | None = None,
     estimator: Estimator | None = None,
-    model_info: Callable[[str], dict[str, Any] | None] | None = None,
+    model_info: ModelInfo | None = None,
 ) -> SourceImportReport:
     """Import ``path`` (of format ``fmt``, detected when None) as a new session at ``session_dir``."""
     path = Path(path)
@@ -372,7 +376,7 @@ def _detect(path: Path) -> SourceFormat:
 
 
 def _import_openai(path: Path, final: Path, fmt: SourceFormat, title: str | None, settings: Settings,
-                   estimator: Estimator, model_info: Callable[[str], dict[str, Any] | None] | None) -> SourceImportReport:
+                   estimator: Estimator, model_info: ModelInfo | None) -> SourceImportReport:
     from engine.importer import TranscriptError, import_transcript
 
     if final.exists():
