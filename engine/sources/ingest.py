@@ -262,6 +262,7 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
     session = Session.create(folder, meta["title"], estimator=estimator, meta=meta)
     try:
         offloaded = _link_offloaded(src, folder)
+        subagents = _write_subagents(src, folder, settings, estimator, model_info)  # links the Task results
         events = _events(src, ctx)
         archived = src.messages[:src.live_start]
         if archived:
@@ -269,7 +270,6 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
         session.extend(src.messages[src.live_start:])
         if events:
             append_lines(session.events_path, events)
-        subagents = _write_subagents(src, folder, settings, estimator, model_info)
         report = SourceImportReport(
             format=src.format, session_id=folder.name, path=folder, source=src.path, messages=len(src.messages),
             live_messages=len(src.messages) - src.live_start, archived_messages=src.live_start, calls=len(src.calls),
