@@ -45,6 +45,7 @@ from engine.sources.model import (
     iso,
     json_args,
     read_json_lines,
+    text_of,
     trigger_of,
 )
 
@@ -103,7 +104,7 @@ def _usage_into(call: ProviderCall, usage: dict[str, Any]) -> None:
 
 
 def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
-    kind = obj.get("type")
+    kind = obj.get("type") if isinstance(obj.get("type"), str) else repr(obj.get("type"))
     uid = obj.get("uuid")
     if isinstance(uid, str):
         parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
@@ -292,9 +293,7 @@ def _build_messages(scan: _Scan, session: SourceSession, kept: set[int]) -> None
                 tokens_before=line.pre_tokens))
             build.open_assistant.clear()
         elif line.kind == "user" and line.compact_summary and session.compactions:
-            text = line.content if isinstance(line.content, str) else "\n".join(
-                str(b.get("text") or "") for b in line.content or [] if isinstance(b, dict))
-            session.compactions[-1].summary = text
+            session.compactions[-1].summary = text_of(line.content)
         elif line.kind == "user":
             for msg in _user_messages(line):
                 _add(build, msg, line)

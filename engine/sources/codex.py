@@ -57,8 +57,9 @@ class _State:
 
 
 def _text(parts: Any) -> str:
-    return expand_redacted(text_of(parts)) if isinstance(parts, str) else "\n".join(
-        expand_redacted(text_of([p])) for p in (parts or []) if isinstance(p, dict | str))
+    if isinstance(parts, list):
+        return "\n".join(expand_redacted(text_of([p])) for p in parts if isinstance(p, dict | str))
+    return expand_redacted(text_of(parts))
 
 
 def _add(state: _State, msg: Message) -> Message:
@@ -80,8 +81,9 @@ def _encrypted_size(enc: str) -> int:
 
 
 def _reasoning_text(payload: dict[str, Any]) -> str:
-    parts = [_text(s.get("text") or "") for s in payload.get("summary") or [] if isinstance(s, dict)]
-    for c in payload.get("content") or []:
+    summary, content = payload.get("summary"), payload.get("content")
+    parts = [_text(s.get("text") or "") for s in summary if isinstance(s, dict)] if isinstance(summary, list) else []
+    for c in content if isinstance(content, list) else []:
         if isinstance(c, dict) and isinstance(c.get("text"), str):
             parts.append(expand_redacted(c["text"]))
     enc = payload.get("encrypted_content")
@@ -226,7 +228,7 @@ def _compacted(state: _State, payload: dict[str, Any]) -> None:
 
 
 def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
-    kind = obj.get("type")
+    kind = obj.get("type") if isinstance(obj.get("type"), str) else repr(obj.get("type"))
     payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
     state.ts = iso(obj.get("timestamp")) or state.ts
     session = state.session

@@ -70,7 +70,8 @@ def _assistant_from_response(response: dict[str, Any]) -> Message:
     raw = raw if isinstance(raw, dict) else {}
     msg: Message = {"role": "assistant", "content": text_of(raw.get("content")) or None}
     calls = []
-    for call in raw.get("tool_calls") or []:
+    raw_calls = raw.get("tool_calls")
+    for call in raw_calls if isinstance(raw_calls, list) else []:
         if isinstance(call, dict) and isinstance(call.get("function"), dict):
             fn = call["function"]
             calls.append({"id": str(call.get("id") or ""), "type": "function",

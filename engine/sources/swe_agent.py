@@ -42,7 +42,8 @@ def _message(raw: dict[str, Any]) -> Message | None:
         return None
     msg: Message = {"role": role, "content": text_of(raw.get("content"))}
     calls = []
-    for call in raw.get("tool_calls") or []:
+    raw_calls = raw.get("tool_calls")
+    for call in raw_calls if isinstance(raw_calls, list) else []:
         if isinstance(call, dict) and isinstance(call.get("function"), dict):
             fn = call["function"]
             calls.append({"id": str(call.get("id") or ""), "type": "function",

@@ -23,7 +23,6 @@ from tests.engine.sources.conftest import (
     BIG_CLAUDE,
     BIG_CODEX,
     CLAUDE,
-    CODEX,
     OPENHANDS,
     PERSISTED_CLAUDE,
     SWE,
