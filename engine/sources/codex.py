@@ -223,6 +223,8 @@ def _compacted(state: _State, payload: dict[str, Any]) -> None:
     for item in history if isinstance(history, list) else []:
         if isinstance(item, dict):
             _response_item(state, 0, item)
+    state.response_start = None  # the replacement is input to the next call, not its output
+    state.pending_reasoning.clear()
     comp.messages_after = len(session.messages) - comp.message_index
     state.compaction_pending = True
 

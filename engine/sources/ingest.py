@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,35 @@ class SourceImportReport:
 
 
 @dataclass
+class PrefixCalibrator(Calibrator):
+    """The session calibrator, for a source whose system prompt + tool definitions are known exactly
+    (inferred from the provider's first figure): the ratio actual/estimate is learnt and applied on
+    the rest of the prompt only, so a compaction — which changes the history, not the prefix — does
+    not rescale the prefix with a ratio that came from a very different history."""
+
+    exact_prefix: int = 0
+
+    def _rest_ratio(self) -> float | None:
+        raw, actual, fixed = self.last_raw, self.last_actual, self.exact_prefix
+        if raw is None or actual is None:
+            return None
+        if raw > fixed and actual > fixed:
+            return (actual - fixed) / (raw - fixed)
+        return self.ratio
+
+    def calibrate(self, raw_total: int, message_ids: Sequence[str] = (),
+                  fixed: tuple[int, int, int] = (0, 0, 0)) -> int:
+        ratio = self._rest_ratio()
+        if ratio is None or self.last_raw is None or self.last_actual is None:
+            return raw_total
+        n = len(self.last_prefix)
+        same = fixed == self.last_fixed and n <= len(message_ids) and tuple(message_ids[:n]) == self.last_prefix
+        if same and raw_total >= self.last_raw:
+            return super().calibrate(raw_total, message_ids, fixed)
+        return self.exact_prefix + round(max(0, raw_total - self.exact_prefix) * ratio)
+
+
+@dataclass
 class _Ctx:
     settings: Settings
     estimator: Estimator
@@ -146,7 +175,7 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
     _infer_prefix(src, ctx, counts, cache)
     system = ctx.system_tokens + (ctx.prefix or 0 if ctx.prefix_in_system else 0)
     tools = ctx.tools_tokens + (ctx.prefix or 0 if not ctx.prefix_in_system else 0)
-    calibrator = Calibrator()
+    calibrator = PrefixCalibrator(exact_prefix=system + tools) if ctx.prefix is not None else Calibrator()
     summaries: dict[int, int] = {}
     out: list[dict[str, Any]] = []
     for call in src.calls:
@@ -183,6 +212,17 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
             ids = [str(m.get("id")) for m in history]
             calibrator.record(snap.raw_prompt_tokens, actual, ids, (system, summary, tools))
     return out
+
+
+def context_records(src: SourceSession, settings: Settings | None = None,
+                    estimator: Estimator | None = None) -> list[dict[str, Any]]:
+    """The ``context`` records an import writes for ``src`` (one per provider call), without writing."""
+    settings = settings or Settings()
+    estimator = estimator or HeuristicEstimator()
+    win = _window(src, settings, None)
+    ctx = _Ctx(settings, estimator, win, estimator.text(src.system_prompt) if src.system_prompt else 0,
+               estimator.tools(src.tools) if src.tools else 0)
+    return _context_records(src, ctx)
 
 
 def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
