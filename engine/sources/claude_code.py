@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message, new_id
+from engine.messages import Message
 from engine.sources.model import (
     Compaction,
     OffloadedResult,
@@ -269,7 +269,7 @@ class _Build:
 
 
 def _add(build: _Build, msg: Message, line: _Line) -> None:
-    msg["id"] = new_id()
+    msg["id"] = build.session.make_id()
     msg["ts"] = line.ts or build.session.last_activity
     build.session.messages.append(msg)
 

@@ -20,9 +20,11 @@ Readers never write to, lock or move anything in the agent's folders.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,11 +45,25 @@ PROVIDER = "provider"  # counted by the provider, recorded by the agent
 INFERRED = "inferred"  # derived from provider figures minus our estimate (labelled so)
 ESTIMATED = "estimated"  # our estimate only
 
+_decode = json.JSONDecoder().decode
+_MS_UTC_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _REDACTED_RE = re.compile(r"^\[REDACTED_[A-Z_]+ len=(\d+)(?: sha=[0-9a-f]+)?\]$")
 
 
 class SourceError(ValueError):
     """A file that cannot be read as the format asked for; the text says what was wrong."""
+
+
+class IdMaker:
+    """Message ids for one read: unique (a random 24-hex prefix + a counter), and cheaper than a uuid4
+    per message on a 100 MB session."""
+
+    def __init__(self) -> None:
+        self._prefix = uuid.uuid4().hex[:24]
+        self._count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):08x}"
 
 
 def trigger_of(value: Any) -> Trigger:
@@ -163,6 +179,7 @@ class SourceSession:
     aggregate: dict[str, Any] | None = None  # totals the source keeps instead of per-call usage
     lines: int = 0  # lines (or items) read
     off_chain: int = 0  # messages on branches the conversation left (Claude Code rewinds)
+    make_id: IdMaker = field(default_factory=lambda: IdMaker(), repr=False, compare=False)
 
     @property
     def summary(self) -> str:
@@ -193,6 +210,8 @@ class SourceSession:
 
 def iso(value: Any) -> str:
     """An ISO-8601 UTC timestamp from an ISO string or epoch seconds; "" when it is neither."""
+    if isinstance(value, str) and len(value) == 24 and value[23] == "Z" and _MS_UTC_RE.match(value):
+        return value[:23] + "+00:00"  # the agents' usual form, already in milliseconds and UTC
     if isinstance(value, bool) or value is None:
         return ""
     if isinstance(value, int | float):
@@ -224,18 +243,21 @@ def expand_redacted(text: str) -> str:
         return text
     n = int(match.group(1))
     head = f"[redacted: {n} characters]"
-    return head + " " + "·" * max(0, n - len(head) - 1) if n > len(head) else head
+    return head + " " + "." * max(0, n - len(head) - 1) if n > len(head) else head
 
 
-def read_json_lines(path: Path, skipped: list[Skipped]) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_json_lines(
+    path: Path, skipped: list[Skipped], skip: Callable[[bytes], bool] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every JSON-object line of ``path``, streamed; bad lines go to
-    ``skipped`` with the reason (a torn last line: the agent may still be writing)."""
+    ``skipped`` with the reason (a torn last line: the agent may still be writing). Lines for which
+    ``skip(raw)`` is true are known to be of no use and are not parsed."""
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, start=1):
-            if not raw.strip():
+            if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
                 continue
             try:
-                obj = json.loads(raw)
+                obj = _decode(raw.decode("utf-8"))
             except RecursionError:
                 skipped.append(Skipped(n, "not JSON (nested too deeply)"))
                 continue

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message, new_id
+from engine.messages import Message
 from engine.sources.model import (
     Compaction,
     ProviderCall,
@@ -82,7 +82,7 @@ def _assistant_from_response(response: dict[str, Any]) -> Message:
 
 
 def _add(session: SourceSession, msg: Message, ts: str) -> None:
-    msg["id"] = new_id()
+    msg["id"] = session.make_id()
     msg["ts"] = ts
     session.messages.append(msg)
 

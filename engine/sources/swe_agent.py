@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message, new_id
+from engine.messages import Message
 from engine.sources.model import (
     ProviderCall,
     Skipped,
@@ -85,7 +85,7 @@ def read_swe_agent(path: Path) -> SourceSession:
         if msg is None:
             session.skipped.append(Skipped(n, f"history item {n}: role {raw.get('role')!r} is not part of a chat"))
             continue
-        msg["id"] = new_id()
+        msg["id"] = session.make_id()
         msg["ts"] = ""
         session.messages.append(msg)
     session.system_prompt = "\n\n".join(system_parts)
