@@ -10,9 +10,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def main(argv: list[str]) -> int:
-    from benchmarks import accuracy, engine_bench
+    from benchmarks import accuracy, engine_bench, sources_bench
 
     suites = dict(engine_bench.ALL)
+    suites.update(sources_bench.ALL)
     try:
         from benchmarks import gui_bench
     except ImportError:

@@ -20,6 +20,7 @@ Text a publisher redacted as ``[REDACTED_TEXT len=N …]`` is estimated from N.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,7 +268,25 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
 
 _NEEDED_EVENTS = (b'"token_count"', b'"task_started"', b'"context_compacted"')
 _MODEL_RE = re.compile(rb'"model":"([^"\\]{1,200})"')
+_RAW_DECODE = json.JSONDecoder().raw_decode
 _TOTAL_RE = re.compile(rb'"total_token_usage":(\{[^{}]*\})')
+
+
+def _token_count_info(state: _State, raw: bytes) -> bool:
+    """A new ``token_count``: parse only its ``info`` object (not the rate limits after it)."""
+    at = raw.find(b'"info":{')
+    if at < 0:
+        return False
+    try:
+        info, _ = _RAW_DECODE(raw[at + 7:].decode("utf-8"))
+    except ValueError:
+        return False
+    stamp = iso(raw[14:38].decode("ascii", "replace"))
+    if stamp:
+        state.ts = stamp
+        state.session.last_activity = stamp
+    _token_count(state, {"info": info})
+    return True
 
 
 def _fast_path(state: _State, raw: bytes) -> bool:
@@ -284,6 +303,7 @@ def _fast_path(state: _State, raw: bytes) -> bool:
             if total.group(1) == state.last_total_raw:
                 return True
             state.last_total_raw = total.group(1)
+            return _token_count_info(state, raw)
         return False
     if kind.startswith(b'turn_context"') and (model := _MODEL_RE.search(raw)) is not None:
         state.model = model.group(1).decode("utf-8", "replace")

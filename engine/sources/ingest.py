@@ -38,7 +38,6 @@ from engine.budget import Calibrator, WindowInfo, build_snapshot
 from engine.config import Settings
 from engine.fsutil import append_lines, fsync_dir
 from engine.messages import new_id, now_iso
-from engine.offload import RESULTS_DIR
 from engine.session import Session
 from engine.sources.detect import detect_format
 from engine.sources.model import INFERRED, SourceError, SourceFormat, SourceSession
@@ -46,6 +45,7 @@ from engine.sources.readers import read_source
 from engine.tokens import Estimator, HeuristicEstimator, TokenCache
 
 SUBAGENTS_DIR = "subagents"
+RESULTS_DIR = "tool_results"  # engine.offload.RESULTS_DIR, without importing asyncio for it
 ModelInfo = Callable[[str], dict[str, Any] | None]
 
 
