@@ -417,15 +417,17 @@ def _detect(path: Path) -> SourceFormat:
 
 def _import_openai(path: Path, final: Path, fmt: SourceFormat, title: str | None, settings: Settings,
                    estimator: Estimator, model_info: ModelInfo | None) -> SourceImportReport:
-    from engine.importer import TranscriptError, import_transcript
+    from engine.importer import ImportReport, TranscriptError, import_transcript
 
     if final.exists():
         final.rmdir()
     try:
         rep = import_transcript(path, session_dir=final, title=title, settings=settings, estimator=estimator,
-                                model_info=model_info)
+                                model_info=model_info, other_agents=False)
     except TranscriptError as exc:
         raise SourceError(str(exc)) from None
+    if not isinstance(rep, ImportReport):  # other_agents=False: always the OpenAI-format report
+        raise SourceError(f"{path.name}: not an OpenAI-format log")
     return SourceImportReport(
         format=fmt, session_id=rep.session_id, path=rep.path, source=rep.source, messages=rep.messages,
         live_messages=rep.messages, archived_messages=0, calls=rep.snapshots, reported_calls=rep.reported_calls,

@@ -23,6 +23,7 @@ from tests.engine.sources.conftest import (
     BIG_CLAUDE,
     BIG_CODEX,
     CLAUDE,
+    CODEX,
     OPENHANDS,
     PERSISTED_CLAUDE,
     SWE,
@@ -227,3 +228,23 @@ def test_the_command_line_contract(tmp_path: Path) -> None:
                                                          "mini-swe-agent", "openai"))
     proc = _ctxbench("import", str(BIG_CLAUDE), "--session", str(tmp_path / "u"), "--format", "gemini")
     assert proc.returncode == 2 and "unknown format" in proc.stderr
+
+
+def test_offloaded_copies_go_where_the_app_looks() -> None:
+    from engine import offload
+    from engine.sources import ingest
+
+    assert ingest.RESULTS_DIR == offload.RESULTS_DIR
+
+
+def test_the_apps_open_transcript_path_reads_other_agents(tmp_path: Path) -> None:
+    from engine.importer import import_transcript
+    from engine.session import SessionStore
+    from engine.sources.ingest import SourceImportReport
+
+    store = SessionStore(tmp_path / "sessions")
+    report = import_transcript(CODEX / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+                               store=store)
+    assert isinstance(report, SourceImportReport) and report.format == "codex" and report.reported_calls == 6
+    assert [info.id for info in store.list()] == [report.session_id]
+    assert "6 provider calls" in report.describe()
