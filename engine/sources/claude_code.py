@@ -336,6 +336,13 @@ def _attach_compaction_cost(session: SourceSession, child: SourceSession, path: 
     match.cost = cost
 
 
+def _link_task(session: SourceSession, agent_id: str, tool_id: str | None) -> None:
+    """Mark the tool message that answered the Task call which started the subagent."""
+    for msg in session.messages:
+        if msg.get("role") == "tool" and tool_id and msg.get("tool_call_id") == tool_id:
+            msg["subagent"] = {"id": agent_id}
+
+
 def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
     sub_dir = folder / "subagents"
     files = sorted(sub_dir.glob("agent-*.jsonl")) if sub_dir.is_dir() else []
@@ -354,10 +361,14 @@ def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
             continue
         tool_id = scan.agent_links.get(agent_id)
         session.subagents.append(SubagentRef(agent_id, "task", path, tool_id, child))
-        for msg in session.messages:
-            if msg.get("role") == "tool" and tool_id and msg.get("tool_call_id") == tool_id:
-                msg["subagent"] = {"id": agent_id}
+        _link_task(session, agent_id, tool_id)
     for agent_id, tool_id in scan.agent_links.items():
+        beside = folder.parent / f"agent-{agent_id}.jsonl"  # where Claude Code before 2.1 kept them
+        if agent_id not in found and beside.is_file():
+            found.add(agent_id)
+            child = read_claude_code(beside, subagents=False)
+            session.subagents.append(SubagentRef(agent_id, "task", beside, tool_id, child))
+            _link_task(session, agent_id, tool_id)
         if agent_id not in found:
             missing = sub_dir / f"agent-{agent_id}.jsonl"
             problem = f"subagent file {missing.name} is missing (started by tool call {tool_id})"

@@ -91,7 +91,7 @@ def _files(agent: Agent | None, folder: Path) -> Iterable[tuple[Agent, Path]]:
     if agent in ("claude-code", None):
         pattern = "*/*.jsonl" if agent == "claude-code" else "**/*.jsonl"
         for path in folder.glob(pattern):
-            if "subagents" in path.parts or path.name.startswith("rollout-"):
+            if "subagents" in path.parts or path.name.startswith(("rollout-", "agent-")):
                 continue
             if agent is None and not _looks_claude(path):
                 continue

@@ -144,3 +144,14 @@ def test_window_follows_the_model() -> None:
     src = read_claude_code(CLAUDE / "short.jsonl")
     assert src.window == 200_000 and src.model == "claude-opus-4-6"
     assert src.prefix_label == "system prompt and tool definitions"
+
+
+def test_subagent_files_beside_the_session_as_older_versions_kept_them(tmp_path: Path) -> None:
+    shutil.copyfile(BIG_CLAUDE, tmp_path / BIG_CLAUDE.name)
+    agent = next((BIG_CLAUDE.with_suffix("") / "subagents").glob("agent-a[0-9]*.jsonl"))
+    shutil.copyfile(agent, tmp_path / agent.name)
+    src = read_claude_code(tmp_path / BIG_CLAUDE.name)
+    (sub,) = src.subagents
+    assert sub.path == tmp_path / agent.name and sub.session is not None
+    assert [c.prompt_tokens for c in sub.session.calls] == [c["prompt"] for c in raw_claude_calls(agent)]
+    assert src.skipped == []

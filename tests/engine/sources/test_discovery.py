@@ -22,6 +22,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (home / ".claude" / "projects" / "-home-me-alpha").mkdir(parents=True)
     shutil.copyfile(BIG_CLAUDE, home / ".claude" / "projects" / "-home-me-alpha" / BIG_CLAUDE.name)
     shutil.copytree(BIG_CLAUDE.with_suffix(""), home / ".claude" / "projects" / "-home-me-alpha" / BIG_CLAUDE.stem)
+    agent = next((BIG_CLAUDE.with_suffix("") / "subagents").glob("agent-a[0-9]*.jsonl"))
+    shutil.copyfile(agent, home / ".claude" / "projects" / "-home-me-alpha" / agent.name)  # the pre-2.1 place
     (home / ".config" / "claude" / "projects" / "-home-me-beta").mkdir(parents=True)
     shutil.copyfile(CLAUDE / "short.jsonl", home / ".config" / "claude" / "projects" / "-home-me-beta" / "short.jsonl")
     for n, name in enumerate(("tool_heavy.jsonl", "subagent.jsonl")):
