@@ -292,8 +292,15 @@ def _build_messages(scan: _Scan, session: SourceSession, kept: set[int]) -> None
                 ts=line.ts, message_index=len(session.messages), calls_before=0,
                 tokens_before=line.pre_tokens))
             build.open_assistant.clear()
-        elif line.kind == "user" and line.compact_summary and session.compactions:
-            session.compactions[-1].summary = text_of(line.content)
+        elif line.kind == "user" and line.compact_summary:
+            last = session.compactions[-1] if session.compactions else None
+            if last is None or last.summary or last.message_index != len(session.messages):
+                # a summary without its boundary line (how Claude Code wrote compactions before 2.0)
+                last = Compaction(index=len(session.compactions), trigger="unknown", trigger_source="",
+                                  ts=line.ts, message_index=len(session.messages), calls_before=0,
+                                  tokens_before=None)
+                session.compactions.append(last)
+            last.summary = text_of(line.content)
         elif line.kind == "user":
             for msg in _user_messages(line):
                 _add(build, msg, line)

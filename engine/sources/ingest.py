@@ -234,7 +234,7 @@ def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
         out.append({
             "type": "compaction", "id": new_id(), "trigger": comp.trigger, "trigger_source": comp.trigger_source,
             "tokens_before": comp.tokens_before, "tokens_after": comp.tokens_after,
-            "tokens_before_source": comp.tokens_before_source,
+            "tokens_before_source": comp.tokens_before_source if comp.tokens_before is not None else "",
             "tokens_after_source": "first provider call after the compaction" if comp.tokens_after is not None else "",
             "messages_compacted": len(archived), "messages_kept": comp.messages_after, "duration_ms": 0.0,
             "result": "summarized" if comp.summary else "replaced", "summary": comp.summary, "reason": "",

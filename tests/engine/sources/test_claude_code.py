@@ -3,6 +3,7 @@ persisted output — each checked against the raw file's own figures."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -155,3 +156,17 @@ def test_subagent_files_beside_the_session_as_older_versions_kept_them(tmp_path:
     assert sub.path == tmp_path / agent.name and sub.session is not None
     assert [c.prompt_tokens for c in sub.session.calls] == [c["prompt"] for c in raw_claude_calls(agent)]
     assert src.skipped == []
+
+
+def test_a_summary_without_its_boundary_line_is_still_a_compaction(tmp_path: Path) -> None:
+    raw = lines(PERSISTED_CLAUDE)
+    b = next(i for i, o in enumerate(raw) if o.get("subtype") == "compact_boundary")
+    summary = raw[b + 1]
+    summary["parentUuid"] = None  # as older versions started the continued session
+    path = tmp_path / "continued.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in raw[b + 1:]), encoding="utf-8")
+    src = read_claude_code(path, subagents=False)
+    (comp,) = src.compactions
+    assert comp.summary == summary["message"]["content"] and comp.trigger == "unknown"
+    assert comp.tokens_before is None and comp.message_index == 0 == src.live_start
+    assert comp.tokens_after == raw_claude_calls(path)[0]["prompt"]
