@@ -170,3 +170,53 @@ def test_a_summary_without_its_boundary_line_is_still_a_compaction(tmp_path: Pat
     assert comp.summary == summary["message"]["content"] and comp.trigger == "unknown"
     assert comp.tokens_before is None and comp.message_index == 0 == src.live_start
     assert comp.tokens_after == raw_claude_calls(path)[0]["prompt"]
+
+
+def _line(kind: str, uid: str, parent: str | None, **extra: object) -> dict[str, object]:
+    return {"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s", "isSidechain": False,
+            "timestamp": f"2026-02-01T10:00:{len(uid):02d}.000Z", **extra}
+
+
+def _answer(uid: str, parent: str, msg_id: str, prompt: int, text: str) -> dict[str, object]:
+    usage = {"input_tokens": 5, "cache_creation_input_tokens": 10, "cache_read_input_tokens": prompt - 15,
+             "output_tokens": 7}
+    return _line("assistant", uid, parent, requestId=f"req-{msg_id}", message={
+        "id": msg_id, "model": "claude-sonnet-4-5", "role": "assistant", "usage": usage,
+        "content": [{"type": "text", "text": text}]})
+
+
+def test_two_compactions_manual_then_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        _line("user", "u1", None, message={"role": "user", "content": "first task"}),
+        _answer("a1", "u1", "m1", 20_000, "done one"),
+        _line("system", "b1", None, subtype="compact_boundary", logicalParentUuid="a1",
+              compactMetadata={"trigger": "manual", "preTokens": 20_100}),
+        _line("user", "s1", "b1", isCompactSummary=True, message={"role": "user", "content": "SUMMARY ONE"}),
+        _line("user", "u2", "s1", message={"role": "user", "content": "second task"}),
+        _answer("a2", "u2", "m2", 9_000, "done two"),
+        _line("system", "b2", None, subtype="compact_boundary", logicalParentUuid="a2",
+              compactMetadata={"trigger": "auto", "preTokens": 9_100}),
+        _line("user", "s2", "b2", isCompactSummary=True, message={"role": "user", "content": "SUMMARY TWO"}),
+        _line("user", "u3", "s2", message={"role": "user", "content": "third task"}),
+        _answer("a3", "u3", "m3", 7_000, "done three"),
+    ]
+    path = tmp_path / "two.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    src = read_claude_code(path)
+    assert [(c.trigger, c.tokens_before, c.tokens_after, c.summary) for c in src.compactions] == [
+        ("manual", 20_100, 9_000, "SUMMARY ONE"), ("auto", 9_100, 7_000, "SUMMARY TWO")]
+    assert [m["content"] for m in src.messages] == ["first task", "done one", "second task", "done two",
+                                                   "third task", "done three"]
+    assert src.live_start == 4 and [c.calls_before for c in src.compactions] == [1, 2]
+    from app import cli
+
+    assert cli.main(["import", str(path), "--session", str(tmp_path / "out"), "--no-model-info"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["archived_messages"] == 4 and report["live_messages"] == 2
+    events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(e["type"], e.get("provider_prompt_tokens"), e.get("trigger")) for e in events] == [
+        ("context", 20_000, None), ("compaction", None, "manual"), ("context", 9_000, None),
+        ("compaction", None, "auto"), ("context", 7_000, None)]
+    summaries = [e["summary"] for e in events if e["type"] == "context"]
+    assert summaries[0] == 0 and summaries[1] > 0 and summaries[2] > 0  # the summary region after each
+    assert [e["messages_compacted"] for e in events if e["type"] == "compaction"] == [2, 2]
