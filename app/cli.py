@@ -8,6 +8,7 @@
     ctxbench import FILE --session DIR [--format NAME]
     ctxbench sources [--json] [--refresh]
 
+``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
 ``message``, ``text_delta``, ``tool_call_started``, ``tool_call_finished``, ``context`` (``window`` and
 integer ``regions``: system, summary, history, tools, reserve, free), ``compaction_started``,
@@ -466,7 +467,7 @@ def cmd_sources(args: argparse.Namespace, settings: Settings, out: Printer) -> i
     entries = scan_sources(settings, refresh=args.refresh)
     if args.json:
         for entry in entries:
-            out(entry.to_json())
+            out({"type": "source", **entry.to_json()})
         return 0
     text = format_table(entries)
     try:
