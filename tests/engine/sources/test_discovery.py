@@ -104,8 +104,9 @@ def test_folders_named_in_the_settings(tmp_path: Path, monkeypatch: pytest.Monke
 def test_the_command(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["sources", "--json"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert len(rows) == 7 and all(r["type"] == "source" for r in rows) and {"agent", "project", "session_id", "path", "started", "last_activity", "calls",
-                               "last_prompt_tokens", "window", "percent_full"} <= set(rows[0])
+    assert len(rows) == 7 and all(r["type"] == "source" for r in rows)
+    assert {"agent", "project", "session_id", "path", "started", "last_activity", "calls", "last_prompt_tokens",
+            "window", "percent_full"} <= set(rows[0])
     assert cli.main(["sources"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["agent", "project", "session"] and len(table) == 8
