@@ -5,8 +5,10 @@
                  [--workspace DIR] [--allow-write] [--allow-shell] [--yes] PROMPT
     ctxbench inspect --session DIR
     ctxbench compact --session DIR [--instruction TEXT] (--preview | --apply) [--model M]
-    ctxbench import FILE --session DIR
+    ctxbench import FILE --session DIR [--format NAME]
+    ctxbench sources [--json] [--refresh]
 
+``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
 ``message``, ``text_delta``, ``tool_call_started``, ``tool_call_finished``, ``context`` (``window`` and
 integer ``regions``: system, summary, history, tools, reserve, free), ``compaction_started``,
@@ -33,14 +35,13 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from engine.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
-COMMANDS = ("run", "inspect", "compact", "import")
+COMMANDS = ("run", "inspect", "compact", "import", "sources")
 
 
 class CLIError(Exception):
@@ -155,12 +156,22 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--apply", action="store_true", help="compact: archive, summarize, replace (undoable)")
     _add_model_args(comp)
 
-    imp = sub.add_parser("import", help="import an OpenAI-format transcript (JSON / JSONL) as a session")
+    imp = sub.add_parser(
+        "import",
+        help="import an agent's session file as a session (Claude Code, Codex, OpenHands, SWE-agent, "
+        "mini-swe-agent, OpenAI-format JSON / JSONL)",
+    )
     imp.add_argument("file", type=Path, metavar="FILE")
+    imp.add_argument("--format", metavar="NAME",
+                     help="read the file as this format instead of detecting it: claude-code, codex, "
+                     "openhands, swe-agent, mini-swe-agent, openai")
     imp.add_argument("--session", required=True, type=Path, metavar="DIR", help="new session folder")
     imp.add_argument("--title", help="session title (default: from the file)")
     imp.add_argument("--no-model-info", action="store_true",
                      help="do not look up the model's window (use the window the log's usage implies)")
+    src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex), newest first")
+    src.add_argument("--json", action="store_true", help="one JSON object per session, one per line")
+    src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")
     return parser
 
 
@@ -423,8 +434,14 @@ async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
-    from engine.importer import TranscriptError, import_transcript
+    from engine.sources.detect import parse_format
+    from engine.sources.ingest import import_source
+    from engine.sources.model import SourceError
 
+    try:
+        fmt = parse_format(args.format) if args.format else None
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
     model_info = None
     if not args.no_model_info:
         from engine import llm
@@ -432,19 +449,32 @@ def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> in
         model_info = llm.model_info
     if args.session.exists() and not (args.session.is_dir() and not any(args.session.iterdir())):
         raise CLIError(f"cannot import into {args.session}: it already exists")
-    if args.session.exists():
-        args.session.rmdir()  # an empty folder: the import creates it atomically
+    if not args.file.is_file():
+        raise CLIError(f"no file at {args.file}")
     try:
-        report = import_transcript(
-            args.file, session_dir=args.session, title=args.title, settings=settings, model_info=model_info
+        report = import_source(
+            args.file, session_dir=args.session, fmt=fmt, title=args.title, settings=settings, model_info=model_info
         )
-    except TranscriptError as exc:
+    except SourceError as exc:
         raise CLIError(str(exc)) from None
-    data = asdict(report)
-    data.update(
-        type="import", path=str(report.path), source=str(report.source), description=report.describe()
-    )
-    out(data)
+    out(report.to_json())
+    return 0
+
+
+def cmd_sources(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
+    from engine.sources.discovery import format_table, scan_sources
+
+    entries = scan_sources(settings, refresh=args.refresh)
+    if args.json:
+        for entry in entries:
+            out({"type": "source", **entry.to_json()})
+        return 0
+    text = format_table(entries)
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
     return 0
 
 
@@ -501,6 +531,8 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
         return asyncio.run(_with_signals(cmd_compact(args, settings, out)))
     if args.command == "import":
         return cmd_import(args, settings, out)
+    if args.command == "sources":
+        return cmd_sources(args, settings, out)
     raise UsageError(f"unknown command {args.command!r}")
 
 

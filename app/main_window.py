@@ -181,7 +181,9 @@ class MainWindow(QMainWindow):
         self.new_action.triggered.connect(self._on_new_action_triggered)
         self.open_action = QAction("&Open transcript…", self)
         self.open_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Open))
-        self.open_action.setToolTip("Open a history.jsonl or an agent trajectory (.traj.json) as a session")
+        self.open_action.setToolTip(
+            "Open an agent's session (Claude Code, Codex, OpenHands, SWE-agent, mini-swe-agent) or a transcript"
+        )
         self.open_action.triggered.connect(self._on_open_action_triggered)
         self.quit_action = QAction("&Quit", self)
         self.quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))

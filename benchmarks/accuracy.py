@@ -29,6 +29,7 @@ from engine.tokens import estimate_message_tokens, estimate_tool_defs_tokens
 
 REPO = Path(__file__).resolve().parent.parent
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
+SESSIONS = REPO.parent / "shared" / "data" / "sessions"
 
 # mini-swe-agent's single tool, as its tool-calling config declares it
 BASH_TOOL: dict[str, Any] = {
@@ -132,6 +133,43 @@ def measure(paths: Sequence[Path] | None = None, *, exact: bool = True) -> list[
     return rows
 
 
+def source_files() -> list[tuple[str, Path]]:
+    """The real Claude Code sessions (and their Task subagents) and Codex rollouts."""
+    claude = sorted((SESSIONS / "claude-code").glob("*.jsonl"))
+    claude += [p for p in sorted((SESSIONS / "claude-code").glob("*/subagents/agent-*.jsonl"))
+               if not p.name.startswith("agent-acompact")]
+    return [("claude-code", p) for p in claude] + [("codex", p) for p in sorted((SESSIONS / "codex").glob("*.jsonl"))]
+
+
+def measure_sources() -> list[Row]:
+    """Calibrated estimate of each call's prompt (as an import records it) vs the provider's figure, for
+    every call after a session's first, per agent; and separately the first call after each compaction."""
+    from engine.sources.ingest import context_records
+    from engine.sources.readers import read_source
+
+    errors: dict[str, list[float]] = {}
+    after: dict[str, list[float]] = {}
+    for agent, path in source_files():
+        recs = context_records(read_source(path, agent))  # type: ignore[arg-type]
+        for k, rec in enumerate(recs):
+            actual = rec["provider_prompt_tokens"]
+            if k == 0 or not actual:
+                continue
+            estimate = rec["system"] + rec["summary"] + rec["history"] + rec["tools"]
+            err = abs(estimate - actual) / actual
+            errors.setdefault(agent, []).append(err)
+            if rec["segment"] != recs[k - 1]["segment"]:
+                after.setdefault(agent, []).append(err)
+    rows = []
+    for agent, errs in errors.items():
+        rows.append(Row(f"{agent}: calibrated heuristic", statistics.median(errs), _p90(errs), len(errs)))
+        if agent in after:
+            first = after[agent]
+            rows.append(Row(f"{agent}: first call after a compaction", statistics.median(first), _p90(first),
+                            len(first)))
+    return rows
+
+
 def main(argv: Sequence[str] = ()) -> int:
     rows = measure(exact="--no-exact" not in argv)
     print(f"token accuracy vs provider-reported prompt_tokens ({TRAJECTORIES})")
@@ -141,6 +179,10 @@ def main(argv: Sequence[str] = ()) -> int:
     cal = [r for r in rows if r.name.startswith("calibrated")]
     ok = all(r.median < 0.01 and r.p90 < 0.02 for r in cal)
     print(f"target: calibrated median < 1%, p90 < 2%  -> {'MET' if ok else 'NOT MET'}")
+    print(f"\nthe same, on the Claude Code and Codex sessions ({SESSIONS}), as `ctxbench import` records them")
+    print(f"{'estimator':44} {'median':>8} {'p90':>8} {'calls':>6}")
+    for r in measure_sources():
+        print(f"{r.name:44} {r.median:8.2%} {r.p90:8.2%} {r.n:6d}")
     return 0
 
 

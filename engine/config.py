@@ -80,6 +80,7 @@ class Settings:
     prune_protect_turns: int = 2
     # agent and tools
     workspace: str = ""
+    source_dirs: str = ""  # more folders of agent sessions for `ctxbench sources` (separated by os.pathsep)
     allow_write: bool = False
     allow_shell: bool = False
     max_iterations: int = 25

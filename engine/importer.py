@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.budget import Calibrator, WindowInfo, build_snapshot, resolve_context_window
 from engine.config import Settings
@@ -39,6 +39,9 @@ from engine.fsutil import append_lines, fsync_dir
 from engine.messages import Message, MessageError, new_id, now_iso
 from engine.session import Session, SessionStore, check_message, window_for
 from engine.tokens import Estimator, HeuristicEstimator, TokenCache
+
+if TYPE_CHECKING:
+    from engine.sources.ingest import SourceImportReport
 
 SKIPPED_FILE = "import_skipped.jsonl"
 KEPT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
@@ -435,16 +438,24 @@ def import_transcript(
     window: WindowInfo | int | None = None,
     model_info: Callable[[str], dict[str, Any] | None] | None = None,
     estimator: Estimator | None = None,
-) -> ImportReport:
+    other_agents: bool = True,
+) -> ImportReport | SourceImportReport:
     """Import ``path`` as a new session (in ``store``, or at ``session_dir``); return the report.
 
     ``model_info`` (e.g. ``engine.llm.model_info``) looks up the model's window; without it, and
     without ``window`` or a window override in ``settings``, the window is the smallest multiple of
     1024 that held every reported prompt (``window_source == "observed"``).
+
+    With ``other_agents`` (the default), a Claude Code, Codex, OpenHands or SWE-agent session file
+    is recognised and read by :mod:`engine.sources` instead (its report has the same ``session_id``,
+    ``path`` and ``describe()``).
     """
     path = Path(path)
     settings = settings or Settings()
     estimator = estimator or HeuristicEstimator()
+    if other_agents and (report := _import_other_agent(path, store, session_dir, title, settings, model_info,
+                                                        estimator)) is not None:
+        return report
     items, container, fmt, where = parse_transcript(path)
     conv = convert_messages(items, where)
     if not conv.messages:
@@ -521,6 +532,36 @@ def import_transcript(
         window=win.context_window,
         window_source=win.source,
     )
+
+
+def _import_other_agent(
+    path: Path,
+    store: SessionStore | None,
+    session_dir: Path | None,
+    title: str | None,
+    settings: Settings,
+    model_info: Callable[[str], dict[str, Any] | None] | None,
+    estimator: Estimator,
+) -> SourceImportReport | None:
+    """The import of another agent's session file, or None when ``path`` is an OpenAI-format log."""
+    from engine.sources.detect import detect_format
+    from engine.sources.ingest import import_source
+    from engine.sources.model import SourceError
+
+    try:
+        fmt = detect_format(path)
+    except SourceError:
+        return None  # not recognised: the OpenAI-format parser names what is wrong with it
+    if fmt in ("openai", "mini-swe-agent"):
+        return None
+    if session_dir is None:
+        store = store or SessionStore()
+        session_dir = store.path_for(store.new_id())
+    try:
+        return import_source(path, session_dir=session_dir, fmt=fmt, title=title, settings=settings,
+                             estimator=estimator, model_info=model_info)
+    except SourceError as exc:
+        raise TranscriptError(str(exc)) from None
 
 
 def _call_snapshots(

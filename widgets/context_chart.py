@@ -524,6 +524,12 @@ class ContextChart(QWidget):
             lines.append(f"Reported by provider: {format_tokens(prov)} (estimate {diff:+.1f}%)")
         else:
             lines.append("Reported by provider: —")
+        cached = [f"{label} {format_tokens(rec[key])}" for key, label in
+                  (("cache_read_tokens", "read"), ("cache_write_tokens", "written")) if isinstance(rec.get(key), int)]
+        if cached:
+            lines.append("Cache: " + ", ".join(cached))
+        if rec.get("prefix_source") == "inferred" and isinstance(rec.get("prefix_tokens"), int):
+            lines.append(f"System prompt + tools (inferred): {format_tokens(rec['prefix_tokens'])}")
         if not math.isnan(tl.raw[index]):
             lines.append(f"Raw estimate: {format_tokens(tl.raw[index])}")
         if not math.isnan(tl.window[index]):

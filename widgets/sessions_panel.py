@@ -58,7 +58,7 @@ from widgets.theme import format_tokens
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
 DATA_ROLE = Qt.ItemDataRole.UserRole + 2
-TRANSCRIPT_FILTER = "Transcripts (*.jsonl *.json);;All files (*)"
+TRANSCRIPT_FILTER = "Agent sessions and transcripts (*.jsonl *.json *.traj);;All files (*)"
 
 
 def _when(ts: Any) -> str:

@@ -29,6 +29,7 @@ Methods:
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -216,6 +217,9 @@ class SettingsDialog(QDialog):
         prompt.setPlaceholderText("empty = the bundled default system prompt")
         prompt.setMinimumHeight(90)
         self._add(form, "system_prompt", "System prompt", prompt)
+        sources = QLineEdit()
+        sources.setPlaceholderText(f"more folders of agent sessions for `ctxbench sources` (separated by {os.pathsep})")
+        self._add(form, "source_dirs", "Agent session folders", sources)
 
         # --- appearance
         look, form = self._page("Appearance")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.accuracy import TRAJECTORIES, calibrated_series, load_calls, measure
+from benchmarks.accuracy import TRAJECTORIES, calibrated_series, load_calls, measure, measure_sources, source_files
 from engine.tokens import estimate_message_tokens
 
 
@@ -28,3 +28,15 @@ def test_calibration_uses_only_earlier_reports() -> None:
     # changing a later report must not change earlier calibrated values
     calls[-1].actual *= 3
     assert calibrated_series(raw, calls)[:-1] == series[:-1]
+
+
+def test_claude_code_and_codex_sessions() -> None:
+    assert [a for a, _ in source_files()].count("claude-code") == 7 and len(source_files()) == 10
+    rows = {r.name: r for r in measure_sources()}
+    claude, codex = rows["claude-code: calibrated heuristic"], rows["codex: calibrated heuristic"]
+    assert claude.n == 321 and codex.n == 290  # every call after a session's first
+    assert claude.median < 0.01 and claude.p90 < 0.02
+    assert codex.median < 0.01 and codex.p90 < 0.03  # redacted text and encrypted reasoning: sized by length
+    # the first call after each compaction is included, and measured on its own
+    assert rows["claude-code: first call after a compaction"].n == 2
+    assert rows["codex: first call after a compaction"].n == 1

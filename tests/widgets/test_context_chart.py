@@ -243,3 +243,32 @@ def test_real_trajectory_shows_every_call_against_the_provider(chart, tmp_path):
     assert np.median(rel[1:]) < 0.05
     assert "reported" in chart.timeline_header_text()
     assert not chart.grab().isNull()
+
+
+def test_an_imported_claude_code_session_with_its_compaction(chart, tmp_path):
+    from engine.session import Session
+    from engine.sources.ingest import import_source
+    from tests.conftest import SHARED
+    from widgets.theme import format_tokens
+
+    path = SHARED / "data" / "sessions" / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    report = import_source(path, session_dir=tmp_path / "s")
+    session = Session.load(tmp_path / "s")
+    events = session.read_events()
+    snapshots = [e for e in events if e.get("type") == "context"]
+    chart.set_timeline(snapshots, [e for e in events if e.get("type") == "compaction"])
+    chart.set_snapshot(snapshots[-1])
+    chart.flush()
+    assert chart.column_count() == report.calls == 152 and chart.compaction_count() == 1
+    prov = chart.provider_series()
+    assert int((~np.isnan(prov)).sum()) == report.reported_calls == 152
+    assert f"{format_tokens(167094)} → {format_tokens(33960)} tokens" in chart.compaction_tooltip(0)
+    tip = chart.column_tooltip(1)
+    first = snapshots[1]
+    assert f"read {format_tokens(first['cache_read_tokens'])}" in tip
+    assert f"written {format_tokens(first['cache_write_tokens'])}" in tip
+    assert "System prompt + tools (inferred)" in tip
+    tops = chart.column_tops()
+    rel = np.abs(tops[1:] - prov[1:]) / prov[1:]
+    assert np.median(rel) < 0.01
+    session.close()

@@ -29,6 +29,7 @@ def custom(tmp_path: Path) -> Settings:
         offload_old_bytes=2_000, offload_recent_n=3, offload_retention_days=9, prune_protect_tokens=30_000,
         prune_minimum_tokens=10_000, prune_protect_turns=1, workspace=str(tmp_path), allow_write=True,
         allow_shell=True, max_iterations=12, system_prompt="Be brief.\nAlways cite files.", theme="dark",
+        source_dirs=str(tmp_path / "sessions"),
     )
 
 

@@ -1,0 +1,97 @@
+"""Which agent wrote a session file: looked up from its first lines (JSONL) or its top level (JSON)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.sources.model import FORMATS, SourceError, SourceFormat
+
+HEAD_BYTES = 1 << 20  # enough for the first lines of any of these formats
+CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "progress",
+                          "queue-operation"})
+CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+
+
+def parse_format(name: str) -> SourceFormat:
+    """A ``--format`` value; SourceError naming the formats that exist."""
+    key = name.strip().lower().replace("_", "-")
+    aliases = {"claude": "claude-code", "swe": "swe-agent", "sweagent": "swe-agent", "mini": "mini-swe-agent",
+               "minisweagent": "mini-swe-agent", "open-hands": "openhands"}
+    key = aliases.get(key, key)
+    if key not in FORMATS:
+        raise SourceError(f"unknown format {name!r} (formats: {', '.join(FORMATS)})")
+    return key  # type: ignore[return-value]
+
+
+def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
+    kind = obj.get("type")
+    if kind in CODEX_TYPES and "payload" in obj:
+        return "codex"
+    if kind in CLAUDE_TYPES and ("uuid" in obj or "sessionId" in obj or "messageId" in obj or "leafUuid" in obj):
+        return "claude-code"
+    if isinstance(obj.get("role"), str):
+        return "openai"
+    return None
+
+
+def _json_kind(obj: Any) -> SourceFormat | None:
+    if isinstance(obj, dict):
+        history = obj.get("history")
+        if isinstance(history, list) and (
+            "trajectory" in obj or "info" in obj or "environment" in obj
+            or any(isinstance(h, dict) and "agent" in h for h in history[:5])
+        ):
+            return "swe-agent"
+        if isinstance(obj.get("messages"), list):
+            info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+            fmt = str(obj.get("trajectory_format") or "")
+            if fmt.startswith("mini-swe-agent") or (isinstance(info.get("config"), dict) and "agent" in info["config"]):
+                return "mini-swe-agent"
+            return "openai"
+        if isinstance(obj.get("events"), list):
+            obj = obj["events"]
+        elif isinstance(obj.get("role"), str):
+            return "openai"
+    if isinstance(obj, list):
+        items = [e for e in obj[:20] if isinstance(e, dict)]
+        if items and any(("action" in e or "observation" in e) and ("source" in e or "id" in e) for e in items):
+            return "openhands"
+        if items and all(isinstance(e.get("role"), str) for e in items):
+            return "openai"
+    return None
+
+
+def detect_format(path: Path) -> SourceFormat:
+    """The format of ``path``; SourceError naming every format tried when none fits."""
+    path = Path(path)
+    tried = ", ".join(FORMATS)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+            whole = len(head) < HEAD_BYTES
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if not text:
+        raise SourceError(f"{path.name}: the file is empty (tried {tried})")
+    if text[:1] in (b"[", b"{"):
+        if whole or text[:1] == b"[" or path.suffix in (".json", ".traj"):
+            try:
+                kind = _json_kind(json.loads(path.read_bytes()))
+            except (ValueError, RecursionError):
+                kind = None
+            if kind is not None:
+                return kind
+        for raw in text.splitlines()[:50]:
+            try:
+                obj = json.loads(raw)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(obj, dict) and (kind := _jsonl_kind(obj)) is not None:
+                return kind
+    raise SourceError(
+        f"{path.name}: not a session file of any known format (tried {tried}): "
+        "no Claude Code or Codex line, OpenHands event, SWE-agent history or chat message found"
+    )

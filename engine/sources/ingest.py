@@ -1,0 +1,435 @@
+"""Turn another agent's session file into a ctxbench session folder.
+
+``import_source(path, session_dir)`` detects the format (or takes the one given), reads the file
+with that agent's reader (one shape: :class:`engine.sources.model.SourceSession`) and writes:
+
+- ``history.jsonl``: the messages still in the context after the last compaction;
+- ``dialog/YYYY-MM-DD.jsonl``: the messages a compaction removed (the dialog archive);
+- ``session.json``: the summary of the last compaction, the system prompt and tools where the source
+  has them, and an ``import`` record (format, source, skipped lines with their reasons, the inferred
+  prefix region, subagents, offloaded results, the source's aggregate figures);
+- ``events.jsonl``: one ``context`` record per provider call in call order — the snapshot the live
+  app would have drawn, with ``provider_prompt_tokens`` (the whole prompt as the provider counted
+  it, cached part included), ``cache_read_tokens``, ``cache_write_tokens`` (null where the source
+  has no such figure), ``completion_tokens``, ``model``, ``ts``, ``window`` — and one ``compaction``
+  record per compaction (``trigger``, ``tokens_before``, ``tokens_after``, ``summary``, ``cost``);
+- ``tool_results/<hex>.txt``: copies of the results the agent persisted to files, linked from
+  their tool messages (``offload``);
+- ``subagents/<id>/``: each subagent as its own session folder, linked from the tool message that
+  answered the Task call (``subagent``).
+
+mini-swe-agent and plain OpenAI logs go through :func:`engine.importer.import_transcript`.
+The source's own folders are only read. The session is built in a temporary folder and renamed
+into place at the end: nothing partial is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import archive
+from engine.budget import Calibrator, WindowInfo, build_snapshot
+from engine.config import Settings
+from engine.fsutil import append_lines, fsync_dir
+from engine.messages import new_id, now_iso
+from engine.session import Session
+from engine.sources.detect import detect_format
+from engine.sources.model import INFERRED, SourceError, SourceFormat, SourceSession
+from engine.sources.readers import read_source
+from engine.tokens import Estimator, HeuristicEstimator, TokenCache
+
+SUBAGENTS_DIR = "subagents"
+RESULTS_DIR = "tool_results"  # engine.offload.RESULTS_DIR, without importing asyncio for it
+ModelInfo = Callable[[str], dict[str, Any] | None]
+
+
+@dataclass
+class SourceImportReport:
+    """What an import read and wrote; ``to_json`` is what ``ctxbench import`` prints."""
+
+    format: SourceFormat
+    session_id: str
+    path: Path
+    source: Path
+    messages: int  # every message read (in the context at the end, plus archived by compactions)
+    live_messages: int
+    archived_messages: int
+    calls: int
+    reported_calls: int  # calls with the provider's prompt tokens
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    subagents: list[dict[str, Any]] = field(default_factory=list)
+    offloaded: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    model: str = ""
+    window: int = 0
+    window_source: str = ""
+    inferred_prefix_tokens: int | None = None
+    inferred_prefix_label: str = ""
+    aggregate: dict[str, Any] | None = None
+    off_chain: int = 0
+    layout: str = ""  # the container shape of an OpenAI-format log (json-list | json-object | jsonl)
+    snapshots: int = 0
+
+    def describe(self) -> str:
+        lines = [
+            f"Imported {self.messages} messages ({self.format}) from {self.source.name} as session {self.session_id}: "
+            f"{self.live_messages} in the context, {self.archived_messages} archived by "
+            f"{len(self.compactions)} compaction(s).",
+            f"{self.calls} provider calls, {self.reported_calls} with the provider's prompt tokens.",
+        ]
+        if self.inferred_prefix_tokens is not None:
+            lines.append(
+                f"{self.inferred_prefix_label} (not in the file): {self.inferred_prefix_tokens} tokens, inferred."
+            )
+        if self.subagents:
+            lines.append(f"{len(self.subagents)} subagent session(s).")
+        if self.skipped:
+            lines.append(f"Skipped {len(self.skipped)}: " + "; ".join(self.skipped[:5]))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(type="import", path=str(self.path), source=str(self.source), skipped_lines=len(self.skipped),
+                    description=self.describe())
+        return data
+
+
+# --------------------------------------------------------------------------- context records
+
+
+@dataclass
+class PrefixCalibrator(Calibrator):
+    """The session calibrator, for a source whose system prompt + tool definitions are known exactly
+    (inferred from the provider's first figure): the ratio actual/estimate is learnt and applied on
+    the rest of the prompt only, so a compaction — which changes the history, not the prefix — does
+    not rescale the prefix with a ratio that came from a very different history."""
+
+    exact_prefix: int = 0
+
+    def _rest_ratio(self) -> float | None:
+        raw, actual, fixed = self.last_raw, self.last_actual, self.exact_prefix
+        if raw is None or actual is None:
+            return None
+        if raw > fixed and actual > fixed:
+            return (actual - fixed) / (raw - fixed)
+        return self.ratio
+
+    def calibrate(self, raw_total: int, message_ids: Sequence[str] = (),
+                  fixed: tuple[int, int, int] = (0, 0, 0)) -> int:
+        ratio = self._rest_ratio()
+        if ratio is None or self.last_raw is None or self.last_actual is None:
+            return raw_total
+        n = len(self.last_prefix)
+        same = fixed == self.last_fixed and n <= len(message_ids) and tuple(message_ids[:n]) == self.last_prefix
+        if same and raw_total >= self.last_raw:
+            return super().calibrate(raw_total, message_ids, fixed)
+        return self.exact_prefix + round(max(0, raw_total - self.exact_prefix) * ratio)
+
+
+@dataclass
+class _Ctx:
+    settings: Settings
+    estimator: Estimator
+    win: WindowInfo
+    system_tokens: int = 0
+    tools_tokens: int = 0
+    prefix: int | None = None  # inferred system/tools tokens (the source does not have them)
+    prefix_in_system: bool = True
+
+
+def _window(src: SourceSession, settings: Settings, model_info: ModelInfo | None) -> WindowInfo:
+    from engine.importer import _resolve_import_window
+
+    if src.window:
+        return WindowInfo(int(src.window), settings.max_tokens, src.window_source or "source")
+    largest = max((c.prompt_tokens or 0 for c in src.calls), default=0)
+    return _resolve_import_window(settings, None, src.model, model_info, largest)
+
+
+def _infer_prefix(src: SourceSession, ctx: _Ctx, counts: list[int], cache: TokenCache) -> None:
+    """System prompt + tool definitions the file lacks = first reported prompt − what we can count."""
+    if src.tools or not src.calls:
+        return
+    first = next((c for c in src.calls if c.prompt_tokens), None)
+    if first is None:
+        return
+    start = src.segment_start(first.message_index)
+    comp = src.compaction_before(first.message_index)
+    known = ctx.system_tokens + (ctx.estimator.text(comp.summary) if comp and comp.summary else 0)
+    history = first.input_messages if first.input_messages is not None else None
+    known += sum(cache.count(m) for m in history) if history is not None else sum(counts[start:first.message_index])
+    ctx.prefix = max(0, int(first.prompt_tokens or 0) - known)
+    ctx.prefix_in_system = not src.system_prompt
+
+
+def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
+    cache = TokenCache(ctx.estimator)
+    counts = [cache.count(m) for m in src.messages]
+    _infer_prefix(src, ctx, counts, cache)
+    system = ctx.system_tokens + (ctx.prefix or 0 if ctx.prefix_in_system else 0)
+    tools = ctx.tools_tokens + (ctx.prefix or 0 if not ctx.prefix_in_system else 0)
+    calibrator = PrefixCalibrator(exact_prefix=system + tools) if ctx.prefix is not None else Calibrator()
+    summaries: dict[int, int] = {}
+    out: list[dict[str, Any]] = []
+    for call in src.calls:
+        end = min(call.message_index, len(src.messages))
+        if call.input_messages is not None:
+            history = call.input_messages
+            hcounts = [cache.count(m) for m in history]
+        else:
+            start = src.segment_start(end)
+            history, hcounts = src.messages[start:end], counts[start:end]
+        comp = src.compaction_before(end)
+        if comp is not None and comp.index not in summaries:
+            summaries[comp.index] = ctx.estimator.text(comp.summary) if comp.summary else 0
+        summary = summaries.get(comp.index, 0) if comp is not None else 0
+        actual = call.prompt_tokens
+        snap = build_snapshot(
+            window=ctx.win, system_tokens=system, summary_tokens=summary, tools_tokens=tools, history=history,
+            history_counts=hcounts, estimator_name=ctx.estimator.name,
+            threshold_ratio=ctx.settings.compact_threshold_ratio, calibrator=calibrator,
+            provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts, call_index=call.index)
+        data = snap.to_json()
+        data.update(
+            type="context", message_count=len(history), message_tokens=[],
+            message_id=src.messages[end]["id"] if end < len(src.messages) else None,
+            provider_prompt_tokens=actual, cache_read_tokens=call.cache_read_tokens,
+            cache_write_tokens=call.cache_write_tokens, completion_tokens=call.completion_tokens,
+            reasoning_tokens=call.reasoning_tokens, window=call.window or ctx.win.context_window,
+            request_id=call.request_id, segment=comp.index + 1 if comp is not None else 0,
+            exact_input=call.input_messages is not None, source_format=src.format,
+            prefix_tokens=ctx.prefix, prefix_source=INFERRED if ctx.prefix is not None else None,
+        )
+        out.append(data)
+        if isinstance(actual, int) and actual > 0:
+            ids = [str(m.get("id")) for m in history]
+            calibrator.record(snap.raw_prompt_tokens, actual, ids, (system, summary, tools))
+    return out
+
+
+def context_records(src: SourceSession, settings: Settings | None = None,
+                    estimator: Estimator | None = None) -> list[dict[str, Any]]:
+    """The ``context`` records an import writes for ``src`` (one per provider call), without writing."""
+    settings = settings or Settings()
+    estimator = estimator or HeuristicEstimator()
+    win = _window(src, settings, None)
+    ctx = _Ctx(settings, estimator, win, estimator.text(src.system_prompt) if src.system_prompt else 0,
+               estimator.tools(src.tools) if src.tools else 0)
+    return _context_records(src, ctx)
+
+
+def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
+    out = []
+    prev = 0
+    for comp in src.compactions:
+        archived = src.messages[prev:comp.message_index]
+        cost = comp.cost
+        out.append({
+            "type": "compaction", "id": new_id(), "trigger": comp.trigger, "trigger_source": comp.trigger_source,
+            "tokens_before": comp.tokens_before, "tokens_after": comp.tokens_after,
+            "tokens_before_source": comp.tokens_before_source if comp.tokens_before is not None else "",
+            "tokens_after_source": "first provider call after the compaction" if comp.tokens_after is not None else "",
+            "messages_compacted": len(archived), "messages_kept": comp.messages_after, "duration_ms": 0.0,
+            "result": "summarized" if comp.summary else "replaced", "summary": comp.summary, "reason": "",
+            "archive_day": str(archived[-1].get("ts") or "")[:10] if archived else "", "ts": comp.ts,
+            "calls_before": comp.calls_before, "source_format": src.format,
+            "cost": None if cost is None else {
+                "prompt_tokens": cost.prompt_tokens, "completion_tokens": cost.completion_tokens,
+                "cache_read_tokens": cost.cache_read_tokens, "cache_write_tokens": cost.cache_write_tokens,
+                "model": cost.model, "ts": cost.ts},
+        })
+        prev = comp.message_index
+    return out
+
+
+def _events(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
+    contexts = _context_records(src, ctx)
+    comps = _compaction_records(src)
+    out: list[dict[str, Any]] = []
+    ci = 0
+    for comp, rec in zip(src.compactions, comps, strict=True):
+        while ci < len(contexts) and ci < comp.calls_before:
+            out.append(contexts[ci])
+            ci += 1
+        out.append(rec)
+    out.extend(contexts[ci:])
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _link_offloaded(src: SourceSession, folder: Path) -> list[dict[str, Any]]:
+    """Copy each persisted tool output the agent kept into tool_results/ and link it."""
+    out = []
+    for off in src.offloaded:
+        entry: dict[str, Any] = {"tool_call_id": off.tool_call_id, "stated_path": off.stated_path,
+                                 "found": off.local_path is not None, "path": None, "bytes": off.size}
+        if off.local_path is not None:
+            (folder / RESULTS_DIR).mkdir(exist_ok=True)
+            rel = f"{RESULTS_DIR}/{uuid.uuid4().hex}.txt"
+            shutil.copyfile(off.local_path, folder / rel)
+            lines = sum(chunk.count(b"\n") for chunk in _chunks(folder / rel))
+            src.messages[off.message_index]["offload"] = {
+                "path": rel, "bytes": off.size, "lines": lines, "strategy": "source",
+                "source_path": str(off.local_path)}
+            entry["path"] = rel
+        out.append(entry)
+    return out
+
+
+def _chunks(path: Path) -> Any:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            yield chunk
+
+
+def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
+           model_info: ModelInfo | None, title: str | None) -> SourceImportReport:
+    win = _window(src, settings, model_info)
+    ctx = _Ctx(settings, estimator, win, estimator.text(src.system_prompt) if src.system_prompt else 0,
+               estimator.tools(src.tools) if src.tools else 0)
+    meta: dict[str, Any] = {"title": title or f"{src.project or src.format} {src.session_id[:12]} (imported)",
+                            "model": src.model, "system_prompt": src.system_prompt, "tools": src.tools,
+                            "summary": src.summary}
+    session = Session.create(folder, meta["title"], estimator=estimator, meta=meta)
+    try:
+        offloaded = _link_offloaded(src, folder)
+        subagents = _write_subagents(src, folder, settings, estimator, model_info)  # links the Task results
+        events = _events(src, ctx)
+        archived = src.messages[:src.live_start]
+        if archived:
+            archive.append(folder, archived, dedupe=False)
+        session.extend(src.messages[src.live_start:])
+        if events:
+            append_lines(session.events_path, events)
+        report = SourceImportReport(
+            format=src.format, session_id=folder.name, path=folder, source=src.path, messages=len(src.messages),
+            live_messages=len(src.messages) - src.live_start, archived_messages=src.live_start, calls=len(src.calls),
+            reported_calls=src.reported_calls, compactions=[e for e in events if e["type"] == "compaction"],
+            subagents=subagents, offloaded=offloaded, skipped=[s.describe() for s in src.skipped], notes=src.notes,
+            model=src.model, window=win.context_window, window_source=win.source,
+            inferred_prefix_tokens=ctx.prefix, inferred_prefix_label=src.prefix_label if ctx.prefix is not None else "",
+            aggregate=src.aggregate, off_chain=src.off_chain, snapshots=len(src.calls))
+        session.set_meta(tools_source="log" if src.tools else (INFERRED if ctx.prefix is not None else "none"),
+                         calibrator=None, **{"import": _import_meta(src, report)})
+        session.save_meta()
+    finally:
+        session.close()
+    return report
+
+
+def _import_meta(src: SourceSession, report: SourceImportReport) -> dict[str, Any]:
+    return {
+        "source": str(src.path), "format": src.format, "imported": now_iso(), "session_id": src.session_id,
+        "skipped": report.skipped, "notes": report.notes, "window": report.window,
+        "window_source": report.window_source, "off_chain": src.off_chain, "aggregate": src.aggregate,
+        "inferred_prefix": None if report.inferred_prefix_tokens is None else {
+            "tokens": report.inferred_prefix_tokens, "label": report.inferred_prefix_label, "source": INFERRED,
+            "region": "system" if not src.system_prompt else "tools"},
+        "subagents": report.subagents, "offloaded": report.offloaded, "cwd": src.cwd, "project": src.project,
+    }
+
+
+def _write_subagents(src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
+                     model_info: ModelInfo | None) -> list[dict[str, Any]]:
+    out = []
+    for ref in src.subagents:
+        if ref.kind != "task" or ref.session is None:
+            continue
+        child_dir = folder / SUBAGENTS_DIR / ref.id
+        child_dir.parent.mkdir(exist_ok=True)
+        child = _write(ref.session, child_dir, settings, estimator, model_info, f"subagent {ref.id}")
+        rel = f"{SUBAGENTS_DIR}/{ref.id}"
+        for msg in src.messages:
+            if isinstance(msg.get("subagent"), dict) and msg["subagent"].get("id") == ref.id:
+                msg["subagent"]["session"] = rel
+        out.append({"id": ref.id, "path": rel, "session": rel, "file": str(ref.path),
+                    "parent_tool_call_id": ref.parent_tool_call_id, "calls": child.calls,
+                    "reported_calls": child.reported_calls, "messages": child.messages, "model": child.model,
+                    "prompt_tokens": [c.prompt_tokens for c in ref.session.calls]})
+    return out
+
+
+def import_source(
+    path: Path,
+    *,
+    session_dir: Path,
+    fmt: SourceFormat | None = None,
+    title: str | None = None,
+    settings: Settings | None = None,
+    estimator: Estimator | None = None,
+    model_info: ModelInfo | None = None,
+) -> SourceImportReport:
+    """Import ``path`` (of format ``fmt``, detected when None) as a new session at ``session_dir``."""
+    path = Path(path)
+    settings = settings or Settings()
+    estimator = estimator or HeuristicEstimator()
+    fmt = fmt or _detect(path)
+    final = Path(session_dir)
+    if final.exists() and (not final.is_dir() or any(final.iterdir())):
+        raise SourceError(f"cannot import into {final}: it already exists")
+    if fmt in ("mini-swe-agent", "openai"):
+        return _import_openai(path, final, fmt, title, settings, estimator, model_info)
+    src = read_source(path, fmt)
+    if not src.messages and not src.calls:
+        raise SourceError(f"{path.name}: no message or provider call could be read as {fmt} "
+                          f"({len(src.skipped)} line(s) skipped)")
+    if final.exists():
+        final.rmdir()
+    parent = final.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".import-{uuid.uuid4().hex}"
+    try:
+        report = _write(src, tmp, settings, estimator, model_info, title)
+        os.rename(tmp, final)
+        fsync_dir(parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    report.path = final
+    report.session_id = final.name
+    for sub in report.subagents:
+        sub["path"] = str(final / sub["session"])
+    return report
+
+
+def _detect(path: Path) -> SourceFormat:
+    """The format of ``path``; when none fits, the error also says why it is not an OpenAI log."""
+    from engine.importer import TranscriptError, parse_transcript
+
+    try:
+        return detect_format(path)
+    except SourceError as exc:
+        try:
+            parse_transcript(path)
+        except TranscriptError as why:
+            raise SourceError(f"{exc}; read as an OpenAI-format log: {why}") from None
+        return "openai"  # a JSON list/object the importer can take: it names what is wrong in it
+
+
+def _import_openai(path: Path, final: Path, fmt: SourceFormat, title: str | None, settings: Settings,
+                   estimator: Estimator, model_info: ModelInfo | None) -> SourceImportReport:
+    from engine.importer import ImportReport, TranscriptError, import_transcript
+
+    if final.exists():
+        final.rmdir()
+    try:
+        rep = import_transcript(path, session_dir=final, title=title, settings=settings, estimator=estimator,
+                                model_info=model_info, other_agents=False)
+    except TranscriptError as exc:
+        raise SourceError(str(exc)) from None
+    if not isinstance(rep, ImportReport):  # other_agents=False: always the OpenAI-format report
+        raise SourceError(f"{path.name}: not an OpenAI-format log")
+    return SourceImportReport(
+        format=fmt, session_id=rep.session_id, path=rep.path, source=rep.source, messages=rep.messages,
+        live_messages=rep.messages, archived_messages=0, calls=rep.snapshots, reported_calls=rep.reported_calls,
+        skipped=rep.skipped, model=rep.model, window=rep.window, window_source=rep.window_source,
+        layout=rep.format, snapshots=rep.snapshots, notes=[f"tool definitions: {rep.tools_source}"])

@@ -1,0 +1,298 @@
+"""The one shape every reader of another agent's session produces.
+
+A :class:`SourceSession` holds
+
+- ``messages``: OpenAI chat-format messages (the engine's :mod:`engine.messages` dicts, with ``id``
+  and ``ts``) in the order the agent sent them, *including* those a compaction later removed;
+  ``live_start`` is the index of the first message still in the context after the last compaction;
+- ``calls``: the provider calls with the usage the agent recorded (``prompt_tokens`` is the whole
+  prompt as the provider counted it, cached part included; a figure the source does not have is
+  ``None``, never 0);
+- ``compactions``: each with its trigger as the source says it, the tokens before and after, the
+  summary, and what the compaction call itself cost where the source records it;
+- ``subagents``: child sessions (Claude Code's Task subagents), each linked to the tool call that
+  started it;
+- ``offloaded``: tool results the agent moved out of the context into a file;
+- ``skipped``: every line or item the reader could not use, with the reason.
+
+Readers never write to, lock or move anything in the agent's folders.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from engine.messages import Message
+
+SourceFormat = Literal["claude-code", "codex", "openhands", "swe-agent", "mini-swe-agent", "openai"]
+FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)
+
+Trigger = Literal["auto", "manual", "unknown"]
+TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
+
+SubagentKind = Literal["task", "compaction"]
+
+# how a figure was obtained (shown next to it)
+PROVIDER = "provider"  # counted by the provider, recorded by the agent
+INFERRED = "inferred"  # derived from provider figures minus our estimate (labelled so)
+ESTIMATED = "estimated"  # our estimate only
+
+_decode = json.JSONDecoder().decode
+_MS_UTC_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+_REDACTED_RE = re.compile(r"^\[REDACTED_[A-Z_]+ len=(\d+)(?: sha=[0-9a-f]+)?\]$")
+
+
+class SourceError(ValueError):
+    """A file that cannot be read as the format asked for; the text says what was wrong."""
+
+
+class IdMaker:
+    """Message ids for one read: unique (a random 24-hex prefix + a counter), and cheaper than a uuid4
+    per message on a 100 MB session."""
+
+    def __init__(self) -> None:
+        self._prefix = uuid.uuid4().hex[:24]
+        self._count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):08x}"
+
+
+def trigger_of(value: Any) -> Trigger:
+    """The source's trigger word as one of :data:`TRIGGERS` (``unknown`` for anything else)."""
+    text = str(value or "").strip().lower()
+    return text if text in ("auto", "manual") else "unknown"  # type: ignore[return-value]
+
+
+@dataclass
+class Skipped:
+    """A line (1-based) or item the reader did not use, and why."""
+
+    line: int
+    reason: str
+
+    def describe(self) -> str:
+        return f"line {self.line}: {self.reason}" if self.line > 0 else self.reason
+
+
+@dataclass
+class ProviderCall:
+    """One request to the model, with the usage the agent recorded for it."""
+
+    index: int
+    prompt_tokens: int | None  # the whole prompt as the provider counted it (cached part included)
+    completion_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None  # None where the source has no such figure (never 0 for "unknown")
+    model: str = ""
+    ts: str = ""
+    window: int | None = None
+    message_index: int = 0  # index in SourceSession.messages of the first message the call produced
+    request_id: str = ""
+    reasoning_tokens: int | None = None
+    input_messages: list[Message] | None = None  # the exact model input, where the source keeps it
+
+    def usage(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "model": self.model,
+            "ts": self.ts,
+        }
+
+
+@dataclass
+class Compaction:
+    """The context was replaced by a summary (or a shorter history) at ``message_index``."""
+
+    index: int
+    trigger: Trigger
+    trigger_source: str  # the word the source used, verbatim
+    ts: str
+    message_index: int  # messages before this index left the context
+    calls_before: int  # provider calls made before it
+    tokens_before: int | None
+    tokens_after: int | None = None
+    tokens_before_source: str = PROVIDER
+    tokens_after_source: str = PROVIDER  # the first provider call after the compaction
+    summary: str = ""
+    cost: ProviderCall | None = None  # the summarisation call itself, where the source records it
+    messages_after: int = 0  # messages the compaction put in place of the old context (Codex)
+
+
+@dataclass
+class OffloadedResult:
+    """A tool result the agent saved to a file and replaced by a preview in the context."""
+
+    tool_call_id: str
+    message_index: int
+    stated_path: str  # the path as the agent wrote it into the context
+    local_path: Path | None  # where the file is on this machine, when it is there
+    size: int | None = None
+
+
+@dataclass
+class SubagentRef:
+    """A child session the agent ran (Claude Code: Task subagents and the compaction call)."""
+
+    id: str
+    kind: SubagentKind
+    path: Path | None  # the child's file; None when it is missing
+    parent_tool_call_id: str | None = None
+    session: SourceSession | None = None
+    problem: str = ""
+
+
+@dataclass
+class SourceSession:
+    format: SourceFormat
+    path: Path
+    session_id: str
+    messages: list[Message] = field(default_factory=list)
+    live_start: int = 0
+    system_prompt: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[ProviderCall] = field(default_factory=list)
+    compactions: list[Compaction] = field(default_factory=list)
+    subagents: list[SubagentRef] = field(default_factory=list)
+    offloaded: list[OffloadedResult] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    model: str = ""
+    window: int | None = None
+    window_source: str = ""
+    project: str = ""
+    cwd: str = ""
+    started: str = ""
+    last_activity: str = ""
+    prefix_label: str = ""  # what the inferred prefix region holds, when the source lacks it
+    aggregate: dict[str, Any] | None = None  # totals the source keeps instead of per-call usage
+    lines: int = 0  # lines (or items) read
+    off_chain: int = 0  # messages on branches the conversation left (Claude Code rewinds)
+    make_id: IdMaker = field(default_factory=lambda: IdMaker(), repr=False, compare=False)
+
+    @property
+    def summary(self) -> str:
+        return self.compactions[-1].summary if self.compactions else ""
+
+    @property
+    def reported_calls(self) -> int:
+        return sum(1 for c in self.calls if c.prompt_tokens is not None)
+
+    def segment_start(self, message_index: int) -> int:
+        """Where the context that held message ``message_index`` began (the last compaction before it)."""
+        start = 0
+        for comp in self.compactions:
+            if comp.message_index <= message_index:
+                start = comp.message_index
+        return start
+
+    def compaction_before(self, message_index: int) -> Compaction | None:
+        found = None
+        for comp in self.compactions:
+            if comp.message_index <= message_index:
+                found = comp
+        return found
+
+
+# --------------------------------------------------------------------------- helpers for readers
+
+
+def iso(value: Any) -> str:
+    """An ISO-8601 UTC timestamp from an ISO string or epoch seconds; "" when it is neither."""
+    if isinstance(value, str) and len(value) == 24 and value[23] == "Z" and _MS_UTC_RE.match(value):
+        return value[:23] + "+00:00"  # the agents' usual form, already in milliseconds and UTC
+    if isinstance(value, bool) or value is None:
+        return ""
+    if isinstance(value, int | float):
+        if 0 < value < 1e11:
+            return datetime.fromtimestamp(float(value), UTC).isoformat(timespec="milliseconds")
+        return ""
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return ""
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.astimezone(UTC).isoformat(timespec="milliseconds")
+    return ""
+
+
+def int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def expand_redacted(text: str) -> str:
+    """``[REDACTED_TEXT len=N sha=…]`` (text a publisher removed) becomes a stand-in of N characters,
+    so the estimate of its tokens comes from N; any other text is returned unchanged."""
+    match = _REDACTED_RE.match(text) if text.startswith("[REDACTED_") else None
+    if not match:
+        return text
+    n = int(match.group(1))
+    head = f"[redacted: {n} characters]"
+    return head + " " + "." * max(0, n - len(head) - 1) if n > len(head) else head
+
+
+def read_json_lines(
+    path: Path, skipped: list[Skipped], skip: Callable[[bytes], bool] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every JSON-object line of ``path``, streamed; bad lines go to
+    ``skipped`` with the reason (a torn last line: the agent may still be writing). Lines for which
+    ``skip(raw)`` is true are known to be of no use and are not parsed."""
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
+                continue
+            try:
+                obj = _decode(raw.decode("utf-8"))
+            except RecursionError:
+                skipped.append(Skipped(n, "not JSON (nested too deeply)"))
+                continue
+            except ValueError as exc:
+                if not raw.endswith(b"\n"):
+                    skipped.append(Skipped(n, "truncated last line (the agent may still be writing it)"))
+                else:
+                    skipped.append(Skipped(n, f"not JSON ({str(exc)[:80]})"))
+                continue
+            if not isinstance(obj, dict):
+                skipped.append(Skipped(n, f"a JSON {type(obj).__name__}, not an object"))
+                continue
+            yield n, obj
+
+
+def text_of(content: Any) -> str:
+    """Text of a string or a list of text parts (any of Anthropic's, OpenAI's and the Responses
+    API's part types)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                out.append(part["text"])
+        return "\n".join(out)
+    return str(content)
+
+
+def json_args(value: Any) -> str:
+    """Tool-call arguments as the JSON string OpenAI messages carry."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)

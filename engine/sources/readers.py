@@ -1,0 +1,31 @@
+"""One reader per agent; :func:`read_source` picks it by format."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.sources.claude_code import read_claude_code
+from engine.sources.codex import read_codex
+from engine.sources.model import SourceError, SourceFormat, SourceSession
+from engine.sources.openhands import read_openhands
+from engine.sources.swe_agent import read_swe_agent
+
+READERS: dict[SourceFormat, Callable[[Path], SourceSession]] = {
+    "claude-code": read_claude_code,
+    "codex": read_codex,
+    "openhands": read_openhands,
+    "swe-agent": read_swe_agent,
+}
+
+
+def read_source(path: Path, fmt: SourceFormat) -> SourceSession:
+    """Read ``path`` as ``fmt``; SourceError when it cannot be read at all (bad lines are skipped and
+    reported in the session's ``skipped`` list, never raised)."""
+    reader = READERS.get(fmt)
+    if reader is None:
+        raise SourceError(f"{fmt} logs are imported by engine.importer, not read as a source")
+    try:
+        return reader(Path(path))
+    except OSError as exc:
+        raise SourceError(f"{Path(path).name}: cannot read: {exc.strerror or exc}") from None

@@ -1,0 +1,222 @@
+"""engine.sources.claude_code over every real Claude Code session: calls, chain, compaction, subagents,
+persisted output — each checked against the raw file's own figures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.messages import content_text
+from engine.sources.claude_code import read_claude_code
+from tests.engine.sources.conftest import (
+    BIG_CLAUDE,
+    CLAUDE,
+    PERSISTED_CLAUDE,
+    claude_files,
+    claude_subagent_files,
+    lines,
+    raw_claude_calls,
+)
+
+
+def test_the_real_sessions_are_there() -> None:
+    assert len(claude_files()) == 5 and len(claude_subagent_files()) == 4
+
+
+@pytest.mark.parametrize("path", claude_files() + claude_subagent_files(), ids=lambda p: p.name)
+def test_calls_and_prompts_equal_the_raw_figures(path: Path) -> None:
+    raw = raw_claude_calls(path)
+    src = read_claude_code(path, subagents=False)
+    assert len(src.calls) == len(raw) > 0
+    assert [c.prompt_tokens for c in src.calls] == [r["prompt"] for r in raw]
+    assert [c.completion_tokens for c in src.calls] == [r["output"] for r in raw]
+    assert [c.cache_read_tokens for c in src.calls] == [r["read"] for r in raw]
+    assert [c.cache_write_tokens for c in src.calls] == [r["write"] for r in raw]
+    assert [c.model for c in src.calls] == [r["model"] for r in raw]
+    assert src.skipped == []
+
+
+@pytest.mark.parametrize("path", claude_files(), ids=lambda p: p.name)
+def test_one_assistant_message_per_response_and_tool_results_follow_their_calls(path: Path) -> None:
+    src = read_claude_code(path)
+    assistants = [m for m in src.messages if m["role"] == "assistant"]
+    assert len(assistants) == len(raw_claude_calls(path))  # every response is on the conversation here
+    assert src.off_chain == 0
+    called: set[str] = set()
+    for msg in src.messages:
+        called.update(c["id"] for c in msg.get("tool_calls") or [])
+        if msg["role"] == "tool":
+            assert msg["tool_call_id"] in called
+    raw_results = {b["tool_use_id"] for o in lines(path) if o.get("type") == "user"
+                   and isinstance(o["message"]["content"], list) for b in o["message"]["content"]
+                   if b.get("type") == "tool_result"}
+    assert {m["tool_call_id"] for m in src.messages if m["role"] == "tool"} == raw_results
+
+
+def test_tool_use_result_copies_are_never_counted() -> None:
+    src = read_claude_code(BIG_CLAUDE)
+    assert not any("toolUseResult" in m for m in src.messages)
+    raw = next(o for o in lines(BIG_CLAUDE) if isinstance(o.get("toolUseResult"), dict)
+               and isinstance(o["toolUseResult"].get("oldString"), str) and len(o["toolUseResult"]["oldString"]) > 200)
+    block = raw["message"]["content"][0]
+    msg = next(m for m in src.messages if m.get("tool_call_id") == block["tool_use_id"])
+    assert msg["content"] == block["content"]  # what the model saw, not the richer copy
+    assert raw["toolUseResult"]["oldString"] not in msg["content"]
+
+
+@pytest.mark.parametrize("path", [BIG_CLAUDE, PERSISTED_CLAUDE], ids=lambda p: p.name)
+def test_the_chain_is_followed_across_the_compaction(path: Path) -> None:
+    raw = lines(path)
+    b = next(i for i, o in enumerate(raw) if o.get("subtype") == "compact_boundary")
+    boundary = raw[b]
+    summary_line = next(o for o in raw[b:] if o.get("isCompactSummary"))
+    src = read_claude_code(path)
+    assert len(src.compactions) == 1
+    comp = src.compactions[0]
+    assert comp.trigger == boundary["compactMetadata"]["trigger"] == "auto"
+    assert comp.tokens_before == boundary["compactMetadata"]["preTokens"]
+    calls = raw_claude_calls(path)
+    first_after = next(c for c in calls if c["line"] > b)
+    assert comp.tokens_after == first_after["prompt"]
+    assert comp.calls_before == sum(1 for c in calls if c["line"] < b)
+    assert comp.summary == summary_line["message"]["content"] and len(comp.summary) > 1000
+    # before the boundary: the archived dialog; after it: the live context, summary not repeated in it
+    assert 0 < comp.message_index == src.live_start < len(src.messages)
+    first_user = next(o for o in raw if o.get("type") == "user" and isinstance(o["message"]["content"], str))
+    assert content_text(src.messages[0]["content"]) == first_user["message"]["content"]
+    assert all(comp.summary != m.get("content") for m in src.messages)
+    last_raw = next(o for o in reversed(raw) if o.get("type") == "assistant")
+    last_text = [b["text"] for b in last_raw["message"]["content"] if b["type"] == "text"]
+    assert last_text and last_text[-1] in (src.messages[-1]["content"] or "")
+
+
+@pytest.mark.parametrize("path", [BIG_CLAUDE, PERSISTED_CLAUDE], ids=lambda p: p.name)
+def test_subagent_sessions_and_the_compaction_cost(path: Path) -> None:
+    raw = lines(path)
+    links = {o["data"]["agentId"]: o["parentToolUseID"] for o in raw
+             if o.get("type") == "progress" and o["data"].get("type") == "agent_progress"}
+    src = read_claude_code(path)
+    tasks = [s for s in src.subagents if s.kind == "task"]
+    folder = path.with_suffix("") / "subagents"
+    files = sorted(p for p in folder.glob("agent-*.jsonl") if not p.name.startswith("agent-acompact"))
+    assert [s.id for s in tasks] == [p.stem.removeprefix("agent-") for p in files] == list(links)
+    for sub, file in zip(tasks, files, strict=True):
+        assert sub.parent_tool_call_id == links[sub.id]
+        assert sub.session is not None
+        assert [c.prompt_tokens for c in sub.session.calls] == [c["prompt"] for c in raw_claude_calls(file)]
+        linked = [m for m in src.messages if m.get("subagent", {}).get("id") == sub.id]
+        assert len(linked) == 1 and linked[0]["tool_call_id"] == links[sub.id]
+    acompact = next(folder.glob("agent-acompact-*.jsonl"))
+    (cost,) = raw_claude_calls(acompact)
+    comp = src.compactions[0]
+    assert comp.cost is not None
+    assert (comp.cost.prompt_tokens, comp.cost.completion_tokens) == (cost["prompt"], cost["output"])
+
+
+def test_a_missing_subagent_file_is_reported_not_fatal() -> None:
+    src = read_claude_code(CLAUDE / "subagent.jsonl")  # its subagents folder was not published
+    (missing,) = src.subagents
+    assert missing.session is None and "missing" in missing.problem
+    assert any("agent-" in s.reason and "missing" in s.reason for s in src.skipped)
+    assert len(src.calls) == len(raw_claude_calls(CLAUDE / "subagent.jsonl"))
+
+
+def test_persisted_output_is_linked_to_its_file_when_it_is_there(tmp_path: Path) -> None:
+    copy = tmp_path / PERSISTED_CLAUDE.name
+    shutil.copyfile(PERSISTED_CLAUDE, copy)
+    src = read_claude_code(copy, subagents=False)
+    (off,) = src.offloaded
+    assert off.local_path is None and "tool-results" in off.stated_path
+    assert any(off.tool_call_id in n and "not in" in n for n in src.notes)
+    results = tmp_path / copy.stem / "tool-results"
+    results.mkdir(parents=True)
+    (results / f"{off.tool_call_id}.txt").write_text("full output\n" * 1000, encoding="utf-8")
+    src = read_claude_code(copy, subagents=False)
+    (off,) = src.offloaded
+    assert off.local_path == results / f"{off.tool_call_id}.txt" and off.size == 12000
+    assert src.messages[off.message_index]["tool_call_id"] == off.tool_call_id
+    assert "<persisted-output>" in src.messages[off.message_index]["content"]
+
+
+def test_window_follows_the_model() -> None:
+    src = read_claude_code(CLAUDE / "short.jsonl")
+    assert src.window == 200_000 and src.model == "claude-opus-4-6"
+    assert src.prefix_label == "system prompt and tool definitions"
+
+
+def test_subagent_files_beside_the_session_as_older_versions_kept_them(tmp_path: Path) -> None:
+    shutil.copyfile(BIG_CLAUDE, tmp_path / BIG_CLAUDE.name)
+    agent = next((BIG_CLAUDE.with_suffix("") / "subagents").glob("agent-a[0-9]*.jsonl"))
+    shutil.copyfile(agent, tmp_path / agent.name)
+    src = read_claude_code(tmp_path / BIG_CLAUDE.name)
+    (sub,) = src.subagents
+    assert sub.path == tmp_path / agent.name and sub.session is not None
+    assert [c.prompt_tokens for c in sub.session.calls] == [c["prompt"] for c in raw_claude_calls(agent)]
+    assert src.skipped == []
+
+
+def test_a_summary_without_its_boundary_line_is_still_a_compaction(tmp_path: Path) -> None:
+    raw = lines(PERSISTED_CLAUDE)
+    b = next(i for i, o in enumerate(raw) if o.get("subtype") == "compact_boundary")
+    summary = raw[b + 1]
+    summary["parentUuid"] = None  # as older versions started the continued session
+    path = tmp_path / "continued.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in raw[b + 1:]), encoding="utf-8")
+    src = read_claude_code(path, subagents=False)
+    (comp,) = src.compactions
+    assert comp.summary == summary["message"]["content"] and comp.trigger == "unknown"
+    assert comp.tokens_before is None and comp.message_index == 0 == src.live_start
+    assert comp.tokens_after == raw_claude_calls(path)[0]["prompt"]
+
+
+def _line(kind: str, uid: str, parent: str | None, **extra: object) -> dict[str, object]:
+    return {"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s", "isSidechain": False,
+            "timestamp": f"2026-02-01T10:00:{len(uid):02d}.000Z", **extra}
+
+
+def _answer(uid: str, parent: str, msg_id: str, prompt: int, text: str) -> dict[str, object]:
+    usage = {"input_tokens": 5, "cache_creation_input_tokens": 10, "cache_read_input_tokens": prompt - 15,
+             "output_tokens": 7}
+    return _line("assistant", uid, parent, requestId=f"req-{msg_id}", message={
+        "id": msg_id, "model": "claude-sonnet-4-5", "role": "assistant", "usage": usage,
+        "content": [{"type": "text", "text": text}]})
+
+
+def test_two_compactions_manual_then_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        _line("user", "u1", None, message={"role": "user", "content": "first task"}),
+        _answer("a1", "u1", "m1", 20_000, "done one"),
+        _line("system", "b1", None, subtype="compact_boundary", logicalParentUuid="a1",
+              compactMetadata={"trigger": "manual", "preTokens": 20_100}),
+        _line("user", "s1", "b1", isCompactSummary=True, message={"role": "user", "content": "SUMMARY ONE"}),
+        _line("user", "u2", "s1", message={"role": "user", "content": "second task"}),
+        _answer("a2", "u2", "m2", 9_000, "done two"),
+        _line("system", "b2", None, subtype="compact_boundary", logicalParentUuid="a2",
+              compactMetadata={"trigger": "auto", "preTokens": 9_100}),
+        _line("user", "s2", "b2", isCompactSummary=True, message={"role": "user", "content": "SUMMARY TWO"}),
+        _line("user", "u3", "s2", message={"role": "user", "content": "third task"}),
+        _answer("a3", "u3", "m3", 7_000, "done three"),
+    ]
+    path = tmp_path / "two.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    src = read_claude_code(path)
+    assert [(c.trigger, c.tokens_before, c.tokens_after, c.summary) for c in src.compactions] == [
+        ("manual", 20_100, 9_000, "SUMMARY ONE"), ("auto", 9_100, 7_000, "SUMMARY TWO")]
+    assert [m["content"] for m in src.messages] == ["first task", "done one", "second task", "done two",
+                                                   "third task", "done three"]
+    assert src.live_start == 4 and [c.calls_before for c in src.compactions] == [1, 2]
+    from app import cli
+
+    assert cli.main(["import", str(path), "--session", str(tmp_path / "out"), "--no-model-info"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["archived_messages"] == 4 and report["live_messages"] == 2
+    events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(e["type"], e.get("provider_prompt_tokens"), e.get("trigger")) for e in events] == [
+        ("context", 20_000, None), ("compaction", None, "manual"), ("context", 9_000, None),
+        ("compaction", None, "auto"), ("context", 7_000, None)]
+    summaries = [e["summary"] for e in events if e["type"] == "context"]
+    assert summaries[0] == 0 and summaries[1] > 0 and summaries[2] > 0  # the summary region after each
+    assert [e["messages_compacted"] for e in events if e["type"] == "compaction"] == [2, 2]
