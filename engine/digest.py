@@ -100,6 +100,7 @@ class Facts:
     archive: dict[str, int] = field(default_factory=dict)  # day → lines in dialog/<day>.jsonl
     messages: int = 0
     notes: list[str] = field(default_factory=list)  # earlier text kept as written (not digest facts)
+    mentioned: list[str] = field(default_factory=list)  # paths named in the text, not opened by a tool
     commands_hidden: int = 0  # distinct commands an earlier digest left out of its list
     archive_exact: bool = False  # archive holds the day files' whole line counts (else: these messages')
     tool_calls: int = 0
@@ -400,6 +401,16 @@ _INTENT_RE = re.compile(
     r"next step|i should)\b",
     re.IGNORECASE,
 )
+FILE_EXTENSIONS = (
+    "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "json", "jsonl", "md", "rst", "txt", "toml", "yaml",
+    "yml", "ini", "cfg", "css", "scss", "html", "htm", "heex", "eex", "ex", "exs", "erl", "rb", "go", "rs",
+    "java", "kt", "swift", "c", "h", "cc", "cpp", "hpp", "cs", "php", "sh", "bash", "zsh", "sql", "xml",
+    "svg", "lock", "csv", "ipynb", "vue", "svelte", "lua", "r", "scala", "gradle", "mk", "proto", "env",
+)
+MENTION_RE = re.compile(
+    r"(?<![\w/.@-])((?:~?/)?(?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:" + "|".join(FILE_EXTENSIONS) + r"))(?![\w/-])"
+)
+MAX_MENTIONED = 80
 _SENTENCE_RE = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|(?=\n)|$)")
 
 
@@ -530,6 +541,7 @@ def extract_facts(
                     facts.tool_calls += 1
                     calls.append(_walk_call(facts, call, results))
     facts.errors = _errors(calls)
+    facts.mentioned = _mentioned(messages, facts.files)
     facts.intent, facts.next_step = last_intent(messages)
     if archive_lines is not None:
         facts.archive_exact = True
@@ -537,6 +549,29 @@ def extract_facts(
     else:
         facts.archive = dict(sorted(per_day.items()))
     return facts
+
+
+def _mentioned(messages: Sequence[Message], touched: Mapping[str, FileFact]) -> list[str]:
+    """Paths with a source-file extension that the user or the assistant wrote, not opened by a
+    tool call (nor the tail of a path one opened), most recent last."""
+    found: dict[str, None] = {}
+    for msg in messages:
+        if msg.get("role") in ("user", "assistant"):
+            for m in MENTION_RE.finditer(content_text(msg.get("content"))):
+                found.pop(m.group(1), None)
+                found[m.group(1)] = None
+    return _untouched(list(found), touched)[-MAX_MENTIONED:]
+
+
+def _untouched(paths: Sequence[str], touched: Mapping[str, FileFact]) -> list[str]:
+    """``paths`` that are not a touched file nor the tail of one."""
+    tails = {p.rsplit("/", 1)[-1] for p in touched}
+
+    def opened(p: str) -> bool:
+        q = p.lstrip("./")
+        return p in touched or ("/" not in p and p in tails) or any(t.endswith("/" + q) for t in touched)
+
+    return [p for p in paths if not opened(p)]
 
 
 def _errors(calls: Sequence[_Call]) -> list[ErrorFact]:
@@ -598,6 +633,11 @@ def merge_facts(older: Facts, newer: Facts) -> Facts:
         out.archive = {d: older.archive.get(d, 0) + newer.archive.get(d, 0) for d in sorted(days)}
     out.archive_exact = newer.archive_exact
     out.notes = list(dict.fromkeys([*older.notes, *newer.notes]))
+    order = dict.fromkeys(older.mentioned)
+    for p in newer.mentioned:  # a path named again moves to the end (most recent last)
+        order.pop(p, None)
+        order[p] = None
+    out.mentioned = _untouched(list(order), out.files)[-MAX_MENTIONED:]
     return out
 
 

@@ -67,6 +67,7 @@ T_NO_NEXT = "- No next step stated by the assistant."
 T_LATEST = "- The user's latest request is number "
 T_READ = "Files read or searched, not changed ([last action · times: every action] path):"
 T_NO_READ = "- No file only read."
+T_MENTIONED = "Files named in the conversation, not opened by a tool call: "
 T_COMMANDS = "Commands run, most recent last ([last status · runs] command):"
 T_NO_COMMANDS = "- No command run."
 T_MORE_COMMANDS = "- … and {n} earlier distinct command(s), in the archive."
@@ -161,6 +162,8 @@ def _section_next(f: Facts) -> list[str]:
 def _section_critical(f: Facts) -> list[str]:
     read = [ff for ff in f.files.values() if not ff.changed]
     out = [H_CRITICAL, T_READ if read else T_NO_READ] + [_file_line(ff) for ff in read]
+    if f.mentioned:
+        out.append(T_MENTIONED + ", ".join(f.mentioned))
     cmds = list(f.commands.values())
     out.append(T_COMMANDS if cmds else T_NO_COMMANDS)
     hidden = f.commands_hidden + max(0, len(cmds) - MAX_COMMANDS)
@@ -243,6 +246,9 @@ class _Parser:
             f.next_step = line[len(T_NEXT) + 1 : -1]
             return True
         if line.startswith(T_LATEST):
+            return True
+        if line.startswith(T_MENTIONED):
+            f.mentioned.extend(p for p in line[len(T_MENTIONED):].split(", ") if p)
             return True
         if m := _MORE_RE.match(line):
             f.commands_hidden += int(m.group(1))
