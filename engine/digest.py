@@ -165,7 +165,8 @@ def _strip_heredocs(command: str) -> str:
 
 def _split_simple(command: str) -> list[list[str]]:
     """The simple commands of a command line, as argument lists; [] when it cannot be parsed."""
-    lexer = shlex.shlex(_strip_heredocs(command), posix=True, punctuation_chars=True)
+    text = _strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")  # a new line ends a command
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
     try:

@@ -53,7 +53,7 @@ T_REQUESTS = "The user's requests, oldest first, word for word (long ones are cu
 T_NO_REQUESTS = "- No request from the user in the compacted messages."
 T_CONSTRAINTS = "Sentences of the user's requests that set a rule or preference:"
 T_NO_CONSTRAINTS = "- None stated in the user's requests."
-T_CHANGED = "Files created or changed ([last action · times: every action] path):"
+T_CHANGED = "Files created or changed, by path ([last action · times: every action] path):"
 T_NO_CHANGED = "- No file created or changed by a tool call."
 T_INTENT = "- Last stated by the assistant: "
 T_NO_INTENT = "- No statement from the assistant."
@@ -65,7 +65,7 @@ T_DECISIONS = "- The reasons behind choices are in the assistant's messages (dia
 T_NEXT = "- The assistant's last stated next step: "
 T_NO_NEXT = "- No next step stated by the assistant."
 T_LATEST = "- The user's latest request is number "
-T_READ = "Files read or searched, not changed ([last action · times: every action] path):"
+T_READ = "Files read or searched, not changed, by path ([last action · times: every action] path):"
 T_NO_READ = "- No file only read."
 T_MENTIONED = "Files named in the conversation, not opened by a tool call: "
 T_COMMANDS = "Commands run, most recent last ([last status · runs] command):"
@@ -135,7 +135,7 @@ def _section_constraints(f: Facts) -> list[str]:
 
 
 def _section_progress(f: Facts) -> list[str]:
-    changed = [ff for ff in f.files.values() if ff.changed]
+    changed = sorted((ff for ff in f.files.values() if ff.changed), key=lambda ff: ff.path)
     out = [H_PROGRESS, H_DONE, T_CHANGED if changed else T_NO_CHANGED]
     out += [_file_line(ff) for ff in changed]
     out += [H_IN_PROGRESS, (T_INTENT + _quote(f.intent)) if f.intent else T_NO_INTENT]
@@ -149,7 +149,7 @@ def _section_decisions(f: Facts) -> list[str]:
     past = [e for e in f.errors if e.got_past][-MAX_GOT_PAST:]
     out = [H_DECISIONS, T_GOT_PAST if past else T_NO_GOT_PAST]
     out += [f"- [{e.key}] {e.text}" for e in past]
-    return out + [T_DECISIONS]
+    return [*out, T_DECISIONS]
 
 
 def _section_next(f: Facts) -> list[str]:
@@ -160,7 +160,7 @@ def _section_next(f: Facts) -> list[str]:
 
 
 def _section_critical(f: Facts) -> list[str]:
-    read = [ff for ff in f.files.values() if not ff.changed]
+    read = sorted((ff for ff in f.files.values() if not ff.changed), key=lambda ff: ff.path)
     out = [H_CRITICAL, T_READ if read else T_NO_READ] + [_file_line(ff) for ff in read]
     if f.mentioned:
         out.append(T_MENTIONED + ", ".join(f.mentioned))

@@ -37,6 +37,9 @@ from engine.compaction import (
     check_summary,
     normalize_summary,
 )
+from engine.compaction import (
+    _cut_middle as cut_middle,
+)
 from engine.config import Settings
 from engine.digest_text import NARRATIVE_HEADING, build_digest, demote
 from engine.messages import Message, message_date
@@ -187,11 +190,12 @@ def model_request(
 ) -> list[dict[str, Any]]:
     """The request for the model's part: the digest first (the exact facts), then the messages fitted
     to what is left of the budget."""
-    room = max(2_000, budget_chars - len(digest) - 500)
+    shown = cut_middle(digest, budget_chars // 2)  # the digest takes at most half the room
+    room = max(1_000, budget_chars - len(shown) - 500)
     request = build_summary_request(compacted, previous_summary, instruction, budget_chars=room)
     facts = (
         "These facts were extracted exactly from the messages (the digest). Copy paths, commands, "
-        f"errors and the user's words from here.\n\n<digest>\n{digest}\n</digest>\n\n"
+        f"errors and the user's words from here.\n\n<digest>\n{shown}\n</digest>\n\n"
     )
     request[1] = {"role": "user", "content": facts + str(request[1]["content"])}
     if mode == "both":
