@@ -36,6 +36,26 @@ from engine.messages import Message
 MAX_COMMANDS = 40  # distinct commands listed (the most recent); the archive holds every run
 MAX_GOT_PAST = 15  # errors that a later step got past (the most recent)
 MAX_CONSTRAINTS = 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of each list the text shows; :func:`render_digest` tightens them to fit ``max_chars``."""
+
+    commands: int = MAX_COMMANDS
+    got_past: int = MAX_GOT_PAST
+    constraints: int = MAX_CONSTRAINTS
+    request_chars: int = 0  # 0: as extracted; else requests are cut again to this length
+    files_inline: bool = False  # files read or named: paths only, on one line
+
+
+# each step shows less; the archive keeps everything word for word
+TIGHTER = (
+    Limits(),
+    Limits(commands=15, got_past=5, constraints=8),
+    Limits(commands=8, got_past=3, constraints=5, request_chars=300),
+    Limits(commands=5, got_past=2, constraints=3, request_chars=160, files_inline=True),
+)
 NARRATIVE_HEADING = "## Narrative"
 
 H_GOAL = "## Goal"
@@ -67,6 +87,7 @@ T_NO_NEXT = "- No next step stated by the assistant."
 T_LATEST = "- The user's latest request is number "
 T_READ = "Files read or searched, not changed, by path ([last action · times: every action] path):"
 T_NO_READ = "- No file only read."
+T_READ_INLINE = "- Paths only: "  # the tightest form: "- Paths only: a.py, b/c.txt"
 T_MENTIONED = "Files named in the conversation, not opened by a tool call: "
 T_COMMANDS = "Commands run, most recent last ([last status · runs] command):"
 T_NO_COMMANDS = "- No command run."
@@ -80,7 +101,8 @@ T_COUNT = "- Compacted so far: {m} messages, {t} tool calls."
 _REQ_RE = re.compile(r"^(\d+)\. (?:\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\] )?(.*)$")
 _REQ_MORE_RE = re.compile(r"^   >(?: (.*))?$")
 _REQ_CUT_RE = re.compile(
-    r"^   … \(cut: (\d+) characters in all; the whole text: dialog/(\d{4}-\d{2}-\d{2})\.jsonl(?:, message (\S+))?\)$"
+    r"^   … \(cut: (\d+) characters in all; the whole text(?: is in the archive|: dialog/(\d{4}-\d{2}-\d{2})\.jsonl)"
+    r"(?:, message (\S+))?\)$"
 )
 _QUOTED_RE = re.compile(r'^- "(.*)"$')
 _BRACKET_RE = re.compile(r"^- \[(.+?)\] (.*)$")
@@ -104,15 +126,15 @@ def _quote(text: str) -> str:
     return '"' + text + '"'
 
 
-def _render_request(n: int, r: Request) -> list[str]:
+def _render_request(n: int, r: Request, limit: int = 0) -> list[str]:
+    if limit and len(r.text) > limit:
+        r = Request(r.text[:limit].rstrip(), r.ts, r.day, r.msg_id, r.chars)
     lines = [ln.rstrip() for ln in r.text.split("\n")]
     head = f"{n}. " + (f"[{r.ts}] " if r.ts else "") + lines[0]
     out = [head] + [("   > " + ln) if ln else "   >" for ln in lines[1:]]
     if r.cut:
-        out.append(
-            f"   … (cut: {r.chars} characters in all; the whole text: dialog/{r.day}.jsonl"
-            + (f", message {r.msg_id})" if r.msg_id else ")")
-        )
+        where = f"; the whole text: dialog/{r.day}.jsonl" if r.day else "; the whole text is in the archive"
+        out.append(f"   … (cut: {r.chars} characters in all{where}" + (f", message {r.msg_id})" if r.msg_id else ")"))
     return out
 
 
@@ -121,20 +143,20 @@ def _file_line(ff: FileFact) -> str:
     return f"- [{ff.last} · {ff.count}×: {every}] {ff.path}"
 
 
-def _section_goal(f: Facts) -> list[str]:
+def _section_goal(f: Facts, lim: Limits) -> list[str]:
     out = [H_GOAL, T_REQUESTS if f.requests else T_NO_REQUESTS]
     for i, r in enumerate(f.requests, 1):
-        out.extend(_render_request(i, r))
+        out.extend(_render_request(i, r, lim.request_chars))
     return out
 
 
-def _section_constraints(f: Facts) -> list[str]:
+def _section_constraints(f: Facts, lim: Limits) -> list[str]:
     if not f.constraints:
         return [H_CONSTRAINTS, T_NO_CONSTRAINTS]
-    return [H_CONSTRAINTS, T_CONSTRAINTS] + [f"- {_quote(c)}" for c in f.constraints[-MAX_CONSTRAINTS:]]
+    return [H_CONSTRAINTS, T_CONSTRAINTS] + [f"- {_quote(c)}" for c in f.constraints[-lim.constraints :]]
 
 
-def _section_progress(f: Facts) -> list[str]:
+def _section_progress(f: Facts, lim: Limits) -> list[str]:
     changed = sorted((ff for ff in f.files.values() if ff.changed), key=lambda ff: ff.path)
     out = [H_PROGRESS, H_DONE, T_CHANGED if changed else T_NO_CHANGED]
     out += [_file_line(ff) for ff in changed]
@@ -145,31 +167,35 @@ def _section_progress(f: Facts) -> list[str]:
     return out
 
 
-def _section_decisions(f: Facts) -> list[str]:
-    past = [e for e in f.errors if e.got_past][-MAX_GOT_PAST:]
+def _section_decisions(f: Facts, lim: Limits) -> list[str]:
+    past = [e for e in f.errors if e.got_past][-lim.got_past :]
     out = [H_DECISIONS, T_GOT_PAST if past else T_NO_GOT_PAST]
     out += [f"- [{e.key}] {e.text}" for e in past]
     return [*out, T_DECISIONS]
 
 
-def _section_next(f: Facts) -> list[str]:
+def _section_next(f: Facts, lim: Limits) -> list[str]:
     out = [H_NEXT, (T_NEXT + _quote(f.next_step)) if f.next_step else T_NO_NEXT]
     if f.requests:
         out.append(f"{T_LATEST}{len(f.requests)} (see Goal).")
     return out
 
 
-def _section_critical(f: Facts) -> list[str]:
+def _section_critical(f: Facts, lim: Limits) -> list[str]:
     read = sorted((ff for ff in f.files.values() if not ff.changed), key=lambda ff: ff.path)
-    out = [H_CRITICAL, T_READ if read else T_NO_READ] + [_file_line(ff) for ff in read]
+    out = [H_CRITICAL, T_READ if read else T_NO_READ]
+    if lim.files_inline and read:
+        out.append(T_READ_INLINE + ", ".join(ff.path for ff in read))
+    else:
+        out += [_file_line(ff) for ff in read]
     if f.mentioned:
         out.append(T_MENTIONED + ", ".join(f.mentioned))
     cmds = list(f.commands.values())
     out.append(T_COMMANDS if cmds else T_NO_COMMANDS)
-    hidden = f.commands_hidden + max(0, len(cmds) - MAX_COMMANDS)
+    hidden = f.commands_hidden + max(0, len(cmds) - lim.commands)
     if hidden:
         out.append(T_MORE_COMMANDS.format(n=hidden))
-    out += [f"- [{c.status} · {c.runs}×] {c.command}" for c in cmds[-MAX_COMMANDS:]]
+    out += [f"- [{c.status} · {c.runs}×] {c.command}" for c in cmds[-lim.commands :]]
     out.append(T_ARCHIVE)
     out += [f"- dialog/{d}.jsonl — {n} line{'s' if n != 1 else ''}" for d, n in f.archive.items()]
     out.append(T_COUNT.format(m=f.messages, t=f.tool_calls))
@@ -179,13 +205,21 @@ def _section_critical(f: Facts) -> list[str]:
     return out
 
 
-def render_digest(facts: Facts) -> str:
-    """The facts as the six ``##`` sections of a summary (always passes the summary check)."""
-    parts = [
-        _section_goal(facts), _section_constraints(facts), _section_progress(facts),
-        _section_decisions(facts), _section_next(facts), _section_critical(facts),
-    ]
-    return "\n\n".join("\n".join(p) for p in parts)
+def render_digest(facts: Facts, max_chars: int | None = None) -> str:
+    """The facts as the six ``##`` sections of a summary (always passes the summary check).
+
+    With ``max_chars``, the lists are shortened step by step (:data:`TIGHTER`) until the text fits
+    or nothing more can go; every request, changed file and unresolved error stays."""
+    text = ""
+    for lim in TIGHTER:
+        parts = [
+            _section_goal(facts, lim), _section_constraints(facts, lim), _section_progress(facts, lim),
+            _section_decisions(facts, lim), _section_next(facts, lim), _section_critical(facts, lim),
+        ]
+        text = "\n\n".join("\n".join(p) for p in parts)
+        if max_chars is None or len(text) <= max_chars:
+            break
+    return text
 
 
 # --------------------------------------------------------------------------- parse back
@@ -247,6 +281,11 @@ class _Parser:
             return True
         if line.startswith(T_LATEST):
             return True
+        if line.startswith(T_READ_INLINE):
+            for p in line[len(T_READ_INLINE) :].split(", "):
+                if p and p not in f.files:
+                    f.files[p] = FileFact(p, {"read": 1}, "read")
+            return True
         if line.startswith(T_MENTIONED):
             f.mentioned.extend(p for p in line[len(T_MENTIONED):].split(", ") if p)
             return True
@@ -292,7 +331,7 @@ class _Parser:
             return True
         if (m := _REQ_CUT_RE.match(line)) and reqs:
             r = reqs[-1]
-            r.chars, r.day, r.msg_id = int(m.group(1)), m.group(2), m.group(3) or ""
+            r.chars, r.day, r.msg_id = int(m.group(1)), m.group(2) or "", m.group(3) or ""
             return True
         if m := _REQ_RE.match(line):
             reqs.append(Request(m.group(3), m.group(2) or "", "", "", len(m.group(3))))
@@ -324,13 +363,15 @@ def build_digest(
     *,
     archive_lines: Mapping[str, int] | None = None,
     keep_narrative: bool = True,
+    max_chars: int | None = None,
 ) -> str:
     """The digest summary of ``messages``, merged with the facts of ``previous_summary`` (its other
-    text kept under "Earlier notes"). Deterministic; always passes the summary check."""
+    text kept under "Earlier notes"), its lists shortened to fit ``max_chars`` when given.
+    Deterministic; always passes the summary check."""
     facts = extract_facts(messages, archive_lines)
     if previous_summary.strip():
         facts = merge_facts(parse_digest(previous_summary, keep_narrative=keep_narrative), facts)
-    return render_digest(facts)
+    return render_digest(facts, max_chars)
 
 
 def changed_files(facts: Facts) -> list[str]:

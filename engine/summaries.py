@@ -52,6 +52,7 @@ SummaryMode = Literal["digest", "model", "both"]
 SUMMARY_MODES: tuple[SummaryMode, ...] = ("digest", "model", "both")
 NARRATIVE_PROMPT_PATH = Path(__file__).resolve().parent.parent / "resources" / "prompts" / "narrative.md"
 NARRATIVE_MAX_WORDS = 300
+DIGEST_SHARE = 0.25  # the digest's lists are shortened to fit this share of the context window
 
 
 @dataclass
@@ -164,6 +165,7 @@ def digest_part(
     archive_lines: Mapping[str, int] | None = None,
     count: Callable[[str], int] = estimate_text_tokens,
     model: str = "",
+    max_chars: int | None = None,
 ) -> Summary:
     """The digest of a compaction, as a valid summary; the model's part pending when the mode has one.
 
@@ -171,7 +173,9 @@ def digest_part(
     is given the earlier summary and rewrites it.
     """
     t0 = time.perf_counter()
-    text = build_digest(compacted, previous_summary, archive_lines=archive_lines, keep_narrative=mode == "digest")
+    text = build_digest(
+        compacted, previous_summary, archive_lines=archive_lines, keep_narrative=mode == "digest", max_chars=max_chars
+    )
     ms = (time.perf_counter() - t0) * 1000
     valid, reason = check_summary(text)
     return Summary(
@@ -273,9 +277,11 @@ def plan_digest(compactor: Compactor, plan: CompactionPlan, mode: SummaryMode | 
     """The digest part for a plan of this compactor's session."""
     mode = mode or resolve_mode(compactor.settings, compactor.summarize)
     lines = archive_lines_after(compactor.session.path, plan.compact)
+    window = compactor.window_info().context_window
     return digest_part(
         mode, plan.compact, compactor.session.summary, archive_lines=lines, count=compactor.estimator.text,
         model=summarizer_model(compactor.settings, compactor.summarize),
+        max_chars=int(window * DIGEST_SHARE) * 5 // 2,  # tokens → characters, as the heuristic counts
     )
 
 

@@ -324,3 +324,17 @@ def test_empty_and_odd_messages() -> None:
     f = extract_facts(odd)
     assert f.files == {} and f.requests == [] and f.tool_calls == 1
     assert check_summary(render_digest(f))[0]
+
+
+@pytest.mark.parametrize(("name", "messages"), REAL, ids=[n for n, _ in REAL])
+def test_tighter_lists_to_fit_keep_every_request_and_changed_file(name: str, messages: list[Message]) -> None:
+    facts = extract_facts(messages)
+    full = render_digest(facts)
+    small = render_digest(facts, max_chars=len(full) // 3)
+    assert check_summary(small)[0] and len(small) < len(full)
+    back = parse_digest(small)
+    assert len(back.requests) == len(facts.requests)
+    assert {p for p, ff in back.files.items() if ff.changed} == {p for p, ff in facts.files.items() if ff.changed}
+    assert set(back.files) == set(facts.files)  # files only read are kept too, as paths
+    assert [e.text for e in back.errors if not e.got_past] == [e.text for e in facts.errors if not e.got_past]
+    assert render_digest(facts, max_chars=10**9) == full
