@@ -303,7 +303,9 @@ def quick_preview(compactor: Compactor, instruction: str | None = None) -> Compa
     if plan.needed:
         result: SummaryResult = plan_digest(compactor, plan)
     else:
-        result = Summary("", False, plan.reason, mode=resolve_mode(compactor.settings, compactor.summarize))
+        mode = resolve_mode(compactor.settings, compactor.summarize)
+        model = "" if mode == "digest" else summarizer_model(compactor.settings, compactor.summarize)
+        result = Summary("", False, plan.reason, mode=mode, model=model)
     return _preview(compactor, plan, result, before, instruction)
 
 
