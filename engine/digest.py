@@ -27,6 +27,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from engine.messages import Message, content_text, message_date
@@ -163,29 +164,60 @@ def _strip_heredocs(command: str) -> str:
     return "\n".join(out)
 
 
-def _split_simple(command: str) -> list[list[str]]:
-    """The simple commands of a command line, as argument lists; [] when it cannot be parsed."""
-    text = _strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")  # a new line ends a command
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return []
-    parts: list[list[str]] = [[]]
-    for tok in tokens:
-        if tok in _OPS:
-            parts.append([])
+_TOKEN_RE = re.compile(
+    r"""(?P<space>\s+)
+    | (?P<op>&&|\|\||;;|\|&|\d*(?:>>|>&|>\||>)|&>|<<<|<<-|<<|<&|<|[|;&()])
+    | (?P<word>(?:'[^']*'|"(?:\\.|[^"\\])*"|\\.|[^\s'"|;&()<>\\])+)
+    | (?P<bad>.)""",
+    re.VERBOSE | re.DOTALL,
+)
+_PIECE_RE = re.compile(r"""'([^']*)'|"((?:\\.|[^"\\])*)"|\\(.)|([^'"\\]+)""", re.DOTALL)
+_DQ_ESCAPE_RE = re.compile(r'\\([$`"\\\n])')
+
+
+def _unquote(word: str) -> str:
+    out: list[str] = []
+    for m in _PIECE_RE.finditer(word):
+        single, double, escaped, plain = m.groups()
+        if single is not None:
+            out.append(single)
+        elif double is not None:
+            out.append(_DQ_ESCAPE_RE.sub(r"\1", double))
         else:
-            parts[-1].append(tok)
+            out.append(escaped if escaped is not None else plain)
+    return "".join(out)
+
+
+@lru_cache(maxsize=64)  # a call's command is split for its files and again for its kind
+def _split_simple(command: str) -> list[list[str]]:
+    """The simple commands of a command line, as argument lists (quotes removed; a redirection is its
+    own word, its fd number dropped: ``2>&1`` → ``>&``, ``1``); [] when it cannot be parsed.
+    The lists are shared (cached): do not change them."""
+    text = _strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")  # a new line ends a command
+    parts: list[list[str]] = [[]]
+    for m in _TOKEN_RE.finditer(text):
+        kind = m.lastgroup
+        if kind == "space":
+            continue
+        if kind == "bad":  # an unbalanced quote: not parsed (the conservative answer)
+            return []
+        tok = m.group(0)
+        if kind == "op":
+            op = tok.lstrip("0123456789")
+            if op in _OPS:
+                parts.append([])
+            else:
+                parts[-1].append(op)
+        else:
+            parts[-1].append(_unquote(tok))
     return [p for p in parts if p]
 
 
-def shell_files(command: str) -> list[tuple[str, str]]:
-    """(path, verb) for the files a shell command reads or writes, conservatively."""
+def shell_files(command: str, argvs: list[list[str]] | None = None) -> list[tuple[str, str]]:
+    """(path, verb) for the files a shell command reads or writes, conservatively (``argvs``: its
+    :func:`_split_simple`, when already made)."""
     found: list[tuple[str, str]] = []
-    for argv in _split_simple(command):
+    for argv in _split_simple(command) if argvs is None else argvs:
         rest: list[str] = []
         i = 0
         while i < len(argv):  # redirections first
@@ -312,8 +344,10 @@ _ERRORISH = re.compile(r"error|fail|fatal|exception|not found|denied|cannot|can'
 
 
 def exit_code(result: str) -> int | None:
+    """The exit code a result states (looked for in its first and last 2,000 characters)."""
+    edges = result if len(result) <= 4_000 else result[:2_000] + "\n" + result[-2_000:]
     for rx in _EXIT_RES:
-        m = rx.search(result[:4000]) if rx.pattern.startswith("\\A") else rx.search(result)
+        m = rx.search(edges)
         if m:
             return int(m.group(1))
     return None
@@ -372,9 +406,9 @@ def result_status(name: str, result: str | None) -> tuple[str, str]:
     return "ok", ""
 
 
-def command_key(command: str) -> str:
+def command_key(command: str, argvs: list[list[str]] | None = None) -> str:
     """What kind of command this is, for "a later step got past it": its program and first word."""
-    for argv in _split_simple(command) or [command.split()]:
+    for argv in (_split_simple(command) if argvs is None else argvs) or [command.split()]:
         words = [w for w in argv if not re.match(r"^[A-Za-z_]\w*=", w)]
         if not words or words[0] in ("cd", "export", "source", ".", "set", "echo", "sleep"):
             continue
