@@ -68,7 +68,8 @@ class FileFact:
 
     @property
     def changed(self) -> bool:
-        return any(v.split(" ")[0] in CHANGE_VERBS for v in self.actions)
+        """A call changed it (a failed edit, "edited (failed)", did not)."""
+        return any(v in CHANGE_VERBS for v in self.actions)
 
     def add(self, verb: str, times: int = 1) -> None:
         self.actions[verb] = self.actions.get(verb, 0) + times

@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.digest import (
-    CHANGE_VERBS,
     CommandFact,
     ErrorFact,
     Facts,
@@ -85,7 +84,7 @@ T_DECISIONS = "- The reasons behind choices are in the assistant's messages (dia
 T_NEXT = "- The assistant's last stated next step: "
 T_NO_NEXT = "- No next step stated by the assistant."
 T_LATEST = "- The user's latest request is number "
-T_READ = "Files read or searched, not changed, by path ([last action · times: every action] path):"
+T_READ = "Files read, searched or only tried, not changed, by path ([last action · times: every action] path):"
 T_NO_READ = "- No file only read."
 T_READ_INLINE = "- Paths only: "  # the tightest form: "- Paths only: a.py, b/c.txt"
 T_MENTIONED = "Files named in the conversation, not opened by a tool call: "
@@ -372,7 +371,3 @@ def build_digest(
     if previous_summary.strip():
         facts = merge_facts(parse_digest(previous_summary, keep_narrative=keep_narrative), facts)
     return render_digest(facts, max_chars)
-
-
-def changed_files(facts: Facts) -> list[str]:
-    return [p for p, ff in facts.files.items() if any(v.split(" ")[0] in CHANGE_VERBS for v in ff.actions)]

@@ -55,6 +55,7 @@ OPENHANDS_TRACEBACK = (
     'Traceback (most recent call last):\n  File "/repo/y.py", line 1\nNameError: name \'q\' is not defined\n'
     "[Command finished with exit code 1]"
 )
+CLAUDE_EDIT_ERROR = "<tool_use_error>String to replace not found</tool_use_error>"
 HEREDOC = "cat <<'EOF' > fix.py\nprint('cat not_a_file.py')\nEOF\npython fix.py"
 
 
@@ -117,6 +118,7 @@ def test_files_of_every_agent_family() -> None:
         *_step("18", "execute_bash", {"command": "python /repo/y.py"}, OPENHANDS_TRACEBACK),
         *_step("19", "bash", {"command": HEREDOC}, "<returncode>0</returncode>\n<output>\n</output>"),
         *_step("20", "run_shell", {"command": "pytest -q tests/test_a.py"}, "exit code 0\n1 passed"),
+        *_step("21", "Edit", {"file_path": "/w/lib/g.ex"}, CLAUDE_EDIT_ERROR),
         {"id": "a21", "ts": T0, "role": "assistant", "content": "The parser works. Next I will run the whole suite."},
     ]
     f = extract_facts(msgs)
@@ -137,7 +139,9 @@ def test_files_of_every_agent_family() -> None:
         "/repo/x.py": ("edited", {"read": 1, "edited": 1}),
         "/repo/y.py": ("created", {"created": 1}),
         "fix.py": ("written", {"written": 1}),
+        "/w/lib/g.ex": ("edited (failed)", {"edited (failed)": 1}),
     }
+    assert not f.files["/w/lib/g.ex"].changed
     cmds = {c.command: (c.runs, c.status) for c in f.commands.values()}
     assert cmds == {
         "pytest -q tests/test_a.py": (2, "exit 0"),
@@ -150,15 +154,18 @@ def test_files_of_every_agent_family() -> None:
     assert errors == {
         ("pytest", "E AssertionError: 2 != 3", True),  # the same command passed later
         ("python y.py", "NameError: name 'q' is not defined", False),
+        ("Edit /w/lib/g.ex", "String to replace not found", False),
     }
     assert [r.text for r in f.requests] == ["Fix the parser. Do not touch the tests."]
     assert f.constraints == ["Do not touch the tests."]
     assert f.intent == "The parser works. Next I will run the whole suite."
     assert f.next_step == "Next I will run the whole suite."
-    assert f.archive == {"2026-03-01": len(msgs)} and f.tool_calls == 20
+    assert f.archive == {"2026-03-01": len(msgs)} and f.tool_calls == 21
     text = render_digest(f)
     assert check_summary(text) == (True, "")
     assert "- [python y.py] NameError: name 'q' is not defined" in text.split("## Key Decisions")[0]
+    done = text.split("### Done")[1].split("### In Progress")[0]
+    assert "/w/lib/e.ex" in done and "/w/lib/g.ex" not in done  # a failed edit changed nothing
 
 
 @pytest.mark.parametrize(
