@@ -17,7 +17,10 @@ Claude Code's summary (``isCompactSummary``), it prints:
 
 Modes: ``digest`` as on the bundled model (its 8,192-token window: the digest's lists are shortened
 to a quarter of it) and with a 200k window; ``model`` and ``both`` on the bundled model (SmolLM2-135M,
-in-process) only with ``CTXBENCH_BENCH_SUMMARY_MODEL=1``: each call takes tens of seconds on 2 cores.
+in-process) only with ``CTXBENCH_BENCH_SUMMARY_MODEL=1`` (or ``--model``), bounded: the first
+``CTXBENCH_BENCH_MODEL_SESSIONS`` (1) sessions, replies of at most ``CTXBENCH_BENCH_MODEL_MAX_TOKENS``
+(128) tokens, ``CTXBENCH_BENCH_MODEL_TIMEOUT`` (600) seconds a call: one call takes minutes on 2
+shared cores.
 
 ``python -m benchmarks summaries`` prints the figures beside their targets (on the bundled model:
 valid every time, ≥ 90 % file recall, every user request, < 1 s) and the table;
@@ -51,6 +54,9 @@ SESSIONS = SHARED / "sessions" / "claude-code"
 LOCAL_WINDOW = 8_192  # the bundled model's n_ctx (Settings.local_n_ctx)
 BIG_WINDOW = 200_000
 REQUEST_PREFIX = 80
+MODEL_TIMEOUT = float(os.environ.get("CTXBENCH_BENCH_MODEL_TIMEOUT", "600"))  # seconds per model call
+MODEL_MAX_TOKENS = int(os.environ.get("CTXBENCH_BENCH_MODEL_MAX_TOKENS", "128"))  # the reply's bound
+MODEL_SESSIONS = int(os.environ.get("CTXBENCH_BENCH_MODEL_SESSIONS", "1"))  # sessions the model summarises
 
 
 @dataclass
@@ -133,7 +139,7 @@ def model_rows(span: CompactedSpan) -> list[Row]:
     """``model`` and ``both`` on the bundled model (one bounded run each)."""
     from engine import llm
 
-    settings = Settings(summary_max_tokens=512)
+    settings = Settings(summary_max_tokens=MODEL_MAX_TOKENS)
     config = llm.config_from_settings(settings)
     summarize = llm.make_summarizer(config)
     budget_chars = max(2_000, (LOCAL_WINDOW - settings.summary_max_tokens - 1_000) * 5 // 2)
@@ -143,8 +149,13 @@ def model_rows(span: CompactedSpan) -> list[Row]:
         t0 = time.perf_counter()
         limit = int(LOCAL_WINDOW * DIGEST_SHARE) * 5 // 2
         part = digest_part(m, span.messages, "", model=config.model, max_chars=limit)
-        done = asyncio.run(model_part(part, summarize, span.messages, "", None, settings.summary_max_tokens,
-                                      budget_chars))
+        call = model_part(part, summarize, span.messages, "", None, settings.summary_max_tokens, budget_chars)
+        try:
+            done = asyncio.run(asyncio.wait_for(call, MODEL_TIMEOUT))
+        except TimeoutError:
+            rows.append(Row(span.session[:8], f"{mode}, bundled model", False, 0.0, 0, 0.0, 0, 0,
+                            time.perf_counter() - t0, f"stopped after {MODEL_TIMEOUT:.0f} s (bounded run)"))
+            continue
         seconds = time.perf_counter() - t0
         note = f"model {done.model_ms / 1000:.0f} s, {done.model_tokens_in:,} tokens in → {done.model_tokens_out} out"
         if done.model_problem:
@@ -191,9 +202,9 @@ def realistic_messages(n: int) -> list[Message]:
 
 def bench_summaries() -> list[Figure]:
     rows: list[Row] = []
-    for span in spans():
+    for i, span in enumerate(spans()):
         rows += digest_rows(span)
-        if os.environ.get("CTXBENCH_BENCH_SUMMARY_MODEL"):
+        if os.environ.get("CTXBENCH_BENCH_SUMMARY_MODEL") and i < MODEL_SESSIONS:
             rows += model_rows(span)
     print(table(rows), flush=True)
     bundled = [r for r in rows if r.mode.startswith("digest, bundled")]
@@ -222,11 +233,11 @@ ALL: dict[str, Callable[[], list[Figure]]] = {"summaries": bench_summaries}
 
 def main(argv: list[str]) -> int:
     rows: list[Row] = []
-    for span in spans():
+    for i, span in enumerate(spans()):
         rows += digest_rows(span)
-        if "--model" in argv or os.environ.get("CTXBENCH_BENCH_SUMMARY_MODEL"):
+        if ("--model" in argv or os.environ.get("CTXBENCH_BENCH_SUMMARY_MODEL")) and i < MODEL_SESSIONS:
             rows += model_rows(span)
-    print(table(rows))
+        print(table(rows), flush=True)  # the table so far (a model run can take minutes)
     return 0
 
 
