@@ -9,6 +9,8 @@ SPEC §4. The pieces:
 - :func:`generate_summary` — the summary through an injected async LLM callable
   (:data:`SummarizeFn`; this module never imports litellm): six Markdown sections, incremental
   update of the previous summary, optional extra instruction, validity check.
+  The Compactor summarises through :mod:`engine.summaries` (the ``summary_mode`` setting: the digest
+  made from the messages, :mod:`engine.digest`; the model's summary given the digest; or both).
 - :func:`force_compression` — the emergency cut (pure); :func:`emergency_split` says what it drops.
 - :class:`Compactor` — bound to one :class:`engine.session.Session`: ``run_auto`` (post-turn,
   background, never two at once per session, cancelled when the session closes), ``proactive``
