@@ -246,7 +246,7 @@ async def model_part(
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the provider failed: the digest stays
-        reply, problem = "", f"the model call failed: {type(exc).__name__}: {exc}"
+        reply, problem = "", f"the summary call failed: {type(exc).__name__}: {exc}"
     ms = (time.perf_counter() - t0) * 1000
     text = normalize_summary(reply if isinstance(reply, str) else "")
     costs = dict(duration_ms=part.digest_ms + ms, model_text=text, model_ms=ms, model_tokens_in=tokens_in,
