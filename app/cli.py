@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode = comp.add_mutually_exclusive_group(required=True)
     mode.add_argument("--preview", action="store_true", help="show the plan and the summary; change nothing")
     mode.add_argument("--apply", action="store_true", help="compact: archive, summarize, replace (undoable)")
+    comp.add_argument("--summary-mode", choices=("auto", "digest", "model", "both"),
+                      help="how the summary is made (default: the summary_mode setting)")
     _add_model_args(comp)
 
     imp = sub.add_parser(
@@ -211,6 +213,8 @@ def load_effective_settings(args: argparse.Namespace) -> Settings:
         changes["allow_write"] = True
     if getattr(args, "allow_shell", False):
         changes["allow_shell"] = True
+    if getattr(args, "summary_mode", None):
+        changes["summary_mode"] = args.summary_mode
     try:
         return settings.replace(**changes) if changes else settings
     except ValueError as exc:
@@ -382,6 +386,7 @@ async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer
     from engine.agent import session_window
     from engine.compaction import CompactionError, Compactor
     from engine.events import Event, event_to_json
+    from engine.summaries import summary_figures
 
     session = open_session(args.session, settings, lock=bool(args.apply))
     try:
@@ -416,6 +421,7 @@ async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer
                 "summary_valid": preview.summary.valid,
                 "summary_problem": preview.summary.reason,
                 "summary_ms": round(preview.summary.duration_ms, 1),
+                **summary_figures(preview.summary),
                 "instruction": args.instruction,
                 "before": _snapshot_brief(preview.before),
                 "after": _snapshot_brief(preview.after),

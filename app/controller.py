@@ -35,7 +35,9 @@ Signals (payloads are engine dataclasses unless said otherwise):
     approval_requested(str, str, str)  request id, tool name, arguments (JSON)
     approvals_withdrawn()          the turn that asked was stopped
     preview_started(str)           a compaction preview is being made (the instruction)
-    preview_ready(object)          engine.compaction.CompactionPreview
+    preview_ready(object)          engine.compaction.CompactionPreview: the plan and the digest, at once
+                                   (``summary.model_pending``: the model's part is still being written)
+    preview_summary(object)        the same preview with the model's part in (when the mode has one)
     preview_after(object)          ContextSnapshot after applying the edited summary
     preview_failed(str)            why the preview / apply did not work (the dialog stays open)
     preview_closed()               the preview was applied or discarded
@@ -234,6 +236,7 @@ class Controller(QObject):
     approvals_withdrawn = Signal()
     preview_started = Signal(str)
     preview_ready = Signal(object)
+    preview_summary = Signal(object)
     preview_after = Signal(object)
     preview_failed = Signal(str)
     preview_closed = Signal()
@@ -983,15 +986,26 @@ class Controller(QObject):
         self._spawn("preview", self._make_preview(instruction))
 
     async def _make_preview(self, instruction: str) -> None:
+        """The plan and the digest at once (preview_ready), then the model's part (preview_summary)."""
         agent = self.agent
         if agent is None:
             return
-        await self._await_llm()
         self._set_state("compacting")
+        quick = None
         try:
-            preview_ = await agent.compactor.preview(instruction.strip() or None)
+            quick = agent.compactor.preview_now(instruction.strip() or None)
+            self._preview = quick
+            self.preview_ready.emit(quick)
+            if getattr(quick.summary, "model_pending", False):
+                await self._await_llm()
+                self._set_state("compacting")
+                full = await agent.compactor.complete_preview(quick)
+                if self._preview is quick:  # not applied or discarded meanwhile
+                    self._preview = full
+                    self.preview_summary.emit(full)
         except asyncio.CancelledError:
-            self.preview_failed.emit("cancelled: the summary was not generated")
+            if quick is None or self._preview is quick:
+                self.preview_failed.emit("cancelled: the model's text was not written")
             raise
         except Exception as exc:
             self.preview_failed.emit(f"the preview failed: {type(exc).__name__}: {_one_line(str(exc))}")
@@ -999,8 +1013,6 @@ class Controller(QObject):
         finally:
             if not self.busy:
                 self._set_state("idle")
-        self._preview = preview_
-        self.preview_ready.emit(preview_)
 
     def cancel_preview(self) -> None:
         t = self.task("preview")
@@ -1026,7 +1038,10 @@ class Controller(QObject):
         if self.busy:
             self.preview_failed.emit("a turn is running: wait for it, then apply")
             return
-        self._spawn("apply", self._apply(self._preview, summary))
+        preview_ = self._preview
+        self._preview = None  # a model still writing for it stops quietly (its text is not needed)
+        self.cancel_preview()
+        self._spawn("apply", self._apply(preview_, summary))
 
     async def _apply(self, preview_: Any, summary: str | None) -> None:
         from engine.compaction import CompactionError
@@ -1038,6 +1053,7 @@ class Controller(QObject):
         try:
             await agent.compactor.apply(preview_, summary_text=text)
         except CompactionError as exc:
+            self._preview = preview_  # the dialog stays open: it can be applied again or discarded
             self.preview_failed.emit(str(exc))
             return
         self._preview = None

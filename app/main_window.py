@@ -274,6 +274,7 @@ class MainWindow(QMainWindow):
         c.approvals_withdrawn.connect(self._on_controller_approvals_withdrawn)
         c.preview_started.connect(self._on_controller_preview_started)
         c.preview_ready.connect(self._on_controller_preview_ready)
+        c.preview_summary.connect(self._on_controller_preview_summary)
         c.preview_after.connect(self._on_controller_preview_after)
         c.preview_failed.connect(self._on_controller_preview_failed)
         c.preview_closed.connect(self._on_controller_preview_closed)
@@ -722,14 +723,25 @@ class MainWindow(QMainWindow):
         tokens.update({mid: n for mid, n in preview.before.message_tokens})
         dlg.set_plan(preview.before, preview.after, plan.compact, plan.keep, tokens, preview.instruction or "")
         dlg.set_summary(preview.summary.text)
-        dlg.set_busy(False)
-        if not plan.needed:
-            dlg.set_error(f"Nothing to compact: {plan.reason}")
-        elif not preview.summary.valid:
-            dlg.set_error(f"The summary is not usable ({preview.summary.reason}): edit it or Regenerate; "
-                          "applying without one drops the messages (archived) with a note")
+        dlg.show_summary_parts(preview.summary)
+        pending = bool(getattr(preview.summary, "model_pending", False))
+        if pending:
+            model = getattr(preview.summary, "model", "") or "the model"
+            dlg.set_busy(True, f"{model} is writing its part… (Apply uses the digest shown)", apply_allowed=True)
+        else:
+            dlg.set_busy(False)
+        dlg.show_problem(preview.plan, preview.summary)
         if not dlg.isVisible():
             dlg.open()
+
+    def _on_controller_preview_summary(self, preview: Any) -> None:
+        """The model's part arrived (the plan and the digest were shown already)."""
+        dlg = self._preview()
+        if dlg.set_model_text(preview.summary.text):
+            dlg.set_after(preview.after)
+        dlg.set_busy(False)
+        dlg.show_summary_parts(preview.summary)
+        dlg.show_problem(preview.plan, preview.summary)
 
     def _on_controller_preview_after(self, snap: ContextSnapshot) -> None:
         if self.preview_dialog is not None:

@@ -9,6 +9,8 @@ SPEC §4. The pieces:
 - :func:`generate_summary` — the summary through an injected async LLM callable
   (:data:`SummarizeFn`; this module never imports litellm): six Markdown sections, incremental
   update of the previous summary, optional extra instruction, validity check.
+  The Compactor summarises through :mod:`engine.summaries` (the ``summary_mode`` setting: the digest
+  made from the messages, :mod:`engine.digest`; the model's summary given the digest; or both).
 - :func:`force_compression` — the emergency cut (pure); :func:`emergency_split` says what it drops.
 - :class:`Compactor` — bound to one :class:`engine.session.Session`: ``run_auto`` (post-turn,
   background, never two at once per session, cancelled when the session closes), ``proactive``
@@ -585,22 +587,10 @@ class Compactor:
         return event
 
     async def _summarize(self, plan: CompactionPlan, instruction: str | None) -> SummaryResult:
-        if self.summarize is None:
-            return SummaryResult("", False, "no summarizer is configured")
-        window = self.window_info().context_window
-        own = getattr(self.summarize, "context_window", None)  # the summarizing model's limit, if known
-        if isinstance(own, int) and 0 < own < window:
-            window = own
-        budget_tokens = window - self.settings.summary_max_tokens - PROMPT_OVERHEAD_TOKENS
-        budget_chars = max(2_000, budget_tokens * 5 // 2)
-        return await generate_summary(
-            self.summarize,
-            plan.compact,
-            self.session.summary,
-            instruction,
-            self.settings.summary_max_tokens,
-            budget_chars=budget_chars,
-        )
+        """The summary in the configured mode (digest, model or both; see :mod:`engine.summaries`)."""
+        from engine.summaries import summarize_plan
+
+        return await summarize_plan(self, plan, instruction)
 
     def _commit(
         self,
@@ -752,7 +742,7 @@ class Compactor:
             plan = self.plan(force=True, keep_current_turn=True)
             last: CompactionEvent | None = None
             reason = plan.reason
-            if plan.needed and self.summarize is not None:
+            if plan.needed:  # the digest needs no summarizer (model mode without one fails here)
                 result = await self._summarize(plan, None)
                 if result.valid:
                     last = self._apply_summary("proactive", plan, result, before, t0)
@@ -763,10 +753,6 @@ class Compactor:
                     before = self._request_tokens()
                 else:
                     reason = result.reason
-            elif not plan.needed:
-                reason = plan.reason
-            else:
-                reason = "no summarizer is configured"
             return self._emergency("proactive", reason, before, t0, until_fits=True) or last
 
     async def reactive(self) -> CompactionEvent:
@@ -852,25 +838,22 @@ class Compactor:
 
     # ------------------------------------------------------------------ manual
 
+    def preview_now(self, instruction: str | None = None) -> CompactionPreview:
+        """The plan and the digest at once, nothing on disk changed; the model's part (if the summary
+        mode has one) is still to come: :meth:`complete_preview`."""
+        from engine.summaries import quick_preview
+
+        return quick_preview(self, instruction)
+
+    async def complete_preview(self, preview: CompactionPreview) -> CompactionPreview:
+        """The preview with the model's part in (the same preview when the mode has none)."""
+        from engine.summaries import complete_preview
+
+        return await complete_preview(self, preview)
+
     async def preview(self, instruction: str | None = None) -> CompactionPreview:
         """Plan (forced) and summarize without changing anything on disk."""
-        plan = self.plan(force=True)
-        before = self.snapshot()
-        if plan.needed:
-            result = await self._summarize(plan, instruction)
-        else:
-            result = SummaryResult("", False, plan.reason)
-        after_summary = result.text if result.valid else self.session.summary
-        after = self.snapshot(plan.keep, after_summary)
-        return CompactionPreview(
-            plan=plan,
-            summary=result,
-            before=before,
-            after=after,
-            instruction=instruction,
-            base_summary=self.session.summary,
-            base_ids=tuple(str(m.get("id")) for m in self.session.messages),
-        )
+        return await self.complete_preview(self.preview_now(instruction))
 
     async def apply(self, preview: CompactionPreview, summary_text: str | None = None) -> CompactionEvent:
         """Apply a preview (with the user's edited summary if given): archive, replace, record an undo point.

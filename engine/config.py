@@ -29,6 +29,8 @@ LOCAL_MODEL = "local/smollm2-135m-instruct"
 ESTIMATORS = ("auto", "heuristic", "exact")
 OFFLOAD_STRATEGIES = ("truncate", "prune", "middle_out")
 THEMES = ("system", "light", "dark")
+# how compaction summaries are made (engine.summaries): auto = the digest on the bundled model, both elsewhere
+SUMMARY_MODE_CHOICES = ("auto", "digest", "model", "both")
 
 
 def config_dir() -> Path:
@@ -67,6 +69,7 @@ class Settings:
     compact_threshold_ratio: float = 0.8
     reserve_ratio: float = 0.1
     summary_max_tokens: int = 1024
+    summary_mode: str = "auto"  # auto | digest | model | both (see engine.summaries)
     estimator: str = "auto"
     auto_compact: bool = True
     # offload
@@ -141,6 +144,11 @@ def _validate_field(key: str, value: Any) -> None:
         _check(
             value in OFFLOAD_STRATEGIES,
             f"offload_strategy must be one of {', '.join(OFFLOAD_STRATEGIES)}, got {value!r}",
+        )
+    elif key == "summary_mode":
+        _check(
+            value in SUMMARY_MODE_CHOICES,
+            f"summary_mode must be one of {', '.join(SUMMARY_MODE_CHOICES)}, got {value!r}",
         )
     elif key == "theme":
         _check(value in THEMES, f"theme must be one of {', '.join(THEMES)}, got {value!r}")

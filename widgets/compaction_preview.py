@@ -23,7 +23,15 @@ Methods:
     set_after(after)            update the "after" bar only
     set_summary(text)           the generated summary (replaces the editor text; not an edit)
     summary() -> str
-    set_busy(busy, text="Generating the summary…")
+    set_busy(busy, text="Generating the summary…", apply_allowed=False)
+                                with ``apply_allowed`` the summary shown (the digest) can be edited and
+                                applied while the model writes (Cancel stops the model)
+    set_mode(label)             how the summary is made ("digest — no model", …)
+    set_costs(text)             what each part of the summary cost (tokens, time)
+    show_summary_parts(summary) set_mode + set_costs from an engine.summaries.Summary
+    show_problem(plan, summary) the reason the plan or summary cannot be applied as shown
+    set_model_text(text)        the model's part arrived: replaces the editor text unless the user
+                                edited it meanwhile (then a note says so); returns whether it replaced
     set_error(text)             a reason shown above the buttons ("" clears)
     instruction() -> str
     plan_rows() -> list[tuple[str, str, int]]   (status, role, tokens) per plan row (tests)
@@ -55,6 +63,7 @@ from PySide6.QtWidgets import (
 
 from engine.budget import ContextSnapshot
 from engine.messages import preview
+from engine.summaries import Summary, mode_label
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 
@@ -193,6 +202,8 @@ class CompactionPreview(QDialog):
         self._busy = False
         self._closed_emitted = False
         self._setting_summary = False
+        self._user_edited = False
+        self._apply_allowed = False
 
         layout = QVBoxLayout(self)
         self.headline = QLabel("Preparing the plan…")
@@ -232,6 +243,9 @@ class CompactionPreview(QDialog):
         rl.setContentsMargins(0, 0, 0, 0)
         self.summary_label = QLabel("Summary (editable — this text replaces the compacted messages)")
         rl.addWidget(self.summary_label)
+        self.costs_label = QLabel("")
+        self.costs_label.setWordWrap(True)
+        rl.addWidget(self.costs_label)
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText("The summary appears here when it has been generated")
         rl.addWidget(self.editor, 1)
@@ -360,7 +374,45 @@ class CompactionPreview(QDialog):
             self.editor.setPlainText(text)
         finally:
             self._setting_summary = False
+        self._user_edited = False
         self._update_apply()
+
+    def set_model_text(self, text: str) -> bool:
+        if self._user_edited:
+            self.set_error("The model's text arrived, but you edited the summary: your text is kept "
+                           "(Regenerate to see the model's)")
+            return False
+        self.set_summary(text)
+        return True
+
+    def set_mode(self, label: str) -> None:
+        self.summary_label.setText(f"Summary: {label} (editable — this text replaces the compacted messages)")
+
+    def set_costs(self, text: str) -> None:
+        self.costs_label.setText(text)
+
+    def costs_text(self) -> str:
+        return self.costs_label.text()
+
+    def show_summary_parts(self, summary: Any) -> None:
+        """The mode and the costs of an engine summary (:class:`engine.summaries.Summary`)."""
+        if isinstance(summary, Summary):
+            self.set_mode(mode_label(summary.mode, summary.model))  # type: ignore[arg-type]
+            self.set_costs(summary.costs())
+        else:
+            self.set_costs("")
+
+    def show_problem(self, plan: Any, summary: Any) -> None:
+        """What keeps the plan or the summary from being applied as shown ("" clears)."""
+        if not plan.needed:
+            self.set_error(f"Nothing to compact: {plan.reason}")
+        elif not summary.valid:
+            self.set_error(f"The summary is not usable ({summary.reason}): edit it or Regenerate; "
+                           "applying without one drops the messages (archived) with a note")
+        elif getattr(summary, "model_problem", ""):
+            self.set_error(f"The model's part is not used ({summary.model_problem}); the digest stands")
+        else:
+            self.set_error("")
 
     def summary(self) -> str:
         return self.editor.toPlainText()
@@ -368,13 +420,14 @@ class CompactionPreview(QDialog):
     def instruction(self) -> str:
         return self.instruction_edit.text().strip()
 
-    def set_busy(self, busy: bool, text: str = "Generating the summary…") -> None:
+    def set_busy(self, busy: bool, text: str = "Generating the summary…", apply_allowed: bool = False) -> None:
         self._busy = busy
+        self._apply_allowed = busy and apply_allowed
         self.busy_label.setText(text if busy else "")
         self.busy_label.setVisible(busy)
         self.progress.setVisible(busy)
         self.cancel_button.setVisible(busy)
-        self.editor.setReadOnly(busy)
+        self.editor.setReadOnly(busy and not apply_allowed)
         self.regenerate_button.setEnabled(not busy)
         self.instruction_edit.setEnabled(not busy)
         self._update_apply()
@@ -428,9 +481,10 @@ class CompactionPreview(QDialog):
     def _update_apply(self) -> None:
         has_summary = bool(self.editor.toPlainText().strip())
         has_plan = self._before is not None and getattr(self, "_n_compacted", 0) > 0
-        ok = has_summary and has_plan and not self._busy
+        blocked = self._busy and not self._apply_allowed
+        ok = has_summary and has_plan and not blocked
         self.apply_button.setEnabled(ok)
-        if self._busy:
+        if blocked:
             reason = "Wait for the summary, or Cancel"
         elif not has_plan:
             reason = "Nothing to compact"
@@ -448,6 +502,7 @@ class CompactionPreview(QDialog):
     def _on_editor_changed(self) -> None:
         self._update_apply()
         if not self._setting_summary:
+            self._user_edited = True
             self._edit_timer.start()
 
     def _on_apply(self) -> None:
@@ -455,6 +510,8 @@ class CompactionPreview(QDialog):
             return
         text = self.editor.toPlainText().strip()
         self._closed_emitted = True
+        if self._busy:  # applying the digest while the model writes: the model is stopped
+            self.set_busy(False)
         self.apply_requested.emit(text)
         self.hide()
 

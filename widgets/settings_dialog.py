@@ -56,7 +56,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.config import ESTIMATORS, LOCAL_MODEL, OFFLOAD_STRATEGIES, THEMES, Settings
+from engine.config import ESTIMATORS, LOCAL_MODEL, OFFLOAD_STRATEGIES, SUMMARY_MODE_CHOICES, THEMES, Settings
 from widgets.theme import Palette, palette
 
 INT_MAX = 2_000_000_000
@@ -180,6 +180,12 @@ class SettingsDialog(QDialog):
         self._add(form, "compact_threshold_ratio", "Compact at", _dspin(0, 1, 0.05, 2, " × window"))
         self._add(form, "reserve_ratio", "Keep verbatim", _dspin(0, 1, 0.05, 2, " × window"))
         self._add(form, "summary_max_tokens", "Summary length limit", _spin(0, INT_MAX, " tokens"))
+        mode = QComboBox()
+        mode.addItems(list(SUMMARY_MODE_CHOICES))
+        mode.setToolTip("digest: facts taken from the messages, no model · model: the model's summary, given "
+                        "the digest · both: the digest and the model's narrative · auto: the digest on the "
+                        "bundled offline model, both on any other")
+        self._add(form, "summary_mode", "Summaries", mode)
         est = QComboBox()
         est.addItems(list(ESTIMATORS))
         self._add(form, "estimator", "Token estimator", est)

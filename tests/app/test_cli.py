@@ -459,3 +459,22 @@ def test_run_refuses_a_session_another_process_holds(tmp_path: Path) -> None:
         assert ctxbench("inspect", "--session", str(held.path)).returncode == 0  # readers need no lock
     finally:
         held.close()
+
+
+def test_compact_digest_mode_needs_no_model(tmp_path: Path) -> None:
+    """``--summary-mode digest``: the summary comes from the messages, no model is loaded or asked
+    (the api base points nowhere), and the JSON says what each part cost."""
+    session = tmp_path / "imported"
+    proc = ctxbench("import", str(TRAJECTORIES / "astropy__astropy-12907.traj.json"), "--session", str(session),
+                    "--no-model-info")
+    assert proc.returncode == 0, proc.stderr
+    proc = ctxbench("compact", "--session", str(session), "--apply", "--summary-mode", "digest",
+                    "--model", "openai/nowhere", "--api-base", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 0, proc.stderr
+    preview = next(e for e in events(proc) if e["type"] == "compaction_preview")
+    assert preview["summary_valid"] and preview["summary_mode"] == "digest" and preview["model_ms"] == 0
+    assert preview["digest_tokens"] > 0 and preview["summary"].startswith("## Goal")
+    assert "separability_matrix" in preview["summary"]  # the user's request, word for word
+    assert Session.load(session).summary == preview["summary"]
+    bad = ctxbench("compact", "--session", str(session), "--preview", "--summary-mode", "fast")
+    assert bad.returncode == 2 and "summary-mode" in bad.stderr

@@ -431,7 +431,10 @@ def test_summary_block_names_the_archive() -> None:
 
 
 def _settings(**kw: Any) -> Settings:
-    base: dict[str, Any] = dict(max_tokens=100, compact_threshold_ratio=0.5, reserve_ratio=0.2, summary_max_tokens=300)
+    # these tests drive the model's summary (summary_mode "model"); the digest has its own tests
+    base: dict[str, Any] = dict(
+        max_tokens=100, compact_threshold_ratio=0.5, reserve_ratio=0.2, summary_max_tokens=300, summary_mode="model"
+    )
     base.update(kw)
     return Settings(**base)
 

@@ -52,7 +52,8 @@ async def llm(messages, max_tokens):
 
 path = Path(sys.argv[1])
 session = Session.load(path)
-settings = Settings(max_tokens=100, compact_threshold_ratio=0.5, reserve_ratio=0.2)
+# the model's own summary (summary_mode "model"): these tests kill the process during its call
+settings = Settings(max_tokens=100, compact_threshold_ratio=0.5, reserve_ratio=0.2, summary_mode="model")
 compactor = Compactor(session, settings, llm, window=WindowInfo(2000, 100, "override"))
 """
 
@@ -105,7 +106,7 @@ def _compactor(s: Session) -> Compactor:
     async def llm(messages: list[dict], max_tokens: int) -> str:
         return VALID.replace("\\n", "\n")
 
-    settings = Settings(max_tokens=100, compact_threshold_ratio=0.5, reserve_ratio=0.2)
+    settings = Settings(max_tokens=100, compact_threshold_ratio=0.5, reserve_ratio=0.2, summary_mode="model")
     return Compactor(s, settings, llm, window=WindowInfo(2000, 100, "override"))
 
 

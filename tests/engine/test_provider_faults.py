@@ -384,7 +384,9 @@ async def test_stop_while_waiting_to_retry(tmp_path: Path, server: fs.FakeLLMSer
 @pytest.mark.asyncio
 async def test_summary_call_faults_lose_nothing(tmp_path: Path, server: fs.FakeLLMServer) -> None:
     """The background summary hits 500s: the compaction falls back (archived) or fails; nothing is lost."""
-    rig = Rig(tmp_path, server.base_url, max_retries=1, context_window=12_000, compact_threshold_ratio=0.5)
+    # the model's own summary (summary_mode "model"); in "both" a failed call leaves the digest
+    rig = Rig(tmp_path, server.base_url, max_retries=1, context_window=12_000, compact_threshold_ratio=0.5,
+              summary_mode="model")
     for i in range(5):
         rig.session.extend([m.user(f"question {i} " + "q" * 2_000),
                             m.assistant(f"answer {i} " + "a" * 2_000)])

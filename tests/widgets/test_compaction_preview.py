@@ -147,3 +147,28 @@ def test_nothing_to_compact(qtbot):
     w.set_summary("## Goal\nx")
     assert not w.apply_button.isEnabled()
     assert w.apply_reason() == "Nothing to compact"
+
+
+def test_digest_first_then_the_models_text_unless_edited(preview, qtbot):
+    from engine.summaries import Summary
+
+    digest = "## Goal\n1. ship it"
+    part = Summary(digest, True, mode="both", model="openai/gpt-4o", digest=digest, digest_ms=3.0,
+                   digest_tokens=12, model_pending=True)
+    preview.set_summary(digest)
+    preview.show_summary_parts(part)
+    preview.set_busy(True, "openai/gpt-4o is writing…", apply_allowed=True)
+    assert "digest + narrative by openai/gpt-4o" in preview.summary_label.text()
+    assert preview.costs_text() == "digest 12 tokens in 3 ms · openai/gpt-4o: writing…"
+    assert preview.apply_button.isEnabled() and not preview.editor.isReadOnly()
+    assert preview.set_model_text(digest + "\n\n## Narrative\nwhy") and preview.summary().endswith("why")
+    # the user edits; the model's (next) text then does not overwrite the edit
+    preview.set_summary(digest)
+    preview.editor.setFocus()
+    preview.editor.moveCursor(preview.editor.textCursor().MoveOperation.End)
+    qtbot.keyClicks(preview.editor, " now")
+    assert not preview.set_model_text("model text")
+    assert preview.summary() == digest + " now" and "you edited" in preview.error_text()
+    preview.set_busy(False)
+    preview.show_summary_parts(Summary(digest, True, mode="digest", digest=digest, digest_tokens=12))
+    assert "digest — no model" in preview.summary_label.text() and "writing" not in preview.costs_text()

@@ -1,0 +1,342 @@
+"""Compaction summaries in three modes, all built on the digest (:mod:`engine.digest_text`).
+
+- ``digest`` — the digest alone: no model call, milliseconds, always valid. The default on the
+  bundled offline model (``local/…``), which cannot summarise a long agent run.
+- ``model`` — the model writes the six sections itself, given the digest (the exact facts) and the
+  messages fitted to its window; its text is the summary, checked as before (a reply that is empty
+  or lacks the sections is no summary: the messages leave with a note, archived).
+- ``both`` — the digest, then the model's narrative under ``## Narrative``: the factual lists come
+  from the digest and are never lost, the model adds the story (why, decisions, what next). The
+  default on any other model. A failed narrative leaves the digest alone.
+
+The setting is ``summary_mode`` (``auto`` | ``digest`` | ``model`` | ``both``; ``auto`` = digest on
+the bundled model, both elsewhere). The preview is made in two steps so the dialog shows the plan
+and the digest at once: :func:`quick_preview` (pure but for counting the archive's lines; no model),
+then :func:`complete_preview` (the model's part, when the mode has one). Each part reports what it
+cost (tokens and time) in :class:`Summary`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from engine import archive
+from engine.compaction import (
+    PROMPT_OVERHEAD_TOKENS,
+    CompactionPlan,
+    CompactionPreview,
+    SummarizeFn,
+    SummaryResult,
+    build_summary_request,
+    check_summary,
+    normalize_summary,
+)
+from engine.compaction import (
+    _cut_middle as cut_middle,
+)
+from engine.config import Settings
+from engine.digest_text import NARRATIVE_HEADING, build_digest, demote
+from engine.messages import Message, message_date
+from engine.tokens import estimate_text_tokens
+
+if TYPE_CHECKING:
+    from engine.compaction import Compactor
+
+SummaryMode = Literal["digest", "model", "both"]
+SUMMARY_MODES: tuple[SummaryMode, ...] = ("digest", "model", "both")
+NARRATIVE_PROMPT_PATH = Path(__file__).resolve().parent.parent / "resources" / "prompts" / "narrative.md"
+NARRATIVE_MAX_WORDS = 300
+DIGEST_SHARE = 0.25  # the digest's lists are shortened to fit this share of the context window
+
+
+@dataclass
+class Summary(SummaryResult):
+    """A summary with the parts it was made of and what each cost."""
+
+    mode: str = "digest"
+    model: str = ""  # the summarizing model, "" when none was asked
+    digest: str = ""
+    digest_ms: float = 0.0
+    digest_tokens: int = 0
+    model_text: str = ""  # the model's reply as given (normalised)
+    model_ms: float = 0.0
+    model_tokens_in: int = 0  # estimated tokens of the request sent to the model
+    model_tokens_out: int = 0  # estimated tokens of its reply
+    model_problem: str = ""  # why the model's text was not used ("" when it was, or not asked)
+    model_pending: bool = False  # the model's part is still to come (the preview shows the digest first)
+
+    def costs(self) -> str:
+        """One line: what the digest and the model's part cost."""
+        parts = [f"digest {self.digest_tokens:,} tokens in {self.digest_ms:.0f} ms"]
+        if self.model_pending:
+            parts.append(f"{self.model or 'the model'}: writing…")
+        elif self.model and (self.model_ms or self.model_problem):
+            parts.append(
+                f"{self.model}: {self.model_tokens_in:,} tokens in → {self.model_tokens_out:,} out, "
+                f"{self.model_ms / 1000:.1f} s" + (f" ({self.model_problem})" if self.model_problem else "")
+            )
+        return " · ".join(parts)
+
+
+def summary_figures(result: SummaryResult) -> dict[str, Any]:
+    """The mode and the cost of each part, for the CLI's JSON (empty for a plain result)."""
+    if not isinstance(result, Summary):
+        return {}
+    return {
+        "summary_mode": result.mode, "summary_model": result.model, "digest_ms": round(result.digest_ms, 1),
+        "digest_tokens": result.digest_tokens, "model_ms": round(result.model_ms, 1),
+        "model_tokens_in": result.model_tokens_in, "model_tokens_out": result.model_tokens_out,
+        "model_problem": result.model_problem,
+    }
+
+
+def resolve_mode(settings: Settings, summarize: SummarizeFn | None = None) -> SummaryMode:
+    """The mode in force: the setting, or for ``auto`` the digest on the bundled model, both elsewhere."""
+    chosen = settings.summary_mode
+    if chosen in SUMMARY_MODES:
+        return cast(SummaryMode, chosen)
+    from engine.local_model import is_local
+
+    return "digest" if is_local(summarizer_model(settings, summarize)) else "both"
+
+
+def summarizer_model(settings: Settings, summarize: SummarizeFn | None) -> str:
+    config = getattr(summarize, "config", None)
+    model = getattr(config, "model", None)
+    return model if isinstance(model, str) and model else settings.model
+
+
+def mode_label(mode: SummaryMode, model: str) -> str:
+    """How the preview names the mode."""
+    if mode == "digest":
+        return "digest — no model"
+    if mode == "model":
+        return f"model ({model}), given the digest"
+    return f"digest + narrative by {model}"
+
+
+@cache
+def load_narrative_prompt() -> str:
+    return NARRATIVE_PROMPT_PATH.read_text(encoding="utf-8")
+
+
+def archive_lines_after(session_dir: Path, messages: Sequence[Message]) -> dict[str, int]:
+    """Lines each ``dialog/<day>.jsonl`` will hold once ``messages`` are archived (a message whose
+    id is already there is not written again)."""
+    from engine.fsutil import json_loads
+
+    days: dict[str, list[Message]] = {}
+    for m in messages:
+        days.setdefault(message_date(m).isoformat(), []).append(m)
+    out: dict[str, int] = {}
+    for day, msgs in days.items():
+        path = archive.day_path(session_dir, day)
+        lines = 0
+        present: set[str] = set()
+        if path.exists():
+            for raw in path.read_bytes().splitlines():
+                if not raw.strip():
+                    continue
+                lines += 1
+                try:
+                    obj = json_loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+                    present.add(obj["id"])
+        out[day] = lines + sum(1 for m in msgs if not (isinstance(m.get("id"), str) and m["id"] in present))
+    return out
+
+
+# --------------------------------------------------------------------------- the two parts
+
+
+def digest_part(
+    mode: SummaryMode,
+    compacted: Sequence[Message],
+    previous_summary: str,
+    *,
+    archive_lines: Mapping[str, int] | None = None,
+    count: Callable[[str], int] = estimate_text_tokens,
+    model: str = "",
+    max_chars: int | None = None,
+) -> Summary:
+    """The digest of a compaction, as a valid summary; the model's part pending when the mode has one.
+
+    In ``digest`` mode an earlier model narrative is kept as written; in the other modes the model
+    is given the earlier summary and rewrites it.
+    """
+    t0 = time.perf_counter()
+    text = build_digest(
+        compacted, previous_summary, archive_lines=archive_lines, keep_narrative=mode == "digest", max_chars=max_chars
+    )
+    ms = (time.perf_counter() - t0) * 1000
+    valid, reason = check_summary(text)
+    return Summary(
+        text, valid, reason, ms, mode=mode, model="" if mode == "digest" else model, digest=text,
+        digest_ms=ms, digest_tokens=count(text), model_pending=mode != "digest",
+    )
+
+
+def model_request(
+    mode: SummaryMode,
+    digest: str,
+    compacted: Sequence[Message],
+    previous_summary: str,
+    instruction: str | None,
+    budget_chars: int,
+) -> list[dict[str, Any]]:
+    """The request for the model's part: the digest first (the exact facts), then the messages fitted
+    to what is left of the budget."""
+    shown = cut_middle(digest, budget_chars // 2)  # the digest takes at most half the room
+    room = max(1_000, budget_chars - len(shown) - 500)
+    request = build_summary_request(compacted, previous_summary, instruction, budget_chars=room)
+    facts = (
+        "These facts were extracted exactly from the messages (the digest). Copy paths, commands, "
+        f"errors and the user's words from here.\n\n<digest>\n{shown}\n</digest>\n\n"
+    )
+    request[1] = {"role": "user", "content": facts + str(request[1]["content"])}
+    if mode == "both":
+        request[0] = {"role": "system", "content": load_narrative_prompt()}
+        request[1]["content"] = str(request[1]["content"]).replace(
+            "Write the updated summary now, with the six sections.",
+            f"Write the narrative now (at most {NARRATIVE_MAX_WORDS} words, no headings).",
+        )
+    return request
+
+
+def combine(digest: str, narrative: str, model: str) -> str:
+    """The digest with the model's narrative after it (headings demoted: the six sections stay ours)."""
+    body = "\n".join(demote(line) for line in narrative.strip().splitlines())
+    return f"{digest}\n\n{NARRATIVE_HEADING} (written by {model})\n{body}"
+
+
+async def model_part(
+    part: Summary,
+    summarize: SummarizeFn | None,
+    compacted: Sequence[Message],
+    previous_summary: str,
+    instruction: str | None,
+    max_tokens: int,
+    budget_chars: int,
+    count: Callable[[str], int] = estimate_text_tokens,
+) -> Summary:
+    """The summary once the model's part is in: ``model`` mode gives the reply (checked), ``both``
+    appends it to the digest as the narrative (a failed or empty one leaves the digest alone)."""
+    if part.mode == "digest":
+        return replace(part, model_pending=False)
+    mode = cast(SummaryMode, part.mode)
+    if summarize is None:
+        why = "no summarizer is configured"
+        if mode == "model":
+            return replace(part, text="", valid=False, reason=why, model_problem=why, model_pending=False)
+        return replace(part, model_pending=False, model_problem=why)
+    request = model_request(mode, part.digest, compacted, previous_summary, instruction, budget_chars)
+    tokens_in = sum(count(str(m["content"])) for m in request)
+    t0 = time.perf_counter()
+    try:
+        reply = await summarize(request, max_tokens)
+        problem = ""
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the provider failed: the digest stays
+        reply, problem = "", f"the summary call failed: {type(exc).__name__}: {exc}"
+    ms = (time.perf_counter() - t0) * 1000
+    text = normalize_summary(reply if isinstance(reply, str) else "")
+    costs = dict(duration_ms=part.digest_ms + ms, model_text=text, model_ms=ms, model_tokens_in=tokens_in,
+                 model_tokens_out=count(text), model_pending=False)
+    if mode == "model":  # the model's own summary, as it wrote it: unusable means no new summary
+        ok, why = check_summary(text) if not problem else (False, problem)
+        return replace(part, text=text, valid=ok, reason=why, model_problem=why, **costs)
+    if not problem and not text:
+        problem = "the model's narrative is empty"
+    if problem:  # the digest stands alone
+        return replace(part, model_problem=problem, **costs)
+    return replace(part, text=combine(part.digest, text, part.model), valid=True, reason="", **costs)
+
+
+# --------------------------------------------------------------------------- the Compactor's use
+
+
+def _budget_chars(compactor: Compactor) -> int:
+    window = compactor.window_info().context_window
+    own = getattr(compactor.summarize, "context_window", None)  # the summarizing model's limit, if known
+    if isinstance(own, int) and 0 < own < window:
+        window = own
+    budget_tokens = window - compactor.settings.summary_max_tokens - PROMPT_OVERHEAD_TOKENS
+    return max(2_000, budget_tokens * 5 // 2)
+
+
+def plan_digest(compactor: Compactor, plan: CompactionPlan, mode: SummaryMode | None = None) -> Summary:
+    """The digest part for a plan of this compactor's session."""
+    mode = mode or resolve_mode(compactor.settings, compactor.summarize)
+    lines = archive_lines_after(compactor.session.path, plan.compact)
+    window = compactor.window_info().context_window
+    return digest_part(
+        mode, plan.compact, compactor.session.summary, archive_lines=lines, count=compactor.estimator.text,
+        model=summarizer_model(compactor.settings, compactor.summarize),
+        max_chars=int(window * DIGEST_SHARE) * 5 // 2,  # tokens → characters, as the heuristic counts
+    )
+
+
+async def summarize_plan(compactor: Compactor, plan: CompactionPlan, instruction: str | None) -> Summary:
+    """Both parts for a plan (the automatic paths and the CLI)."""
+    part = plan_digest(compactor, plan)
+    if not part.model_pending:
+        return part
+    return await model_part(
+        part, compactor.summarize, plan.compact, compactor.session.summary, instruction,
+        compactor.settings.summary_max_tokens, _budget_chars(compactor), compactor.estimator.text,
+    )
+
+
+def quick_preview(compactor: Compactor, instruction: str | None = None) -> CompactionPreview:
+    """The plan and the digest at once (no model call): the dialog shows them while the model writes."""
+    plan = compactor.plan(force=True)
+    before = compactor.snapshot()
+    if plan.needed:
+        result: SummaryResult = plan_digest(compactor, plan)
+    else:
+        mode = resolve_mode(compactor.settings, compactor.summarize)
+        model = "" if mode == "digest" else summarizer_model(compactor.settings, compactor.summarize)
+        result = Summary("", False, plan.reason, mode=mode, model=model)
+    return _preview(compactor, plan, result, before, instruction)
+
+
+async def complete_preview(compactor: Compactor, preview: CompactionPreview) -> CompactionPreview:
+    """The preview with the model's part in (the same preview when the mode has none)."""
+    part = preview.summary
+    if not isinstance(part, Summary) or not part.model_pending:
+        return preview
+    done = await model_part(
+        part, compactor.summarize, preview.plan.compact, preview.base_summary, preview.instruction,
+        compactor.settings.summary_max_tokens, _budget_chars(compactor), compactor.estimator.text,
+    )
+    return _preview(compactor, preview.plan, done, preview.before, preview.instruction, base=preview)
+
+
+def _preview(
+    compactor: Compactor,
+    plan: CompactionPlan,
+    result: SummaryResult,
+    before: Any,
+    instruction: str | None,
+    base: CompactionPreview | None = None,
+) -> CompactionPreview:
+    s = compactor.session
+    after = compactor.snapshot(plan.keep, result.text if result.valid else s.summary)
+    return CompactionPreview(
+        plan=plan,
+        summary=result,
+        before=before,
+        after=after,
+        instruction=instruction,
+        base_summary=base.base_summary if base else s.summary,
+        base_ids=base.base_ids if base else tuple(str(m.get("id")) for m in s.messages),
+    )
