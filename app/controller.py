@@ -346,6 +346,7 @@ class Controller(QObject):
     async def _warm_up(self) -> None:
         from engine import llm
 
+        await self._prepare_counting()  # llama_cpp first (quick): a session opening needs it, not litellm
         try:
             await asyncio.to_thread(llm._lib)
             names = await asyncio.to_thread(llm.model_suggestions)

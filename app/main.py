@@ -90,6 +90,8 @@ async def _main(app: Any, args: argparse.Namespace) -> int:
         QTimer.singleShot(0, window.close)
     else:
         _stop_on_signals(window)
+        app.processEvents()  # the window is painted before the chart's import
+        window.ensure_chart()  # pyqtgraph, imported before litellm's background import starts
         controller.start()
         if args.session:
             controller.open_session(args.session)
