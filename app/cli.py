@@ -7,6 +7,7 @@
     ctxbench compact --session DIR [--instruction TEXT] (--preview | --apply) [--model M]
     ctxbench import FILE --session DIR [--format NAME]
     ctxbench sources [--json] [--refresh]
+    ctxbench follow PATH [--new-only]   (app/cli_follow.py: a growing session file's calls as JSON lines)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
@@ -41,7 +42,7 @@ from typing import Any
 from engine.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
-COMMANDS = ("run", "inspect", "compact", "import", "sources")
+COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow")
 
 
 class CLIError(Exception):
@@ -174,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex), newest first")
     src.add_argument("--json", action="store_true", help="one JSON object per session, one per line")
     src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")
+    from app import cli_follow
+
+    cli_follow.add_parser(sub)
     return parser
 
 
@@ -528,6 +532,16 @@ async def _with_signals(coro: Any) -> int:
 
 
 def _dispatch(args: argparse.Namespace, out: Printer) -> int:
+    if args.command == "follow":  # needs no settings
+        from app.cli_follow import FollowUsageError, cmd_follow
+        from engine.sources.model import SourceError
+
+        try:
+            return cmd_follow(args, out)
+        except FollowUsageError as exc:
+            raise UsageError(str(exc)) from None
+        except SourceError as exc:
+            raise CLIError(str(exc)) from None
     settings = load_effective_settings(args)
     if args.command == "run":
         return asyncio.run(_with_signals(cmd_run(args, settings, out)))
