@@ -71,8 +71,7 @@ from engine.sources.model import (
 POLL_INTERVAL = 0.2  # seconds between two looks at the file
 CHUNK = 1 << 20  # bytes read at a time
 SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
-MAX_OPEN_CALLS = 1024  # Claude Code call keys remembered for de-duplication
-MAX_COMPACTIONS = 16  # compactions kept reachable until reported
+MAX_OPEN_CALLS = 64  # call keys remembered for de-duplication (a response's lines never outlive the next call)
 FOLLOWABLE: tuple[SourceFormat, ...] = ("claude-code", "codex")
 
 EventKind = Literal["call", "call_update", "compaction", "compaction_update", "reset"]
@@ -163,9 +162,9 @@ class Tail:
 class _Parsed:
     """What the lines fed since the last take produced, in file order."""
 
-    new: list[tuple[str, int]] = field(default_factory=list)  # ("call" | "compaction", index)
-    changed_calls: set[int] = field(default_factory=set)
-    changed_compactions: set[int] = field(default_factory=set)
+    new: list[ProviderCall | Compaction] = field(default_factory=list)
+    changed_calls: dict[int, ProviderCall] = field(default_factory=dict)
+    changed_compactions: dict[int, Compaction] = field(default_factory=dict)
 
 
 class _Parser:
@@ -173,8 +172,7 @@ class _Parser:
 
     def __init__(self) -> None:
         self.calls: OrderedDict[Any, ProviderCall] = OrderedDict()  # key -> call, the last few only
-        self.by_index: OrderedDict[int, ProviderCall] = OrderedDict()  # the same calls by index
-        self.recent: dict[int, Compaction] = {}  # the last few compactions, by index
+        self.last_compaction: Compaction | None = None
         self.call_count = 0
         self.compaction_count = 0
         self.waiting: list[Compaction] = []  # compactions without tokens_after yet
@@ -188,21 +186,16 @@ class _Parser:
 
     def _new_call(self, key: Any, call: ProviderCall) -> None:
         self.calls[key] = call
-        self.by_index[call.index] = call
         while len(self.calls) > MAX_OPEN_CALLS:
             self.calls.popitem(last=False)
-        while len(self.by_index) > MAX_OPEN_CALLS:
-            self.by_index.popitem(last=False)
         self.call_count += 1
-        self.out.new.append(("call", call.index))
+        self.out.new.append(call)
 
     def _new_compaction(self, comp: Compaction) -> None:
         self.compaction_count += 1
         self.waiting.append(comp)
-        self.recent[comp.index] = comp
-        for old in sorted(self.recent)[:-MAX_COMPACTIONS]:
-            del self.recent[old]
-        self.out.new.append(("compaction", comp.index))
+        self.last_compaction = comp
+        self.out.new.append(comp)
 
     def _settle_after(self, call: ProviderCall) -> None:
         """``tokens_after`` of the compactions before ``call`` (the first call after them with a prompt)."""
@@ -212,16 +205,10 @@ class _Parser:
         for comp in self.waiting:
             if call.index >= comp.calls_before:
                 comp.tokens_after = call.prompt_tokens
-                self.out.changed_compactions.add(comp.index)
+                self.out.changed_compactions[comp.index] = comp
             else:
                 still.append(comp)
         self.waiting = still
-
-    def call(self, index: int) -> ProviderCall | None:
-        return self.by_index.get(index)
-
-    def compaction(self, index: int) -> Compaction | None:
-        return self.recent.get(index)
 
     def feed(self, raw: bytes) -> None:
         if not raw.strip():
@@ -261,7 +248,7 @@ class ClaudeCodeParser(_Parser):
         if kind not in ("user", "assistant") or not isinstance(uid, str) or not isinstance(msg, dict):
             return
         if kind == "user" and obj.get("isCompactSummary"):
-            last = self.recent.get(self.compaction_count - 1)
+            last = self.last_compaction
             if last is None or last.summary or self.messages_since_boundary:
                 last = self._compaction("", ts, None)  # a summary without its boundary line (before 2.0)
             last.summary = text_of(msg.get("content"))
@@ -295,7 +282,7 @@ class ClaudeCodeParser(_Parser):
             call.window = window
         after = (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens)
         if after != before:
-            self.out.changed_calls.add(call.index)
+            self.out.changed_calls[call.index] = call
         self.open_index = call.index
         self._settle_after(call)
 
@@ -393,7 +380,7 @@ class Follower:
             self._backlog = 0
         self._reported_calls: set[int] = set()  # reported calls still open (pruned once final)
         self._reported_compactions: set[int] = set()  # reported compactions still without tokens_after
-        self._held: list[tuple[str, int, bool]] = []  # (kind, index, quiet): not reported yet
+        self._held: list[tuple[ProviderCall | Compaction, bool]] = []  # (item, quiet): not reported yet
 
     def _ensure_parser(self) -> _Parser | None:
         if self.parser is None:
@@ -434,31 +421,33 @@ class Follower:
     def _flush(self, parser: _Parser, *, at_end: bool, quiet: bool) -> list[FollowEvent]:
         parsed = parser.take()
         out: list[FollowEvent] = []
-        for index in sorted(parsed.changed_calls):
-            if index in self._reported_calls and (call := parser.call(index)) is not None:
+        for index, call in sorted(parsed.changed_calls.items()):
+            if index in self._reported_calls:
                 out.append(FollowEvent("call_update", call=replace(call)))
-        for index in sorted(parsed.changed_compactions):
-            if index in self._reported_compactions and (comp := parser.compaction(index)) is not None:
+        for index, comp in sorted(parsed.changed_compactions.items()):
+            if index in self._reported_compactions:
                 out.append(FollowEvent("compaction_update", compaction=replace(comp)))
-        self._held += [(kind, index, quiet) for kind, index in parsed.new]
+        self._held += [(item, quiet) for item in parsed.new]
         ready = self._held if at_end else self._final_prefix(parser)
-        for kind, index, held_quiet in ready:
-            if kind == "call" and (call := parser.call(index)) is not None and not held_quiet:
-                out.append(FollowEvent("call", call=replace(call)))
-                self._reported_calls.add(index)
-            elif kind == "compaction" and (comp := parser.compaction(index)) is not None and not held_quiet:
-                out.append(FollowEvent("compaction", compaction=replace(comp)))
-                if comp.tokens_after is None:
-                    self._reported_compactions.add(index)
+        for item, held_quiet in ready:
+            if held_quiet:
+                continue
+            if isinstance(item, ProviderCall):
+                out.append(FollowEvent("call", call=replace(item)))
+                self._reported_calls.add(item.index)
+            else:
+                out.append(FollowEvent("compaction", compaction=replace(item)))
+                if item.tokens_after is None:
+                    self._reported_compactions.add(item.index)
         self._held = self._held[len(ready):]
         self._reported_calls = {i for i in self._reported_calls if i == parser.open_index}
         self._reported_compactions &= {c.index for c in parser.waiting}
         return out
 
-    def _final_prefix(self, parser: _Parser) -> list[tuple[str, int, bool]]:
+    def _final_prefix(self, parser: _Parser) -> list[tuple[ProviderCall | Compaction, bool]]:
         """The held items before the call that is still open (those after it wait with it)."""
-        for i, (kind, index, _) in enumerate(self._held):
-            if kind == "call" and index == parser.open_index:
+        for i, (item, _) in enumerate(self._held):
+            if isinstance(item, ProviderCall) and item.index == parser.open_index:
                 return self._held[:i]
         return list(self._held)
 

@@ -341,8 +341,18 @@ def test_memory_stays_bounded_over_many_calls(tmp_path: Path, monkeypatch: pytes
         seen.take(follower.poll())
     parser = follower.parser
     assert parser is not None and len(seen.calls) == 200
-    assert len(parser.calls) == 8 and len(parser.by_index) == 8
+    assert len(parser.calls) == 8
     assert follower._held == [] and follower._reported_calls == {199}
+
+
+def test_many_calls_read_at_once_are_all_reported_when_few_are_remembered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fw, "MAX_OPEN_CALLS", 4)
+    target = tmp_path / "s.jsonl"
+    target.write_bytes(b"".join(claude_line(f"u{i}", f"msg_{i}", 1, req=f"r{i}", prompt=1000 + i) for i in range(50)))
+    seen = Seen()
+    seen.take(Follower(target, "claude-code").poll())  # one read: 50 calls, 4 remembered
+    assert [c[1] for c in seen.call_list()] == [1000 + i for i in range(50)]
 
 
 def test_following_never_writes_to_the_file(tmp_path: Path) -> None:
