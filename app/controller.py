@@ -579,15 +579,24 @@ class Controller(QObject):
         if self._turn.partial and self._turn.stream_id and self._turn.stream_id not in session:
             partial = {"id": self._turn.stream_id, "role": "assistant", "content": "".join(self._turn.partial)}
             messages = [*session.messages, partial]
+        own = self._own_window()  # an imported session: drawn against the model that made it
         return session.snapshot(
             self.settings,
             session.estimator,
             agent.system_prompt,
             agent.tools,
             self._draft,
-            window=agent.window,
+            window=own[0] if own else agent.window,
             messages=messages,
+            model=(own[1] or None) if own else None,
         )
+
+    def _own_window(self) -> tuple[WindowInfo, str] | None:
+        """The window and model of the agent that made the open session, when it was imported and no
+        turn has run on it here (turns run with the settings' model and window)."""
+        from engine.agent import imported_window
+
+        return imported_window(self.session, self.settings) if self.session is not None else None
 
     def _state_now(self) -> ContextState:
         session = self.session
@@ -664,7 +673,7 @@ class Controller(QObject):
             id=session.id,
             title=session.title,
             path=session.path,
-            model=self.settings.model,
+            model=state.snapshot.model or self.settings.model,
             messages=messages,
             state=state,
             markers=markers,

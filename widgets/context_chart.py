@@ -47,6 +47,7 @@ Signals:
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from datetime import datetime
@@ -664,6 +665,8 @@ class ContextChart(QWidget):
             + f" of <b>{format_tokens(s.window)}</b> ({percent(used, window)})",
             f"<span style='color:{pal.muted}'>{acc}</span>",
         ]
+        if s.model:  # whose window it is (an imported session's: the model that made it)
+            parts.append(f"<span style='color:{pal.muted}'>window of {html.escape(s.model)}</span>")
         if used > s.window:
             parts.append(
                 f"<span style='color:{pal.error}'><b>over the window by "
