@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -167,7 +168,7 @@ class _Parsed:
     changed_compactions: dict[int, Compaction] = field(default_factory=dict)
 
 
-class _Parser:
+class _Parser(ABC):
     """Common part: the calls still open, the compactions waiting for ``tokens_after``."""
 
     def __init__(self) -> None:
@@ -223,8 +224,9 @@ class _Parser:
         else:
             self.skipped += 1
 
+    @abstractmethod
     def line(self, obj: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Take one line's object (a JSON object of the format)."""
 
 
 class ClaudeCodeParser(_Parser):
