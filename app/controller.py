@@ -466,8 +466,10 @@ class Controller(QObject):
             model_info = llm.model_info
         self.state_changed.emit("importing")
         try:
+            # the window override is the running model's: the imported run is drawn against its own model
+            settings = self.settings.replace(context_window=None)
             report = await asyncio.to_thread(
-                import_transcript, path, store=self.store, settings=self.settings, model_info=model_info
+                import_transcript, path, store=self.store, settings=settings, model_info=model_info
             )
         except (TranscriptError, OSError, SessionError) as exc:
             self.notice.emit("error", f"cannot open the transcript {path.name}: {_one_line(str(exc))}")

@@ -80,6 +80,20 @@ def test_a_turn_run_on_an_imported_session_draws_the_running_models_window(
         close(qtbot, win)
 
 
+def test_the_window_override_of_the_running_model_does_not_apply_to_an_import(
+    qtbot: Any, fake_settings: Settings, workspace: Path
+) -> None:
+    win = make_window(qtbot, fake_settings, workspace)  # context_window = 8,000 for openai/fake
+    try:
+        open_transcript(qtbot, win, DEEPSEEK)
+        timeline = {rec["window"] for rec in win._chart_data["timeline"]}
+        snap = win.controller.next_snapshot()
+        assert snap is not None and timeline == {snap.window} and snap.window > 62_326 > 8_000
+        assert win.controller.agent is not None and win.controller.agent.window.context_window == 8_000
+    finally:
+        close(qtbot, win)
+
+
 def test_a_session_of_ours_keeps_the_settings_window(qtbot: Any, win: MainWindow) -> None:
     with qtbot.waitSignal(win.controller.session_loaded, timeout=10_000):
         win.controller.new_session()
