@@ -7,6 +7,7 @@
     ctxbench compact --session DIR [--instruction TEXT] (--preview | --apply) [--model M]
     ctxbench import FILE --session DIR [--format NAME]
     ctxbench sources [--json] [--refresh]
+    ctxbench export --session DIR --format md|csv|json [-o FILE]   (app.cli_export)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
@@ -38,10 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app import cli_export
 from engine.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
-COMMANDS = ("run", "inspect", "compact", "import", "sources")
+COMMANDS = ("run", "inspect", "compact", "import", "sources", "export")
 
 
 class CLIError(Exception):
@@ -174,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex), newest first")
     src.add_argument("--json", action="store_true", help="one JSON object per session, one per line")
     src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")
+    cli_export.add_parser(sub)
     return parser
 
 
@@ -539,6 +542,8 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
         return cmd_import(args, settings, out)
     if args.command == "sources":
         return cmd_sources(args, settings, out)
+    if args.command == "export":
+        return cli_export.cmd_export(args, settings, out, CLIError)
     raise UsageError(f"unknown command {args.command!r}")
 
 
