@@ -22,6 +22,7 @@ from engine.budget import PROMPT_REGIONS, ContextSnapshot
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens
 
 TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
+COLUMN_WIDTH = 0.8  # a timeline column's width, in calls
 
 def short_tokens(v: float) -> str:
     v = float(v)
@@ -172,6 +173,13 @@ class Legend(QWidget):
         if self._pcts[key].text() != pct:
             self._pcts[key].setText(pct)
 
+    def set_name(self, key: str, text: str) -> None:
+        if self._names[key].text() != text:
+            self._names[key].setText(text)
+
+    def name(self, key: str) -> str:
+        return self._names[key].text()
+
     def row_text(self, key: str) -> str:
         return f"{self._tokens[key].text()} · {self._pcts[key].text()}"
 
@@ -188,6 +196,7 @@ class Timeline:
         self.window = np.zeros(0)
         self.threshold = np.zeros(0)
         self.records: list[dict[str, Any]] = []
+        self.cached = 0  # calls with the provider's cache-read figure
         self.times: list[datetime | None] = []
 
     def clear(self) -> None:
@@ -224,6 +233,7 @@ class Timeline:
         thr = opt_num(rec.get("threshold_tokens"))
         self.threshold[i] = thr if thr > 0 else math.nan
         self.records.append(rec)
+        self.cached += isinstance(rec.get("cache_read_tokens"), int)
         self.times.append(parse_ts(rec.get("ts")))
         self.n += 1
 
