@@ -24,6 +24,7 @@ from widgets.theme import Palette, format_tokens
 
 CACHE_KEYS: tuple[str, ...] = ("cache_read", "cache_write", "uncached")  # stacking order, bottom up
 CACHE_LABELS = {"cache_read": "Cache read", "cache_write": "Cache write", "uncached": "Uncached input"}
+SHORT_LABELS = {"cache_read": "read", "cache_write": "written", "uncached": "uncached"}
 CACHE_COLORS: dict[str, dict[str, str]] = {
     "light": {"cache_read": "#16a34a", "cache_write": "#f97316", "uncached": "#3b82f6", "rate": "#0e7490",
               "rewrite": "#dc2626"},
@@ -141,22 +142,21 @@ class CacheLayer:
 
     def header_html(self, pal: Palette) -> str:
         rate = self.summary.hit_rate()
-        parts = [f"cache hit rate <b>{rate:.1%}</b>" if rate is not None else "no cache figures"]
+        parts = [f"hit rate <b>{rate:.1%}</b>" if rate is not None else "no cache figures"]
         if not self.summary.has_write and self.summary.has_usage:
-            parts.append(f"<span style='color:{pal.muted}'>cache writes not reported (read / uncached only)</span>")
+            parts.append(f"<span style='color:{pal.muted}'>writes not reported</span>")
         n = len(self.summary.rewrites)
         if n:
             colors = cache_colors(pal)
-            parts.append(f"<span style='color:{colors['rewrite']}'>★ {n} re-write{'s' if n != 1 else ''} of "
-                         "the cached prefix</span>")
+            parts.append(f"<span style='color:{colors['rewrite']}'>★ {n} re-write{'s' if n != 1 else ''}</span>")
         return " · ".join(parts)
 
     def legend_html(self, pal: Palette) -> str:
         colors = cache_colors(pal)
         keys = CACHE_KEYS if self.summary.has_write or not self.summary.has_usage else ("cache_read", "uncached")
-        items = [(colors[k], "■", CACHE_LABELS[k]) for k in keys]
-        items += [(colors["rate"], "━●", "hit rate (right axis)"), (colors["rewrite"], "★", "cache re-written"),
-                  (pal.marker, "▼", "compaction"), (pal.limit, "╌╌", "window"), (pal.threshold, "╌╌", "threshold")]
+        items = [(colors[k], "■", SHORT_LABELS[k]) for k in keys]
+        items += [(colors["rate"], "━●", "hit rate"), (colors["rewrite"], "★", "re-written"),
+                  (pal.marker, "▼", "compaction"), (pal.limit, "╌╌", "window")]
         return " &nbsp; ".join(
             f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>" for c, g, t in items)
 

@@ -170,6 +170,7 @@ class ContextChart(QWidget):
         self.cache_button = QToolButton()
         self.cache_button.setText("Cache view")
         self.cache_button.setCheckable(True)
+        self.cache_button.setAutoRaise(True)  # flat when off, pressed in when on
         self.cache_button.setEnabled(False)
         self.cache_button.setToolTip(CACHE_OFF_TIP)
         self.cache_button.toggled.connect(self._on_cache_button_toggled)
@@ -602,7 +603,13 @@ class ContextChart(QWidget):
             return "No calls yet"
         est = tl.total(n - 1)
         prov = tl.provider[n - 1]
-        text = f"{n:,} call{'s' if n != 1 else ''} · last estimate <b>{format_tokens(est)}</b>"
+        text = f"{n:,} call{'s' if n != 1 else ''}"
+        if self._cache.visible:  # one line: the cache's figures instead of the estimate's
+            text += " · " + self._cache.header_html(pal)
+            if not math.isnan(prov):
+                text += f" · last prompt <b>{format_tokens(prov)}</b>"
+            return text + (f" · {m} compaction{'s' if m != 1 else ''}" if m else "")
+        text += f" · last estimate <b>{format_tokens(est)}</b>"
         if not math.isnan(prov):
             diff = (est - prov) / prov * 100 if prov else 0.0
             text += f" · reported <b>{format_tokens(prov)}</b> ({diff:+.1f}%)"
@@ -610,8 +617,6 @@ class ContextChart(QWidget):
             text += f" · <span style='color:{pal.muted}'>no provider report</span>"
         if m:
             text += f" · {m} compaction{'s' if m != 1 else ''}"
-        if self._cache.visible:
-            text += " · " + self._cache.header_html(pal)
         return text
 
     def _calls_after_compaction(self) -> set[int]:
@@ -631,7 +636,8 @@ class ContextChart(QWidget):
             self._cache.update(tl.records[: tl.n], self._calls_after_compaction())
         if on != self._cache.visible:
             self._cache.set_visible(on)
-            for item in (*self._tl_bars.values(), self._ghost, self._provider_curve, self._raw_curve):
+            for item in (*self._tl_bars.values(), self._ghost, self._provider_curve, self._raw_curve,
+                         self._threshold_curve):
                 item.setVisible(not on)
         inferred = tl.n > 0 and tl.records[-1].get("prefix_source") == "inferred"
         self._legend.set_name("system", INFERRED_LABEL if inferred else REGION_LABELS["system"])
@@ -653,8 +659,6 @@ class ContextChart(QWidget):
             (pal.limit, "╌╌", "window"),
             (pal.threshold, "╌╌", "threshold"),
         ]
-        if self._inferred_label.isVisible():
-            items.append((pal.regions["system"], "■", INFERRED_LABEL + ": the first provider figure minus the file's"))
         self._tl_legend.setText(
             " &nbsp; ".join(
                 f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"

@@ -73,7 +73,7 @@ def test_toggle_shows_cache_segments_equal_to_the_records(chart: ContextChart, q
         assert seg["cache_write"] == (read, write)
         assert seg["uncached"] == (read + write, prompt - read - write)
         assert chart.hit_rate_series()[i] == pytest.approx(read / prompt)
-    assert "cache hit rate" in chart.timeline_header_text()
+    assert "hit rate" in chart.timeline_header_text()
     assert chart._tl_plot.getPlotItem().getAxis("right").isVisible()
     qtbot.mouseClick(chart.cache_button, Qt.MouseButton.LeftButton)
     assert not chart.cache_view() and all(bar.isVisible() for bar in chart._tl_bars.values())
@@ -106,6 +106,7 @@ def test_rewrite_markers_where_expected(chart: ContextChart, claude: Any) -> Non
     assert "first call of the session" in chart.column_tooltip(0)
     assert "re-written" not in chart.column_tooltip(1) and "Cache hit rate: 95.0%" in chart.column_tooltip(1)
     assert "★ 7 re-writes" in chart.timeline_header_text()
+    assert "re-written" in chart._tl_legend.text()
 
 
 def test_codex_shows_read_and_uncached_only(chart: ContextChart, codex: Any) -> None:
@@ -122,8 +123,9 @@ def test_codex_shows_read_and_uncached_only(chart: ContextChart, codex: Any) -> 
         assert seg["uncached"] == (read, prompt - read)
     assert chart.rewrite_calls() == [] and chart.rewrite_marker_positions() == []
     legend = chart._tl_legend.text()
-    assert "Cache read" in legend and "Uncached input" in legend and "Cache write" not in legend
-    assert "cache writes not reported" in chart.timeline_header_text()
+    assert "&nbsp;read</span>" in legend and "&nbsp;uncached</span>" in legend
+    assert "&nbsp;written</span>" not in legend
+    assert "writes not reported" in chart.timeline_header_text()
     assert "written: not reported" in chart.column_tooltip(0)
 
 
@@ -134,7 +136,6 @@ def test_inferred_prefix_is_labelled(chart: ContextChart, claude: Any) -> None:
     chart.flush()
     assert chart.system_label() == "System prompt + tools (inferred)"
     assert chart._inferred_label.isVisible() and chart._inferred_label.textItem.toPlainText() == "inferred"
-    assert "(inferred)" in chart._tl_legend.text()
     own = [{k: v for k, v in r.items() if k not in ("prefix_source", "prefix_tokens", "cache_read_tokens",
                                                        "cache_write_tokens")} for r in records[:3]]
     chart.set_timeline(own)
