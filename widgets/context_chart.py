@@ -68,7 +68,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from engine.budget import ContextSnapshot
 from widgets.chart_cache import CacheLayer, PercentAxis
@@ -167,10 +167,7 @@ class ContextChart(QWidget):
         title_row.setContentsMargins(0, 0, 0, 0)
         title_row.addWidget(self._tl_title)
         title_row.addStretch(1)
-        self.cache_button = QToolButton()
-        self.cache_button.setText("Cache view")
-        self.cache_button.setCheckable(True)
-        self.cache_button.setAutoRaise(True)  # flat when off, pressed in when on
+        self.cache_button = QCheckBox("Cache view")  # a checkable toggle that shows its state
         self.cache_button.setEnabled(False)
         self.cache_button.setToolTip(CACHE_OFF_TIP)
         self.cache_button.toggled.connect(self._on_cache_button_toggled)
@@ -185,7 +182,7 @@ class ContextChart(QWidget):
         self._tl_axis_right = PercentAxis("right")
         self._tl_plot = pg.PlotWidget(axisItems={
             "left": self._tl_axis_left, "bottom": self._tl_axis_bottom, "right": self._tl_axis_right})
-        self._tl_plot.setMinimumHeight(170)
+        self._tl_plot.setMinimumHeight(150)
         tp = self._tl_plot.getPlotItem()
         tp.setMenuEnabled(False)
         tp.hideButtons()
@@ -226,6 +223,7 @@ class ContextChart(QWidget):
         self._tl_legend = QLabel()
         self._tl_legend.setWordWrap(True)
         self._tl_legend.setTextFormat(Qt.TextFormat.RichText)
+        self._tl_legend.setMinimumHeight(self._tl_legend.fontMetrics().height() + 2)  # never under the plot
         layout.addWidget(self._tl_legend)
 
         self._tl_plot.scene().sigMouseMoved.connect(self._on_timeline_mouse_moved)
