@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from engine.budget import ContextSnapshot
@@ -130,8 +130,16 @@ class ContextChart(QWidget):
         self._header.setWordWrap(True)
         self._header.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(self._header)
+        self._build_bar(layout)
+        self._build_timeline(layout, tf)
+        self._tl_plot.scene().sigMouseMoved.connect(self._on_timeline_mouse_moved)
+        self._tl_plot.scene().sigMouseClicked.connect(self._on_timeline_mouse_clicked)
+        self._provider_symbols = True
+        self._apply_palette()
+        self.flush()
 
-        # (a) the bar
+    def _build_bar(self, layout: QVBoxLayout) -> None:
+        """(a) the next request's bar and its legend."""
         self._bar_axis = TokenAxis("bottom")
         self._bar_plot = pg.PlotWidget(axisItems={"bottom": self._bar_axis})
         self._bar_plot.setFixedHeight(64)
@@ -159,7 +167,8 @@ class ContextChart(QWidget):
         self._legend = _Legend()
         layout.addWidget(self._legend)
 
-        # (b) the timeline
+    def _build_timeline(self, layout: QVBoxLayout, tf: QFont) -> None:
+        """(b) the timeline: its title row with the cache-view toggle, the plot, its legend."""
         self._tl_title = QLabel("Calls")
         self._tl_title.setFont(tf)
         layout.addSpacing(6)
@@ -225,12 +234,6 @@ class ContextChart(QWidget):
         self._tl_legend.setTextFormat(Qt.TextFormat.RichText)
         self._tl_legend.setMinimumHeight(self._tl_legend.fontMetrics().height() + 2)  # never under the plot
         layout.addWidget(self._tl_legend)
-
-        self._tl_plot.scene().sigMouseMoved.connect(self._on_timeline_mouse_moved)
-        self._tl_plot.scene().sigMouseClicked.connect(self._on_timeline_mouse_clicked)
-        self._provider_symbols = True
-        self._apply_palette()
-        self.flush()
 
     # ----------------------------------------------------------------- public setters
     def set_snapshot(self, snapshot: ContextSnapshot | dict[str, Any] | None) -> None:
