@@ -264,9 +264,12 @@ def session_markdown(data: SessionExport, estimator: Estimator | None = None,
     pending = sorted(data.compactions, key=lambda c: str(c.get("ts") or ""))
     for i, (msg, tokens) in enumerate(zip(data.messages, counts, strict=True), start=1):
         ts = str(msg.get("ts") or "")
-        while pending and ts and str(pending[0].get("ts") or "") and str(pending[0].get("ts")) < ts:
+        live = str(msg.get("id")) in data.live_ids
+        # a compaction goes before the first message after it; at the same time, before a live one
+        # (what the compaction put in place has its time), after an archived one
+        while pending and ts and (cts := str(pending[0].get("ts") or "")) and (cts < ts or (cts == ts and live)):
             lines += _compaction_md(pending.pop(0))
-        lines += _message_md(i, msg, tokens, str(msg.get("id")) in data.live_ids)
+        lines += _message_md(i, msg, tokens, live)
     for comp in pending:
         lines += _compaction_md(comp)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -21,7 +21,8 @@ from tests.conftest import SHARED
 
 SESSIONS = SHARED / "data" / "sessions"
 CLAUDE = SESSIONS / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
-CODEX = SESSIONS / "codex" / "rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl"
+# a Codex rollout with a compaction
+CODEX = SESSIONS / "codex" / "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
 
 HEADING = re.compile(r"^### \d+\. (user|assistant|tool|system)( `[^`]*`)? · [\d,]+ tokens")
 
@@ -124,6 +125,10 @@ def test_codex_has_no_cache_write_and_no_rewrite(codex_dir: Path) -> None:
     assert not any(r["cache_rewrite"] for r in rows)
     for row in rows:
         assert row["uncached_input_tokens"] == row["provider_prompt_tokens"] - row["cache_read_tokens"]
+    lines = export.session_markdown(data).splitlines()
+    comp = next(i for i, line in enumerate(lines) if line.startswith("## Compaction (auto)"))
+    assert all("archived" in h for h in lines[:comp] if HEADING.match(h))
+    assert not any("archived" in h for h in lines[comp:] if HEADING.match(h))
     text = export.calls_csv(rows)
     assert next(csv.DictReader(io.StringIO(text)))["cache_write_tokens"] == ""
 
