@@ -37,8 +37,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def cmd_export(args: argparse.Namespace, settings: Settings, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``
     (app.cli.CLIError: one line on stderr, exit status 1)."""
-    from engine.export import ExportError, default_path, read_session, render
-    from engine.fsutil import atomic_write_text
+    from engine.export import ExportError, default_path, read_session, render, write_file
     from engine.tokens import HeuristicEstimator, make_estimator
 
     try:
@@ -56,7 +55,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings, out: Any, error: ty
     if target.is_dir():
         target = default_path(args.session, args.export_format, target)
     try:
-        atomic_write_text(target, text)
+        write_file(target, text.encode("utf-8"))
     except OSError as exc:
         raise error(f"cannot write {target}: {exc.strerror or exc}") from None
     out({"type": "export", "format": args.export_format, "path": str(target),

@@ -18,8 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
-from engine.export import ExportError, export_session
-from engine.fsutil import atomic_write_bytes
+from engine.export import ExportError, export_session, write_file
 
 # kind → (menu text, name filter, file name suffix after the session id)
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -89,7 +88,7 @@ class ExportMenu(QObject):
             return None
         try:
             if kind in ("png", "svg"):
-                atomic_write_bytes(path, self._window.ensure_chart().export_image(kind))
+                write_file(path, self._window.ensure_chart().export_image(kind))
             else:
                 session = getattr(self._window.controller, "session", None)
                 estimator = session.estimator if session is not None and not session.closed else None

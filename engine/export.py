@@ -16,7 +16,8 @@ Reading needs no lock and writes nothing in the session folder (an open session 
   / empty where unknown) plus the cache figures derived by :mod:`engine.cache`. The JSON document
   also holds the session's description and its compactions.
 
-:func:`export_session` writes one of them atomically (:func:`engine.fsutil.atomic_write_text`).
+:func:`export_session` writes one of them atomically (:func:`write_file`: temporary file + rename,
+then the permissions of an ordinary new file of the user).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ from engine import archive
 from engine.archive import merge_archived
 from engine.budget import PROMPT_REGIONS
 from engine.cache import analyze
-from engine.fsutil import atomic_write_text, json_loads, read_jsonl_objects
+from engine.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects
 from engine.messages import Message, content_text
 from engine.tokens import Estimator, HeuristicEstimator, TokenCache
 
@@ -295,12 +297,33 @@ def default_path(folder: Path, fmt: str, directory: Path | None = None) -> Path:
     return (directory or Path.cwd()) / f"{stem}{SUFFIXES.get(fmt, '.' + fmt)}"
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (Linux ``/proc``); 0o077 where it cannot be read."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o077
+
+
+def write_file(out: Path, data: bytes) -> Path:
+    """Write an exported file atomically, with the permissions a new file of the user gets (the
+    session's own files stay private: the temporary file of an atomic write is 0600)."""
+    out = Path(out)
+    atomic_write_bytes(out, data)
+    try:
+        os.chmod(out, 0o666 & ~_umask())
+    except OSError:
+        pass
+    return out
+
+
 def export_session(folder: Path, fmt: str, out: Path, *, estimator: Estimator | None = None,
                    known: Mapping[str, int] | None = None) -> Path:
     """Write the session at ``folder`` as ``fmt`` to ``out`` (atomically); return ``out``."""
     if fmt not in EXPORT_FORMATS:
         raise ExportError(f"unknown export format {fmt!r} (expected one of {', '.join(EXPORT_FORMATS)})")
     text = render(read_session(folder), fmt, estimator, known)
-    out = Path(out)
-    atomic_write_text(out, text)
-    return out
+    return write_file(out, text.encode("utf-8"))

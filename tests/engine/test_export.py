@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,6 @@ def test_export_reads_only(claude_dir: Path, tmp_path: Path) -> None:
     after = {p: p.stat().st_mtime_ns for p in claude_dir.rglob("*") if p.is_file()}
     assert before == after
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "out.json", "out.md"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert {(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {0o666 & ~umask}
