@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QToolTip
 
 from engine.fsutil import read_jsonl_objects
 from engine.sources.ingest import import_source
@@ -169,3 +170,17 @@ def test_svg_parses_with_paths(chart: ContextChart, claude: Any) -> None:
     assert CACHE_COLORS["light"]["rate"] in data.decode("utf-8")  # the hit-rate line is in the file
     with pytest.raises(ValueError, match="png or svg"):
         chart.export_image("gif")
+
+
+def test_hovering_a_rewrite_star_says_why(chart: ContextChart, claude: Any) -> None:
+    chart.set_timeline(*claude)
+    chart.set_cache_view(True)
+    vb = chart._tl_plot.getPlotItem().getViewBox()
+    vb.autoRange()
+    x, y = chart.rewrite_marker_positions()[3]  # call 11: the prompt grew by 29,709 tokens
+    star = vb.mapViewToScene(QPointF(x, y))
+    assert chart._hit(star) == ("call", 10)
+    chart._on_timeline_mouse_moved(star)
+    text = QToolTip.text()
+    assert text.startswith("Call 11") and "Cache re-written: 29,709 tokens written" in text
+    assert "the prompt grew by 29,709 tokens" in text and "5.4× the previous call's" in text
