@@ -10,10 +10,14 @@ source has no such figure — and ``ts``).
 
 A call **re-wrote the cached prefix** when its cache write is far above the session's usual:
 more than :data:`REWRITE_FACTOR` × the median non-zero cache write *and* more than
-:data:`REWRITE_SHARE` of its prompt. Each such call gets the reason it cost more (the first call,
-the first after a compaction, a cache that expired while the agent was idle, or a change early in
-the prompt) and its input cost in token-equivalents at Anthropic's relative prices
-(:data:`WRITE_PRICE` × written, :data:`READ_PRICE` × read, 1 × uncached).
+:data:`REWRITE_SHARE` of its prompt. Where the source reports no cache writes (Codex: the provider
+caches what it processed, unasked), the uncached input is judged instead: more than 3× its median and
+more than :data:`MISS_SHARE` of the prompt (a cache miss, not merely a large new tool result).
+
+Each such call gets the reason it cost more (the first call, the first after a compaction, a cache
+that expired while the agent was idle, or a change early in the prompt) and its input cost in
+token-equivalents at Anthropic's relative prices (:data:`WRITE_PRICE` × written, :data:`READ_PRICE`
+× read, 1 × uncached).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 REWRITE_FACTOR = 3.0  # a write more than 3× the median non-zero write …
 REWRITE_SHARE = 0.10  # … and more than 10 % of the prompt is a re-write of the cached prefix
+MISS_SHARE = 0.50  # without write figures: uncached input over half the prompt (and 3× the median)
 WRITE_PRICE = 1.25  # a written token costs 1.25 input tokens (Anthropic, 5-minute cache)
 READ_PRICE = 0.10  # a read token costs 0.1 input token
 CACHE_TTL_S = 300.0  # the provider's default cache lifetime (5 minutes)
@@ -72,7 +77,8 @@ class CacheSummary:
     """Every call's cache figures and what is usual for the session."""
 
     calls: tuple[CallCache, ...]
-    median_write: float | None  # the median non-zero cache write
+    median_write: float | None  # the median non-zero cache write (uncached input, basis "uncached")
+    basis: str = "write"  # what a re-write is judged on: "write", or "uncached" where writes are not reported
 
     @property
     def has_usage(self) -> bool:
@@ -115,19 +121,22 @@ def analyze(records: Sequence[Mapping[str, Any]], after_compaction: Collection[i
     ``segment`` field is used too, where the import wrote it).
     """
     calls = [call_figures(rec, i) for i, rec in enumerate(records)]
-    writes = [c.write for c in calls if c.write]
-    median = float(statistics.median(writes)) if writes else None
+    basis = "write" if any(c.write is not None for c in calls) else "uncached"
+    values = [(c.write if basis == "write" else c.uncached) or 0 for c in calls]
+    nonzero = [v for v in values if v]
+    median = float(statistics.median(nonzero)) if nonzero else None
     if median is None:
-        return CacheSummary(tuple(calls), None)
+        return CacheSummary(tuple(calls), None, basis)
     out: list[CallCache] = []
+    share = REWRITE_SHARE if basis == "write" else MISS_SHARE
     for i, call in enumerate(calls):
-        w, p = call.write or 0, call.prompt or 0
-        if w > REWRITE_FACTOR * median and p and w > REWRITE_SHARE * p:
-            reason = _reason(records, calls, i, median, i in after_compaction)
+        v, p = values[i], call.prompt or 0
+        if v > REWRITE_FACTOR * median and p and v > share * p:
+            reason = _reason(records, calls, i, (v, median, basis), i in after_compaction)
             call = CallCache(call.index, call.prompt, call.read, call.write, call.uncached, call.hit_rate,
                              call.cost, True, reason)
         out.append(call)
-    return CacheSummary(tuple(out), median)
+    return CacheSummary(tuple(out), median, basis)
 
 
 def _cause(records: Sequence[Mapping[str, Any]], calls: Sequence[CallCache], i: int, compacted: bool) -> str:
@@ -141,8 +150,8 @@ def _cause(records: Sequence[Mapping[str, Any]], calls: Sequence[CallCache], i: 
     t, prev_t = _ts(rec.get("ts")), _ts(prev_rec.get("ts"))
     if t is not None and prev_t is not None and (t - prev_t).total_seconds() > CACHE_TTL_S:
         minutes = (t - prev_t).total_seconds() / 60
-        return (f"{minutes:.0f} min after the previous call: the cache (5-minute lifetime) had expired, so "
-                "the prefix was written again.")
+        return (f"{minutes:.0f} min after the previous call: the provider's cache (kept about 5 minutes "
+                "without use) had expired, so the prefix was written again.")
     prev = calls[i - 1]
     read = calls[i].read or 0
     if prev.prompt and read < 0.9 * prev.prompt:
@@ -154,19 +163,24 @@ def _cause(records: Sequence[Mapping[str, Any]], calls: Sequence[CallCache], i: 
             "the new part was written to the cache.")
 
 
-def _reason(records: Sequence[Mapping[str, Any]], calls: Sequence[CallCache], i: int, median: float,
-            compacted: bool) -> str:
+def _reason(records: Sequence[Mapping[str, Any]], calls: Sequence[CallCache], i: int,
+            judged: tuple[int, float, str], compacted: bool) -> str:
     call = calls[i]
-    w, p = call.write or 0, call.prompt or 1
-    lines = [
-        f"Cache re-written: {w:,} tokens written ({w / median:.0f}× the session's median write of "
-        f"{median:,.0f}; {w / p:.0%} of the prompt).",
-        "Why: " + _cause(records, calls, i, compacted),
-    ]
+    v, median, basis = judged
+    p = call.prompt or 1
+    if basis == "write":
+        head = (f"Cache re-written: {v:,} tokens written ({v / median:.0f}× the session's median write of "
+                f"{median:,.0f}; {v / p:.0%} of the prompt).")
+    else:
+        head = (f"Cache re-written: {v:,} tokens not read from the cache ({v / median:.0f}× the session's median "
+                f"of {median:,.0f}; {v / p:.0%} of the prompt): processed and cached again (this source does "
+                "not report cache writes).")
+    lines = [head, "Why: " + _cause(records, calls, i, compacted)]
     prev = calls[i - 1] if i else None
     if call.cost is not None:
-        text = (f"Input cost ≈ {call.cost:,.0f} token-equivalents (written × {WRITE_PRICE:g}, read × "
-                f"{READ_PRICE:g}, uncached × 1)")
+        written = f"written × {WRITE_PRICE:g}, " if basis == "write" else ""
+        text = (f"Input cost ≈ {call.cost:,.0f} token-equivalents ({written}read × {READ_PRICE:g}, "
+                "uncached × 1)")
         if prev is not None and prev.cost:
             text += f", {call.cost / prev.cost:.1f}× the previous call's {prev.cost:,.0f}"
         lines.append(text + ".")

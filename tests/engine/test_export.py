@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -119,13 +120,23 @@ def test_json_round_trips(claude_dir: Path, tmp_path: Path) -> None:
     assert [c["provider_prompt_tokens"] for c in doc["calls"]] == [r["provider_prompt_tokens"] for r in records]
 
 
-def test_codex_has_no_cache_write_and_no_rewrite(codex_dir: Path) -> None:
+def test_codex_has_no_cache_write_and_its_misses_are_marked(codex_dir: Path) -> None:
     data = export.read_session(codex_dir)
     rows = export.call_rows(data)
     assert rows and all(r["cache_write_tokens"] is None for r in rows)
-    assert not any(r["cache_rewrite"] for r in rows)
     for row in rows:
         assert row["uncached_input_tokens"] == row["provider_prompt_tokens"] - row["cache_read_tokens"]
+    # no write figures: a call whose uncached input is over 3× the median and over half its prompt
+    uncached = [r["provider_prompt_tokens"] - r["cache_read_tokens"] for r in _records(codex_dir)]
+    median = statistics.median([u for u in uncached if u])
+    prompts = [r["provider_prompt_tokens"] for r in rows]
+    expected = [i for i, u in enumerate(uncached) if u > 3 * median and u > 0.5 * prompts[i]]
+    assert [i for i, r in enumerate(rows) if r["cache_rewrite"]] == expected
+    assert len(expected) == 14 and expected[:3] == [0, 10, 17]
+    summary = analyze(_records(codex_dir))
+    assert summary.basis == "uncached"
+    assert "not read from the cache" in summary.calls[10].reason and "expired" in summary.calls[10].reason
+    assert "written ×" not in summary.calls[10].reason
     lines = export.session_markdown(data).splitlines()
     comp = next(i for i, line in enumerate(lines) if line.startswith("## Compaction (auto)"))
     assert all("archived" in h for h in lines[:comp] if HEADING.match(h))
