@@ -8,6 +8,7 @@
     ctxbench import FILE --session DIR [--format NAME]
     ctxbench sources [--json] [--refresh]
     ctxbench follow PATH [--new-only]   (app/cli_follow.py: a growing session file's calls as JSON lines)
+    ctxbench export --session DIR --format md|csv|json [-o FILE]   (app.cli_export)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
@@ -39,10 +40,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app import cli_export
 from engine.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
-COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow")
+COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export")
 
 
 class CLIError(Exception):
@@ -178,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app import cli_follow
 
     cli_follow.add_parser(sub)
+    cli_export.add_parser(sub)
     return parser
 
 
@@ -553,6 +556,8 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
         return cmd_import(args, settings, out)
     if args.command == "sources":
         return cmd_sources(args, settings, out)
+    if args.command == "export":
+        return cli_export.cmd_export(args, settings, out, CLIError)
     raise UsageError(f"unknown command {args.command!r}")
 
 

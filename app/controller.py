@@ -73,6 +73,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine import archive
+from engine.archive import merge_archived
 from engine.budget import PROMPT_REGIONS, ContextSnapshot, WindowInfo, resolve_window
 from engine.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
 from engine.events import (
@@ -173,32 +174,6 @@ def file_dict(f: Any, session: Session | None) -> dict[str, Any]:
     }
     if session is not None and f.message_id and f.message_id in session:
         out["message_preview"] = preview(session.get(f.message_id), 80)
-    return out
-
-
-def merge_archived(live: list[Message], archived: list[Message]) -> list[Message]:
-    """The live history with archived messages (not live any more) put back in time order."""
-    live_ids = {str(m.get("id")) for m in live}
-    extra: list[Message] = []
-    seen: set[str] = set()
-    for msg in archived:
-        mid = str(msg.get("id") or "")
-        if not mid or mid in live_ids or mid in seen or msg.get("role") not in ("user", "assistant", "tool"):
-            continue
-        seen.add(mid)
-        extra.append(msg)
-    if not extra:
-        return list(live)
-    extra.sort(key=lambda m: str(m.get("ts") or ""))
-    out: list[Message] = []
-    i = 0
-    for msg in live:
-        ts = str(msg.get("ts") or "")
-        while i < len(extra) and ts and str(extra[i].get("ts") or "") <= ts:
-            out.append(extra[i])
-            i += 1
-        out.append(msg)
-    out.extend(extra[i:])
     return out
 
 
