@@ -7,6 +7,8 @@
     ctxbench compact --session DIR [--instruction TEXT] (--preview | --apply) [--model M]
     ctxbench import FILE --session DIR [--format NAME]
     ctxbench sources [--json] [--refresh]
+    ctxbench follow PATH [--new-only]   (app/cli_follow.py: a growing session file's calls as JSON lines)
+    ctxbench export --session DIR --format md|csv|json [-o FILE]   (app.cli_export)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
@@ -38,10 +40,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app import cli_export
 from engine.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
-COMMANDS = ("run", "inspect", "compact", "import", "sources")
+COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export")
 
 
 class CLIError(Exception):
@@ -174,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex), newest first")
     src.add_argument("--json", action="store_true", help="one JSON object per session, one per line")
     src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")
+    from app import cli_follow
+
+    cli_follow.add_parser(sub)
+    cli_export.add_parser(sub)
     return parser
 
 
@@ -528,6 +535,16 @@ async def _with_signals(coro: Any) -> int:
 
 
 def _dispatch(args: argparse.Namespace, out: Printer) -> int:
+    if args.command == "follow":  # needs no settings
+        from app.cli_follow import FollowUsageError, cmd_follow
+        from engine.sources.model import SourceError
+
+        try:
+            return cmd_follow(args, out)
+        except FollowUsageError as exc:
+            raise UsageError(str(exc)) from None
+        except SourceError as exc:
+            raise CLIError(str(exc)) from None
     settings = load_effective_settings(args)
     if args.command == "run":
         return asyncio.run(_with_signals(cmd_run(args, settings, out)))
@@ -539,6 +556,8 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
         return cmd_import(args, settings, out)
     if args.command == "sources":
         return cmd_sources(args, settings, out)
+    if args.command == "export":
+        return cli_export.cmd_export(args, settings, out, CLIError)
     raise UsageError(f"unknown command {args.command!r}")
 
 

@@ -73,6 +73,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine import archive
+from engine.archive import merge_archived
 from engine.budget import PROMPT_REGIONS, ContextSnapshot, WindowInfo, resolve_window
 from engine.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
 from engine.events import (
@@ -173,32 +174,6 @@ def file_dict(f: Any, session: Session | None) -> dict[str, Any]:
     }
     if session is not None and f.message_id and f.message_id in session:
         out["message_preview"] = preview(session.get(f.message_id), 80)
-    return out
-
-
-def merge_archived(live: list[Message], archived: list[Message]) -> list[Message]:
-    """The live history with archived messages (not live any more) put back in time order."""
-    live_ids = {str(m.get("id")) for m in live}
-    extra: list[Message] = []
-    seen: set[str] = set()
-    for msg in archived:
-        mid = str(msg.get("id") or "")
-        if not mid or mid in live_ids or mid in seen or msg.get("role") not in ("user", "assistant", "tool"):
-            continue
-        seen.add(mid)
-        extra.append(msg)
-    if not extra:
-        return list(live)
-    extra.sort(key=lambda m: str(m.get("ts") or ""))
-    out: list[Message] = []
-    i = 0
-    for msg in live:
-        ts = str(msg.get("ts") or "")
-        while i < len(extra) and ts and str(extra[i].get("ts") or "") <= ts:
-            out.append(extra[i])
-            i += 1
-        out.append(msg)
-    out.extend(extra[i:])
     return out
 
 
@@ -467,8 +442,10 @@ class Controller(QObject):
             model_info = llm.model_info
         self.state_changed.emit("importing")
         try:
+            # the window override is the running model's: the imported run is drawn against its own model
+            settings = self.settings.replace(context_window=None)
             report = await asyncio.to_thread(
-                import_transcript, path, store=self.store, settings=self.settings, model_info=model_info
+                import_transcript, path, store=self.store, settings=settings, model_info=model_info
             )
         except (TranscriptError, OSError, SessionError) as exc:
             self.notice.emit("error", f"cannot open the transcript {path.name}: {_one_line(str(exc))}")
@@ -580,15 +557,24 @@ class Controller(QObject):
         if self._turn.partial and self._turn.stream_id and self._turn.stream_id not in session:
             partial = {"id": self._turn.stream_id, "role": "assistant", "content": "".join(self._turn.partial)}
             messages = [*session.messages, partial]
+        own = self._own_window()  # an imported session: drawn against the model that made it
         return session.snapshot(
             self.settings,
             session.estimator,
             agent.system_prompt,
             agent.tools,
             self._draft,
-            window=agent.window,
+            window=own[0] if own else agent.window,
             messages=messages,
+            model=(own[1] or None) if own else None,
         )
+
+    def _own_window(self) -> tuple[WindowInfo, str] | None:
+        """The window and model of the agent that made the open session, when it was imported and no
+        turn has run on it here (turns run with the settings' model and window)."""
+        from engine.agent import imported_window
+
+        return imported_window(self.session, self.settings) if self.session is not None else None
 
     def _state_now(self) -> ContextState:
         session = self.session
@@ -665,7 +651,7 @@ class Controller(QObject):
             id=session.id,
             title=session.title,
             path=session.path,
-            model=self.settings.model,
+            model=state.snapshot.model or self.settings.model,
             messages=messages,
             state=state,
             markers=markers,

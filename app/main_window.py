@@ -6,7 +6,8 @@ to slots named ``_on_<source>_<signal>`` that call the controller; controller si
 
 Layout: a horizontal splitter (sessions | chat column), the context chart dock and the inspector
 dock on the right, a toolbar (New, Compact, Stop, Undo compaction, Settings), menus (File: New
-session, Open transcript…, Quit; Edit: Undo compaction; View: the panels, theme), and the status bar
+session, Open transcript…, Export ▸ (chart PNG / SVG, session Markdown, calls CSV / JSON:
+app.export_menu), Quit; Edit: Undo compaction; View: the panels, theme), and the status bar
 (model, tokens used / window, estimate vs provider on the last call, state). Window geometry, dock
 layout and splitter sizes persist in ``window.ini`` in the config dir (QSettings, INI format). The
 theme follows the system colour scheme unless the settings force light or dark.
@@ -24,18 +25,16 @@ from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplicatio
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
-    QFrame,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QMainWindow,
     QSplitter,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.controller import ContextState, Controller, Marker, SessionView
+from app.export_menu import ExportMenu
 from engine.budget import ContextSnapshot
 from engine.config import Settings, config_dir
 from engine.events import CompactionFailed, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
@@ -43,6 +42,7 @@ from widgets.approval_bar import ApprovalBar
 from widgets.chat_input import ChatInput
 from widgets.chat_view import ChatView
 from widgets.inspector import Inspector
+from widgets.notice_bar import NoticeBar
 from widgets.sessions_panel import SessionsPanel
 from widgets.status_bar import ContextStatusBar
 from widgets.theme import Palette, ThemeWatcher, apply_theme
@@ -51,51 +51,6 @@ DEFAULT_SIZE = (1400, 900)
 STATE_VERSION = 1
 WINDOW_FILE = "window.ini"
 CHART_DELAY_MS = 60
-
-
-class NoticeBar(QFrame):
-    """One dismissable line of news above the chat (errors, repairs, import reports, /context)."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("NoticeBar")
-        row = QHBoxLayout(self)
-        row.setContentsMargins(10, 6, 6, 6)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextFormat(Qt.TextFormat.PlainText)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        row.addWidget(self.label, 1)
-        self.close_button = QToolButton()
-        self.close_button.setText("✕")
-        self.close_button.setToolTip("Dismiss")
-        self.close_button.setAutoRaise(True)
-        self.close_button.clicked.connect(self.hide)
-        row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
-        self.level = "info"
-        self._pal: Palette | None = None
-        self.hide()
-
-    def show_notice(self, level: str, text: str, pal: Palette) -> None:
-        self.level = level
-        self._pal = pal
-        self.label.setText(text)
-        self._style()
-        self.show()
-
-    def set_palette(self, pal: Palette) -> None:
-        self._pal = pal
-        self._style()
-
-    def _style(self) -> None:
-        pal = self._pal
-        if pal is None:
-            return
-        color = {"error": pal.error, "warning": pal.warning}.get(self.level, pal.link)
-        self.setStyleSheet(
-            f"#NoticeBar {{ border: 1px solid {color}; border-left: 4px solid {color}; border-radius: 4px; "
-            f"background: {pal.panel}; }} #NoticeBar QLabel {{ color: {pal.text}; }}"
-        )
 
 
 class MainWindow(QMainWindow):
@@ -205,6 +160,7 @@ class MainWindow(QMainWindow):
         file_menu = menu.addMenu("&File")
         file_menu.addAction(self.new_action)
         file_menu.addAction(self.open_action)
+        self.export_menu = ExportMenu(self, file_menu)
         file_menu.addSeparator()
         file_menu.addAction(self.settings_action)
         file_menu.addSeparator()
@@ -587,6 +543,7 @@ class MainWindow(QMainWindow):
 
     def _on_controller_session_loaded(self, view: SessionView) -> None:
         self._session = view
+        self.export_menu.set_session(view)
         self._streaming.clear()
         self.setWindowTitle(f"{view.title} — Context Workbench")
         self.chat.set_messages(view.messages, view.state.tokens)

@@ -5,6 +5,9 @@ config folders, so neither the user's sessions nor their settings are touched: t
 shipped in ``resources/sample_session/`` (made by ``resources/make_sample_session.py``) is copied
 there and opened, the offloaded log is opened in the inspector, and the window (1400×900 unless
 ``--size WxH``) is grabbed once the chart has drawn. ``make screenshot`` writes ``docs/screenshot.png``.
+
+``--open FILE`` imports an agent's session file (Claude Code, Codex, … — whatever ``ctxbench import``
+reads) and shows it instead of the sample; ``--cache-view`` switches the timeline to its cache view.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("out", type=Path, help="PNG file to write")
     p.add_argument("--size", default="1400x900", help="window size, WxH (default 1400x900)")
     p.add_argument("--theme", choices=("light", "dark"), default="light")
+    p.add_argument("--open", type=Path, metavar="FILE", help="import this agent session file and show it")
+    p.add_argument("--cache-view", action="store_true", help="show the timeline's cache view")
     args = p.parse_args(argv)
     try:
         w, h = (int(x) for x in args.size.lower().split("x"))
@@ -100,9 +105,13 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     loaded = asyncio.get_running_loop().create_future()
     controller.session_loaded.connect(lambda view: loaded.done() or loaded.set_result(view))
     controller.list_sessions()
-    controller.open_session(SAMPLE.name)
-    view = await asyncio.wait_for(loaded, 30)
+    if args.open is not None:
+        controller.import_transcript(str(args.open.resolve()))
+    else:
+        controller.open_session(SAMPLE.name)
+    view = await asyncio.wait_for(loaded, 60)
     chart = window.ensure_chart()
+    chart.set_cache_view(args.cache_view)
     if view.files:
         largest = max(view.files, key=lambda f: int(f.get("size") or 0))
         path = largest["path"]

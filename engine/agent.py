@@ -232,6 +232,21 @@ def session_window(
     )
 
 
+def imported_window(session: Session, settings: Settings) -> tuple[WindowInfo, str] | None:
+    """The window and model of the agent that made an imported session, while it is still what was
+    imported (no ctxbench turn has run on it since: a turn stores the window it ran with); None for
+    any other session. The view of such a session is drawn against its own model, whatever model the
+    settings choose for running turns (and whatever window override they hold)."""
+    imported = session.meta.get("import")
+    if not isinstance(imported, dict) or session.meta.get("window") is not None:
+        return None
+    window = imported.get("window")
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        return None
+    source = str(imported.get("window_source") or "observed")
+    return WindowInfo(window, settings.max_tokens, source), str(session.meta.get("model") or "")
+
+
 def context_snapshot(
     session: Session,
     settings: Settings,

@@ -257,3 +257,29 @@ def restore_selection(session_dir: Path, ids: Iterable[str]) -> list[Message]:
             if owner is not None:
                 todo.append(owner)
     return [everything[k] for k in sorted(chosen)]
+
+
+def merge_archived(live: list[Message], archived: list[Message]) -> list[Message]:
+    """The live history with archived messages (not live any more) put back in time order."""
+    live_ids = {str(m.get("id")) for m in live}
+    extra: list[Message] = []
+    seen: set[str] = set()
+    for msg in archived:
+        mid = str(msg.get("id") or "")
+        if not mid or mid in live_ids or mid in seen or msg.get("role") not in ("user", "assistant", "tool"):
+            continue
+        seen.add(mid)
+        extra.append(msg)
+    if not extra:
+        return list(live)
+    extra.sort(key=lambda m: str(m.get("ts") or ""))
+    out: list[Message] = []
+    i = 0
+    for msg in live:
+        ts = str(msg.get("ts") or "")
+        while i < len(extra) and ts and str(extra[i].get("ts") or "") <= ts:
+            out.append(extra[i])
+            i += 1
+        out.append(msg)
+    out.extend(extra[i:])
+    return out

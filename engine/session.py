@@ -769,8 +769,11 @@ class Session:
         provider_prompt_tokens: int | None = None,
         call_index: int | None = None,
         calibrated: bool = True,
+        model: str | None = None,
     ) -> ContextSnapshot:
-        """The regions of the next request (or of ``messages``/``summary`` instead of the live ones)."""
+        """The regions of the next request (or of ``messages``/``summary`` instead of the live ones).
+
+        ``model`` labels the snapshot (default: the settings' model)."""
         est = estimator or self.estimator
         msgs = self.messages if messages is None else list(messages)
         counts = self._counts_for(est, messages)
@@ -787,7 +790,7 @@ class Session:
             calibrator=self.calibrator if calibrated else None,
             provider_prompt_tokens=provider_prompt_tokens,
             draft_tokens=est.text(draft) if draft else 0,
-            model=settings.model,
+            model=settings.model if model is None else model,
             ts=now_iso(),
             call_index=call_index,
         )

@@ -15,6 +15,13 @@ and the raw uncalibrated estimate as a dotted line, the window and threshold per
 lines, compaction events as ▼ markers with a drop line from tokens before to tokens after; the next
 request is a faint column after the last call. Hovering a column or a marker shows a tooltip.
 
+(b′) **Cache view** (the *Cache view* toggle beside the timeline's title, enabled when the calls carry
+the provider's cache figures): each call's column split into cache read / cache write / uncached
+input, the cache hit rate as a line on a right axis (0–100 %), and ★ on the calls that re-wrote the
+cached prefix, whose tooltip says why the call cost more (``widgets.chart_cache``, figures from
+``engine.cache``). A source whose system prompt + tools were inferred from the provider's first
+figure has that region labelled "inferred" (legend, timeline, tooltip).
+
 Plot items are created once; updates only call ``setOpts``/``setData`` and are throttled by a
 QTimer (25 fps by default) so that a streaming turn can call the setters as often as it likes.
 
@@ -29,6 +36,8 @@ Methods:
     clear()                                     empty chart
     set_palette(palette: Palette)               re-colour (theme change)
     flush()                                     apply pending updates now (tests, screenshots)
+    set_cache_view(on: bool)                    the cache view (b′) or the region view (b)
+    export_image(fmt: "png" | "svg") -> bytes  the timeline plot as drawn, at its size (pyqtgraph exporters)
 Introspection (tests, accessibility):
     bar_segments() -> dict[str, tuple[float, float]]   region → (start, width) in tokens
     legend_text(region) -> str                 the legend row of a region ("12,345 · 9.6%")
@@ -38,6 +47,10 @@ Introspection (tests, accessibility):
     provider_series() -> ndarray               provider-reported prompt tokens (NaN where unknown)
     column_tooltip(index) -> str               tooltip of call ``index`` (0-based)
     compaction_count() -> int
+    cache_view() / cache_available() -> bool
+    cache_segments(index) -> dict[str, tuple[float, float]]   cache_read / cache_write / uncached → (bottom, height)
+    hit_rate_series() -> ndarray / rewrite_calls() -> list[int] / rewrite_marker_positions()
+    system_label() -> str                      the legend's name of the system region ("… (inferred)")
     compaction_tooltip(index) -> str
     compaction_x(index) -> float
 Signals:
@@ -47,21 +60,27 @@ Signals:
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QPixmap
-from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from engine.budget import PROMPT_REGIONS, ContextSnapshot
+from engine.budget import ContextSnapshot
+from widgets.chart_cache import CacheLayer, PercentAxis
+from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, TokenAxis
+from widgets.chart_parts import Legend as _Legend
+from widgets.chart_parts import Timeline as _Timeline
+from widgets.chart_parts import as_record as _as_record
+from widgets.chart_parts import as_snapshot as _as_snapshot
+from widgets.chart_parts import num as _num
+from widgets.chart_parts import parse_ts as _parse_ts
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
-
-TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
 
 ACCURACY_LABELS = {
     "estimated": "estimated (heuristic, no provider report yet)",
@@ -69,220 +88,10 @@ ACCURACY_LABELS = {
     "calibrated": "calibrated on the provider's count",
 }
 
-COLUMN_WIDTH = 0.8
 MIN_TIMELINE_SLOTS = 12  # the timeline's x-axis spans at least this many calls
-
-
-def _short_tokens(v: float) -> str:
-    v = float(v)
-    a = abs(v)
-    if a >= 1_000_000:
-        s = f"{v / 1_000_000:.1f}".rstrip("0").rstrip(".")
-        return s + "M"
-    if a >= 1000:
-        s = f"{v / 1000:.1f}".rstrip("0").rstrip(".")
-        return s + "k"
-    return f"{v:.0f}"
-
-
-class TokenAxis(pg.AxisItem):
-    """An axis that labels token counts as 32k / 1.5M."""
-
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        return [_short_tokens(v * scale) for v in values]
-
-
-class CallAxis(pg.AxisItem):
-    """An axis of call numbers: integers only."""
-
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        return [str(round(v)) if abs(v - round(v)) < 1e-6 else "" for v in values]
-
-
-def _num(value: Any) -> float:
-    if value is None:
-        return 0.0
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return f if math.isfinite(f) else 0.0
-
-
-def _opt_num(value: Any) -> float:
-    if value is None:
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _parse_ts(ts: Any) -> datetime | None:
-    if not isinstance(ts, str) or not ts:
-        return None
-    try:
-        parsed = datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        from datetime import UTC
-
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed
-
-
-def _as_snapshot(snap: ContextSnapshot | dict[str, Any]) -> ContextSnapshot:
-    if isinstance(snap, ContextSnapshot):
-        return snap
-    return ContextSnapshot.from_json(snap)
-
-
-def _as_record(snap: ContextSnapshot | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(snap, ContextSnapshot):
-        return snap.to_json()
-    return snap
-
-
-def _swatch(color: str, line: bool = False, dashed: bool = False) -> QPixmap:
-    pm = QPixmap(14, 14)
-    pm.fill(Qt.GlobalColor.transparent)
-    from PySide6.QtGui import QPainter, QPen
-
-    p = QPainter(pm)
-    if line:
-        pen = QPen(QColor(color), 2.5)
-        if dashed:
-            pen.setStyle(Qt.PenStyle.DashLine)
-        p.setPen(pen)
-        p.drawLine(7, 1, 7, 13)
-    else:
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(QColor(color))
-        p.drawRoundedRect(1, 1, 12, 12, 2, 2)
-    p.end()
-    return pm
-
-
-class _Legend(QWidget):
-    """Rows: swatch · label · tokens · % of the window, in two columns (the dock stays short)."""
-
-    KEYS: tuple[str, ...] = (*REGION_ORDER, "threshold", "limit")
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        grid = QGridLayout(self)
-        grid.setContentsMargins(2, 0, 2, 0)
-        grid.setHorizontalSpacing(8)
-        grid.setVerticalSpacing(1)
-        grid.setColumnStretch(1, 1)
-        grid.setColumnStretch(6, 1)
-        grid.setColumnMinimumWidth(4, 10)  # the gap between the two columns
-        per_column = -(-len(self.KEYS) // 2)
-        self._swatches: dict[str, QLabel] = {}
-        self._names: dict[str, QLabel] = {}
-        self._tokens: dict[str, QLabel] = {}
-        self._pcts: dict[str, QLabel] = {}
-        labels = dict(REGION_LABELS)
-        labels["threshold"] = "Auto-compaction threshold"
-        labels["limit"] = "Hard limit (window)"
-        for row, key in enumerate(self.KEYS):
-            sw = QLabel()
-            sw.setFixedSize(14, 14)
-            name = QLabel(labels[key])
-            tok = QLabel("0")
-            tok.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            pct = QLabel("—")
-            pct.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            pct.setMinimumWidth(pct.fontMetrics().horizontalAdvance("100.0%") + 4)
-            for lab in (tok, pct):
-                f = lab.font()
-                f.setStyleHint(QFont.StyleHint.Monospace)
-                f.setFamily("monospace")
-                lab.setFont(f)
-            r, c = row % per_column, 0 if row < per_column else 5
-            grid.addWidget(sw, r, c)
-            grid.addWidget(name, r, c + 1)
-            grid.addWidget(tok, r, c + 2)
-            grid.addWidget(pct, r, c + 3)
-            self._swatches[key] = sw
-            self._names[key] = name
-            self._tokens[key] = tok
-            self._pcts[key] = pct
-
-    def set_palette(self, pal: Palette) -> None:
-        for key, sw in self._swatches.items():
-            if key == "threshold":
-                sw.setPixmap(_swatch(pal.threshold, line=True, dashed=True))
-            elif key == "limit":
-                sw.setPixmap(_swatch(pal.limit, line=True))
-            else:
-                sw.setPixmap(_swatch(pal.regions[key]))
-
-    def set_row(self, key: str, tokens: int, pct: str) -> None:
-        text = format_tokens(tokens)
-        if self._tokens[key].text() != text:
-            self._tokens[key].setText(text)
-        if self._pcts[key].text() != pct:
-            self._pcts[key].setText(pct)
-
-    def row_text(self, key: str) -> str:
-        return f"{self._tokens[key].text()} · {self._pcts[key].text()}"
-
-
-class _Timeline:
-    """Growing numpy columns for the per-call series (amortised O(1) append)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.cap = 0
-        self.values = np.zeros((len(TIMELINE_REGIONS), 0))
-        self.provider = np.zeros(0)
-        self.raw = np.zeros(0)
-        self.window = np.zeros(0)
-        self.threshold = np.zeros(0)
-        self.records: list[dict[str, Any]] = []
-        self.times: list[datetime | None] = []
-
-    def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
-
-    def _grow(self, need: int) -> None:
-        if need <= self.cap:
-            return
-        cap = max(64, self.cap * 2, need)
-        values = np.zeros((len(TIMELINE_REGIONS), cap))
-        values[:, : self.n] = self.values[:, : self.n]
-        self.values = values
-        for name in ("provider", "raw", "window", "threshold"):
-            arr = np.full(cap, math.nan)
-            arr[: self.n] = getattr(self, name)[: self.n]
-            setattr(self, name, arr)
-        self.cap = cap
-
-    def append(self, rec: dict[str, Any]) -> None:
-        self._grow(self.n + 1)
-        i = self.n
-        has_roles = any(k in rec for k in ("history_user", "history_assistant", "history_tool"))
-        for r, key in enumerate(TIMELINE_REGIONS):
-            if key == "history_user" and not has_roles:
-                self.values[r, i] = _num(rec.get("history"))
-            else:
-                self.values[r, i] = _num(rec.get(key))
-        prov = _opt_num(rec.get("provider_prompt_tokens"))
-        self.provider[i] = prov if prov > 0 else math.nan
-        raw = _opt_num(rec.get("raw_prompt_tokens"))
-        self.raw[i] = raw if raw > 0 else math.nan
-        win = _opt_num(rec.get("window"))
-        self.window[i] = win if win > 0 else math.nan
-        thr = _opt_num(rec.get("threshold_tokens"))
-        self.threshold[i] = thr if thr > 0 else math.nan
-        self.records.append(rec)
-        self.times.append(_parse_ts(rec.get("ts")))
-        self.n += 1
-
-    def total(self, i: int) -> float:
-        return float(self.values[:, i].sum())
+CACHE_ON_TIP = "Split each call into cache read / cache write / uncached input, with the cache hit rate"
+CACHE_OFF_TIP = "No provider cache figures in these calls"
+INFERRED_LABEL = "System prompt + tools (inferred)"
 
 
 class ContextChart(QWidget):
@@ -322,8 +131,16 @@ class ContextChart(QWidget):
         self._header.setWordWrap(True)
         self._header.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(self._header)
+        self._build_bar(layout)
+        self._build_timeline(layout, tf)
+        self._tl_plot.scene().sigMouseMoved.connect(self._on_timeline_mouse_moved)
+        self._tl_plot.scene().sigMouseClicked.connect(self._on_timeline_mouse_clicked)
+        self._provider_symbols = True
+        self._apply_palette()
+        self.flush()
 
-        # (a) the bar
+    def _build_bar(self, layout: QVBoxLayout) -> None:
+        """(a) the next request's bar and its legend."""
         self._bar_axis = TokenAxis("bottom")
         self._bar_plot = pg.PlotWidget(axisItems={"bottom": self._bar_axis})
         self._bar_plot.setFixedHeight(64)
@@ -351,19 +168,31 @@ class ContextChart(QWidget):
         self._legend = _Legend()
         layout.addWidget(self._legend)
 
-        # (b) the timeline
+    def _build_timeline(self, layout: QVBoxLayout, tf: QFont) -> None:
+        """(b) the timeline: its title row with the cache-view toggle, the plot, its legend."""
         self._tl_title = QLabel("Calls")
         self._tl_title.setFont(tf)
         layout.addSpacing(6)
-        layout.addWidget(self._tl_title)
+        title_row = QHBoxLayout()
+        title_row.setContentsMargins(0, 0, 0, 0)
+        title_row.addWidget(self._tl_title)
+        title_row.addStretch(1)
+        self.cache_button = QCheckBox("Cache view")  # a checkable toggle that shows its state
+        self.cache_button.setEnabled(False)
+        self.cache_button.setToolTip(CACHE_OFF_TIP)
+        self.cache_button.toggled.connect(self._on_cache_button_toggled)
+        title_row.addWidget(self.cache_button)
+        layout.addLayout(title_row)
         self._tl_header = QLabel("No calls yet")
         self._tl_header.setWordWrap(True)
         self._tl_header.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(self._tl_header)
         self._tl_axis_left = TokenAxis("left")
         self._tl_axis_bottom = CallAxis("bottom")
-        self._tl_plot = pg.PlotWidget(axisItems={"left": self._tl_axis_left, "bottom": self._tl_axis_bottom})
-        self._tl_plot.setMinimumHeight(170)
+        self._tl_axis_right = PercentAxis("right")
+        self._tl_plot = pg.PlotWidget(axisItems={
+            "left": self._tl_axis_left, "bottom": self._tl_axis_bottom, "right": self._tl_axis_right})
+        self._tl_plot.setMinimumHeight(150)
         tp = self._tl_plot.getPlotItem()
         tp.setMenuEnabled(False)
         tp.hideButtons()
@@ -396,17 +225,16 @@ class ContextChart(QWidget):
             self._drop_curve, self._markers,
         ):
             tp.addItem(item)
+        self._cache = CacheLayer(tp, self._tl_axis_right, self._pal)
+        self._inferred_label = pg.TextItem("inferred", anchor=(0, 0.5))
+        self._inferred_label.setVisible(False)
+        tp.addItem(self._inferred_label)
         layout.addWidget(self._tl_plot, 1)
         self._tl_legend = QLabel()
         self._tl_legend.setWordWrap(True)
         self._tl_legend.setTextFormat(Qt.TextFormat.RichText)
+        self._tl_legend.setMinimumHeight(self._tl_legend.fontMetrics().height() + 2)  # never under the plot
         layout.addWidget(self._tl_legend)
-
-        self._tl_plot.scene().sigMouseMoved.connect(self._on_timeline_mouse_moved)
-        self._tl_plot.scene().sigMouseClicked.connect(self._on_timeline_mouse_clicked)
-        self._provider_symbols = True
-        self._apply_palette()
-        self.flush()
 
     # ----------------------------------------------------------------- public setters
     def set_snapshot(self, snapshot: ContextSnapshot | dict[str, Any] | None) -> None:
@@ -501,6 +329,56 @@ class ContextChart(QWidget):
     def provider_series(self) -> np.ndarray:
         return self._timeline.provider[: self._timeline.n].copy()
 
+    def set_cache_view(self, on: bool) -> None:
+        """Show the cache view (when the calls have cache figures) or the region view."""
+        self.cache_button.setChecked(on)
+
+    def cache_view(self) -> bool:
+        """True while the cache view is shown."""
+        return self._cache.visible
+
+    def cache_available(self) -> bool:
+        """True when some call has the provider's cache figures (the toggle is enabled)."""
+        return self._timeline.cached > 0
+
+    def cache_segments(self, index: int) -> dict[str, tuple[float, float]]:
+        """Call ``index`` in the cache view: ``cache_read`` / ``cache_write`` / ``uncached`` → (bottom, height)."""
+        return self._cache.segments(index)
+
+    def hit_rate_series(self) -> np.ndarray:
+        """The cache hit rate (cache read / prompt) of every call, 0–1, NaN where unknown."""
+        return self._cache.rate_series()
+
+    def rewrite_calls(self) -> list[int]:
+        """0-based indexes of the calls marked ★ as re-writes of the cached prefix (cache view)."""
+        return list(self._cache.summary.rewrites) if self._cache.visible else []
+
+    def rewrite_marker_positions(self) -> list[tuple[float, float]]:
+        x, y = self._cache.rewrites.getData()
+        return [(float(a), float(b)) for a, b in zip(x, y, strict=True)]
+
+    def system_label(self) -> str:
+        """The legend's name of the system region ("… (inferred)" for an imported session's prefix)."""
+        return self._legend.name("system")
+
+    def export_image(self, fmt: str) -> bytes:
+        """The timeline plot as it is drawn now (region or cache view), as PNG or SVG bytes, at the
+        plot's size in pixels (pyqtgraph's exporters on the plot's scene, so the right axis is in)."""
+        from widgets.chart_export import png_bytes, svg_bytes
+
+        self.flush()
+        scene = self._tl_plot.scene()
+        scene.prepareForPaint()  # the auto-range of the data just set, as a repaint would apply it
+        if fmt == "svg":
+            return svg_bytes(scene)
+        if fmt != "png":
+            raise ValueError(f"unknown image format {fmt!r} (png or svg)")
+        return png_bytes(scene, self._tl_plot.width(), self._tl_plot.height())
+
+    def _on_cache_button_toggled(self, on: bool) -> None:
+        self._dirty_timeline = True
+        self.flush()
+
     def compaction_count(self) -> int:
         return len(self._compactions)
 
@@ -526,7 +404,9 @@ class ContextChart(QWidget):
             lines.append("Reported by provider: —")
         cached = [f"{label} {format_tokens(rec[key])}" for key, label in
                   (("cache_read_tokens", "read"), ("cache_write_tokens", "written")) if isinstance(rec.get(key), int)]
-        if cached:
+        if self._cache.visible:
+            lines += self._cache.tooltip_lines(index)
+        elif cached:
             lines.append("Cache: " + ", ".join(cached))
         if rec.get("prefix_source") == "inferred" and isinstance(rec.get("prefix_tokens"), int):
             lines.append(f"System prompt + tools (inferred): {format_tokens(rec['prefix_tokens'])}")
@@ -613,19 +493,9 @@ class ContextChart(QWidget):
         self._markers.setBrush(QColor(pal.marker))
         self._markers.setPen(pg.mkPen(QColor(pal.background), width=1))
         self._legend.set_palette(pal)
-        items = [
-            (pal.provider, "━━", "reported by provider"),
-            (pal.estimate, "┈┈", "raw estimate"),
-            (pal.marker, "▼", "compaction"),
-            (pal.limit, "╌╌", "window"),
-            (pal.threshold, "╌╌", "threshold"),
-        ]
-        self._tl_legend.setText(
-            " &nbsp; ".join(
-                f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"
-                for c, g, t in items
-            )
-        )
+        self._cache.set_palette(pal)
+        self._inferred_label.setColor(QColor(pal.background))
+        self._set_timeline_legend()
 
     def _update_bar(self) -> None:
         s = self._snapshot
@@ -664,6 +534,8 @@ class ContextChart(QWidget):
             + f" of <b>{format_tokens(s.window)}</b> ({percent(used, window)})",
             f"<span style='color:{pal.muted}'>{acc}</span>",
         ]
+        if s.model:  # whose window it is (an imported session's: the model that made it)
+            parts.append(f"<span style='color:{pal.muted}'>window of {html.escape(s.model)}</span>")
         if used > s.window:
             parts.append(
                 f"<span style='color:{pal.error}'><b>over the window by "
@@ -718,22 +590,8 @@ class ContextChart(QWidget):
             self._drop_curve.setData([], [])
         if self._snapshot is not None:
             self._set_ghost(self._snapshot)
-        # header
-        pal = self._pal
-        if n == 0:
-            self._tl_header.setText("No calls yet")
-        else:
-            est = tl.total(n - 1)
-            prov = tl.provider[n - 1]
-            text = f"{n:,} call{'s' if n != 1 else ''} · last estimate <b>{format_tokens(est)}</b>"
-            if not math.isnan(prov):
-                diff = (est - prov) / prov * 100 if prov else 0.0
-                text += f" · reported <b>{format_tokens(prov)}</b> ({diff:+.1f}%)"
-            else:
-                text += f" · <span style='color:{pal.muted}'>no provider report</span>"
-            if m:
-                text += f" · {m} compaction{'s' if m != 1 else ''}"
-            self._tl_header.setText(text)
+        self._update_view_mode()
+        self._tl_header.setText(self._timeline_header())
         vb = self._tl_plot.getPlotItem().getViewBox()
         if n + 1 < MIN_TIMELINE_SLOTS:  # a few calls: keep columns narrow instead of stretching them
             vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=False)
@@ -741,6 +599,76 @@ class ContextChart(QWidget):
         else:
             vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=True)
         vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=True)
+
+    def _timeline_header(self) -> str:
+        tl, pal = self._timeline, self._pal
+        n, m = tl.n, len(self._compactions)
+        if n == 0:
+            return "No calls yet"
+        est = tl.total(n - 1)
+        prov = tl.provider[n - 1]
+        text = f"{n:,} call{'s' if n != 1 else ''}"
+        if self._cache.visible:  # one line: the cache's figures instead of the estimate's
+            text += " · " + self._cache.header_html(pal)
+            if not math.isnan(prov):
+                text += f" · last prompt <b>{format_tokens(prov)}</b>"
+            return text + (f" · {m} compaction{'s' if m != 1 else ''}" if m else "")
+        text += f" · last estimate <b>{format_tokens(est)}</b>"
+        if not math.isnan(prov):
+            diff = (est - prov) / prov * 100 if prov else 0.0
+            text += f" · reported <b>{format_tokens(prov)}</b> ({diff:+.1f}%)"
+        else:
+            text += f" · <span style='color:{pal.muted}'>no provider report</span>"
+        if m:
+            text += f" · {m} compaction{'s' if m != 1 else ''}"
+        return text
+
+    def _calls_after_compaction(self) -> set[int]:
+        """0-based indexes of the calls that come first after a compaction marker."""
+        n = self._timeline.n
+        return {int(x - 0.5) for x in self._compaction_x if 0 < x - 0.5 < n}
+
+    def _update_view_mode(self) -> None:
+        """Region columns or cache columns; the inferred-prefix label; the legend under the plot."""
+        tl = self._timeline
+        available = tl.cached > 0
+        if self.cache_button.isEnabled() != available:
+            self.cache_button.setEnabled(available)
+            self.cache_button.setToolTip(CACHE_ON_TIP if available else CACHE_OFF_TIP)
+        on = self.cache_button.isChecked() and available
+        if on:
+            self._cache.update(tl.records[: tl.n], self._calls_after_compaction())
+        if on != self._cache.visible:
+            self._cache.set_visible(on)
+            for item in (*self._tl_bars.values(), self._ghost, self._provider_curve, self._raw_curve,
+                         self._threshold_curve):
+                item.setVisible(not on)
+        inferred = tl.n > 0 and tl.records[-1].get("prefix_source") == "inferred"
+        self._legend.set_name("system", INFERRED_LABEL if inferred else REGION_LABELS["system"])
+        self._inferred_label.setVisible(inferred and not on)
+        if inferred:
+            system = tl.values[TIMELINE_REGIONS.index("system"), : tl.n]
+            self._inferred_label.setPos(1 - COLUMN_WIDTH / 2, float(np.median(system)) / 2)
+        self._set_timeline_legend()
+
+    def _set_timeline_legend(self) -> None:
+        pal = self._pal
+        if self._cache.visible:
+            self._tl_legend.setText(self._cache.legend_html(pal))
+            return
+        items = [
+            (pal.provider, "━━", "reported by provider"),
+            (pal.estimate, "┈┈", "raw estimate"),
+            (pal.marker, "▼", "compaction"),
+            (pal.limit, "╌╌", "window"),
+            (pal.threshold, "╌╌", "threshold"),
+        ]
+        self._tl_legend.setText(
+            " &nbsp; ".join(
+                f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"
+                for c, g, t in items
+            )
+        )
 
     # ----------------------------------------------------------------- mouse
     def _hit(self, scene_pos: QPointF) -> tuple[str, int] | None:

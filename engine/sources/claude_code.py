@@ -88,7 +88,8 @@ class _Scan:
     count: int = 0
 
 
-def _usage_into(call: ProviderCall, usage: dict[str, Any]) -> None:
+def merge_usage(call: ProviderCall, usage: dict[str, Any]) -> None:
+    """Fold one line's ``usage`` into its call: every figure is the largest seen (also used by follow)."""
     inp = int_or_none(usage.get("input_tokens")) or 0
     write = int_or_none(usage.get("cache_creation_input_tokens"))
     read = int_or_none(usage.get("cache_read_input_tokens"))
@@ -154,7 +155,7 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
                                     request_id=line.key[1])
                 scan.calls[line.key] = call
                 scan.models.append(model)
-            _usage_into(call, usage)
+            merge_usage(call, usage)
     scan.lines.append(line)
 
 

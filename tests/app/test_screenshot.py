@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QColor, QImage
 
 from engine.offload import list_offloaded
 from engine.session import Session
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED
+from widgets.chart_cache import CACHE_COLORS
 
 SAMPLE = REPO / "resources" / "sample_session"
+CLAUDE = SHARED / "data" / "sessions" / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 
 
 def test_the_sample_session_looks_like_a_real_one(tmp_path: Path) -> None:
@@ -54,6 +56,20 @@ def test_screenshot_command_writes_a_png_of_the_window(tmp_path: Path) -> None:
     colours = {image.pixel(x, y) for x in range(0, 1400, 7) for y in range(0, 900, 7)}
     assert len(colours) > 200, "the window has content, not a blank frame"
     assert not list(SAMPLE.glob("*.torn-*")), "the shipped sample session is never modified"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CLAUDE.exists(), reason="the shared sessions are not on this machine")
+def test_screenshot_of_an_imported_session_in_the_cache_view(tmp_path: Path) -> None:
+    out = tmp_path / "cache.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    proc = subprocess.run([sys.executable, "-m", "app.screenshot", str(out), "--open", str(CLAUDE), "--cache-view"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    image = QImage(str(out))
+    read = QColor(CACHE_COLORS["light"]["cache_read"]).rgb()
+    greens = sum(image.pixel(x, y) == read for x in range(700, 1400, 2) for y in range(250, 600, 2))
+    assert greens > 2_000, "the timeline shows the cache-read columns"
 
 
 def test_screenshot_refuses_a_bad_size(tmp_path: Path) -> None:

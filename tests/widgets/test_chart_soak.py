@@ -90,6 +90,49 @@ def test_chart_survives_5000_repaints_with_1000_columns(qtbot):
     assert rss_growth < 60, f"RSS grew by {rss_growth:.1f} MB"
 
 
+def cached(i: int) -> dict:
+    """A call with cache figures; every 37th re-writes its prefix, so the ★ markers keep changing."""
+    rec = snapshot(i, 10_000 + i * 40).to_json()
+    prompt = rec["provider_prompt_tokens"]
+    write = prompt // 2 if i % 37 == 0 else 300 + i % 7 * 50
+    rec.update(cache_read_tokens=prompt - write - 5, cache_write_tokens=write)
+    return rec
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="RSS is read from /proc")
+def test_cache_view_survives_2000_repaints(qtbot):
+    chart = ContextChart()
+    qtbot.addWidget(chart)
+    chart.resize(420, 640)
+    chart.show()
+    qtbot.waitExposed(chart)
+    made = list(range(800))
+    chart.set_timeline([cached(i) for i in made])
+    chart.set_cache_view(True)
+    items = [id(item) for item in chart._tl_plot.getPlotItem().items]
+    rss_start = objects_start = 0.0
+    for k in range(2_000):
+        if k % 10 == 0:  # a new call: the stacks, the hit rate, its axis and the markers change
+            made.append(800 + k)
+            chart.append_call(cached(800 + k))
+        if k % 500 == 250:  # and back and forth between the two views
+            chart.set_cache_view(not chart.cache_view())
+        chart.flush()
+        chart._tl_plot.viewport().repaint()
+        if k % 10 == 0:
+            QGuiApplication.processEvents()
+        if k == 500:
+            gc.collect()
+            rss_start = rss_mb()
+            objects_start = len(gc.get_objects())
+    gc.collect()
+    assert chart.column_count() == 1_000 and chart.cache_view()
+    assert [id(item) for item in chart._tl_plot.getPlotItem().items] == items
+    assert chart.rewrite_calls() == [col for col, i in enumerate(made) if i % 37 == 0]
+    assert len(gc.get_objects()) - objects_start < 5_000
+    assert rss_mb() - rss_start < 60
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="RSS is read from /proc")
 def test_streaming_into_a_2000_message_chat(qtbot):
     view = ChatView()

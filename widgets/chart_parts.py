@@ -1,0 +1,241 @@
+"""Parts of the context chart (widgets.context_chart): axes, the legend, the growing per-call series.
+
+- ``TokenAxis`` / ``CallAxis``: axes labelled 32k / 1.5M, and call numbers;
+- ``Legend``: rows of swatch · label · tokens · % of the window, in two columns;
+- ``Timeline``: growing numpy columns for the per-call series (amortised O(1) append);
+- small parsers of record values (``num``, ``opt_num``, ``parse_ts``) and ``swatch`` pixmaps.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
+
+from engine.budget import PROMPT_REGIONS, ContextSnapshot
+from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens
+
+TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
+COLUMN_WIDTH = 0.8  # a timeline column's width, in calls
+
+def short_tokens(v: float) -> str:
+    v = float(v)
+    a = abs(v)
+    if a >= 1_000_000:
+        s = f"{v / 1_000_000:.1f}".rstrip("0").rstrip(".")
+        return s + "M"
+    if a >= 1000:
+        s = f"{v / 1000:.1f}".rstrip("0").rstrip(".")
+        return s + "k"
+    return f"{v:.0f}"
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis that labels token counts as 32k / 1.5M."""
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [short_tokens(v * scale) for v in values]
+
+
+class CallAxis(pg.AxisItem):
+    """An axis of call numbers: integers only."""
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [str(round(v)) if abs(v - round(v)) < 1e-6 else "" for v in values]
+
+
+def num(value: Any) -> float:
+    if value is None:
+        return 0.0
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return f if math.isfinite(f) else 0.0
+
+
+def opt_num(value: Any) -> float:
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def parse_ts(ts: Any) -> datetime | None:
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        parsed = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+def as_snapshot(snap: ContextSnapshot | dict[str, Any]) -> ContextSnapshot:
+    if isinstance(snap, ContextSnapshot):
+        return snap
+    return ContextSnapshot.from_json(snap)
+
+
+def as_record(snap: ContextSnapshot | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(snap, ContextSnapshot):
+        return snap.to_json()
+    return snap
+
+
+def swatch(color: str, line: bool = False, dashed: bool = False) -> QPixmap:
+    pm = QPixmap(14, 14)
+    pm.fill(Qt.GlobalColor.transparent)
+    p = QPainter(pm)
+    if line:
+        pen = QPen(QColor(color), 2.5)
+        if dashed:
+            pen.setStyle(Qt.PenStyle.DashLine)
+        p.setPen(pen)
+        p.drawLine(7, 1, 7, 13)
+    else:
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor(color))
+        p.drawRoundedRect(1, 1, 12, 12, 2, 2)
+    p.end()
+    return pm
+
+
+class Legend(QWidget):
+    """Rows: swatch · label · tokens · % of the window, in two columns (the dock stays short)."""
+
+    KEYS: tuple[str, ...] = (*REGION_ORDER, "threshold", "limit")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(2, 0, 2, 0)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(1)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(6, 1)
+        grid.setColumnMinimumWidth(4, 10)  # the gap between the two columns
+        per_column = -(-len(self.KEYS) // 2)
+        self._swatches: dict[str, QLabel] = {}
+        self._names: dict[str, QLabel] = {}
+        self._tokens: dict[str, QLabel] = {}
+        self._pcts: dict[str, QLabel] = {}
+        labels = dict(REGION_LABELS)
+        labels["threshold"] = "Auto-compaction threshold"
+        labels["limit"] = "Hard limit (window)"
+        for row, key in enumerate(self.KEYS):
+            sw = QLabel()
+            sw.setFixedSize(14, 14)
+            name = QLabel(labels[key])
+            tok = QLabel("0")
+            tok.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            pct = QLabel("—")
+            pct.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            pct.setMinimumWidth(pct.fontMetrics().horizontalAdvance("100.0%") + 4)
+            for lab in (tok, pct):
+                f = lab.font()
+                f.setStyleHint(QFont.StyleHint.Monospace)
+                f.setFamily("monospace")
+                lab.setFont(f)
+            r, c = row % per_column, 0 if row < per_column else 5
+            grid.addWidget(sw, r, c)
+            grid.addWidget(name, r, c + 1)
+            grid.addWidget(tok, r, c + 2)
+            grid.addWidget(pct, r, c + 3)
+            self._swatches[key] = sw
+            self._names[key] = name
+            self._tokens[key] = tok
+            self._pcts[key] = pct
+
+    def set_palette(self, pal: Palette) -> None:
+        for key, sw in self._swatches.items():
+            if key == "threshold":
+                sw.setPixmap(swatch(pal.threshold, line=True, dashed=True))
+            elif key == "limit":
+                sw.setPixmap(swatch(pal.limit, line=True))
+            else:
+                sw.setPixmap(swatch(pal.regions[key]))
+
+    def set_row(self, key: str, tokens: int, pct: str) -> None:
+        text = format_tokens(tokens)
+        if self._tokens[key].text() != text:
+            self._tokens[key].setText(text)
+        if self._pcts[key].text() != pct:
+            self._pcts[key].setText(pct)
+
+    def set_name(self, key: str, text: str) -> None:
+        if self._names[key].text() != text:
+            self._names[key].setText(text)
+
+    def name(self, key: str) -> str:
+        return self._names[key].text()
+
+    def row_text(self, key: str) -> str:
+        return f"{self._tokens[key].text()} · {self._pcts[key].text()}"
+
+
+class Timeline:
+    """Growing numpy columns for the per-call series (amortised O(1) append)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cap = 0
+        self.values = np.zeros((len(TIMELINE_REGIONS), 0))
+        self.provider = np.zeros(0)
+        self.raw = np.zeros(0)
+        self.window = np.zeros(0)
+        self.threshold = np.zeros(0)
+        self.records: list[dict[str, Any]] = []
+        self.cached = 0  # calls with the provider's cache-read figure
+        self.times: list[datetime | None] = []
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def _grow(self, need: int) -> None:
+        if need <= self.cap:
+            return
+        cap = max(64, self.cap * 2, need)
+        values = np.zeros((len(TIMELINE_REGIONS), cap))
+        values[:, : self.n] = self.values[:, : self.n]
+        self.values = values
+        for name in ("provider", "raw", "window", "threshold"):
+            arr = np.full(cap, math.nan)
+            arr[: self.n] = getattr(self, name)[: self.n]
+            setattr(self, name, arr)
+        self.cap = cap
+
+    def append(self, rec: dict[str, Any]) -> None:
+        self._grow(self.n + 1)
+        i = self.n
+        has_roles = any(k in rec for k in ("history_user", "history_assistant", "history_tool"))
+        for r, key in enumerate(TIMELINE_REGIONS):
+            if key == "history_user" and not has_roles:
+                self.values[r, i] = num(rec.get("history"))
+            else:
+                self.values[r, i] = num(rec.get(key))
+        prov = opt_num(rec.get("provider_prompt_tokens"))
+        self.provider[i] = prov if prov > 0 else math.nan
+        raw = opt_num(rec.get("raw_prompt_tokens"))
+        self.raw[i] = raw if raw > 0 else math.nan
+        win = opt_num(rec.get("window"))
+        self.window[i] = win if win > 0 else math.nan
+        thr = opt_num(rec.get("threshold_tokens"))
+        self.threshold[i] = thr if thr > 0 else math.nan
+        self.records.append(rec)
+        self.cached += isinstance(rec.get("cache_read_tokens"), int)
+        self.times.append(parse_ts(rec.get("ts")))
+        self.n += 1
+
+    def total(self, i: int) -> float:
+        return float(self.values[:, i].sum())
