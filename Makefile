@@ -33,8 +33,12 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(ARGS)
 
+# The README's picture: a real Claude Code session (shared test data beside the clone), its compaction
+# and the cache view; without ../shared, the bundled sample session.
+SHOT_SESSION := ../shared/data/sessions/claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl
 screenshot: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.screenshot docs/screenshot.png
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.screenshot docs/screenshot.png \
+		$(if $(wildcard $(SHOT_SESSION)),--open $(SHOT_SESSION) --cache-view,)
 
 # Regenerate the lock (needs pip-tools): make lock
 lock:
