@@ -557,7 +557,10 @@ class Controller(QObject):
         if self._turn.partial and self._turn.stream_id and self._turn.stream_id not in session:
             partial = {"id": self._turn.stream_id, "role": "assistant", "content": "".join(self._turn.partial)}
             messages = [*session.messages, partial]
+        from engine.agent import imported_prefix_tokens
+
         own = self._own_window()  # an imported session: drawn against the model that made it
+        prefix = imported_prefix_tokens(session) if own else None  # … with its own system prompt + tools
         return session.snapshot(
             self.settings,
             session.estimator,
@@ -567,6 +570,7 @@ class Controller(QObject):
             window=own[0] if own else agent.window,
             messages=messages,
             model=(own[1] or None) if own else None,
+            prefix_tokens=prefix,
         )
 
     def _own_window(self) -> tuple[WindowInfo, str] | None:

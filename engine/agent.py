@@ -247,6 +247,15 @@ def imported_window(session: Session, settings: Settings) -> tuple[WindowInfo, s
     return WindowInfo(window, settings.max_tokens, source), str(session.meta.get("model") or "")
 
 
+def imported_prefix_tokens(session: Session) -> int | None:
+    """The system prompt + tool definitions of the agent that made an imported session, inferred at
+    import from its first call (provider prompt − the messages' count); None when not inferred."""
+    imported = session.meta.get("import")
+    prefix = imported.get("inferred_prefix") if isinstance(imported, dict) else None
+    tokens = prefix.get("tokens") if isinstance(prefix, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
+
+
 def context_snapshot(
     session: Session,
     settings: Settings,

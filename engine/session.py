@@ -770,19 +770,27 @@ class Session:
         call_index: int | None = None,
         calibrated: bool = True,
         model: str | None = None,
+        prefix_tokens: int | None = None,
     ) -> ContextSnapshot:
         """The regions of the next request (or of ``messages``/``summary`` instead of the live ones).
 
-        ``model`` labels the snapshot (default: the settings' model)."""
+        ``model`` labels the snapshot (default: the settings' model). ``prefix_tokens``: the system
+        prompt and tool definitions as one count inferred from a provider's figure (another agent's,
+        which its session file does not hold): the system region, instead of estimating
+        ``system_prompt`` and ``tools``."""
         est = estimator or self.estimator
         msgs = self.messages if messages is None else list(messages)
         counts = self._counts_for(est, messages)
         system = self.system_prompt if system_prompt is None else system_prompt
+        if prefix_tokens is not None:
+            system_tokens, tools_tokens = prefix_tokens, 0
+        else:
+            system_tokens, tools_tokens = (est.text(system) if system else 0) + est.framing(), est.tools(tools)
         return build_snapshot(
             window=window_for(settings, window),
-            system_tokens=(est.text(system) if system else 0) + est.framing(),
+            system_tokens=system_tokens,
             summary_tokens=est.text(self.summary if summary is None else summary),
-            tools_tokens=est.tools(tools),
+            tools_tokens=tools_tokens,
             history=msgs,
             history_counts=counts,
             estimator_name=est.name,

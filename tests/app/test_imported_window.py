@@ -100,3 +100,25 @@ def test_a_session_of_ours_keeps_the_settings_window(qtbot: Any, win: MainWindow
     snap = win.controller.next_snapshot()
     assert snap is not None and (snap.window, snap.model) == (RUNNING, "openai/fake")
     assert win.status.texts()["model"] == "model: openai/fake"
+
+
+CLAUDE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "sessions" / "claude-code" / (
+    "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+
+
+def test_the_bar_of_an_imported_claude_code_session_holds_its_inferred_prefix(qtbot: Any, win: MainWindow) -> None:
+    """Claude Code's system prompt and tools are not in its file: the bar shows them as the one
+    region inferred at import (its first call's prompt − the messages), not ctxbench's own."""
+    win.ensure_chart()
+    open_transcript(qtbot, win, CLAUDE)
+    c = win.controller
+    inferred = c.session.meta["import"]["inferred_prefix"]
+    assert inferred["source"] == "inferred" and inferred["tokens"] > 10_000
+    snap = c.next_snapshot()
+    assert snap is not None and snap.tools == 0
+    assert snap.system == inferred["tokens"]
+    first = next(json.loads(line) for line in CLAUDE.read_text().splitlines()
+                 if '"usage"' in line and json.loads(line).get("type") == "assistant")
+    usage = first["message"]["usage"]
+    prompt = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+    assert inferred["tokens"] < prompt  # a part of the first call's prompt, as the provider counted it
