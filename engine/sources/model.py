@@ -296,3 +296,15 @@ def json_args(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def openai_tool_calls(raw_calls: Any) -> list[dict[str, Any]]:
+    """OpenAI-format ``tool_calls`` as a source wrote them, kept to the fields a message carries
+    (entries that are not calls are left out)."""
+    calls = []
+    for call in raw_calls if isinstance(raw_calls, list) else []:
+        if isinstance(call, dict) and isinstance(call.get("function"), dict):
+            fn = call["function"]
+            calls.append({"id": str(call.get("id") or ""), "type": "function",
+                          "function": {"name": str(fn.get("name") or ""), "arguments": json_args(fn.get("arguments"))}})
+    return calls

@@ -28,7 +28,7 @@ from engine.sources.model import (
     SourceSession,
     int_or_none,
     iso,
-    json_args,
+    openai_tool_calls,
     text_of,
 )
 
@@ -69,13 +69,7 @@ def _assistant_from_response(response: dict[str, Any]) -> Message:
     raw = choices[0].get("message") if choices and isinstance(choices[0], dict) else {}
     raw = raw if isinstance(raw, dict) else {}
     msg: Message = {"role": "assistant", "content": text_of(raw.get("content")) or None}
-    calls = []
-    raw_calls = raw.get("tool_calls")
-    for call in raw_calls if isinstance(raw_calls, list) else []:
-        if isinstance(call, dict) and isinstance(call.get("function"), dict):
-            fn = call["function"]
-            calls.append({"id": str(call.get("id") or ""), "type": "function",
-                          "function": {"name": str(fn.get("name") or ""), "arguments": json_args(fn.get("arguments"))}})
+    calls = openai_tool_calls(raw.get("tool_calls"))
     if calls:
         msg["tool_calls"] = calls
     return msg

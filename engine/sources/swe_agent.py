@@ -21,7 +21,7 @@ from engine.sources.model import (
     Skipped,
     SourceError,
     SourceSession,
-    json_args,
+    openai_tool_calls,
     text_of,
 )
 
@@ -41,13 +41,7 @@ def _message(raw: dict[str, Any]) -> Message | None:
     if role not in ("user", "assistant", "tool"):
         return None
     msg: Message = {"role": role, "content": text_of(raw.get("content"))}
-    calls = []
-    raw_calls = raw.get("tool_calls")
-    for call in raw_calls if isinstance(raw_calls, list) else []:
-        if isinstance(call, dict) and isinstance(call.get("function"), dict):
-            fn = call["function"]
-            calls.append({"id": str(call.get("id") or ""), "type": "function",
-                          "function": {"name": str(fn.get("name") or ""), "arguments": json_args(fn.get("arguments"))}})
+    calls = openai_tool_calls(raw.get("tool_calls"))
     if calls:
         msg["tool_calls"] = calls
     if role == "tool":
