@@ -187,6 +187,19 @@ def _response_item(state: _State, n: int, payload: dict[str, Any]) -> None:
         state.session.skipped.append(Skipped(n, f"response item type {kind!r} is not one this reader knows"))
 
 
+def call_from_usage(info: dict[str, Any], *, index: int, model: str, ts: str, window: int | None,
+                    message_index: int = 0) -> ProviderCall:
+    """The provider call a ``token_count`` event's ``last_token_usage`` reports: its prompt includes
+    the cached part (cache read); Codex reports no cache write (None, not 0)."""
+    last = info.get("last_token_usage") if isinstance(info.get("last_token_usage"), dict) else {}
+    return ProviderCall(
+        index=index, prompt_tokens=int_or_none(last.get("input_tokens")),
+        completion_tokens=int_or_none(last.get("output_tokens")),
+        cache_read_tokens=int_or_none(last.get("cached_input_tokens")), cache_write_tokens=None,
+        model=model, ts=ts, window=window, message_index=message_index,
+        reasoning_tokens=int_or_none(last.get("reasoning_output_tokens")))
+
+
 def _token_count(state: _State, payload: dict[str, Any]) -> None:
     info = payload.get("info")
     if not isinstance(info, dict):
@@ -196,15 +209,10 @@ def _token_count(state: _State, payload: dict[str, Any]) -> None:
     if total == state.last_total:
         return  # the second of the pair, or nothing new
     state.last_total = total
-    last = info.get("last_token_usage") if isinstance(info.get("last_token_usage"), dict) else {}
-    prompt = int_or_none(last.get("input_tokens"))
     session = state.session
-    session.calls.append(ProviderCall(
-        index=len(session.calls), prompt_tokens=prompt, completion_tokens=int_or_none(last.get("output_tokens")),
-        cache_read_tokens=int_or_none(last.get("cached_input_tokens")), cache_write_tokens=None,
-        model=state.model, ts=state.ts, window=state.window,
-        message_index=state.response_start if state.response_start is not None else len(session.messages),
-        reasoning_tokens=int_or_none(last.get("reasoning_output_tokens"))))
+    start = state.response_start if state.response_start is not None else len(session.messages)
+    session.calls.append(call_from_usage(info, index=len(session.calls), model=state.model, ts=state.ts,
+                                         window=state.window, message_index=start))
     state.response_start = None
     state.turn_open = True
     state.compaction_pending = False

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.sources.claude_code import SYNTHETIC_MODEL, merge_usage, window_for_model
+from engine.sources.codex import call_from_usage
 from engine.sources.detect import HEAD_BYTES, detect_format
 from engine.sources.model import (
     Compaction,
@@ -332,13 +333,7 @@ class CodexParser(_Parser):
         if total == self.last_total:
             return  # the second of the pair, or nothing new
         self.last_total = total
-        last = info.get("last_token_usage") if isinstance(info.get("last_token_usage"), dict) else {}
-        call = ProviderCall(
-            index=self.call_count, prompt_tokens=int_or_none(last.get("input_tokens")),
-            completion_tokens=int_or_none(last.get("output_tokens")),
-            cache_read_tokens=int_or_none(last.get("cached_input_tokens")), cache_write_tokens=None,
-            model=self.model, ts=self.ts, window=self.window,
-            reasoning_tokens=int_or_none(last.get("reasoning_output_tokens")))
+        call = call_from_usage(info, index=self.call_count, model=self.model, ts=self.ts, window=self.window)
         self._new_call(call.index, call)
         if call.prompt_tokens:
             self.last_prompt = call.prompt_tokens
