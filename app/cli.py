@@ -11,7 +11,7 @@
     ctxbench export --session DIR --format md|csv|json [-o FILE]   (app.cli_export)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
-``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.events.event_to_json):
+``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.model.events.event_to_json):
 ``message``, ``text_delta``, ``tool_call_started``, ``tool_call_finished``, ``context`` (``window`` and
 integer ``regions``: system, summary, history, tools, reserve, free), ``compaction_started``,
 ``compaction`` (``trigger``, ``tokens_before``, ``tokens_after``, ``messages_compacted``, ...),
@@ -19,7 +19,7 @@ integer ``regions``: system, summary, history, tools, reserve, free), ``compacti
 background (auto) compaction, so that its events are printed and recorded before it exits.
 
 Exit codes: 0 success; 2 usage error (argparse); 1 runtime error, with one line on stderr.
-Settings come from ``engine.config.load_settings()`` (settings.toml, ``CTXBENCH_*``); flags override
+Settings come from ``engine.store.config.load_settings()`` (settings.toml, ``CTXBENCH_*``); flags override
 them; settings problems are printed to stderr as warnings. Set ``CTXBENCH_DEBUG=1`` for tracebacks.
 
 litellm is imported only when a model is called (or asked for its window): ``inspect`` of a session
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from app import cli_export
-from engine.config import LOCAL_MODEL, Settings, load_settings
+from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
 COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export")
@@ -229,7 +229,7 @@ def load_effective_settings(args: argparse.Namespace) -> Settings:
 
 
 def _is_session_dir(path: Path) -> bool:
-    from engine.session import HISTORY_FILE, SESSION_FILE
+    from engine.store.session import HISTORY_FILE, SESSION_FILE
 
     return (path / SESSION_FILE).exists() or (path / HISTORY_FILE).exists()
 
@@ -241,8 +241,8 @@ def open_session(
 
     ``lock`` (commands that write) holds the folder against other ctxbench processes until closed.
     """
-    from engine.session import Session, SessionLockedError
-    from engine.tokens import make_estimator
+    from engine.context.tokens import make_estimator
+    from engine.store.session import Session, SessionLockedError
 
     estimator = make_estimator(settings.estimator, settings.model)
     if create and (not path.exists() or (path.is_dir() and not any(path.iterdir()))):
@@ -296,10 +296,10 @@ async def _deny(name: str, arguments: dict[str, Any]) -> bool:
 
 
 async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
-    from engine import llm
     from engine.agent import Agent
-    from engine.events import ErrorEvent, Event, TextDelta, TurnFinished, event_to_json
-    from engine.tools import ToolBox
+    from engine.llm import client as llm
+    from engine.model.events import ErrorEvent, Event, TextDelta, TurnFinished, event_to_json
+    from engine.tools.registry import ToolBox
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():
@@ -389,11 +389,11 @@ def _snapshot_brief(snap: Any) -> dict[str, Any]:
 
 
 async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
-    from engine import llm
     from engine.agent import session_window
-    from engine.compaction import CompactionError, Compactor
-    from engine.events import Event, event_to_json
-    from engine.summaries import summary_figures
+    from engine.context.compaction import CompactionError, Compactor
+    from engine.context.summaries import summary_figures
+    from engine.llm import client as llm
+    from engine.model.events import Event, event_to_json
 
     session = open_session(args.session, settings, lock=bool(args.apply))
     try:
@@ -457,7 +457,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> in
         raise UsageError(str(exc)) from None
     model_info = None
     if not args.no_model_info:
-        from engine import llm
+        from engine.llm import client as llm
 
         model_info = llm.model_info
     if args.session.exists() and not (args.session.is_dir() and not any(args.session.iterdir())):

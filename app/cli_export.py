@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.config import Settings
+from engine.store.config import Settings
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -37,8 +37,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def cmd_export(args: argparse.Namespace, settings: Settings, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``
     (app.cli.CLIError: one line on stderr, exit status 1)."""
+    from engine.context.tokens import HeuristicEstimator, make_estimator
     from engine.export import ExportError, default_path, read_session, render, write_file
-    from engine.tokens import HeuristicEstimator, make_estimator
 
     try:
         data = read_session(args.session)

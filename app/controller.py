@@ -1,7 +1,7 @@
 """The bridge between the engine and the window: runs the engine on the qasync loop, speaks Qt signals.
 
 :class:`Controller` owns the session store, the open session and its :class:`engine.agent.Agent`
-(whose :class:`engine.compaction.Compactor` does the manual compaction too). Every engine event is
+(whose :class:`engine.context.compaction.Compactor` does the manual compaction too). Every engine event is
 re-emitted as a Qt signal carrying the engine's dataclass (or plain data built from engine
 functions); widgets never call litellm or touch files.
 
@@ -35,7 +35,7 @@ Signals (payloads are engine dataclasses unless said otherwise):
     approval_requested(str, str, str)  request id, tool name, arguments (JSON)
     approvals_withdrawn()          the turn that asked was stopped
     preview_started(str)           a compaction preview is being made (the instruction)
-    preview_ready(object)          engine.compaction.CompactionPreview: the plan and the digest, at once
+    preview_ready(object)          engine.context.compaction.CompactionPreview: the plan and the digest, at once
                                    (``summary.model_pending``: the model's part is still being written)
     preview_summary(object)        the same preview with the model's part in (when the mode has one)
     preview_after(object)          ContextSnapshot after applying the edited summary
@@ -72,11 +72,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from engine import archive
-from engine.archive import merge_archived
-from engine.budget import PROMPT_REGIONS, ContextSnapshot, WindowInfo, resolve_window
-from engine.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
-from engine.events import (
+from engine.context.budget import PROMPT_REGIONS, ContextSnapshot, WindowInfo, resolve_window
+from engine.model.events import (
     CompactionEvent,
     CompactionFailed,
     CompactionStarted,
@@ -90,8 +87,11 @@ from engine.events import (
     ToolCallStarted,
     TurnFinished,
 )
-from engine.messages import Message, new_id, now_iso, preview
-from engine.session import Session, SessionError, SessionStore
+from engine.model.messages import Message, new_id, now_iso, preview
+from engine.store import archive
+from engine.store.archive import merge_archived
+from engine.store.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
+from engine.store.session import Session, SessionError, SessionStore
 
 OFFLOAD_PATH = re.compile(r"^tool_results/[0-9a-f]{32}\.txt$")
 MAX_VIEW_BYTES = 8 * 1024 * 1024  # the viewer shows at most this much of one offloaded file
@@ -163,7 +163,7 @@ def session_dict(info: Any) -> dict[str, Any]:
 
 
 def file_dict(f: Any, session: Session | None) -> dict[str, Any]:
-    """An inspector dict from an engine.offload.OffloadedFile."""
+    """An inspector dict from an engine.context.offload.OffloadedFile."""
     out = {
         "path": f.path,
         "size": f.size,
@@ -249,7 +249,7 @@ class Controller(QObject):
         self._turn = _Turn()
         self._draft = ""
         self._live_ids: list[str] = []
-        self._preview: Any = None  # engine.compaction.CompactionPreview
+        self._preview: Any = None  # engine.context.compaction.CompactionPreview
         self._state = "idle"
         self._llm_ready = False
         self._agent_stale = False
@@ -313,13 +313,13 @@ class Controller(QObject):
             self.open_session(infos[0]["id"])
         else:
             self.new_session()
-        from engine import llm
+        from engine.llm import client as llm
 
         llm.never_wait_on_this_thread()  # the window's model-info lookups never import litellm here
         self._spawn("warmup", self._warm_up())
 
     async def _warm_up(self) -> None:
-        from engine import llm
+        from engine.llm import client as llm
 
         await self._prepare_counting()  # llama_cpp first (quick): a session opening needs it, not litellm
         try:
@@ -346,7 +346,7 @@ class Controller(QObject):
             await asyncio.wait([warm])
 
     def _needs_llm_for_window(self) -> bool:
-        from engine.local_model import is_local
+        from engine.llm.local_model import is_local
 
         return self.settings.context_window is None and not is_local(self.settings.model)
 
@@ -363,7 +363,7 @@ class Controller(QObject):
     async def _prepare_counting(self) -> None:
         """Load the bundled model's tokenizer in a worker thread before counting with it here: its
         import may have to wait at the import gate while litellm loads in the background."""
-        from engine.local_model import LocalModelError, is_local, load_tokenizer
+        from engine.llm.local_model import LocalModelError, is_local, load_tokenizer
 
         if self.settings.estimator in ("auto", "exact") and is_local(self.settings.model):
             try:
@@ -437,7 +437,7 @@ class Controller(QObject):
 
         model_info = None
         if self._llm_ready:
-            from engine import llm
+            from engine.llm import client as llm
 
             model_info = llm.model_info
         self.state_changed.emit("importing")
@@ -485,10 +485,10 @@ class Controller(QObject):
             )
 
     def _estimator(self) -> Any:
-        from engine.tokens import HeuristicEstimator, make_estimator
+        from engine.context.tokens import HeuristicEstimator, make_estimator
 
         if self.settings.estimator == "exact" and not self._llm_ready:
-            from engine.local_model import is_local
+            from engine.llm.local_model import is_local
 
             if not is_local(self.settings.model):
                 return HeuristicEstimator()  # exact counting needs litellm: switched once it is loaded
@@ -509,8 +509,8 @@ class Controller(QObject):
         return folder
 
     def _window_info(self) -> WindowInfo:
-        from engine import llm
         from engine.agent import agent_window
+        from engine.llm import client as llm
 
         s = self.settings
         if s.context_window is not None:
@@ -520,9 +520,9 @@ class Controller(QObject):
         return agent_window(s, llm.config_from_settings(s))
 
     def _make_agent(self) -> None:
-        from engine import llm
         from engine.agent import Agent
-        from engine.tools import ToolBox
+        from engine.llm import client as llm
+        from engine.tools.registry import ToolBox
 
         session = self.session
         if session is None:
@@ -613,7 +613,7 @@ class Controller(QObject):
         return state
 
     def _session_view(self) -> SessionView:
-        from engine.offload import list_offloaded
+        from engine.context.offload import list_offloaded
 
         session = self.session
         assert session is not None
@@ -772,7 +772,7 @@ class Controller(QObject):
         self._emit_state()
 
     def _announce_file(self, path: str) -> None:
-        from engine.offload import list_offloaded
+        from engine.context.offload import list_offloaded
 
         session = self.session
         if session is None:
@@ -1035,7 +1035,7 @@ class Controller(QObject):
         self._spawn("apply", self._apply(preview_, summary))
 
     async def _apply(self, preview_: Any, summary: str | None) -> None:
-        from engine.compaction import CompactionError
+        from engine.context.compaction import CompactionError
 
         agent = self.agent
         if agent is None:
@@ -1067,7 +1067,7 @@ class Controller(QObject):
         self._spawn("undo", self._undo())
 
     async def _undo(self) -> None:
-        from engine.compaction import CompactionError
+        from engine.context.compaction import CompactionError
 
         try:
             await self.agent.compactor.undo()
@@ -1187,8 +1187,8 @@ class Controller(QObject):
         return True
 
     def api_key_status(self) -> str:
-        from engine.local_model import is_local
-        from engine.secrets import env_var_for, lookup_api_key, provider_of
+        from engine.llm.local_model import is_local
+        from engine.store.secrets import env_var_for, lookup_api_key, provider_of
 
         model = self.settings.model
         if is_local(model):
@@ -1203,7 +1203,7 @@ class Controller(QObject):
                 f"${env_var_for(provider)} in the environment")
 
     def store_api_key(self, key: str) -> bool:
-        from engine.secrets import provider_of, store_api_key
+        from engine.store.secrets import provider_of, store_api_key
 
         provider = provider_of(self.settings.model)
         try:
@@ -1217,7 +1217,7 @@ class Controller(QObject):
         return True
 
     def forget_api_key(self) -> bool:
-        from engine.secrets import delete_api_key, provider_of
+        from engine.store.secrets import delete_api_key, provider_of
 
         provider = provider_of(self.settings.model)
         removed = delete_api_key(provider)

@@ -35,9 +35,9 @@ from PySide6.QtWidgets import (
 
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
-from engine.budget import ContextSnapshot
-from engine.config import Settings, config_dir
-from engine.events import CompactionFailed, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
+from engine.context.budget import ContextSnapshot
+from engine.model.events import CompactionFailed, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
+from engine.store.config import Settings, config_dir
 from widgets.approval_bar import ApprovalBar
 from widgets.chat_input import ChatInput
 from widgets.chat_view import ChatView

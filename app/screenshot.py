@@ -89,7 +89,7 @@ def _import_trajectory(sessions: Path) -> None:
     if not found:
         return
     from engine.importer import import_transcript
-    from engine.session import SessionStore
+    from engine.store.session import SessionStore
 
     import_transcript(found[0], store=SessionStore(sessions))
 

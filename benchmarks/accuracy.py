@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.budget import Calibrator
-from engine.messages import Message, to_wire
-from engine.tokens import estimate_message_tokens, estimate_tool_defs_tokens
+from engine.context.budget import Calibrator
+from engine.context.tokens import estimate_message_tokens, estimate_tool_defs_tokens
+from engine.model.messages import Message, to_wire
 
 REPO = Path(__file__).resolve().parent.parent
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
@@ -87,7 +87,7 @@ def calibrated_series(raw: Sequence[int], calls: Sequence[Call]) -> list[float]:
 
 
 def exact_counter(model: str) -> Callable[[list[Message]], int]:
-    from engine import llm
+    from engine.llm import client as llm
 
     tools_tokens = llm.tools_token_counter(model, [BASH_TOOL])
 

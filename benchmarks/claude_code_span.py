@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message
+from engine.model.messages import Message
 
 HARNESS_PREFIXES = (
     "<task-notification>", "<local-command-", "<command-name>", "<command-message>", "[Request interrupted",

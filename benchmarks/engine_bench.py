@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.compaction import force_compression, plan_compaction
-from engine.messages import Message, new_message, tool_call
-from engine.tokens import HeuristicEstimator, TokenCache, TokenLedger, estimate_message_tokens
+from engine.context.compaction import force_compression, plan_compaction
+from engine.context.tokens import HeuristicEstimator, TokenCache, TokenLedger, estimate_message_tokens
+from engine.model.messages import Message, new_message, tool_call
 
 MB = 1024 * 1024
 
@@ -138,7 +138,7 @@ def bench_heuristic_throughput(n: int = 10_000) -> list[Figure]:
 
 
 def bench_exact(n: int = 2_000) -> list[Figure]:
-    from engine import llm
+    from engine.llm import client as llm
 
     history = make_history(n)
     model = "gpt-4o"
@@ -159,7 +159,7 @@ def bench_exact(n: int = 2_000) -> list[Figure]:
         return total
 
     def via_litellm() -> int:
-        from engine.messages import to_wire
+        from engine.model.messages import to_wire
 
         return sum(llm.token_counter(model, [to_wire(m)]) for m in history)
 
@@ -173,7 +173,7 @@ def bench_exact(n: int = 2_000) -> list[Figure]:
     cache.total(history)
     t_cached = best_of(cached_second_pass, repeat=5)
     return [
-        Figure(f"exact count via engine.llm.token_counter, {n} msgs", t_lite * 1e3, "ms", "", None),
+        Figure(f"exact count via engine.llm.client.token_counter, {n} msgs", t_lite * 1e3, "ms", "", None),
         Figure("  tiktoken called directly (same texts)", t_direct * 1e3, "ms", "(baseline)", None),
         Figure("  ratio engine/direct", t_lite / t_direct, "x", "report", None),
         Figure("  unchanged history again (per-message cache)", t_cached * 1e3, "ms", "", None),
@@ -181,14 +181,14 @@ def bench_exact(n: int = 2_000) -> list[Figure]:
 
 
 def llm_estimator(model: str) -> Any:
-    from engine.tokens import ExactEstimator
+    from engine.context.tokens import ExactEstimator
 
     return ExactEstimator(model)
 
 
 def bench_offload(size_mb: int = 100) -> list[Figure]:
-    from engine.config import Settings
-    from engine.offload import Offloader
+    from engine.context.offload import Offloader
+    from engine.store.config import Settings
 
     line = ("x" * 99 + "\n").encode()
     text = (line * (size_mb * MB // len(line))).decode()
@@ -240,9 +240,9 @@ def bench_offload(size_mb: int = 100) -> list[Figure]:
 
 
 def bench_session_load(n: int = 10_000, snapshots: int = 1_000) -> list[Figure]:
-    from engine.budget import WindowInfo, build_snapshot
-    from engine.fsutil import append_lines
-    from engine.session import Session
+    from engine.context.budget import WindowInfo, build_snapshot
+    from engine.store.fsutil import append_lines
+    from engine.store.session import Session
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s"

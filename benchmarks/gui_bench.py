@@ -27,8 +27,8 @@ def _app() -> Any:
 
 
 def _snapshots(n: int) -> list[dict[str, Any]]:
-    from engine.budget import WindowInfo, build_snapshot
-    from engine.tokens import estimate_message_tokens
+    from engine.context.budget import WindowInfo, build_snapshot
+    from engine.context.tokens import estimate_message_tokens
 
     out = []
     history = make_history(400)
@@ -47,7 +47,7 @@ def _snapshots(n: int) -> list[dict[str, Any]]:
 
 
 def bench_chart(columns: int = 1_000) -> list[Figure]:
-    from engine.budget import ContextSnapshot
+    from engine.context.budget import ContextSnapshot
     from widgets.context_chart import ContextChart
 
     app = _app()
@@ -88,8 +88,8 @@ def _rss_mb() -> float:
 
 
 def bench_chat(n: int = 10_000) -> list[Figure]:
-    from engine.messages import new_message
-    from engine.tokens import estimate_message_tokens
+    from engine.context.tokens import estimate_message_tokens
+    from engine.model.messages import new_message
     from widgets.chat_view import ChatView
 
     app = _app()
@@ -165,8 +165,8 @@ def bench_app_memory(n: int = 10_000) -> list[Figure]:
 def _app_memory_child(n: int) -> None:
     import tempfile
 
-    from engine.fsutil import append_lines
-    from engine.session import SessionStore
+    from engine.store.fsutil import append_lines
+    from engine.store.session import SessionStore
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CTXBENCH_DATA_DIR"] = str(Path(tmp) / "data")
@@ -197,7 +197,7 @@ def _app_memory_child(n: int) -> None:
             controller.open_session(empty.id)
             for _ in range(20):
                 await asyncio.sleep(0.05)
-            from engine import llm
+            from engine.llm import client as llm
 
             await asyncio.to_thread(llm._lib)  # the app imports litellm after showing: count it in both
             rss_empty = _rss_mb()

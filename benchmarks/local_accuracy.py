@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.engine_bench import Figure
-from engine import messages as m
 from engine.agent import Agent
-from engine.config import Settings
-from engine.llm import LOCAL_MODEL, LLMConfig
-from engine.session import Session
-from engine.tokens import make_estimator
-from engine.tools import ToolBox
+from engine.context.tokens import make_estimator
+from engine.llm.client import LOCAL_MODEL, LLMConfig
+from engine.model import messages as m
+from engine.store.config import Settings
+from engine.store.session import Session
+from engine.tools.registry import ToolBox
 
 TURNS = [
     "What does notes.txt say about the release? 12 34 56 78 90 and a b c d e f.",

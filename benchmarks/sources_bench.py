@@ -129,8 +129,8 @@ def bench_claude_code_log(tmp: Path, ctx_import: float) -> list[Figure]:
 
 
 def bench_sources(tmp: Path) -> list[Figure]:
-    from engine.config import Settings
     from engine.sources.discovery import scan_sources
+    from engine.store.config import Settings
 
     config = build_projects(tmp / "claude-config")
     env = _tool_env(tmp / "home")

@@ -5,9 +5,9 @@ claude-code/``), the span before the compaction is converted to OpenAI messages
 (:mod:`benchmarks.claude_code_span`) and each summary mode is run on it. Beside the same figures for
 Claude Code's summary (``isCompactSummary``), it prints:
 
-- valid: the project's own check (:func:`engine.compaction.check_summary`);
+- valid: the project's own check (:func:`engine.context.compaction.check_summary`);
 - file recall: of the files Claude's summary names, the share ours names too. A file name is a
-  path-like word with a source-file extension (:data:`engine.digest.MENTION_RE`); ours names it when
+  path-like word with a source-file extension (:data:`engine.context.digest.MENTION_RE`); ours names it when
   one of our names equals it or ends with ``/`` + it (Claude often writes ``annotation.ex`` where
   the tool calls had the absolute path). Claude's pointer to its own transcript
   (``~/.claude/projects/…jsonl``, the counterpart of our archive guide) is left out;
@@ -40,13 +40,13 @@ from pathlib import Path
 
 from benchmarks.claude_code_span import CompactedSpan, read_span, user_requests
 from benchmarks.engine_bench import Figure, best_of
-from engine.compaction import check_summary
-from engine.config import Settings
-from engine.digest import MENTION_RE
-from engine.digest_text import build_digest
-from engine.messages import Message
-from engine.summaries import DIGEST_SHARE, SummaryMode, digest_part, model_part
-from engine.tokens import estimate_text_tokens
+from engine.context.compaction import check_summary
+from engine.context.digest import MENTION_RE
+from engine.context.digest_text import build_digest
+from engine.context.summaries import DIGEST_SHARE, SummaryMode, digest_part, model_part
+from engine.context.tokens import estimate_text_tokens
+from engine.model.messages import Message
+from engine.store.config import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
@@ -137,7 +137,7 @@ def digest_rows(span: CompactedSpan) -> list[Row]:
 
 def model_rows(span: CompactedSpan) -> list[Row]:
     """``model`` and ``both`` on the bundled model (one bounded run each)."""
-    from engine import llm
+    from engine.llm import client as llm
 
     settings = Settings(summary_max_tokens=MODEL_MAX_TOKENS)
     config = llm.config_from_settings(settings)

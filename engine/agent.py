@@ -4,9 +4,9 @@ One turn (:meth:`Agent.run_turn`)::
 
     append the user message (fsync'd)
     repeat, at most ``settings.max_iterations`` LLM calls:
-        proactive budget check (engine.compaction.Compactor.proactive, with :func:`build_request`)
+        proactive budget check (engine.context.compaction.Compactor.proactive, with :func:`build_request`)
         build the request (:func:`build_request`: system prompt + summary block, history, tools)
-        stream it (engine.llm.stream_chat): TextDelta events, transient errors retried inside llm;
+        stream it (engine.llm.client.stream_chat): TextDelta events, transient errors retried inside llm;
             a context-window error → Compactor.reactive, then retry (at most 2 retries)
         record usage beside the estimate (Calibrator) and one ContextSnapshot → ContextUpdated
         append the assistant message
@@ -27,7 +27,7 @@ re-raised. A failure mid-stream (the provider dropped the connection) is settled
 Errors never crash the loop: auth / bad request / exhausted retries / a context-window error that
 compaction cannot fix end the turn with an :class:`ErrorEvent` and ``TurnFinished(ok=False)``. An
 answer with no text and no tool call is never stored as an answer: the turn ends ``ok=False`` with an
-``empty_response`` error (an empty *stream* is first explained by :mod:`engine.llm`).
+``empty_response`` error (an empty *stream* is first explained by :mod:`engine.llm.client`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from engine import llm
-from engine import messages as m
-from engine.budget import ContextSnapshot, WindowInfo, resolve_context_window, resolve_window
-from engine.compaction import Compactor, SummarizeFn, summary_block
-from engine.config import Settings
-from engine.events import (
+from engine.context.budget import ContextSnapshot, WindowInfo, resolve_context_window, resolve_window
+from engine.context.compaction import Compactor, SummarizeFn, summary_block
+from engine.context.offload import Offloader
+from engine.llm import client as llm
+from engine.llm.client import Completion, LLMConfig, LLMError
+from engine.model import messages as m
+from engine.model.events import (
     ContextUpdated,
     ErrorEvent,
     Event,
@@ -54,12 +55,11 @@ from engine.events import (
     ToolCallStarted,
     TurnFinished,
 )
-from engine.llm import Completion, LLMConfig, LLMError
-from engine.messages import Message
-from engine.offload import Offloader
-from engine.secrets import scrub
-from engine.session import Session
-from engine.tools import ApproveFn, ToolBox
+from engine.model.messages import Message
+from engine.store.config import Settings
+from engine.store.secrets import scrub
+from engine.store.session import Session
+from engine.tools.registry import ApproveFn, ToolBox
 
 PROMPT_PATH = Path(__file__).resolve().parent.parent / "resources" / "prompts" / "system.md"
 MAX_REACTIVE_RETRIES = 2
@@ -301,10 +301,10 @@ def _empty_answer(completion: Completion, model: str) -> str:
 
 
 class Agent:
-    """Runs turns of one session; emits :mod:`engine.events` through ``emit``.
+    """Runs turns of one session; emits :mod:`engine.model.events` through ``emit``.
 
     ``approve`` (async ``(tool_name, arguments) -> bool``) is given to the toolbox when it has none.
-    ``summarize`` defaults to :func:`engine.llm.make_summarizer` on the same model. ``window`` defaults
+    ``summarize`` defaults to :func:`engine.llm.client.make_summarizer` on the same model. ``window`` defaults
     to :func:`agent_window`.
     """
 

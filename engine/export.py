@@ -13,7 +13,7 @@ Reading needs no lock and writes nothing in the session folder (an open session 
   tokens before → after and summary.
 - **CSV / JSON** (:func:`call_rows`): one row per provider call (``context`` record of
   ``events.jsonl``) with the fields :data:`CALL_FIELDS` — the record's figures as written (``None``
-  / empty where unknown) plus the cache figures derived by :mod:`engine.cache`. The JSON document
+  / empty where unknown) plus the cache figures derived by :mod:`engine.context.cache`. The JSON document
   also holds the session's description and its compactions.
 
 :func:`export_session` writes one of them atomically (:func:`write_file`: temporary file + rename,
@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from engine import archive
-from engine.archive import merge_archived
-from engine.budget import PROMPT_REGIONS
-from engine.cache import analyze
-from engine.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects
-from engine.messages import Message, content_text
-from engine.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.context.budget import PROMPT_REGIONS
+from engine.context.cache import analyze
+from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.model.messages import Message, content_text
+from engine.store import archive
+from engine.store.archive import merge_archived
+from engine.store.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects
 
 ExportFormat = Literal["md", "csv", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("md", "csv", "json")

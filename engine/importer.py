@@ -33,12 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.budget import Calibrator, WindowInfo, build_snapshot, resolve_context_window
-from engine.config import Settings
-from engine.fsutil import append_lines, fsync_dir
-from engine.messages import Message, MessageError, new_id, now_iso
-from engine.session import Session, SessionStore, check_message, window_for
-from engine.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.context.budget import Calibrator, WindowInfo, build_snapshot, resolve_context_window
+from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.model.messages import Message, MessageError, new_id, now_iso
+from engine.store.config import Settings
+from engine.store.fsutil import append_lines, fsync_dir
+from engine.store.session import Session, SessionStore, check_message, window_for
 
 if TYPE_CHECKING:
     from engine.sources.ingest import SourceImportReport
@@ -442,7 +442,7 @@ def import_transcript(
 ) -> ImportReport | SourceImportReport:
     """Import ``path`` as a new session (in ``store``, or at ``session_dir``); return the report.
 
-    ``model_info`` (e.g. ``engine.llm.model_info``) looks up the model's window; without it, and
+    ``model_info`` (e.g. ``engine.llm.client.model_info``) looks up the model's window; without it, and
     without ``window`` or a window override in ``settings``, the window is the smallest multiple of
     1024 that held every reported prompt (``window_source == "observed"``).
 

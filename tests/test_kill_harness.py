@@ -45,10 +45,10 @@ from typing import Any
 
 import pytest
 
-from engine import archive
 from engine.agent import unanswered_calls
-from engine.messages import assistant, user
-from engine.session import Session
+from engine.model.messages import assistant, user
+from engine.store import archive
+from engine.store.session import Session
 from tests import fakeserver as fs
 from tests.conftest import REPO
 

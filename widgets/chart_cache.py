@@ -3,7 +3,7 @@ read from its cache, what it wrote to it and the uncached input; the cache hit r
 right axis (0–100 %, 100 % at the top of the tallest column); the calls that re-wrote the cached
 prefix marked with a ★ (their tooltip says why the call cost more).
 
-The figures and the judgement come from :func:`engine.cache.analyze`; this module only draws them.
+The figures and the judgement come from :func:`engine.context.cache.analyze`; this module only draws them.
 Its plot items are created once (hidden in the region view) and updated with ``setOpts`` /
 ``setData``.
 """
@@ -18,7 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
-from engine.cache import CacheSummary, analyze
+from engine.context.cache import CacheSummary, analyze
 from widgets.chart_parts import COLUMN_WIDTH
 from widgets.theme import Palette, format_tokens
 

@@ -99,7 +99,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.messages import content_text, media_count
+from engine.model.messages import content_text, media_count
 from widgets.formatting import local_datetime, parse_arguments, pretty_arguments
 from widgets.theme import Palette, format_bytes, format_tokens, palette
 

@@ -28,7 +28,7 @@ Methods:
                                 applied while the model writes (Cancel stops the model)
     set_mode(label)             how the summary is made ("digest — no model", …)
     set_costs(text)             what each part of the summary cost (tokens, time)
-    show_summary_parts(summary) set_mode + set_costs from an engine.summaries.Summary
+    show_summary_parts(summary) set_mode + set_costs from an engine.context.summaries.Summary
     show_problem(plan, summary) the reason the plan or summary cannot be applied as shown
     set_model_text(text)        the model's part arrived: replaces the editor text unless the user
                                 edited it meanwhile (then a note says so); returns whether it replaced
@@ -61,9 +61,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.budget import ContextSnapshot
-from engine.messages import preview
-from engine.summaries import Summary, mode_label
+from engine.context.budget import ContextSnapshot
+from engine.context.summaries import Summary, mode_label
+from engine.model.messages import preview
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 
@@ -395,7 +395,7 @@ class CompactionPreview(QDialog):
         return self.costs_label.text()
 
     def show_summary_parts(self, summary: Any) -> None:
-        """The mode and the costs of an engine summary (:class:`engine.summaries.Summary`)."""
+        """The mode and the costs of an engine summary (:class:`engine.context.summaries.Summary`)."""
         if isinstance(summary, Summary):
             self.set_mode(mode_label(summary.mode, summary.model))  # type: ignore[arg-type]
             self.set_costs(summary.costs())

@@ -1,6 +1,6 @@
 """The live context chart: what fills the next request, and how the context grew call by call.
 
-``ContextChart`` is a plain view: it takes snapshots (``engine.budget.ContextSnapshot`` or the dicts
+``ContextChart`` is a plain view: it takes snapshots (``engine.context.budget.ContextSnapshot`` or the dicts
 ``ContextSnapshot.to_json()`` writes to ``events.jsonl``) and compaction events (dicts from
 ``dataclasses.asdict(CompactionEvent)``) and draws them; it never computes budgets itself.
 
@@ -19,7 +19,7 @@ request is a faint column after the last call. Hovering a column or a marker sho
 the provider's cache figures): each call's column split into cache read / cache write / uncached
 input, the cache hit rate as a line on a right axis (0–100 %), and ★ on the calls that re-wrote the
 cached prefix, whose tooltip says why the call cost more (``widgets.chart_cache``, figures from
-``engine.cache``). A source whose system prompt + tools were inferred from the provider's first
+``engine.context.cache``). A source whose system prompt + tools were inferred from the provider's first
 figure has that region labelled "inferred" (legend, timeline, tooltip).
 
 Plot items are created once; updates only call ``setOpts``/``setData`` and are throttled by a
@@ -71,7 +71,7 @@ from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from engine.budget import ContextSnapshot
+from engine.context.budget import ContextSnapshot
 from widgets.chart_cache import CacheLayer, PercentAxis
 from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, TokenAxis
 from widgets.chart_parts import Legend as _Legend

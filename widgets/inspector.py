@@ -87,7 +87,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.messages import content_text, preview
+from engine.model.messages import content_text, preview
 from widgets.chat_view import SafeTextDocument
 from widgets.formatting import local_datetime, pretty_arguments
 from widgets.theme import Palette, format_bytes, format_tokens, palette

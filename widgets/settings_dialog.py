@@ -1,4 +1,4 @@
-"""Settings dialog: every field of ``engine.config.Settings``, grouped, validated before it is accepted.
+"""Settings dialog: every field of ``engine.store.config.Settings``, grouped, validated before it is accepted.
 
 The dialog never writes a file and never stores a secret: on Save it emits the validated
 ``Settings`` (the app saves them) and, when the user typed an API key, ``api_key_entered(key)`` (the
@@ -56,7 +56,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.config import ESTIMATORS, LOCAL_MODEL, OFFLOAD_STRATEGIES, SUMMARY_MODE_CHOICES, THEMES, Settings
+from engine.store.config import ESTIMATORS, LOCAL_MODEL, OFFLOAD_STRATEGIES, SUMMARY_MODE_CHOICES, THEMES, Settings
 from widgets.theme import Palette, palette
 
 INT_MAX = 2_000_000_000

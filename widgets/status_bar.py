@@ -17,7 +17,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
-from engine.budget import ContextSnapshot
+from engine.context.budget import ContextSnapshot
 from widgets.theme import Palette, format_tokens, palette, percent
 
 STATE_LABELS = {

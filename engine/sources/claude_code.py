@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message
+from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
     OffloadedResult,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message
+from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
     ProviderCall,

@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.config import Settings, data_dir
-from engine.fsutil import atomic_write_json
 from engine.sources.claude_code import SYNTHETIC_MODEL, window_for_model
 from engine.sources.model import int_or_none, iso
+from engine.store.config import Settings, data_dir
+from engine.store.fsutil import atomic_write_json
 
 Agent = Literal["claude-code", "codex"]
 INDEX_FILE = "sources-index.json"

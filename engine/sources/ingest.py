@@ -33,19 +33,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import archive
-from engine.budget import Calibrator, WindowInfo, build_snapshot
-from engine.config import Settings
-from engine.fsutil import append_lines, fsync_dir
-from engine.messages import new_id, now_iso
-from engine.session import Session
+from engine.context.budget import Calibrator, WindowInfo, build_snapshot
+from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.model.messages import new_id, now_iso
 from engine.sources.detect import detect_format
 from engine.sources.model import INFERRED, SourceError, SourceFormat, SourceSession
 from engine.sources.readers import read_source
-from engine.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.store import archive
+from engine.store.config import Settings
+from engine.store.fsutil import append_lines, fsync_dir
+from engine.store.session import Session
 
 SUBAGENTS_DIR = "subagents"
-RESULTS_DIR = "tool_results"  # engine.offload.RESULTS_DIR, without importing asyncio for it
+RESULTS_DIR = "tool_results"  # engine.context.offload.RESULTS_DIR, without importing asyncio for it
 ModelInfo = Callable[[str], dict[str, Any] | None]
 
 

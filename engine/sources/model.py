@@ -2,7 +2,7 @@
 
 A :class:`SourceSession` holds
 
-- ``messages``: OpenAI chat-format messages (the engine's :mod:`engine.messages` dicts, with ``id``
+- ``messages``: OpenAI chat-format messages (the engine's :mod:`engine.model.messages` dicts, with ``id``
   and ``ts``) in the order the agent sent them, *including* those a compaction later removed;
   ``live_start`` is the index of the first message still in the context after the last compaction;
 - ``calls``: the provider calls with the usage the agent recorded (``prompt_tokens`` is the whole
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from engine.messages import Message
+from engine.model.messages import Message
 
 SourceFormat = Literal["claude-code", "codex", "openhands", "swe-agent", "mini-swe-agent", "openai"]
 FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)

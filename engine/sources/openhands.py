@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message
+from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
     ProviderCall,

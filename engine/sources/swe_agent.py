@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message
+from engine.model.messages import Message
 from engine.sources.model import (
     ProviderCall,
     Skipped,

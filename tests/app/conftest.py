@@ -23,8 +23,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import qasync
 
-from engine import llm
-from engine.config import Settings
+from engine.llm import client as llm
+from engine.store.config import Settings
 from tests import fakeserver as fs
 from tests.widgets.conftest import QtMessageRecorder, qt_messages  # the Qt-warning guard
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine import export
-from engine.fsutil import read_jsonl_objects
+from engine.store.fsutil import read_jsonl_objects
 from tests.app.test_cli import assert_one_line_error, ctxbench, events
 from tests.conftest import SHARED
 

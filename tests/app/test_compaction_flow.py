@@ -13,7 +13,7 @@ import pytest
 
 from app.controller import Controller
 from app.main_window import MainWindow
-from engine.config import Settings
+from engine.store.config import Settings
 from tests import fakeserver as fs
 from tests.app.conftest import run
 from tests.app.test_flow import big_log, send, wait_turn

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from app.main_window import MainWindow
-from engine.config import Settings
+from engine.store.config import Settings
 from tests import fakeserver as fs
 from tests.app.test_main_window import close, make_window
 from tests.conftest import TRAJECTORIES

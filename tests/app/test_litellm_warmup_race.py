@@ -48,8 +48,8 @@ SCRIPT = textwrap.dedent(
 
     sys.meta_path.insert(0, SlowDown())
 
-    from engine import messages as m
-    from engine.session import SessionStore
+    from engine.model import messages as m
+    from engine.store.session import SessionStore
 
     store = SessionStore()
     session = store.create("imported run", model="openai/gpt-4o-mini")
@@ -67,7 +67,7 @@ SCRIPT = textwrap.dedent(
     async def main():
         from app.controller import Controller
         from app.main_window import MainWindow
-        from engine import llm
+        from engine.llm import client as llm
 
         controller = Controller()
         window = MainWindow(controller)

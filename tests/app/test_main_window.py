@@ -12,9 +12,9 @@ import pytest
 
 from app.controller import Controller
 from app.main_window import WINDOW_FILE, MainWindow
-from engine import messages as m
-from engine.config import Settings, config_dir, data_dir, load_settings
-from engine.session import Session
+from engine.model import messages as m
+from engine.store.config import Settings, config_dir, data_dir, load_settings
+from engine.store.session import Session
 from tests.app.conftest import run
 from tests.app.test_controller import make_session
 from tests.conftest import trajectory_files
@@ -138,7 +138,7 @@ def test_settings_dialog_round_trip(
     assert not dlg.try_accept()
     assert "max_tokens" in dlg.error_text()
     assert not (config_dir() / "settings.toml").exists()
-    # valid values: saved through engine.config, the key to the keyring only
+    # valid values: saved through engine.store.config, the key to the keyring only
     dlg.field("max_tokens").setValue(512)
     dlg.model_edit.setText("openai/gpt-4o-mini")
     dlg.field("compact_threshold_ratio").setValue(0.7)

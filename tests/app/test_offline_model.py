@@ -9,7 +9,7 @@ import pytest
 
 from app.controller import Controller
 from app.main_window import MainWindow
-from engine.config import LOCAL_MODEL, Settings
+from engine.store.config import LOCAL_MODEL, Settings
 from tests.app.conftest import run
 
 

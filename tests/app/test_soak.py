@@ -18,8 +18,8 @@ import pytest
 
 from app.controller import Controller
 from app.main_window import MainWindow
-from engine import messages as m
-from engine.config import Settings
+from engine.model import messages as m
+from engine.store.config import Settings
 from tests import fakeserver as fs
 from tests.app.conftest import run
 

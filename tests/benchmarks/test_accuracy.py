@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.accuracy import TRAJECTORIES, calibrated_series, load_calls, measure, measure_sources, source_files
-from engine.tokens import estimate_message_tokens
+from engine.context.tokens import estimate_message_tokens
 
 
 def test_trajectories_present() -> None:

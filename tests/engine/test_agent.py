@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 
-from engine import llm
-from engine import messages as m
 from engine.agent import (
     INTERRUPTED_RESULT,
     MISSING_RESULT,
@@ -28,8 +26,10 @@ from engine.agent import (
     unanswered_calls,
     wire_history,
 )
-from engine.config import Settings
-from engine.events import (
+from engine.llm import client as llm
+from engine.llm.client import LLMConfig
+from engine.model import messages as m
+from engine.model.events import (
     CompactionEvent,
     CompactionStarted,
     ContextUpdated,
@@ -41,9 +41,9 @@ from engine.events import (
     ToolCallStarted,
     TurnFinished,
 )
-from engine.llm import LLMConfig
-from engine.session import Session
-from engine.tools import ToolBox
+from engine.store.config import Settings
+from engine.store.session import Session
+from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 
 SUMMARY = "\n\n".join(

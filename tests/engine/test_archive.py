@@ -1,4 +1,4 @@
-"""engine.archive: dialog/YYYY-MM-DD.jsonl append by message date, read, list, search, restore."""
+"""engine.store.archive: dialog/YYYY-MM-DD.jsonl append by message date, read, list, search, restore."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import archive
-from engine.archive import ArchiveError
-from engine.messages import assistant, tool_call, tool_result, user
+from engine.model.messages import assistant, tool_call, tool_result, user
+from engine.store import archive
+from engine.store.archive import ArchiveError
 
 
 def _at(msg: dict, ts: str) -> dict:
@@ -105,7 +105,7 @@ def test_restore_selection_keeps_call_and_result_together(tmp_path: Path) -> Non
 
 
 def test_search_gives_up_a_pattern_that_backtracks_for_ever(tmp_path: Path) -> None:
-    from engine.messages import new_message
+    from engine.model.messages import new_message
 
     archive.append(tmp_path, [new_message("user", "a" * 40 + "b")])
     with pytest.raises(archive.ArchiveError, match="backtracks"):

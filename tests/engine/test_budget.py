@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from engine.budget import (
+from engine.context.budget import (
     CALIBRATED,
     ESTIMATED,
     EXACT,
@@ -17,7 +17,7 @@ from engine.budget import (
     resolve_context_window,
     resolve_window,
 )
-from engine.tokens import estimate_message_tokens, estimate_tool_defs_tokens
+from engine.context.tokens import estimate_message_tokens, estimate_tool_defs_tokens
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}]
 

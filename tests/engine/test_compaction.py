@@ -1,4 +1,4 @@
-"""engine.compaction: SPEC §4 plan, summary, emergency, the automatic paths, preview → apply → undo."""
+"""engine.context.compaction: SPEC §4 plan, summary, emergency, the automatic paths, preview → apply → undo."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from engine import archive
-from engine.budget import WindowInfo
-from engine.compaction import (
+from engine.context.budget import WindowInfo
+from engine.context.compaction import (
     CompactionError,
     Compactor,
     StalePreviewError,
@@ -29,12 +28,13 @@ from engine.compaction import (
     plan_compaction,
     summary_block,
 )
-from engine.config import Settings
-from engine.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
-from engine.messages import Message, assistant, call_ids, tool_call, tool_result, user
-from engine.session import Session
-from engine.tokens import estimate_message_tokens
-from engine.turns import call_result_pairs, parse_turn_boundaries
+from engine.context.tokens import estimate_message_tokens
+from engine.context.turns import call_result_pairs, parse_turn_boundaries
+from engine.model.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
+from engine.model.messages import Message, assistant, call_ids, tool_call, tool_result, user
+from engine.store import archive
+from engine.store.config import Settings
+from engine.store.session import Session
 
 VALID = """## Goal
 Fix the crash in src/app.py.
@@ -233,7 +233,7 @@ def test_plan_invariants(kinds: list[tuple[str, int]], reserve: int, force: bool
         if not any(m.get("pinned") for m in h):
             assert p.keep_tokens <= max(reserve, 0) or not p.keep
         # the longest such suffix: any earlier clean cut would exceed the reserve
-        from engine.turns import clean_cut_points
+        from engine.context.turns import clean_cut_points
 
         ok = clean_cut_points(h)
         for j in range(p.cut_index):
@@ -258,7 +258,7 @@ _dup_kinds = st.lists(st.sampled_from(["user", "text", "call", "result", "call_e
 @given(_dup_kinds)
 def test_clean_cuts_with_duplicate_ids_agree_with_the_slow_check(kinds: list[str]) -> None:
     """turns.call_result_pairs (fixed for repeated ids) keeps clean_cut_points == cut_is_clean."""
-    from engine.turns import clean_cut_points, cut_is_clean
+    from engine.context.turns import clean_cut_points, cut_is_clean
 
     h: list[Message] = []
     for k in kinds:
@@ -734,7 +734,7 @@ async def test_plan_uses_calibrated_tokens(tmp_path: Path) -> None:
 
 
 def test_keep_from_protects_the_turn_in_progress() -> None:
-    from engine.messages import new_message
+    from engine.model.messages import new_message
 
     history = []
     for i in range(6):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import LOCAL_MODEL, Settings, config_dir, data_dir, load_settings, save_settings, settings_path
+from engine.store.config import LOCAL_MODEL, Settings, config_dir, data_dir, load_settings, save_settings, settings_path
 
 
 def test_defaults_match_spec() -> None:

@@ -33,14 +33,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from engine import archive
 from engine.agent import Agent
-from engine.config import Settings
-from engine.llm import LLMConfig
-from engine.messages import assistant, tool_call, tool_result, user
-from engine.offload import Offloader
-from engine.session import Session, SessionError, SessionStore
-from engine.tools import ToolBox
+from engine.context.offload import Offloader
+from engine.llm.client import LLMConfig
+from engine.model.messages import assistant, tool_call, tool_result, user
+from engine.store import archive
+from engine.store.config import Settings
+from engine.store.session import Session, SessionError, SessionStore
+from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""engine.digest and engine.digest_text: the facts come out exactly, on made-up calls of every agent
+"""engine.context.digest and engine.context.digest_text: the facts come out exactly, on made-up calls of every agent
 family and on the shared real sessions (Claude Code spans, mini-swe-agent trajectories); the text
 is always a valid summary, reads back to the same facts, merges incrementally and is deterministic."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from benchmarks.claude_code_span import read_span
-from engine.compaction import check_summary
-from engine.digest import (
+from engine.context.compaction import check_summary
+from engine.context.digest import (
     REQUEST_CHARS,
     SHELL_TOOLS,
     extract_facts,
@@ -23,9 +23,9 @@ from engine.digest import (
     result_status,
     shell_files,
 )
-from engine.digest_text import MAX_COMMANDS, build_digest, parse_digest, render_digest
-from engine.messages import Message, content_text
-from engine.turns import clean_cut_points
+from engine.context.digest_text import MAX_COMMANDS, build_digest, parse_digest, render_digest
+from engine.context.turns import clean_cut_points
+from engine.model.messages import Message, content_text
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 TRAJECTORIES = sorted((SHARED / "trajectories").glob("*.traj.json"))

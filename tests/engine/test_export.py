@@ -1,5 +1,5 @@
 """Exports of a real imported Claude Code session (and a Codex one): Markdown, CSV, JSON; the cache
-figures they carry (engine.cache)."""
+figures they carry (engine.context.cache)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from engine import export
-from engine.cache import analyze, call_figures
-from engine.fsutil import read_jsonl_objects
+from engine.context.cache import analyze, call_figures
+from engine.context.tokens import HeuristicEstimator
 from engine.sources.ingest import import_source
-from engine.tokens import HeuristicEstimator
+from engine.store.fsutil import read_jsonl_objects
 from tests.conftest import SHARED
 
 SESSIONS = SHARED / "data" / "sessions"

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import archive
-from engine.budget import WindowInfo
-from engine.compaction import Compactor
-from engine.config import Settings
-from engine.messages import Message, assistant, tool_call, tool_result, user
-from engine.session import Session
+from engine.context.budget import WindowInfo
+from engine.context.compaction import Compactor
+from engine.model.messages import Message, assistant, tool_call, tool_result, user
+from engine.store import archive
+from engine.store.config import Settings
+from engine.store.session import Session
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -36,12 +36,12 @@ VALID = (
 PRELUDE = f"""
 import asyncio, os, signal, sys
 from pathlib import Path
-import engine.archive, engine.offload, engine.session
-from engine.budget import WindowInfo
-from engine.compaction import Compactor
-from engine.config import Settings
-from engine.messages import user
-from engine.session import Session
+import engine.store.archive, engine.context.offload, engine.store.session
+from engine.context.budget import WindowInfo
+from engine.context.compaction import Compactor
+from engine.store.config import Settings
+from engine.model.messages import user
+from engine.store.session import Session
 
 def die():
     sys.stdout.flush()
@@ -114,11 +114,11 @@ def test_kill_between_archive_and_rewrite(tmp_path: Path) -> None:
     path, acked = _make(tmp_path)
     _run_child(
         """
-        real = engine.archive.append
+        real = engine.store.archive.append
         def append_then_die(*a, **k):
             days = real(*a, **k)
             die()
-        engine.session.archive.append = append_then_die
+        engine.store.session.archive.append = append_then_die
         asyncio.run(compactor.run_auto())
         """,
         path,
@@ -140,7 +140,7 @@ def test_kill_after_pending_record_before_rewrite(tmp_path: Path) -> None:
     path, acked = _make(tmp_path)
     _run_child(
         """
-        engine.session.Session._write_history = lambda self, messages: die()
+        engine.store.session.Session._write_history = lambda self, messages: die()
         asyncio.run(compactor.run_auto())
         """,
         path,
@@ -155,7 +155,7 @@ def test_kill_after_rewrite_before_summary(tmp_path: Path) -> None:
     path, acked = _make(tmp_path)
     _run_child(
         """
-        engine.session.Session._finish_pending = lambda self: die()
+        engine.store.session.Session._finish_pending = lambda self: die()
         asyncio.run(compactor.run_auto())
         """,
         path,
@@ -196,15 +196,15 @@ def test_kill_during_offload_write(tmp_path: Path) -> None:
     s.close()
     _run_child(
         """
-        engine.offload.CHUNK_CHARS = 1 << 16
-        real = engine.offload._encode_chunks
+        engine.context.offload.CHUNK_CHARS = 1 << 16
+        real = engine.context.offload._encode_chunks
         def chunks_then_die(text):
             for n, chunk in enumerate(real(text)):
                 if n == 3:
                     die()
                 yield chunk
-        engine.offload._encode_chunks = chunks_then_die
-        asyncio.run(engine.offload.Offloader(path, settings).offload_session(session))
+        engine.context.offload._encode_chunks = chunks_then_die
+        asyncio.run(engine.context.offload.Offloader(path, settings).offload_session(session))
         """,
         s.path,
     )
@@ -217,7 +217,7 @@ def test_kill_during_offload_write(tmp_path: Path) -> None:
         os.utime(p, (time.time() - 120,) * 2)
     assert again.cleanup_offloads(5) == parts
     # retried: the offload completes and the full text is on disk
-    from engine.offload import Offloader
+    from engine.context.offload import Offloader
 
     records = asyncio.run(Offloader(again.path, Settings()).offload_session(again))
     assert len(records) == 1
@@ -230,7 +230,7 @@ def test_kill_mid_append_leaves_a_torn_line_that_is_moved_aside(tmp_path: Path) 
     s.close()
     proc = _run_child(
         """
-        real = engine.session.append_bytes
+        real = engine.store.session.append_bytes
         count = 0
         def torn(p, data):
             global count
@@ -242,7 +242,7 @@ def test_kill_mid_append_leaves_a_torn_line_that_is_moved_aside(tmp_path: Path) 
                     os.fsync(fh.fileno())
                 die()
             real(p, data)
-        engine.session.append_bytes = torn
+        engine.store.session.append_bytes = torn
         for i in range(10):
             msg = session.append(user(f"message {i}"))
             print(msg["id"], flush=True)  # acknowledged
@@ -263,7 +263,7 @@ def test_kill_during_undo(tmp_path: Path) -> None:
     s.close()
     _run_child(
         """
-        engine.session.Session._finish_pending = lambda self: die()
+        engine.store.session.Session._finish_pending = lambda self: die()
         asyncio.run(compactor.undo())
         """,
         path,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.fsutil import append_lines, atomic_write_json, atomic_write_text, write_lines_atomic
+from engine.store.fsutil import append_lines, atomic_write_json, atomic_write_text, write_lines_atomic
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
@@ -35,7 +35,7 @@ def test_lines_are_single_line_utf8(tmp_path: Path) -> None:
 
 
 def test_count_file_lines(tmp_path: Path) -> None:
-    from engine.fsutil import count_file_lines
+    from engine.store.fsutil import count_file_lines
 
     p = tmp_path / "f.txt"
     assert count_file_lines(p) == 0  # missing

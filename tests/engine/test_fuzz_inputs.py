@@ -33,17 +33,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import archive, llm
 from engine.agent import Agent, unanswered_calls
-from engine.config import SETTINGS_FILE, Settings, load_settings, save_settings
-from engine.events import ErrorEvent, Event, MessageAdded, ToolCallFinished, TurnFinished
-from engine.fsutil import dumps_line
+from engine.context.offload import Offloader, list_offloaded
 from engine.importer import TranscriptError, import_transcript
-from engine.llm import LLMConfig
-from engine.messages import ROLES, Message, assistant, tool_call, tool_result, user
-from engine.offload import Offloader, list_offloaded
-from engine.session import Session
-from engine.tools import ToolBox
+from engine.llm import client as llm
+from engine.llm.client import LLMConfig
+from engine.model.events import ErrorEvent, Event, MessageAdded, ToolCallFinished, TurnFinished
+from engine.model.messages import ROLES, Message, assistant, tool_call, tool_result, user
+from engine.store import archive
+from engine.store.config import SETTINGS_FILE, Settings, load_settings, save_settings
+from engine.store.fsutil import dumps_line
+from engine.store.session import Session
+from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 
 if TYPE_CHECKING:
@@ -568,7 +569,7 @@ def test_session_json_fields_of_the_wrong_type(tmp: Path, field: str, value: Any
 
 
 def test_damaged_context_events_are_skipped_and_named(tmp: Path, cases: CaseTally) -> None:
-    from engine.budget import ContextSnapshot
+    from engine.context.budget import ContextSnapshot
 
     cases.add("regressions", 4)
     s = Session.create(tmp / "s", "ev")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine.budget import WindowInfo
+from engine.context.budget import WindowInfo
 from engine.importer import SKIPPED_FILE, TranscriptError, import_transcript
-from engine.session import Session, SessionStore
+from engine.store.session import Session, SessionStore
 from tests.conftest import trajectory_files
 
 TRAJ = trajectory_files()
@@ -224,8 +224,8 @@ def test_explicit_session_dir(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_imported_session_can_be_previewed_for_compaction() -> None:
-    from engine.compaction import Compactor
-    from engine.config import Settings
+    from engine.context.compaction import Compactor
+    from engine.store.config import Settings
 
     rep = import_transcript(TRAJ[0], store=SessionStore(), window=64_000)
     s = Session.load(rep.path)

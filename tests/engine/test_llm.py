@@ -1,4 +1,4 @@
-"""engine.llm: delta assembly, error classification, retries and cancellation.
+"""engine.llm.client: delta assembly, error classification, retries and cancellation.
 
 Two kinds of tests:
 - a scripted litellm ``CustomLLM`` provider (no network) for assembly and classification logic;
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from engine import llm
-from engine.llm import Completion, LLMConfig, LLMError, StreamAssembler, classify_error
-from engine.messages import validate_message
+from engine.llm import client as llm
+from engine.llm.client import Completion, LLMConfig, LLMError, StreamAssembler, classify_error
+from engine.model.messages import validate_message
 from tests import fakeserver as fs
 
 TOOLS = [
@@ -561,7 +561,7 @@ def test_token_counters_remote_model() -> None:
 
 
 def test_exact_estimator_uses_these_counters() -> None:
-    from engine.tokens import ExactEstimator
+    from engine.context.tokens import ExactEstimator
 
     est = ExactEstimator("gpt-4o")
     assert est.text("hello world") == 2
@@ -583,7 +583,7 @@ def test_model_info_and_suggestions() -> None:
 
 
 def test_config_from_settings_reads_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.config import Settings
+    from engine.store.config import Settings
 
     monkeypatch.setenv("MY_PROVIDER_KEY", "sk-env-abcdefghijk")
     config = llm.config_from_settings(Settings(model="openai/gpt-4o", api_key_env="MY_PROVIDER_KEY",

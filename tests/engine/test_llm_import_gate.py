@@ -1,4 +1,4 @@
-"""engine.llm: one gate for importing litellm, so no second thread meets it half-initialised.
+"""engine.llm.client: one gate for importing litellm, so no second thread meets it half-initialised.
 
 The app imports litellm (~3 s) in a background thread; meanwhile a model call, a window lookup, a
 token count or the local provider's registration may need it on another thread. Two threads inside
@@ -45,7 +45,8 @@ PRELUDE = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, SlowDown())
-    from engine import llm, local_model
+    from engine.llm import client as llm
+    from engine.llm import local_model
 
     warm_errors = []
 

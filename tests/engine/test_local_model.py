@@ -1,4 +1,4 @@
-"""engine.local_model: the offline SmolLM2 model behind litellm's custom-provider path.
+"""engine.llm.local_model: the offline SmolLM2 model behind litellm's custom-provider path.
 
 The ``slow`` tests run the real GGUF model with llama-cpp-python (about a second each); they stay
 in the default run. The tool-call parser and prompt format are tested without the model.
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine import llm, local_model
-from engine.llm import Completion, LLMConfig, LLMError
-from engine.local_model import LOCAL_MODEL, ToolCallParser, render_prompt, tools_prompt
+from engine.llm import client as llm
+from engine.llm.client import Completion, LLMConfig, LLMError, local_model
+from engine.llm.local_model import LOCAL_MODEL, ToolCallParser, render_prompt, tools_prompt
 
 TOOLS = [
     {
@@ -311,11 +311,11 @@ def test_the_local_estimator_counts_what_llama_cpp_is_given(tmp_path: Any) -> No
     messages), with no calibration (the first call must be right)."""
     from pathlib import Path
 
-    from engine import messages as m
     from engine.agent import build_request, default_system_prompt, default_tools
-    from engine.config import Settings
-    from engine.session import Session
-    from engine.tokens import LocalEstimator, make_estimator
+    from engine.context.tokens import LocalEstimator, make_estimator
+    from engine.model import messages as m
+    from engine.store.config import Settings
+    from engine.store.session import Session
 
     est = make_estimator("auto", LOCAL_MODEL)
     assert isinstance(est, LocalEstimator) and est.name == "exact"

@@ -4,7 +4,7 @@ from datetime import date
 
 import pytest
 
-from engine.messages import (
+from engine.model.messages import (
     MessageError,
     assistant,
     call_ids,

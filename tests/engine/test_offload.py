@@ -1,4 +1,4 @@
-"""engine.offload: SPEC §3 — the cut, the notice, limits, re-truncation, strategies, retention."""
+"""engine.context.offload: SPEC §3 — the cut, the notice, limits, re-truncation, strategies, retention."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from engine import offload
-from engine.config import Settings
-from engine.messages import assistant, tool_call, tool_result, user
-from engine.offload import (
+from engine.context import offload
+from engine.context.offload import (
     Offloader,
     cleanup_retention,
     count_lines,
@@ -29,7 +27,9 @@ from engine.offload import (
     referenced_files,
     truncate_text_output,
 )
-from engine.session import Session
+from engine.model.messages import assistant, tool_call, tool_result, user
+from engine.store.config import Settings
+from engine.store.session import Session
 
 HINT = re.compile(r"start_line=(\d+)")
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from engine import archive, llm
-from engine import messages as m
 from engine.agent import Agent, build_request, unanswered_calls
-from engine.config import Settings
-from engine.events import (
+from engine.llm import client as llm
+from engine.llm.client import LLMConfig
+from engine.model import messages as m
+from engine.model.events import (
     CompactionEvent,
     ErrorEvent,
     Event,
@@ -35,9 +35,10 @@ from engine.events import (
     TextDelta,
     TurnFinished,
 )
-from engine.llm import LLMConfig
-from engine.session import Session
-from engine.tools import ToolBox
+from engine.store import archive
+from engine.store.config import Settings
+from engine.store.session import Session
+from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 
 pytestmark = pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning")

@@ -1,4 +1,4 @@
-"""engine.secrets: key lookup order (environment, keyring) and scrubbing of error text."""
+"""engine.store.secrets: key lookup order (environment, keyring) and scrubbing of error text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import keyring
 import pytest
 from keyring.errors import KeyringError
 
-from engine import secrets
+from engine.store import secrets
 from tests.memkeyring import MemoryKeyring
 
 
@@ -76,7 +76,7 @@ def test_store_and_delete(memory_keyring: MemoryKeyring, tmp_path: Path) -> None
 
 
 def test_keys_never_written_to_our_files(memory_keyring: MemoryKeyring, tmp_path: Path) -> None:
-    from engine.config import Settings, save_settings
+    from engine.store.config import Settings, save_settings
 
     secrets.store_api_key("openai", "sk-never-on-disk-9876")
     path = save_settings(Settings(model="openai/gpt-4o", api_key_env="OPENAI_API_KEY"), tmp_path / "s.toml")

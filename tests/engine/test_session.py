@@ -1,4 +1,4 @@
-"""engine.session: folder layout, durable appends, atomic rewrites, torn lines, events, the store."""
+"""engine.store.session: folder layout, durable appends, atomic rewrites, torn lines, events, the store."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from engine import archive
-from engine.budget import WindowInfo
-from engine.config import Settings, data_dir
-from engine.events import CompactionEvent
-from engine.messages import MessageError, assistant, tool_call, tool_result, user
-from engine.session import (
+from engine.context.budget import WindowInfo
+from engine.context.tokens import estimate_message_tokens
+from engine.model.events import CompactionEvent
+from engine.model.messages import MessageError, assistant, tool_call, tool_result, user
+from engine.store import archive
+from engine.store.config import Settings, data_dir
+from engine.store.session import (
     HISTORY_FILE,
     SESSION_FILE,
     Session,
@@ -22,7 +23,6 @@ from engine.session import (
     SessionError,
     SessionStore,
 )
-from engine.tokens import estimate_message_tokens
 
 
 def _turn(i: int) -> list[dict]:
@@ -401,13 +401,13 @@ def test_one_writer_per_folder_across_processes(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from engine.session import SessionLockedError
+    from engine.store.session import SessionLockedError
 
     s = Session.create(tmp_path / "s", "locked")
     s.lock()
     s.lock()  # idempotent for the holder
     probe = (
-        "import sys; from engine.session import Session, SessionLockedError\n"
+        "import sys; from engine.store.session import Session, SessionLockedError\n"
         "s = Session.load(sys.argv[1])\n"
         "try:\n    s.lock()\nexcept SessionLockedError as e:\n    print('LOCKED', e)\nelse:\n    print('GOT IT')\n"
     )
@@ -432,7 +432,7 @@ def test_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
     s.close()
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from engine.session import Session\n"
+         "import sys, time; from engine.store.session import Session\n"
          "s = Session.load(sys.argv[1]); s.lock(); print('held', flush=True); time.sleep(60)", str(s.path)],
         stdout=subprocess.PIPE, text=True,
     )

@@ -1,4 +1,4 @@
-"""engine.summaries: the summary modes (digest | model | both, auto by model), the setting, the
+"""engine.context.summaries: the summary modes (digest | model | both, auto by model), the setting, the
 Compactor's use of them (automatic, proactive, manual preview in two steps), incremental compaction
 and undo."""
 
@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from engine import archive
-from engine.budget import WindowInfo
-from engine.compaction import Compactor, check_summary
-from engine.config import LOCAL_MODEL, Settings, load_settings
-from engine.digest_text import parse_digest
-from engine.messages import Message, assistant, tool_call, tool_result, user
-from engine.session import Session
-from engine.summaries import NARRATIVE_HEADING, Summary, resolve_mode
+from engine.context.budget import WindowInfo
+from engine.context.compaction import Compactor, check_summary
+from engine.context.digest_text import parse_digest
+from engine.context.summaries import NARRATIVE_HEADING, Summary, resolve_mode
+from engine.model.messages import Message, assistant, tool_call, tool_result, user
+from engine.store import archive
+from engine.store.config import LOCAL_MODEL, Settings, load_settings
+from engine.store.session import Session
 
 NARRATIVE = "We kept the public API and fixed the parser first; the suite runs next."
 

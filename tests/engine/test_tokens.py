@@ -6,8 +6,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.messages import tool_call
-from engine.tokens import (
+from engine.context.tokens import (
     HeuristicEstimator,
     TokenCache,
     TokenLedger,
@@ -16,6 +15,7 @@ from engine.tokens import (
     estimate_tool_defs_tokens,
     make_estimator,
 )
+from engine.model.messages import tool_call
 
 
 def test_plain_user_message() -> None:

@@ -1,4 +1,4 @@
-"""engine.tools: specs, real files on disk, path confinement for every tool, approvals, errors."""
+"""engine.tools.registry: specs, real files on disk, path confinement for every tool, approvals, errors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.tools import READ_MAX_BYTES, ToolBox, ToolResult, parse_arguments
+from engine.tools.registry import READ_MAX_BYTES, ToolBox, ToolResult, parse_arguments
 
 PATH_TOOLS = {
     "read_file": lambda p: {"path": p},

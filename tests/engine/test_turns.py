@@ -5,14 +5,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.messages import tool_call
-from engine.turns import (
+from engine.context.turns import (
     clean_cut_points,
     cut_is_clean,
     find_safe_boundary,
     is_self_contained,
     parse_turn_boundaries,
 )
+from engine.model.messages import tool_call
 
 
 def _h(roles: str) -> list[dict[str, Any]]:

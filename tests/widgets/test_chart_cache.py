@@ -13,8 +13,8 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QToolTip
 
-from engine.fsutil import read_jsonl_objects
 from engine.sources.ingest import import_source
+from engine.store.fsutil import read_jsonl_objects
 from tests.conftest import SHARED
 from widgets.chart_cache import CACHE_COLORS
 from widgets.context_chart import ContextChart

@@ -16,7 +16,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QGuiApplication
 
-from engine.budget import ContextSnapshot
+from engine.context.budget import ContextSnapshot
 from widgets.chat_view import LAYOUT_CACHE, ChatView
 from widgets.context_chart import ContextChart
 

@@ -4,7 +4,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog
 
-from engine.budget import ContextSnapshot
+from engine.context.budget import ContextSnapshot
 from widgets.compaction_preview import CompactionPreview
 from widgets.theme import DARK
 
@@ -150,7 +150,7 @@ def test_nothing_to_compact(qtbot):
 
 
 def test_digest_first_then_the_models_text_unless_edited(preview, qtbot):
-    from engine.summaries import Summary
+    from engine.context.summaries import Summary
 
     digest = "## Goal\n1. ship it"
     part = Summary(digest, True, mode="both", model="openai/gpt-4o", digest=digest, digest_ms=3.0,

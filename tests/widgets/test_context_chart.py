@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
-from engine.budget import ContextSnapshot
-from engine.events import CompactionEvent
+from engine.context.budget import ContextSnapshot
+from engine.model.events import CompactionEvent
 from widgets.context_chart import ContextChart
 from widgets.theme import DARK, LIGHT, REGION_ORDER
 
@@ -219,7 +219,7 @@ def test_empty_chart(chart):
 
 def test_real_trajectory_shows_every_call_against_the_provider(chart, tmp_path):
     from engine.importer import import_transcript
-    from engine.session import Session
+    from engine.store.session import Session
     from tests.conftest import trajectory_files
 
     files = trajectory_files()
@@ -246,8 +246,8 @@ def test_real_trajectory_shows_every_call_against_the_provider(chart, tmp_path):
 
 
 def test_an_imported_claude_code_session_with_its_compaction(chart, tmp_path):
-    from engine.session import Session
     from engine.sources.ingest import import_source
+    from engine.store.session import Session
     from tests.conftest import SHARED
     from widgets.theme import format_tokens
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from engine.config import LOCAL_MODEL, Settings, config_dir
+from engine.store.config import LOCAL_MODEL, Settings, config_dir
 from widgets.settings_dialog import SettingsDialog
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.messages import content_text
+from engine.model.messages import content_text
 from engine.sources.claude_code import read_claude_code
 from tests.engine.sources.conftest import (
     BIG_CLAUDE,

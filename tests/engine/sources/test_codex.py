@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.context.tokens import estimate_message_tokens
 from engine.sources.codex import read_codex
-from engine.tokens import estimate_message_tokens
 from tests.engine.sources.conftest import BIG_CODEX, codex_files, lines, raw_codex_calls
 
 

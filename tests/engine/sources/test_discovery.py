@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app import cli
-from engine.config import Settings
 from engine.sources import discovery
+from engine.store.config import Settings
 from tests.engine.sources.conftest import BIG_CLAUDE, CLAUDE, codex_files, raw_claude_calls, raw_codex_calls
 
 

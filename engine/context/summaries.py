@@ -1,4 +1,4 @@
-"""Compaction summaries in three modes, all built on the digest (:mod:`engine.digest_text`).
+"""Compaction summaries in three modes, all built on the digest (:mod:`engine.context.digest_text`).
 
 - ``digest`` — the digest alone: no model call, milliseconds, always valid. The default on the
   bundled offline model (``local/…``), which cannot summarise a long agent run.
@@ -26,8 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from engine import archive
-from engine.compaction import (
+from engine.context.compaction import (
     PROMPT_OVERHEAD_TOKENS,
     CompactionPlan,
     CompactionPreview,
@@ -37,20 +36,21 @@ from engine.compaction import (
     check_summary,
     normalize_summary,
 )
-from engine.compaction import (
+from engine.context.compaction import (
     _cut_middle as cut_middle,
 )
-from engine.config import Settings
-from engine.digest_text import NARRATIVE_HEADING, build_digest, demote
-from engine.messages import Message, message_date
-from engine.tokens import estimate_text_tokens
+from engine.context.digest_text import NARRATIVE_HEADING, build_digest, demote
+from engine.context.tokens import estimate_text_tokens
+from engine.model.messages import Message, message_date
+from engine.store import archive
+from engine.store.config import Settings
 
 if TYPE_CHECKING:
-    from engine.compaction import Compactor
+    from engine.context.compaction import Compactor
 
 SummaryMode = Literal["digest", "model", "both"]
 SUMMARY_MODES: tuple[SummaryMode, ...] = ("digest", "model", "both")
-NARRATIVE_PROMPT_PATH = Path(__file__).resolve().parent.parent / "resources" / "prompts" / "narrative.md"
+NARRATIVE_PROMPT_PATH = Path(__file__).resolve().parents[2] / "resources" / "prompts" / "narrative.md"
 NARRATIVE_MAX_WORDS = 300
 DIGEST_SHARE = 0.25  # the digest's lists are shortened to fit this share of the context window
 
@@ -101,7 +101,7 @@ def resolve_mode(settings: Settings, summarize: SummarizeFn | None = None) -> Su
     chosen = settings.summary_mode
     if chosen in SUMMARY_MODES:
         return cast(SummaryMode, chosen)
-    from engine.local_model import is_local
+    from engine.llm.local_model import is_local
 
     return "digest" if is_local(summarizer_model(settings, summarize)) else "both"
 
@@ -129,7 +129,7 @@ def load_narrative_prompt() -> str:
 def archive_lines_after(session_dir: Path, messages: Sequence[Message]) -> dict[str, int]:
     """Lines each ``dialog/<day>.jsonl`` will hold once ``messages`` are archived (a message whose
     id is already there is not written again)."""
-    from engine.fsutil import json_loads
+    from engine.store.fsutil import json_loads
 
     days: dict[str, list[Message]] = {}
     for m in messages:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import textsearch
-from engine.secrets import scrub_known
+from engine.context import textsearch
+from engine.store.secrets import scrub_known
 
 ApproveFn = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
@@ -569,7 +569,7 @@ class ToolBox:
         target = self.resolve(path, write=True)
         if target.is_dir():
             raise ToolError(f"write_file: {self.display_path(target)} is a folder")
-        from engine.fsutil import atomic_write_bytes
+        from engine.store.fsutil import atomic_write_bytes
 
         existed = target.exists()
         await asyncio.to_thread(atomic_write_bytes, target, data)

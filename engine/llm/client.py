@@ -1,4 +1,4 @@
-"""The LLM client: the only module (with :mod:`engine.local_model`) that imports litellm, lazily.
+"""The LLM client: the only module (with :mod:`engine.llm.local_model`) that imports litellm, lazily.
 
 - :func:`stream_chat` — ``litellm.acompletion(stream=True, stream_options={"include_usage": True})``
   with tools; text, reasoning and tool-call deltas assembled into one assistant message; the usage
@@ -8,7 +8,7 @@
   (rate limit, connection, timeout, 5xx), auth, bad request, other.
 - :func:`complete_text` / :func:`make_summarizer` — plain completions for the compaction summary.
 - :func:`token_counter`, :func:`text_token_counter`, :func:`tools_token_counter` — exact counts for
-  :class:`engine.tokens.ExactEstimator` (the tokenizer is selected once per model and cached; the
+  :class:`engine.context.tokens.ExactEstimator` (the tokenizer is selected once per model and cached; the
   local model counts with its own tokenizer; nothing is ever downloaded).
 - :func:`model_info`, :func:`model_suggestions`.
 
@@ -39,10 +39,10 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from engine import local_model
-from engine.lazyimport import GATE, gated_import
-from engine.messages import Message, new_message, tool_result
-from engine.secrets import remember_secret, scrub
+from engine.llm import local_model
+from engine.llm.lazyimport import GATE, gated_import
+from engine.model.messages import Message, new_message, tool_result
+from engine.store.secrets import remember_secret, scrub
 
 LOCAL_MODEL = local_model.LOCAL_MODEL
 ERROR_KINDS = ("context_window", "transient", "auth", "bad_request", "empty_response", "other")
@@ -84,7 +84,7 @@ _imports = {"attempts": 0, "failures": 0}
 def _lib() -> Any:
     """litellm, imported and set up once (~3 s): local price map, no HF downloads, quiet.
 
-    Imported through :func:`engine.lazyimport.gated_import`: callers in other threads wait while
+    Imported through :func:`engine.llm.lazyimport.gated_import`: callers in other threads wait while
     one thread imports it, and a failed import is undone, so the next call imports it afresh.
     """
     if _litellm is not None:
@@ -162,9 +162,9 @@ class LLMConfig:
 
 def config_from_settings(settings: Any, *, model: str | None = None, api_base: str | None = None,
                          max_tokens: int | None = None) -> LLMConfig:
-    """An :class:`LLMConfig` from :class:`engine.config.Settings`; the API key comes from the
-    environment or the OS keyring (:mod:`engine.secrets`), never from our files."""
-    from engine.secrets import get_api_key
+    """An :class:`LLMConfig` from :class:`engine.store.config.Settings`; the API key comes from the
+    environment or the OS keyring (:mod:`engine.store.secrets`), never from our files."""
+    from engine.store.secrets import get_api_key
 
     chosen = model or settings.model
     key = None if local_model.is_local(chosen) else get_api_key(chosen, settings.api_key_env)
@@ -493,7 +493,7 @@ async def _call(cb: Callable[..., Any] | None, *args: Any) -> None:
 
 def _request_kwargs(config: LLMConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                     stream: bool) -> dict[str, Any]:
-    from engine.messages import to_wire
+    from engine.model.messages import to_wire
 
     wire = [to_wire(m) if "role" in m else m for m in messages]
     kwargs: dict[str, Any] = {

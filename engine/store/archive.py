@@ -1,7 +1,7 @@
 """The dialog archive: ``dialog/YYYY-MM-DD.jsonl`` in the session folder (SPEC §4 "Archive before drop").
 
 Messages that leave the context are appended here first, grouped by each message's own date
-(:func:`engine.messages.message_date`), one JSON object per line, fsync'd. The archive is
+(:func:`engine.model.messages.message_date`), one JSON object per line, fsync'd. The archive is
 append-only: restoring a message copies it back into the history and the archive keeps its copy.
 
 Appends skip messages whose id is already in the target day file, so a compaction retried after a
@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import textsearch
-from engine.fsutil import append_lines, json_loads, read_jsonl_objects
-from engine.messages import Message, MessageError, call_ids, content_text, message_date, validate_message
+from engine.context import textsearch
+from engine.model.messages import Message, MessageError, call_ids, content_text, message_date, validate_message
+from engine.store.fsutil import append_lines, json_loads, read_jsonl_objects
 
 DIALOG_DIR = "dialog"
 _DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from engine.budget import ContextSnapshot
-from engine.messages import Message, now_iso
+from engine.context.budget import ContextSnapshot
+from engine.model.messages import Message, now_iso
 
 TRIGGERS = ("auto", "proactive", "reactive", "manual")
 

@@ -4,7 +4,7 @@ No model is asked. From the compacted messages it takes what can be taken word f
 
 - every user request (long ones cut, with a pointer into the dialog archive);
 - the files that tool calls read, created, changed, searched or deleted — our own tools
-  (:mod:`engine.tools`) and the usual tools of other agents: Claude Code (Read, Write, Edit,
+  (:mod:`engine.tools.registry`) and the usual tools of other agents: Claude Code (Read, Write, Edit,
   MultiEdit, NotebookEdit, Grep, Bash), Codex (``shell``, ``apply_patch``), OpenHands
   (``str_replace_editor``, ``execute_bash``), SWE-agent / mini-swe-agent (``bash`` commands, whose
   file arguments are read conservatively: ``cat``, ``head``, ``sed -n``, redirections …);
@@ -14,10 +14,10 @@ No model is asked. From the compacted messages it takes what can be taken word f
 - the assistant's last statement of intent;
 - the archive guide: which ``dialog/YYYY-MM-DD.jsonl`` files hold the messages, and their lines.
 
-:func:`extract_facts` gives the :class:`Facts`; :mod:`engine.digest_text` renders them as the six
+:func:`extract_facts` gives the :class:`Facts`; :mod:`engine.context.digest_text` renders them as the six
 Markdown sections the summary check expects, parses them back and merges an earlier summary's
 facts (incremental compaction). Pure: no I/O, no clock (a message without a timestamp is dated
-with :func:`engine.messages.message_date`, as the archive dates it).
+with :func:`engine.model.messages.message_date`, as the archive dates it).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from engine.messages import Message, content_text, message_date
+from engine.model.messages import Message, content_text, message_date
 
 REQUEST_CHARS = 800  # a user request longer than this is cut (the archive holds it whole)
 INTENT_CHARS = 500

@@ -1,4 +1,4 @@
-"""The digest as Markdown: render :class:`engine.digest.Facts` in the six summary sections, read an
+"""The digest as Markdown: render :class:`engine.context.digest.Facts` in the six summary sections, read an
 earlier digest back, and build the digest of a compaction (incremental: the earlier summary's facts
 merged with the new span's).
 
@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.digest import (
+from engine.context.digest import (
     CommandFact,
     ErrorFact,
     Facts,
@@ -30,7 +30,7 @@ from engine.digest import (
     extract_facts,
     merge_facts,
 )
-from engine.messages import Message
+from engine.model.messages import Message
 
 MAX_COMMANDS = 40  # distinct commands listed (the most recent); the archive holds every run
 MAX_GOT_PAST = 15  # errors that a later step got past (the most recent)

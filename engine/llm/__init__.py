@@ -1,0 +1,1 @@
+"""The model client: litellm behind one gate, errors, retries, the bundled offline model."""

@@ -1,0 +1,1 @@
+"""Messages, events and the context snapshot: plain data, no I/O."""

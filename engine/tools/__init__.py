@@ -1,0 +1,1 @@
+"""The agent's tools: one declaration each (spec, argument schema, approval text)."""
