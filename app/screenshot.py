@@ -103,7 +103,12 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     window.resize(args.width, args.height)
     window.show()
     loaded = asyncio.get_running_loop().create_future()
-    controller.session_loaded.connect(lambda view: loaded.done() or loaded.set_result(view))
+
+    def on_loaded(view: object) -> None:
+        if not loaded.done():
+            loaded.set_result(view)
+
+    controller.session_loaded.connect(on_loaded)
     controller.list_sessions()
     if args.open is not None:
         controller.import_transcript(str(args.open.resolve()))

@@ -41,6 +41,7 @@ from engine.sources.model import (
     Skipped,
     SourceSession,
     SubagentRef,
+    dict_at,
     int_or_none,
     iso,
     json_args,
@@ -130,7 +131,7 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
         return
     if kind == "system":
         if obj.get("subtype") == "compact_boundary" and isinstance(uid, str):
-            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
+            meta = dict_at(obj, "compactMetadata")
             scan.lines.append(
                 _Line(n, uid, "boundary", ts, trigger=str(meta.get("trigger") or ""),
                       pre_tokens=int_or_none(meta.get("preTokens")))
@@ -306,12 +307,12 @@ def _build_messages(scan: _Scan, session: SourceSession, kept: set[int]) -> None
             for msg in _user_messages(line):
                 _add(build, msg, line)
         elif line.key is not None:
-            msg = build.open_assistant.get(line.key)
-            if msg is None:
-                msg = {"role": "assistant", "content": None}
-                build.open_assistant[line.key] = msg
-                _add(build, msg, line)
-            _merge_assistant(msg, line.content)
+            found = build.open_assistant.get(line.key)
+            if found is None:
+                found = {"role": "assistant", "content": None}
+                build.open_assistant[line.key] = found
+                _add(build, found, line)
+            _merge_assistant(found, line.content)
 
 
 def _offloaded(session: SourceSession, folder: Path) -> None:

@@ -32,6 +32,7 @@ from engine.sources.model import (
     ProviderCall,
     Skipped,
     SourceSession,
+    dict_at,
     expand_redacted,
     int_or_none,
     iso,
@@ -191,7 +192,7 @@ def call_from_usage(info: dict[str, Any], *, index: int, model: str, ts: str, wi
                     message_index: int = 0) -> ProviderCall:
     """The provider call a ``token_count`` event's ``last_token_usage`` reports: its prompt includes
     the cached part (cache read); Codex reports no cache write (None, not 0)."""
-    last = info.get("last_token_usage") if isinstance(info.get("last_token_usage"), dict) else {}
+    last = dict_at(info, "last_token_usage")
     return ProviderCall(
         index=index, prompt_tokens=int_or_none(last.get("input_tokens")),
         completion_tokens=int_or_none(last.get("output_tokens")),
@@ -242,7 +243,7 @@ def _compacted(state: _State, payload: dict[str, Any]) -> None:
 
 def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
     kind = obj.get("type") if isinstance(obj.get("type"), str) else repr(obj.get("type"))
-    payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+    payload = dict_at(obj, "payload")
     state.ts = iso(obj.get("timestamp")) or state.ts
     session = state.session
     if state.ts:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.sources.model import FORMATS, SourceError, SourceFormat
+from engine.sources.model import FORMATS, SourceError, SourceFormat, dict_at
 
 HEAD_BYTES = 1 << 20  # enough for the first lines of any of these formats
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "progress",
@@ -22,7 +22,7 @@ def parse_format(name: str) -> SourceFormat:
     key = aliases.get(key, key)
     if key not in FORMATS:
         raise SourceError(f"unknown format {name!r} (formats: {', '.join(FORMATS)})")
-    return key  # type: ignore[return-value]
+    return key
 
 
 def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
@@ -45,7 +45,7 @@ def _json_kind(obj: Any) -> SourceFormat | None:
         ):
             return "swe-agent"
         if isinstance(obj.get("messages"), list):
-            info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+            info = dict_at(obj, "info")
             fmt = str(obj.get("trajectory_format") or "")
             if fmt.startswith("mini-swe-agent") or (isinstance(info.get("config"), dict) and "agent" in info["config"]):
                 return "mini-swe-agent"

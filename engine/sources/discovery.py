@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.sources.claude_code import SYNTHETIC_MODEL, window_for_model
-from engine.sources.model import int_or_none, iso
+from engine.sources.model import dict_at, int_or_none, iso
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_json
 
@@ -154,7 +154,7 @@ def _summary_claude(path: Path) -> SourceEntry:
             if b'"usage"' not in raw or b'"assistant"' not in raw:
                 continue
             obj = _loads(raw)
-            msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+            msg = dict_at(obj, "message")
             usage = msg.get("usage")
             if obj.get("type") != "assistant" or not isinstance(usage, dict) or msg.get("model") == SYNTHETIC_MODEL:
                 continue
@@ -198,7 +198,7 @@ def _summary_codex(path: Path) -> SourceEntry:
                     continue
                 last_total = info.get("total_token_usage")
                 calls += 1
-                last = info.get("last_token_usage") if isinstance(info.get("last_token_usage"), dict) else {}
+                last = dict_at(info, "last_token_usage")
                 last_prompt = int_or_none(last.get("input_tokens"))
     project = Path(cwd).name if cwd else ""
     return _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model)

@@ -64,6 +64,7 @@ from engine.sources.model import (
     ProviderCall,
     SourceError,
     SourceFormat,
+    dict_at,
     int_or_none,
     iso,
     text_of,
@@ -242,7 +243,7 @@ class ClaudeCodeParser(_Parser):
         ts = iso(obj.get("timestamp"))
         if kind == "system":
             if obj.get("subtype") == "compact_boundary" and isinstance(uid, str):
-                meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
+                meta = dict_at(obj, "compactMetadata")
                 trigger = str(meta.get("trigger") or "")
                 self._compaction(trigger, ts, int_or_none(meta.get("preTokens")))
                 self.messages_since_boundary = 0
@@ -308,7 +309,7 @@ class CodexParser(_Parser):
 
     def line(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
-        payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+        payload = dict_at(obj, "payload")
         self.ts = iso(obj.get("timestamp")) or self.ts
         if kind == "turn_context":
             self.model = str(payload.get("model") or self.model)

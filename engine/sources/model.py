@@ -229,6 +229,13 @@ def iso(value: Any) -> str:
     return ""
 
 
+def dict_at(obj: Any, key: str) -> dict[str, Any]:
+    """``obj[key]`` when ``obj`` is a dict and that value is a dict too; else an empty dict (files written by
+    other agents: a field of the wrong shape is read as absent, never trusted)."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
 def int_or_none(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None

@@ -26,6 +26,7 @@ from engine.sources.model import (
     Skipped,
     SourceError,
     SourceSession,
+    dict_at,
     int_or_none,
     iso,
     openai_tool_calls,
@@ -52,7 +53,7 @@ def _usage_call(session: SourceSession, response: dict[str, Any], ts: str, index
     usage = response.get("usage")
     if not isinstance(usage, dict):
         return
-    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+    details = dict_at(usage, "prompt_tokens_details")
     read = int_or_none(usage.get("cache_read_input_tokens"))
     if read is None:
         read = int_or_none(details.get("cached_tokens"))
@@ -88,7 +89,7 @@ def _event(session: SourceSession, seen: set[str], n: int, ev: dict[str, Any]) -
         session.last_activity = ts
     action, observation = ev.get("action"), ev.get("observation")
     meta = ev.get("tool_call_metadata") if isinstance(ev.get("tool_call_metadata"), dict) else None
-    args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+    args = dict_at(ev, "args")
     if action == "system":
         session.system_prompt = str(args.get("content") or ev.get("message") or "")
         if isinstance(args.get("tools"), list):

@@ -21,6 +21,7 @@ from engine.sources.model import (
     Skipped,
     SourceError,
     SourceSession,
+    dict_at,
     openai_tool_calls,
     text_of,
 )
@@ -83,9 +84,10 @@ def read_swe_agent(path: Path) -> SourceSession:
         msg["ts"] = ""
         session.messages.append(msg)
     session.system_prompt = "\n\n".join(system_parts)
-    steps = data.get("trajectory") if isinstance(data.get("trajectory"), list) else []
+    raw_steps = data.get("trajectory")
+    steps: list[Any] = raw_steps if isinstance(raw_steps, list) else []
     exact = _exact_inputs(steps)
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    info = dict_at(data, "info")
     stats = info.get("model_stats")
     session.aggregate = dict(stats) if isinstance(stats, dict) else None
     config = data.get("replay_config")
