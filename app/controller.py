@@ -73,6 +73,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine.context.budget import PROMPT_REGIONS, ContextSnapshot, WindowInfo, resolve_window
+from engine.context.conversation import Session, SessionStore
 from engine.model.events import (
     CompactionEvent,
     CompactionFailed,
@@ -91,7 +92,7 @@ from engine.model.messages import Message, new_id, now_iso, preview
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
-from engine.store.session import Session, SessionError, SessionStore
+from engine.store.session import SessionError
 
 OFFLOAD_PATH = re.compile(r"^tool_results/[0-9a-f]{32}\.txt$")
 MAX_VIEW_BYTES = 8 * 1024 * 1024  # the viewer shows at most this much of one offloaded file

@@ -241,8 +241,8 @@ def bench_offload(size_mb: int = 100) -> list[Figure]:
 
 def bench_session_load(n: int = 10_000, snapshots: int = 1_000) -> list[Figure]:
     from engine.context.budget import WindowInfo, build_snapshot
+    from engine.context.conversation import Session
     from engine.store.fsutil import append_lines
-    from engine.store.session import Session
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s"

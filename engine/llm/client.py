@@ -41,7 +41,7 @@ from typing import Any
 
 from engine.llm import local_model
 from engine.llm.lazyimport import GATE, gated_import
-from engine.model.messages import Message, new_message, tool_result
+from engine.model.messages import Message, new_message, one_line, tool_result
 from engine.store.secrets import remember_secret, scrub
 
 LOCAL_MODEL = local_model.LOCAL_MODEL
@@ -225,13 +225,9 @@ class LLMError(Exception):
 # ---------------------------------------------------------------------- error classification
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _clean_provider_text(text: str) -> str:
     """Strip litellm's prefixes ("litellm.BadRequestError: …OpenAIException - ") from a message."""
-    text = _one_line(text)
+    text = one_line(text)
     text = text.split(" Original exception:", 1)[0]
     if "Exception - " in text:
         text = text.rsplit("Exception - ", 1)[1]
@@ -632,7 +628,7 @@ async def stream_chat(
         await ready()
     except Exception as exc:
         raise LLMError("other", f"litellm could not be loaded ({config.model}): "
-                                f"{_one_line(scrub(str(exc)))[:MAX_ERROR_CHARS]}") from exc
+                                f"{one_line(scrub(str(exc)))[:MAX_ERROR_CHARS]}") from exc
     attempt = 0
     while True:
         attempt += 1

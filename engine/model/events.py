@@ -6,12 +6,45 @@ Every event has a ``type`` (its JSON tag) and serialises with :func:`event_to_js
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
-from engine.context.budget import ContextSnapshot
 from engine.model.messages import Message, now_iso
+from engine.model.snapshot import ContextSnapshot
 
-TRIGGERS = ("auto", "proactive", "reactive", "manual")
+
+class Trigger(StrEnum):
+    """What started a compaction."""
+
+    AUTO = "auto"  # post-turn, in the background
+    PROACTIVE = "proactive"  # pre-call: the next request is over the window
+    REACTIVE = "reactive"  # the provider refused the request as too long
+    MANUAL = "manual"  # preview → apply, undo, /clear
+
+
+TRIGGERS = tuple(t.value for t in Trigger)
+
+
+class Outcome(StrEnum):
+    """How a compaction ended (:attr:`CompactionEvent.result`). A failure has this one form: a
+    :class:`CompactionEvent` whose result is ``FAILED`` (:class:`CompactionFailed` is only the
+    notice that a running compaction was cancelled before it could record anything)."""
+
+    SUMMARIZED = "summarized"
+    DROPPED = "dropped"
+    UNDONE = "undone"
+    CLEARED = "cleared"
+    NOTHING = "nothing"
+    FAILED = "failed"
+
+
+class AgentState(StrEnum):
+    """What the agent is doing (:class:`StateChanged`)."""
+
+    IDLE = "idle"
+    STREAMING = "streaming"
+    TOOL = "tool"
+    COMPACTING = "compacting"
 
 
 @dataclass

@@ -15,7 +15,6 @@ Only :func:`to_wire` decides what reaches the provider: metadata never does.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -171,16 +170,6 @@ def validate_message(obj: Any, where: str = "message") -> Message:
     return obj
 
 
-def ensure_ids(messages: Iterable[Message]) -> list[Message]:
-    """Give every message an id and a timestamp if it lacks them (in place); return them as a list."""
-    out = []
-    for msg in messages:
-        msg.setdefault("id", new_id())
-        msg.setdefault("ts", now_iso())
-        out.append(msg)
-    return out
-
-
 def preview(msg: Message, limit: int = 120) -> str:
     """A one-line preview of a message for lists."""
     text = content_text(msg.get("content"))
@@ -189,12 +178,12 @@ def preview(msg: Message, limit: int = 120) -> str:
             f"{(c.get('function') or {}).get('name', '?')}({(c.get('function') or {}).get('arguments', '')})"
             for c in msg["tool_calls"]
         )
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
-def count_roles(messages: Sequence[Message]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for m in messages:
-        counts[m.get("role", "?")] = counts.get(m.get("role", "?"), 0) + 1
-    return counts
+def one_line(text: object, limit: int | None = None) -> str:
+    """``text`` on one line (runs of whitespace → one space), cut to ``limit`` characters with "…"."""
+    line = " ".join(str(text).split())
+    if limit is None or len(line) <= limit:
+        return line
+    return line[: limit - 1] + "…"

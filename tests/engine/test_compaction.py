@@ -28,13 +28,13 @@ from engine.context.compaction import (
     plan_compaction,
     summary_block,
 )
+from engine.context.conversation import Session
 from engine.context.tokens import estimate_message_tokens
 from engine.context.turns import call_result_pairs, parse_turn_boundaries
 from engine.model.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
 from engine.model.messages import Message, assistant, call_ids, tool_call, tool_result, user
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.session import Session
 
 VALID = """## Goal
 Fix the crash in src/app.py.
