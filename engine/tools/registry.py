@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.context import textsearch
+from engine.store import textsearch
 from engine.store.secrets import scrub_known
 
 ApproveFn = Callable[[str, dict[str, Any]], Awaitable[bool]]
