@@ -54,10 +54,12 @@ from engine.llm import client as llm
 from engine.llm.client import Completion, LLMConfig, LLMError
 from engine.model import messages as m
 from engine.model.events import (
+    AgentState,
     ContextUpdated,
     ErrorEvent,
     Event,
     MessageAdded,
+    Outcome,
     StateChanged,
     TextDelta,
     ToolCallFinished,
@@ -361,7 +363,7 @@ class Agent:
             try:
                 self._settle()
             finally:
-                self._emit(StateChanged("idle"))
+                self._emit(StateChanged(AgentState.IDLE))
                 self._emit(TurnFinished(ok=False, interrupted=True, iterations=iterations))
             raise
         except Exception as exc:  # a bug or a disk error: report it, keep the history valid
@@ -377,7 +379,7 @@ class Agent:
 
     def _finish(self, ok: bool, iterations: int, final_text: str = "") -> TurnFinished:
         event = TurnFinished(ok=ok, iterations=iterations, final_text=final_text)
-        self._emit(StateChanged("idle"))
+        self._emit(StateChanged(AgentState.IDLE))
         self._emit(event)
         if not self.session.closed:
             self.auto_task = self.compactor.start_auto()
@@ -398,7 +400,7 @@ class Agent:
             )
             self._stream_id = m.new_id()
             self._partial = []
-            self._emit(StateChanged("streaming"))
+            self._emit(StateChanged(AgentState.STREAMING))
             try:
                 completion = await llm.stream_chat(
                     self.config,
@@ -420,7 +422,7 @@ class Agent:
                         return None
                     retries += 1
                     event = await self.compactor.reactive()
-                    if event.result == "failed":
+                    if event.result == Outcome.FAILED:
                         self._emit(ErrorEvent("context_window", f"{err.message}; nothing is left to compact "
                                                                 f"({event.reason})"))
                         return None
@@ -463,7 +465,7 @@ class Agent:
     # ------------------------------------------------------------------ tools
 
     async def _run_tools(self, msg: Message) -> None:
-        self._emit(StateChanged("tool"))
+        self._emit(StateChanged(AgentState.TOOL))
         for call in msg.get("tool_calls") or ():
             fn = call.get("function") or {}
             cid = str(call.get("id") or "")

@@ -57,7 +57,7 @@ from engine.context.summary_call import (  # noqa: F401  (re-exported)
 )
 from engine.context.tokens import Estimator, TokenLedger, estimate_tool_defs_tokens
 from engine.context.window import window_for
-from engine.model.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
+from engine.model.events import CompactionCancelled, CompactionEvent, CompactionStarted, Event, Outcome, Trigger
 from engine.model.messages import Message, new_id, now_iso
 from engine.model.snapshot import ContextSnapshot, WindowInfo
 from engine.store import archive
@@ -225,11 +225,11 @@ class Compactor:
 
     def _commit(
         self,
-        trigger: str,
+        trigger: Trigger,
         new_messages: list[Message],
         summary: str,
         *,
-        result: str,
+        result: Outcome,
         reason: str,
         before: int,
         t0: float,
@@ -263,7 +263,7 @@ class Compactor:
         )
         return self._record(event)
 
-    def _fail(self, trigger: str, reason: str, before: int, t0: float) -> CompactionEvent:
+    def _fail(self, trigger: Trigger, reason: str, before: int, t0: float) -> CompactionEvent:
         event = CompactionEvent(
             trigger=trigger,
             tokens_before=before,
@@ -271,7 +271,7 @@ class Compactor:
             messages_compacted=0,
             messages_kept=len(self.session.messages),
             duration_ms=(time.perf_counter() - t0) * 1000,
-            result="failed",
+            result=Outcome.FAILED,
             summary=self.session.summary,
             reason=reason,
         )
@@ -279,7 +279,7 @@ class Compactor:
 
     def _apply_summary(
         self,
-        trigger: str,
+        trigger: Trigger,
         plan: CompactionPlan,
         result: SummaryResult,
         before: int,
@@ -290,12 +290,12 @@ class Compactor:
         new = [m for m in self.session.messages if str(m.get("id")) not in gone]
         if result.valid:
             return self._commit(
-                trigger, new, result.text, result="summarized", reason=plan.reason, before=before, t0=t0,
+                trigger, new, result.text, result=Outcome.SUMMARIZED, reason=plan.reason, before=before, t0=t0,
                 extra_ms=extra_ms,
             )
         summary = drop_note(self.session.summary, len(gone), result.reason)
         return self._commit(
-            trigger, new, summary, result="dropped", reason=result.reason, before=before, t0=t0,
+            trigger, new, summary, result=Outcome.DROPPED, reason=result.reason, before=before, t0=t0,
             extra_ms=extra_ms,
         )
 
@@ -317,19 +317,19 @@ class Compactor:
                 plan = self.plan()
                 if not plan.needed:
                     return None
-                self._emit(CompactionStarted("auto"))
+                self._emit(CompactionStarted(Trigger.AUTO))
                 t0 = time.perf_counter()
                 before = self._request_tokens()
                 try:
                     result = await self._summarize(plan, None)
                 except asyncio.CancelledError:
-                    self._emit(CompactionFailed("auto", "cancelled"))
+                    self._emit(CompactionCancelled(Trigger.AUTO))
                     raise
                 if self.session.closed:
                     return None
                 if any(i not in self.session for i in plan.compact_ids):
-                    return self._fail("auto", "the history changed during summarization", before, t0)
-                return self._apply_summary("auto", plan, result, before, t0)
+                    return self._fail(Trigger.AUTO, "the history changed during summarization", before, t0)
+                return self._apply_summary(Trigger.AUTO, plan, result, before, t0)
         finally:
             if task is not None:
                 self._auto_tasks.discard(task)
@@ -400,7 +400,7 @@ class Compactor:
         async with self.lock:
             if not self.over_budget(build_request):
                 return None
-            self._emit(CompactionStarted("proactive"))
+            self._emit(CompactionStarted(Trigger.PROACTIVE))
             t0 = time.perf_counter()
             before = self._request_tokens()
             plan = self.plan(force=True, keep_current_turn=True)
@@ -409,7 +409,7 @@ class Compactor:
             if plan.needed:  # the digest needs no summarizer (model mode without one fails here)
                 result = await self._summarize(plan, None)
                 if result.valid:
-                    last = self._apply_summary("proactive", plan, result, before, t0)
+                    last = self._apply_summary(Trigger.PROACTIVE, plan, result, before, t0)
                     if not self.over_budget(build_request):
                         return last
                     reason = "still over the window after summarizing"
@@ -417,7 +417,7 @@ class Compactor:
                     before = self._request_tokens()
                 else:
                     reason = result.reason
-            return self._emergency("proactive", reason, before, t0, until_fits=True) or last
+            return self._emergency(Trigger.PROACTIVE, reason, before, t0, until_fits=True) or last
 
     async def reactive(self) -> CompactionEvent:
         """After a provider context-window error: one emergency compression (:func:`force_compression`).
@@ -426,17 +426,17 @@ class Compactor:
         retrying then).
         """
         async with self.lock:
-            self._emit(CompactionStarted("reactive"))
+            self._emit(CompactionStarted(Trigger.REACTIVE))
             t0 = time.perf_counter()
             before = self._request_tokens()
-            event = self._emergency("reactive", "the provider reported a context-window error", before, t0)
+            event = self._emergency(Trigger.REACTIVE, "the provider reported a context-window error", before, t0)
             if event is None:
                 why = "nothing left to drop (≤ 2 messages and a small summary)"
-                return self._fail("reactive", why, before, t0)
+                return self._fail(Trigger.REACTIVE, why, before, t0)
             return event
 
     def _emergency(
-        self, trigger: str, reason: str, before: int, t0: float, *, until_fits: bool = False
+        self, trigger: Trigger, reason: str, before: int, t0: float, *, until_fits: bool = False
     ) -> CompactionEvent | None:
         """Drop (archived) with :func:`force_compression` — once, or ``until_fits`` — and shorten a
         summary that leaves no room. None when nothing could change."""
@@ -465,7 +465,7 @@ class Compactor:
         if not dropped_total and not shrunk:
             return None
         why = reason + ("; the summary was shortened to fit (full text archived)" if shrunk else "")
-        return self._commit(trigger, history, summary, result="dropped", reason=why, before=before, t0=t0)
+        return self._commit(trigger, history, summary, result=Outcome.DROPPED, reason=why, before=before, t0=t0)
 
     def _fit_summary(self, history: list[Message], summary: str, *, force: bool) -> tuple[str, bool]:
         """Shorten a summary that still leaves no room once nothing more can be dropped.
@@ -586,7 +586,7 @@ class Compactor:
                     )
             before = self._request_tokens()
             return self._apply_summary(
-                "manual", preview.plan, result, before, t0, extra_ms=preview.summary.duration_ms
+                Trigger.MANUAL, preview.plan, result, before, t0, extra_ms=preview.summary.duration_ms
             )
 
     async def undo(self) -> CompactionEvent:
@@ -602,13 +602,13 @@ class Compactor:
             if res.missing:
                 reason += f"; {len(res.missing)} could not be found"
             event = CompactionEvent(
-                trigger="manual",
+                trigger=Trigger.MANUAL,
                 tokens_before=before,
                 tokens_after=self._request_tokens(),
                 messages_compacted=len(res.restored),
                 messages_kept=len(self.session.messages),
                 duration_ms=(time.perf_counter() - t0) * 1000,
-                result="undone",
+                result=Outcome.UNDONE,
                 summary=res.summary,
                 reason=reason,
                 id=res.event_id,

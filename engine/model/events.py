@@ -26,14 +26,14 @@ TRIGGERS = tuple(t.value for t in Trigger)
 
 
 class Outcome(StrEnum):
-    """How a compaction ended (:attr:`CompactionEvent.result`). A failure has this one form: a
-    :class:`CompactionEvent` whose result is ``FAILED`` (:class:`CompactionFailed` is only the
-    notice that a running compaction was cancelled before it could record anything)."""
+    """How a compaction ended (:attr:`CompactionEvent.result`). A failed compaction has this one
+    form: a :class:`CompactionEvent` whose result is ``FAILED``, recorded in events.jsonl.
+    (:class:`CompactionCancelled` is not a result: a compaction stopped before it could finish
+    changed nothing and records nothing.)"""
 
     SUMMARIZED = "summarized"
     DROPPED = "dropped"
     UNDONE = "undone"
-    CLEARED = "cleared"
     NOTHING = "nothing"
     FAILED = "failed"
 
@@ -97,7 +97,7 @@ class ContextUpdated(Event):
 @dataclass
 class CompactionStarted(Event):
     type: ClassVar[str] = "compaction_started"
-    trigger: str
+    trigger: Trigger
 
 
 @dataclass
@@ -105,13 +105,13 @@ class CompactionEvent(Event):
     """A compaction that finished (applied, or fell back); recorded in events.jsonl."""
 
     type: ClassVar[str] = "compaction"
-    trigger: str  # auto | proactive | reactive | manual
+    trigger: Trigger
     tokens_before: int
     tokens_after: int
     messages_compacted: int
     messages_kept: int
     duration_ms: float
-    result: str  # "summarized" | "dropped" | "undone" | "nothing" | "failed"
+    result: Outcome
     summary: str = ""
     reason: str = ""
     archive_day: str = ""
@@ -120,10 +120,16 @@ class CompactionEvent(Event):
 
 
 @dataclass
-class CompactionFailed(Event):
+class CompactionCancelled(Event):
+    """A running compaction was cancelled (its session closed, the app quit): nothing changed and
+    nothing is recorded. Its JSON tag stays ``compaction_failed`` (what ``ctxbench run`` prints)."""
+
     type: ClassVar[str] = "compaction_failed"
-    trigger: str
-    reason: str
+    trigger: Trigger
+    reason: str = "cancelled"
+
+
+CompactionFailed = CompactionCancelled  # the name the app still imports
 
 
 @dataclass
@@ -138,7 +144,7 @@ class ErrorEvent(Event):
 @dataclass
 class StateChanged(Event):
     type: ClassVar[str] = "state"
-    state: str  # idle | streaming | tool | compacting
+    state: AgentState
 
 
 @dataclass

@@ -16,12 +16,25 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, date, datetime
+from enum import StrEnum
 from typing import Any
 
 Message = dict[str, Any]
 
-ROLES = ("user", "assistant", "tool", "system")
-HISTORY_ROLES = ("user", "assistant", "tool")
+
+
+class Role(StrEnum):
+    """Who a message is from. The history holds user, assistant and tool messages; the system prompt
+    is kept beside it (session.json) and becomes the request's first message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+ROLES: tuple[str, ...] = tuple(Role)
+HISTORY_ROLES: tuple[str, ...] = (Role.USER, Role.ASSISTANT, Role.TOOL)
 WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal"})
 
