@@ -89,6 +89,7 @@ from engine.model.events import (
     TurnFinished,
 )
 from engine.model.messages import Message, new_id, now_iso, preview
+from engine.model.snapshot import context_report
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
@@ -888,25 +889,7 @@ class Controller(QObject):
         snap = self.next_snapshot()
         if snap is None:
             return "no session is open"
-        w = snap.window or 1
-        rows = [
-            ("System prompt", snap.system),
-            ("Summary", snap.summary),
-            ("History · user", snap.history_user),
-            ("History · assistant", snap.history_assistant),
-            ("History · tool results", snap.history_tool),
-            ("Tool definitions", snap.tools),
-            ("Output reserve", snap.reserve),
-            ("Free", snap.free),
-        ]
-        lines = [
-            f"Context: {snap.used:,} of {snap.window:,} tokens ({100 * snap.used / w:.1f}%, {snap.accuracy}); "
-            f"compaction at {snap.threshold_tokens:,}"
-        ]
-        lines += [f"  {label}: {n:,} ({100 * n / w:.1f}%)" for label, n in rows]
-        if snap.overflow:
-            lines.append(f"  Over the window by {snap.overflow:,} tokens")
-        return "\n".join(lines)
+        return context_report(snap)
 
     def clear_session(self) -> None:
         """/clear: every message leaves the context (archived first) and the summary is emptied; undoable."""

@@ -19,6 +19,8 @@ from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
+from engine.model.text import one_line
+
 Message = dict[str, Any]
 
 
@@ -192,11 +194,3 @@ def preview(msg: Message, limit: int = 120) -> str:
             for c in msg["tool_calls"]
         )
     return one_line(text, limit)
-
-
-def one_line(text: object, limit: int | None = None) -> str:
-    """``text`` on one line (runs of whitespace → one space), cut to ``limit`` characters with "…"."""
-    line = " ".join(str(text).split())
-    if limit is None or len(line) <= limit:
-        return line
-    return line[: limit - 1] + "…"

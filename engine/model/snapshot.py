@@ -29,6 +29,19 @@ REPORTED = Accuracy.REPORTED
 
 # the prompt's regions at full detail (history split by role), in stacking order
 PROMPT_REGIONS = ("system", "summary", "history_user", "history_assistant", "history_tool", "tools")
+# every region the window is drawn with, in stacking order, and what people call each
+REGION_ORDER = (*PROMPT_REGIONS, "draft", "reserve", "free")
+REGION_LABELS: dict[str, str] = {
+    "system": "System prompt",
+    "summary": "Summary",
+    "history_user": "History · user",
+    "history_assistant": "History · assistant",
+    "history_tool": "History · tool results",
+    "tools": "Tool definitions",
+    "draft": "Draft",
+    "reserve": "Output reserve",
+    "free": "Free",
+}
 
 
 def history_budget(context_window: int, system: int, summary: int, tools: int, max_tokens: int) -> int:
@@ -165,3 +178,18 @@ class ContextSnapshot:
 _SNAPSHOT_INTS = ("window", "max_tokens", "system", "summary", "history_user", "history_assistant",
                   "history_tool", "tools", "threshold_tokens")
 _SNAPSHOT_OPTIONAL = ("provider_prompt_tokens", "call_index")
+
+
+def context_report(snap: ContextSnapshot) -> str:
+    """What fills the next request, one line per region (``/context``), labelled as the chart labels them."""
+    w = snap.window or 1
+    values = {key: int(getattr(snap, key)) for key in (*PROMPT_REGIONS, "reserve", "free")}
+    rows = [(REGION_LABELS[key], n) for key, n in values.items()]
+    lines = [
+        f"Context: {snap.used:,} of {snap.window:,} tokens ({100 * snap.used / w:.1f}%, {snap.accuracy}); "
+        f"compaction at {snap.threshold_tokens:,}"
+    ]
+    lines += [f"  {label}: {n:,} ({100 * n / w:.1f}%)" for label, n in rows]
+    if snap.overflow:
+        lines.append(f"  Over the window by {snap.overflow:,} tokens")
+    return "\n".join(lines)
