@@ -98,7 +98,7 @@ def resolve_mode(settings: Settings, summarize: SummarizeFn | None = None) -> Su
     """The mode in force: the setting, or for ``auto`` the digest on the bundled model, both elsewhere."""
     chosen = settings.summary_mode
     if chosen in SUMMARY_MODES:
-        return cast(SummaryMode, chosen)
+        return chosen
     from engine.llm.local_model import is_local
 
     return "digest" if is_local(summarizer_model(settings, summarize)) else "both"
@@ -247,8 +247,8 @@ async def model_part(
         reply, problem = "", f"the summary call failed: {type(exc).__name__}: {exc}"
     ms = (time.perf_counter() - t0) * 1000
     text = normalize_summary(reply if isinstance(reply, str) else "")
-    costs = dict(duration_ms=part.digest_ms + ms, model_text=text, model_ms=ms, model_tokens_in=tokens_in,
-                 model_tokens_out=count(text), model_pending=False)
+    costs: dict[str, Any] = dict(duration_ms=part.digest_ms + ms, model_text=text, model_ms=ms,
+                                 model_tokens_in=tokens_in, model_tokens_out=count(text), model_pending=False)
     if mode == "model":  # the model's own summary, as it wrote it: unusable means no new summary
         ok, why = check_summary(text) if not problem else (False, problem)
         return replace(part, text=text, valid=ok, reason=why, model_problem=why, **costs)

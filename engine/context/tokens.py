@@ -78,7 +78,8 @@ def estimate_message_tokens(msg: Message) -> int:
 
 
 def _tool_parts(tool: dict[str, Any]) -> tuple[str, str, Any]:
-    fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    found = tool.get("function")
+    fn: dict[str, Any] = found if isinstance(found, dict) else tool
     return str(fn.get("name") or ""), str(fn.get("description") or ""), fn.get("parameters")
 
 

@@ -87,7 +87,7 @@ def _import_litellm() -> None:
     _imports["attempts"] += 1
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        litellm = gated_import("litellm")
+        litellm: Any = gated_import("litellm")
     except BaseException:
         _imports["failures"] += 1
         raise

@@ -125,7 +125,7 @@ def load_meta(path: Path, report: LoadReport) -> dict[str, Any]:
     if bad:  # keep the file as it was, then reset the fields the app cannot use
         aside = path / f"{SESSION_FILE}.corrupt-{_stamp()}"
         atomic_write_bytes(aside, meta_path.read_bytes())
-        defaults = {"id": path.name, "title": path.name, "summary": "", "undo": [], "pending": None,
+        defaults: dict[str, Any] = {"id": path.name, "title": path.name, "summary": "", "undo": [], "pending": None,
                     "calibrator": None, "system_prompt": "", "tools": None}
         for key in bad:
             meta[key] = defaults[key]
