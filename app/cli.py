@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from app import cli_export
+from engine.model.text import one_line as _one_line
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
@@ -56,10 +57,6 @@ class UsageError(Exception):
 
 
 # --------------------------------------------------------------------------- output
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def _json_line(obj: Any) -> str:

@@ -90,6 +90,7 @@ from engine.model.events import (
 )
 from engine.model.messages import Message, new_id, now_iso, preview
 from engine.model.snapshot import context_report
+from engine.model.text import one_line as _one_line
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
@@ -146,10 +147,6 @@ class _Turn:
 
     stream_id: str = ""
     partial: list[str] = field(default_factory=list)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def session_dict(info: Any) -> dict[str, Any]:
@@ -286,14 +283,6 @@ class Controller(QObject):
 
         task.add_done_callback(done)
         return task
-
-    async def wait_idle(self, timeout: float = 10.0) -> None:
-        """Wait until no task of this controller runs (tests, shutdown)."""
-        end = time.monotonic() + timeout
-        while any(not t.done() for t in self._tasks.values()):
-            if time.monotonic() > end:
-                raise TimeoutError(f"still running: {sorted(self._tasks)}")
-            await asyncio.sleep(0.01)
 
     @property
     def busy(self) -> bool:
