@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from app import cli_export
+from engine.model.text import one_line as _one_line
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
@@ -56,10 +57,6 @@ class UsageError(Exception):
 
 
 # --------------------------------------------------------------------------- output
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def _json_line(obj: Any) -> str:
@@ -241,8 +238,9 @@ def open_session(
 
     ``lock`` (commands that write) holds the folder against other ctxbench processes until closed.
     """
+    from engine.context.conversation import Session
     from engine.context.tokens import make_estimator
-    from engine.store.session import Session, SessionLockedError
+    from engine.store.session import SessionLockedError
 
     estimator = make_estimator(settings.estimator, settings.model)
     if create and (not path.exists() or (path.is_dir() and not any(path.iterdir()))):
@@ -447,8 +445,8 @@ async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
+    from engine.ingest import import_source
     from engine.sources.detect import parse_format
-    from engine.sources.ingest import import_source
     from engine.sources.model import SourceError
 
     try:

@@ -73,6 +73,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine.context.budget import PROMPT_REGIONS, ContextSnapshot, WindowInfo, resolve_window
+from engine.context.conversation import Session, SessionStore
 from engine.model.events import (
     CompactionEvent,
     CompactionFailed,
@@ -88,10 +89,12 @@ from engine.model.events import (
     TurnFinished,
 )
 from engine.model.messages import Message, new_id, now_iso, preview
+from engine.model.snapshot import context_report
+from engine.model.text import one_line as _one_line
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.config import LOCAL_MODEL, Settings, data_dir, load_settings, save_settings
-from engine.store.session import Session, SessionError, SessionStore
+from engine.store.session import SessionError
 
 OFFLOAD_PATH = re.compile(r"^tool_results/[0-9a-f]{32}\.txt$")
 MAX_VIEW_BYTES = 8 * 1024 * 1024  # the viewer shows at most this much of one offloaded file
@@ -144,10 +147,6 @@ class _Turn:
 
     stream_id: str = ""
     partial: list[str] = field(default_factory=list)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def session_dict(info: Any) -> dict[str, Any]:
@@ -284,14 +283,6 @@ class Controller(QObject):
 
         task.add_done_callback(done)
         return task
-
-    async def wait_idle(self, timeout: float = 10.0) -> None:
-        """Wait until no task of this controller runs (tests, shutdown)."""
-        end = time.monotonic() + timeout
-        while any(not t.done() for t in self._tasks.values()):
-            if time.monotonic() > end:
-                raise TimeoutError(f"still running: {sorted(self._tasks)}")
-            await asyncio.sleep(0.01)
 
     @property
     def busy(self) -> bool:
@@ -887,25 +878,7 @@ class Controller(QObject):
         snap = self.next_snapshot()
         if snap is None:
             return "no session is open"
-        w = snap.window or 1
-        rows = [
-            ("System prompt", snap.system),
-            ("Summary", snap.summary),
-            ("History · user", snap.history_user),
-            ("History · assistant", snap.history_assistant),
-            ("History · tool results", snap.history_tool),
-            ("Tool definitions", snap.tools),
-            ("Output reserve", snap.reserve),
-            ("Free", snap.free),
-        ]
-        lines = [
-            f"Context: {snap.used:,} of {snap.window:,} tokens ({100 * snap.used / w:.1f}%, {snap.accuracy}); "
-            f"compaction at {snap.threshold_tokens:,}"
-        ]
-        lines += [f"  {label}: {n:,} ({100 * n / w:.1f}%)" for label, n in rows]
-        if snap.overflow:
-            lines.append(f"  Over the window by {snap.overflow:,} tokens")
-        return "\n".join(lines)
+        return context_report(snap)
 
     def clear_session(self) -> None:
         """/clear: every message leaves the context (archived first) and the summary is emptied; undoable."""

@@ -88,8 +88,8 @@ def _import_trajectory(sessions: Path) -> None:
     found = sorted(trajectories.glob("astropy*.traj.json")) if trajectories.is_dir() else []
     if not found:
         return
+    from engine.context.conversation import SessionStore
     from engine.importer import import_transcript
-    from engine.store.session import SessionStore
 
     import_transcript(found[0], store=SessionStore(sessions))
 

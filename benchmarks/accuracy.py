@@ -144,7 +144,7 @@ def source_files() -> list[tuple[str, Path]]:
 def measure_sources() -> list[Row]:
     """Calibrated estimate of each call's prompt (as an import records it) vs the provider's figure, for
     every call after a session's first, per agent; and separately the first call after each compaction."""
-    from engine.sources.ingest import context_records
+    from engine.ingest import context_records
     from engine.sources.readers import read_source
 
     errors: dict[str, list[float]] = {}

@@ -165,8 +165,8 @@ def bench_app_memory(n: int = 10_000) -> list[Figure]:
 def _app_memory_child(n: int) -> None:
     import tempfile
 
+    from engine.context.conversation import SessionStore
     from engine.store.fsutil import append_lines
-    from engine.store.session import SessionStore
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CTXBENCH_DATA_DIR"] = str(Path(tmp) / "data")

@@ -24,11 +24,11 @@ from typing import Any
 
 from benchmarks.engine_bench import Figure
 from engine.agent import Agent
+from engine.context.conversation import Session
 from engine.context.tokens import make_estimator
 from engine.llm.client import LOCAL_MODEL, LLMConfig
 from engine.model import messages as m
 from engine.store.config import Settings
-from engine.store.session import Session
 from engine.tools.registry import ToolBox
 
 TURNS = [

@@ -94,7 +94,7 @@ def _ctxbench(*args: str) -> list[str]:
 
 
 def bench_import(tmp: Path) -> list[Figure]:
-    from engine.sources.ingest import import_source
+    from engine.ingest import import_source
 
     runs = iter(range(100))
 

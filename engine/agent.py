@@ -38,34 +38,43 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from engine.context.budget import ContextSnapshot, WindowInfo, resolve_context_window, resolve_window
-from engine.context.compaction import Compactor, SummarizeFn, summary_block
+from engine.context.compaction import Compactor, SummarizeFn
+from engine.context.conversation import Session
 from engine.context.offload import Offloader
+from engine.context.request import (  # noqa: F401  (re-exported: this module was their home)
+    MISSING_RESULT,
+    ORPHAN_PREFIX,
+    SessionRequest,
+    build_request,
+    summary_block,
+    wire_history,
+)
+from engine.context.window import agent_window, imported_window, session_window  # noqa: F401  (re-exported)
 from engine.llm import client as llm
 from engine.llm.client import Completion, LLMConfig, LLMError
 from engine.model import messages as m
 from engine.model.events import (
+    AgentState,
     ContextUpdated,
     ErrorEvent,
     Event,
     MessageAdded,
+    Outcome,
     StateChanged,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
 )
-from engine.model.messages import Message
+from engine.model.messages import Message, one_line
+from engine.model.snapshot import ContextSnapshot, WindowInfo
 from engine.store.config import Settings
 from engine.store.secrets import scrub
-from engine.store.session import Session
 from engine.tools.registry import ApproveFn, ToolBox
 
 PROMPT_PATH = Path(__file__).resolve().parent.parent / "resources" / "prompts" / "system.md"
 MAX_REACTIVE_RETRIES = 2
-MISSING_RESULT = "[no result was recorded for this tool call (the run that made it was interrupted)]"
 INTERRUPTED_RESULT = "interrupted: the turn was stopped before this tool call finished"
-ORPHAN_PREFIX = "[output of an earlier tool call whose request is no longer in the context]\n"
 EmitFn = Callable[[Event], None]
 
 
@@ -104,69 +113,6 @@ def default_tools(*, allow_write: bool = False, allow_shell: bool = False) -> li
 # --------------------------------------------------------------------------- the request
 
 
-def _missing_result(call_id: str) -> Message:
-    return {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT}
-
-
-def wire_history(history: Sequence[Message]) -> list[Message]:
-    """The history as sent: wire keys only, every tool call answered right after its message.
-
-    The stored history is kept valid by the agent, but an imported log or a crash can leave a call
-    without a result or a result without its call; providers reject both. On the wire only (nothing
-    stored changes): a missing result is filled with a note, and a result whose call is not in the
-    preceding assistant message is sent as a user message after the run of results.
-    """
-    out: list[Message] = []
-    pending: list[str] = []
-    deferred: list[Message] = []
-
-    def close_run() -> None:
-        out.extend(_missing_result(cid) for cid in pending)
-        pending.clear()
-        out.extend(deferred)
-        deferred.clear()
-
-    for msg in history:
-        role = msg.get("role")
-        if role == "tool":
-            cid = str(msg.get("tool_call_id") or "")
-            if cid in pending:
-                pending.remove(cid)
-                out.append(m.to_wire(msg))
-            else:
-                text = m.content_text(msg.get("content"))
-                deferred.append({"role": "user", "content": ORPHAN_PREFIX + text})
-            continue
-        close_run()
-        wire = m.to_wire(msg)
-        if role == "assistant":
-            if wire.get("content") is None and not wire.get("tool_calls"):
-                wire["content"] = ""
-            pending.extend(m.call_ids(msg))
-        out.append(wire)
-    close_run()
-    return out
-
-
-def build_request(
-    system_prompt: str,
-    summary: str,
-    history: Sequence[Message],
-    *,
-    archive_days: Sequence[str] = (),
-) -> list[Message]:
-    """The one function that builds the message list sent to the model.
-
-    One system message (the system prompt, then the summary block that says where the archive is),
-    then the history in wire format (:func:`wire_history`). Tools travel beside it, not in it.
-    """
-    block = summary_block(summary, archive_days)
-    text = "\n\n".join(p for p in (system_prompt.strip(), block) if p)
-    out: list[Message] = [{"role": "system", "content": text}] if text else []
-    out.extend(wire_history(history))
-    return out
-
-
 def unanswered_calls(history: Sequence[Message]) -> list[dict[str, Any]]:
     """Tool calls of the last assistant message that have no result after it."""
     for i in range(len(history) - 1, -1, -1):
@@ -189,62 +135,6 @@ def unanswered_calls(history: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- window and snapshots
-
-
-def agent_window(settings: Settings, config: LLMConfig) -> WindowInfo:
-    """The window the agent plans with: the settings' override, else the model's (the local model's
-    ``n_ctx``), else ``max_tokens × 4``."""
-    return resolve_context_window(
-        config.model,
-        settings.context_window,
-        config.max_tokens,
-        model_info=lambda name: llm.model_info(name, n_ctx=config.local_n_ctx),
-    )
-
-
-def session_window(
-    session: Session,
-    settings: Settings,
-    *,
-    model: str | None = None,
-    max_tokens: int | None = None,
-) -> WindowInfo:
-    """The window of a session at rest (``inspect``, manual compaction without an agent).
-
-    The settings' override; else the window the agent last ran with (stored in session.json); else
-    the window an import settled on; else the model's (``model``, the session's, or the settings').
-    """
-    reserve = max_tokens or settings.max_tokens
-    if settings.context_window is not None:
-        return resolve_window(None, settings.context_window, reserve)
-    stored = session.meta.get("window")
-    stored_window = stored.get("context_window") if isinstance(stored, dict) else None
-    if isinstance(stored, dict) and isinstance(stored_window, int) and stored_window > 0:
-        kept = stored.get("max_tokens")
-        reserve = max_tokens or (kept if isinstance(kept, int) and kept > 0 else settings.max_tokens)
-        return WindowInfo(stored_window, reserve, str(stored.get("source") or "model"))
-    imported = session.meta.get("import")
-    if isinstance(imported, dict) and isinstance(imported.get("window"), int) and imported["window"] > 0:
-        return WindowInfo(imported["window"], reserve, str(imported.get("window_source") or "observed"))
-    name = model or str(session.meta.get("model") or "") or settings.model
-    return resolve_context_window(
-        name, None, reserve, model_info=lambda n: llm.model_info(n, n_ctx=settings.local_n_ctx)
-    )
-
-
-def imported_window(session: Session, settings: Settings) -> tuple[WindowInfo, str] | None:
-    """The window and model of the agent that made an imported session, while it is still what was
-    imported (no ctxbench turn has run on it since: a turn stores the window it ran with); None for
-    any other session. The view of such a session is drawn against its own model, whatever model the
-    settings choose for running turns (and whatever window override they hold)."""
-    imported = session.meta.get("import")
-    if not isinstance(imported, dict) or session.meta.get("window") is not None:
-        return None
-    window = imported.get("window")
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        return None
-    source = str(imported.get("window_source") or "observed")
-    return WindowInfo(window, settings.max_tokens, source), str(session.meta.get("model") or "")
 
 
 def imported_prefix_tokens(session: Session) -> int | None:
@@ -286,10 +176,6 @@ def context_snapshot(
 
 
 # --------------------------------------------------------------------------- the agent
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def _empty_answer(completion: Completion, model: str) -> str:
@@ -361,8 +247,12 @@ class Agent:
 
     def request(self) -> list[Message]:
         """The request the next LLM call would send (built by :func:`build_request`)."""
-        s = self.session
-        return build_request(self.system_prompt, s.summary, s.messages, archive_days=s.archive_days())
+        return self.next_request()
+
+    @property
+    def next_request(self) -> SessionRequest:
+        """The next request as the pre-call budget check takes it (calling it builds the request)."""
+        return SessionRequest(self.session, self.system_prompt)
 
     def snapshot(self, draft: str = "") -> ContextSnapshot:
         """The regions of the next request, with ``draft`` (unsent input) counted apart."""
@@ -473,7 +363,7 @@ class Agent:
             try:
                 self._settle()
             finally:
-                self._emit(StateChanged("idle"))
+                self._emit(StateChanged(AgentState.IDLE))
                 self._emit(TurnFinished(ok=False, interrupted=True, iterations=iterations))
             raise
         except Exception as exc:  # a bug or a disk error: report it, keep the history valid
@@ -484,12 +374,12 @@ class Agent:
                 problem += (
                     f" (and the history could not be settled: {type(settle_exc).__name__}: {settle_exc})"
                 )
-            self._emit(ErrorEvent("internal", _one_line(scrub(problem))))
+            self._emit(ErrorEvent("internal", one_line(scrub(problem))))
             return self._finish(False, iterations)
 
     def _finish(self, ok: bool, iterations: int, final_text: str = "") -> TurnFinished:
         event = TurnFinished(ok=ok, iterations=iterations, final_text=final_text)
-        self._emit(StateChanged("idle"))
+        self._emit(StateChanged(AgentState.IDLE))
         self._emit(event)
         if not self.session.closed:
             self.auto_task = self.compactor.start_auto()
@@ -501,7 +391,7 @@ class Agent:
         """Proactive check, stream, reactive retries; None when the turn must end (error emitted)."""
         retries = 0
         while True:
-            await self.compactor.proactive(self.request)
+            await self.compactor.proactive(self.next_request)
             sent = list(self.session.messages)
             request = self.request()
             raw = self.session.snapshot(
@@ -510,7 +400,7 @@ class Agent:
             )
             self._stream_id = m.new_id()
             self._partial = []
-            self._emit(StateChanged("streaming"))
+            self._emit(StateChanged(AgentState.STREAMING))
             try:
                 completion = await llm.stream_chat(
                     self.config,
@@ -532,7 +422,7 @@ class Agent:
                         return None
                     retries += 1
                     event = await self.compactor.reactive()
-                    if event.result == "failed":
+                    if event.result == Outcome.FAILED:
                         self._emit(ErrorEvent("context_window", f"{err.message}; nothing is left to compact "
                                                                 f"({event.reason})"))
                         return None
@@ -575,7 +465,7 @@ class Agent:
     # ------------------------------------------------------------------ tools
 
     async def _run_tools(self, msg: Message) -> None:
-        self._emit(StateChanged("tool"))
+        self._emit(StateChanged(AgentState.TOOL))
         for call in msg.get("tool_calls") or ():
             fn = call.get("function") or {}
             cid = str(call.get("id") or "")

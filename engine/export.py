@@ -160,7 +160,8 @@ def calls_csv(rows: Sequence[Mapping[str, Any]]) -> str:
 def calls_json(data: SessionExport, rows: Sequence[Mapping[str, Any]] | None = None) -> str:
     """A JSON document: the session's description, the fields, one object per call, the compactions."""
     rows = call_rows(data) if rows is None else rows
-    imported = data.meta.get("import") if isinstance(data.meta.get("import"), dict) else {}
+    found = data.meta.get("import")
+    imported: dict[str, Any] = found if isinstance(found, dict) else {}
     doc = {
         "kind": JSON_KIND, "version": JSON_VERSION,
         "session": {"id": data.folder.name, "title": data.title, "model": data.model,
@@ -196,7 +197,8 @@ def _n(value: Any) -> str:
 
 def _header(data: SessionExport, counts: Sequence[int]) -> list[str]:
     reported = [c for c in data.calls if isinstance(c.get("provider_prompt_tokens"), int)]
-    imported = data.meta.get("import") if isinstance(data.meta.get("import"), dict) else {}
+    found = data.meta.get("import")
+    imported: dict[str, Any] = found if isinstance(found, dict) else {}
     window = next((c.get("window") for c in reversed(data.calls) if c.get("window")), None)
     lines = [f"# {data.title}", ""]
     facts = [("Model", data.model or "—"), ("Window", _n(window)),

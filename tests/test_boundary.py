@@ -54,3 +54,171 @@ def test_checker_catches_a_violation(tmp_path: Path) -> None:
     bad.write_text("import os\nfrom PySide6.QtCore import QObject\n__import__('qasync')\n")
     names = [n for n, _ in _imports(bad)]
     assert "PySide6.QtCore" in names and "qasync" in names
+
+
+# --------------------------------------------------------------------------- the engine's layers
+
+# lower never imports higher; modules of one layer may import each other (but never in a cycle)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("engine.model",),
+    ("engine.store",),
+    ("engine.llm",),
+    ("engine.context",),
+    ("engine.tools",),
+    ("engine.sources",),
+    ("engine.agent", "engine.importer", "engine.export", "engine.ingest", "engine.transcript"),
+    ("engine.workbench",),
+)
+SPEC_SHIMS = ("engine.tokens", "engine.budget", "engine.turns", "engine.offload", "engine.compaction")
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _all_imports(path: Path, module: str) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (function bodies and TYPE_CHECKING blocks too),
+    relative imports resolved; ``from a import b`` counts as ``a.b`` when that is a module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def import_graph(root: Path, package: str = "engine") -> dict[str, set[str]]:
+    """{module: the modules of ``package`` it imports}, derived from the source under ``root``."""
+    files = {_module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    packages = {name for name, path in files.items() if path.name == "__init__.py"}
+    for name, path in files.items():
+        targets = {t for t in _all_imports(path, name) if t in files and t != name}
+        # ``from engine.context import b`` names the package only to reach b: the edge is to b
+        graph[name] = {t for t in targets if t not in packages or not any(u.startswith(t + ".") for u in targets)}
+        graph[name].discard(package)
+    return graph
+
+
+def layer_of(module: str) -> int | None:
+    for index, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for source, targets in sorted(graph.items()):
+        src = layer_of(source)
+        for target in sorted(targets):
+            dst = layer_of(target)
+            if src is not None and dst is not None and dst > src:
+                bad.append(f"{source} (layer {src}) imports {target} (layer {dst})")
+    return bad
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle as [a, b, …, a], or [] when there is none (iterative DFS)."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        stack: list[tuple[str, list[str]]] = [(start, sorted(graph.get(start, ())))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            node, todo = stack[-1]
+            if not todo:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+                continue
+            nxt = todo.pop(0)
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, sorted(graph.get(nxt, ()))))
+    return []
+
+
+def shim_importers(root: Path) -> list[str]:
+    """Project files that import one of the five SPEC shims (kept for external callers only)."""
+    bad = []
+    for folder in ("app", "engine", "widgets", "benchmarks", "tests"):
+        for path in sorted((root / folder).rglob("*.py")):
+            name = _module_name(path, root)
+            hits = _all_imports(path, name) & set(SPEC_SHIMS)
+            hits |= {f"engine.{n}" for n in _engine_names(path) if f"engine.{n}" in SPEC_SHIMS}
+            if hits:
+                bad.append(f"{path.relative_to(root)} imports {', '.join(sorted(hits))}")
+    return bad
+
+
+def _engine_names(path: Path) -> set[str]:
+    """Names imported with ``from engine import x``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "engine" and node.level == 0
+        for alias in node.names
+    }
+
+
+def test_every_engine_module_has_a_layer() -> None:
+    graph = import_graph(REPO)
+    assert [m for m in graph if m != "engine" and layer_of(m) is None and m not in SPEC_SHIMS] == []
+
+
+def test_engine_layers_import_only_downwards() -> None:
+    assert layer_violations(import_graph(REPO)) == []
+
+
+def test_no_import_cycle_in_engine() -> None:
+    assert find_cycle(import_graph(REPO)) == []
+
+
+def test_nothing_in_the_project_imports_the_spec_shims() -> None:
+    allowed = {"tests/engine/test_spec_shims.py"}
+    assert [b for b in shim_importers(REPO) if b.split(" ")[0] not in allowed] == []
+
+
+def test_layer_checker_catches_a_planted_cycle_and_violation(tmp_path: Path) -> None:
+    pkg = tmp_path / "engine"
+    (pkg / "model").mkdir(parents=True)
+    (pkg / "context").mkdir()
+    for folder in (pkg, pkg / "model", pkg / "context"):
+        (folder / "__init__.py").write_text("")
+    (pkg / "model" / "a.py").write_text("def f():\n    from engine.context import b\n")  # upward, in a function
+    (pkg / "context" / "b.py").write_text("from ..model import a\n")  # relative, back down: a cycle
+    (pkg / "context" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from engine.context.d import X\n")
+    (pkg / "context" / "d.py").write_text("from engine.context import c\n")
+    (pkg / "budget.py").write_text("")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "x.py").write_text("from engine import budget\n")
+    for folder in ("widgets", "benchmarks", "tests"):
+        (tmp_path / folder).mkdir()
+    graph = import_graph(tmp_path)
+    assert graph["engine.model.a"] == {"engine.context.b"} and graph["engine.context.b"] == {"engine.model.a"}
+    assert layer_violations(graph) == ["engine.model.a (layer 0) imports engine.context.b (layer 3)"]
+    cycle = find_cycle(graph)
+    assert cycle[0] == cycle[-1] and set(cycle) in ({"engine.model.a", "engine.context.b"},
+                                                    {"engine.context.c", "engine.context.d"})
+    del graph["engine.model.a"]
+    assert set(find_cycle(graph)) == {"engine.context.c", "engine.context.d"}  # a type-only cycle counts too
+    assert shim_importers(tmp_path) == ["app/x.py imports engine.budget"]

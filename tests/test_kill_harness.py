@@ -46,9 +46,9 @@ from typing import Any
 import pytest
 
 from engine.agent import unanswered_calls
+from engine.context.conversation import Session
 from engine.model.messages import assistant, user
 from engine.store import archive
-from engine.store.session import Session
 from tests import fakeserver as fs
 from tests.conftest import REPO
 

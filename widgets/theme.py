@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
+from engine.model.snapshot import REGION_LABELS as ENGINE_REGION_LABELS
+from engine.model.text import format_bytes  # noqa: F401  (re-exported: one formatter, the engine's)
+
 REGION_ORDER: tuple[str, ...] = (
     "system",
     "summary",
@@ -45,17 +48,7 @@ REGION_ORDER: tuple[str, ...] = (
     "free",
 )
 
-REGION_LABELS: dict[str, str] = {
-    "system": "System prompt",
-    "summary": "Summary",
-    "history_user": "History · user",
-    "history_assistant": "History · assistant",
-    "history_tool": "History · tool results",
-    "tools": "Tool definitions",
-    "draft": "Draft",
-    "reserve": "Output reserve",
-    "free": "Free",
-}
+REGION_LABELS: dict[str, str] = ENGINE_REGION_LABELS  # one list: engine.model.snapshot
 
 MODES = ("system", "light", "dark")
 
@@ -278,17 +271,6 @@ def format_tokens(n: int | float | None) -> str:
     if n is None:
         return "—"
     return f"{round(n):,}"
-
-
-def format_bytes(n: int | None) -> str:
-    """``812 B``, ``3.4 KB``, ``1.2 MB``."""
-    if n is None:
-        return "—"
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.1f} KB"
-    return f"{n / (1024 * 1024):.1f} MB"
 
 
 def percent(part: int | float, whole: int | float) -> str:

@@ -1,27 +1,19 @@
-"""Compaction: the plan, the summary, the three automatic paths and manual preview → apply → undo.
+"""Compaction bound to one session: the three automatic paths and manual preview → apply → undo.
 
-SPEC §4. The pieces:
+SPEC §4. The pure pieces live beside it: :mod:`engine.context.plan` (:func:`plan_compaction`, the
+emergency cut :func:`force_compression`), :mod:`engine.context.summary_call` (the summary through an
+injected LLM callable) and :mod:`engine.context.summaries` (the ``summary_mode`` setting: the digest
+made from the messages, the model's summary given the digest, or both).
 
-- :func:`plan_compaction` — pure: which messages are compacted and which are kept, with token counts
-  before and after. Over ``threshold_ratio × window`` (strictly greater than the integer threshold,
-  the same test as :attr:`ContextSnapshot.over_threshold`), keep the longest suffix whose tokens are
-  ≤ ``reserve_tokens`` and whose cut separates no tool call from its result; compact the rest.
-- :func:`generate_summary` — the summary through an injected async LLM callable
-  (:data:`SummarizeFn`; this module never imports litellm): six Markdown sections, incremental
-  update of the previous summary, optional extra instruction, validity check.
-  The Compactor summarises through :mod:`engine.context.summaries` (the ``summary_mode`` setting: the digest
-  made from the messages, :mod:`engine.context.digest`; the model's summary given the digest; or both).
-- :func:`force_compression` — the emergency cut (pure); :func:`emergency_split` says what it drops.
-- :class:`Compactor` — bound to one :class:`engine.store.session.Session`: ``run_auto`` (post-turn,
-  background, never two at once per session, cancelled when the session closes), ``proactive``
-  (pre-call), ``reactive`` (after a provider context-window error), ``preview``/``apply``/``undo``
-  (manual). Every path that changes the session records an :class:`engine.model.events.CompactionEvent`
-  in events.jsonl and passes it to the ``emit`` callback.
+:class:`Compactor` — bound to one :class:`engine.context.conversation.Session`: ``run_auto``
+(post-turn, background, never two at once per session, cancelled when the session closes),
+``proactive`` (pre-call), ``reactive`` (after a provider context-window error),
+``preview``/``apply``/``undo`` (manual). Every path that changes the session records an
+:class:`engine.model.events.CompactionEvent` in events.jsonl and passes it to the ``emit`` callback.
 
-**Pinned messages** are never compacted by the plan: a pinned message in the compacted part stays
-in ``keep`` (in its place, before the kept suffix), together with the other half of its tool call
-pairs. They do not count against the reserve. The emergency path (:func:`force_compression`)
-follows the SPEC exactly and ignores pins: what it drops is archived and can be restored.
+The pre-call test (:meth:`Compactor.over_budget`) runs before every model call, so it reads running
+totals (the session's token ledger, :class:`engine.context.request.WireTally`) instead of building
+and re-estimating the request; :meth:`Compactor.over_budget_full` is the reference it must agree with.
 
 Token numbers the Compactor plans with are calibrated (scaled by the session's actual/estimate
 ratio) once the provider has reported usage, so the plan agrees with the chart.
@@ -30,436 +22,75 @@ ratio) once the provider has reported usage, so the plan agrees with the chart.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.context.budget import ContextSnapshot, WindowInfo, is_over_context_budget
-from engine.context.tokens import Estimator
-from engine.context.turns import clean_cut_points, find_safe_boundary, parse_turn_boundaries
-from engine.model.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
-from engine.model.messages import Message, call_ids, content_text, new_id, now_iso
+from engine.context.budget import is_over_context_budget, scaled_sum
+from engine.context.plan import (  # noqa: F401  (re-exported: this module was their home)
+    CompactionError,
+    CompactionPlan,
+    StalePreviewError,
+    emergency_note,
+    emergency_split,
+    force_compression,
+    last_turn_start,
+    plan_compaction,
+)
+from engine.context.request import SessionRequest, WireTally, system_message_tokens, system_text
+from engine.context.request import summary_block as summary_block
+from engine.context.summaries import Summary, plan_digest, resolve_mode, summarize_plan, summarizer_model
+from engine.context.summaries import complete_model_part as _complete_model_part
+from engine.context.summary_call import (  # noqa: F401  (re-exported)
+    PROMPT_OVERHEAD_TOKENS,
+    SECTIONS,
+    SummarizeFn,
+    SummaryResult,
+    build_summary_request,
+    check_summary,
+    drop_note,
+    generate_summary,
+    load_prompt,
+    normalize_summary,
+    render_transcript,
+)
+from engine.context.tokens import Estimator, TokenLedger, estimate_tool_defs_tokens
+from engine.context.window import window_for
+from engine.model.events import CompactionCancelled, CompactionEvent, CompactionStarted, Event, Outcome, Trigger
+from engine.model.messages import Message, new_id, now_iso
+from engine.model.snapshot import ContextSnapshot, WindowInfo
 from engine.store import archive
 from engine.store.config import Settings
+from engine.store.session import SessionError
 
 if TYPE_CHECKING:
-    from engine.store.session import Session
-
-SummarizeFn = Callable[[list[dict[str, Any]], int], Awaitable[str]]
-
-SECTIONS = (
-    "Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context",
-)
-_SECTION_KEYS = {
-    "Goal": ("goal",),
-    "Constraints & Preferences": ("constraint", "preference"),
-    "Progress": ("progress",),
-    "Key Decisions": ("decision",),
-    "Next Steps": ("next step",),
-    "Critical Context": ("critical context", "critical"),
-}
-PROMPT_PATH = Path(__file__).resolve().parents[2] / "resources" / "prompts" / "summary.md"
-TOOL_RESULT_CHARS = 4_000  # per tool result in the transcript sent to the summarizer
-MESSAGE_CHARS = 12_000  # per other message
-PROMPT_OVERHEAD_TOKENS = 1_000
-
-
-class CompactionError(Exception):
-    """A compaction that cannot be done as asked; the text says why. Nothing was changed."""
-
-
-class StalePreviewError(CompactionError):
-    """The session changed since the preview was made; make a new preview."""
-
-
-# --------------------------------------------------------------------------- the plan
+    from engine.context.conversation import Session
 
 
 @dataclass
-class CompactionPlan:
-    compact: list[Message]
-    keep: list[Message]
-    tokens_before: int  # the full request: system + summary + history + tools + max_tokens
-    tokens_after: int  # the same with only ``keep`` (and the current summary)
-    compact_tokens: int
-    keep_tokens: int
-    needed: bool
-    reason: str
-    threshold_tokens: int = 0
-    reserve_tokens: int = 0
-    cut_index: int = 0  # where the kept suffix starts in the history
-    pinned_kept: int = 0  # messages kept before the cut because of pins
+class PrefixCheck:
+    """Does the history still start with the messages of the last reported call? Kept in step with
+    the ledger like :class:`~engine.context.request.WireTally`: the ids are collected as messages
+    are appended, and the answer is computed once per recorded call, not once per check."""
 
-    @property
-    def compact_ids(self) -> list[str]:
-        return [str(m.get("id")) for m in self.compact]
+    ledger: TokenLedger | None = None
+    revision: int = -1
+    ids: list[str] = field(default_factory=list)
+    prefix: tuple[str, ...] | None = None
+    same: bool = False
 
-    @property
-    def keep_ids(self) -> list[str]:
-        return [str(m.get("id")) for m in self.keep]
-
-
-def _pinned_closure(history: Sequence[Message], stop: int) -> set[int]:
-    """Indexes < stop that stay because they are pinned or paired with a pinned message."""
-    pinned = [i for i in range(stop) if history[i].get("pinned")]
-    if not pinned:
-        return set()
-    owner: dict[str, int] = {}
-    results: dict[str, list[int]] = {}
-    for i in range(stop):
-        m = history[i]
-        if m.get("role") == "assistant":
-            for cid in call_ids(m):
-                owner.setdefault(cid, i)
-        elif m.get("role") == "tool":
-            results.setdefault(str(m.get("tool_call_id") or ""), []).append(i)
-    keep: set[int] = set()
-    todo = list(pinned)
-    while todo:
-        i = todo.pop()
-        if i in keep:
-            continue
-        keep.add(i)
-        m = history[i]
-        if m.get("role") == "assistant":
-            for cid in call_ids(m):
-                todo.extend(results.get(cid, ()))
-        elif m.get("role") == "tool":
-            o = owner.get(str(m.get("tool_call_id") or ""))
-            if o is not None:
-                todo.append(o)
-    return keep
-
-
-def _last_turn_start(history: Sequence[Message]) -> int | None:
-    users = parse_turn_boundaries(history)
-    return users[-1] if users else None
-
-
-def plan_compaction(
-    history: Sequence[Message],
-    counts: Sequence[int],
-    *,
-    window: int,
-    system_tokens: int,
-    summary_tokens: int,
-    tools_tokens: int,
-    max_tokens: int,
-    threshold_ratio: float,
-    reserve_tokens: int,
-    force: bool = False,
-    keep_from: int | None = None,
-) -> CompactionPlan:
-    """What to compact and what to keep (SPEC §4 Plan); pure, O(n).
-
-    ``force`` (the manual path) plans a compaction even when the request is under the threshold.
-    ``keep_from`` (the pre-call path, mid-turn) keeps every message from that index on, whatever
-    the reserve: the turn in progress must reach the model with its user message.
-    ``needed`` is true only when something would actually be compacted.
-    """
-    n = len(history)
-    if len(counts) != n:
-        raise ValueError(f"plan_compaction: {len(counts)} token counts for {n} messages")
-    hist_tokens = sum(counts)
-    fixed = system_tokens + summary_tokens + tools_tokens + max_tokens
-    before = fixed + hist_tokens
-    threshold = int(threshold_ratio * window)
-
-    def nothing(reason: str) -> CompactionPlan:
-        return CompactionPlan(
-            compact=[],
-            keep=list(history),
-            tokens_before=before,
-            tokens_after=before,
-            compact_tokens=0,
-            keep_tokens=hist_tokens,
-            needed=False,
-            reason=reason,
-            threshold_tokens=threshold,
-            reserve_tokens=reserve_tokens,
-            cut_index=0,
-        )
-
-    if n == 0:
-        return nothing("the history is empty")
-    if not force and before <= threshold:
-        return nothing(f"the request ({before} tokens) is within the threshold ({threshold} tokens)")
-    ok = clean_cut_points(history)
-    start = n
-    suffix = 0
-    for i in range(n - 1, -1, -1):
-        if suffix + counts[i] > reserve_tokens:
-            break
-        suffix += counts[i]
-        start = i
-    cut = start
-    while not ok[cut]:
-        cut += 1
-    if keep_from is not None and keep_from < cut:
-        cut = max(0, keep_from)
-        while cut > 0 and not ok[cut]:
-            cut -= 1
-    if cut == 0:
-        return nothing(
-            f"the whole history ({hist_tokens} tokens) fits in the reserve ({reserve_tokens} tokens)"
-        )
-    pinned = _pinned_closure(history, cut)
-    compact_idx = [i for i in range(cut) if i not in pinned]
-    if not compact_idx:
-        return nothing("every message before the kept part is pinned")
-    compact_tokens = sum(counts[i] for i in compact_idx)
-    keep = [history[i] for i in sorted(pinned)] + list(history[cut:])
-    keep_tokens = hist_tokens - compact_tokens
-    if before > threshold:
-        reason = f"the request ({before} tokens) is over the threshold ({threshold} tokens)"
-    else:
-        reason = "compaction requested"
-    return CompactionPlan(
-        compact=[history[i] for i in compact_idx],
-        keep=keep,
-        tokens_before=before,
-        tokens_after=fixed + keep_tokens,
-        compact_tokens=compact_tokens,
-        keep_tokens=keep_tokens,
-        needed=True,
-        reason=reason,
-        threshold_tokens=threshold,
-        reserve_tokens=reserve_tokens,
-        cut_index=cut,
-        pinned_kept=len(pinned),
-    )
-
-
-# --------------------------------------------------------------------------- emergency
-
-
-def emergency_split(history: Sequence[Message]) -> tuple[list[Message], list[Message]]:
-    """(dropped, kept) for the emergency cut of SPEC §4; pure, O(n).
-
-    ≤ 2 messages: nothing. ≥ 2 turns: keep from the turn at ``turns[len(turns)//2]``. One turn: keep
-    from ``find_safe_boundary(history, len//2)``, and where that is 0 keep only the most recent user
-    message. No user message at all: keep from ``len//2``. A cut that would separate a tool call from
-    its result (only malformed logs have one at a turn start) moves forward to the next clean cut.
-    """
-    n = len(history)
-    if n <= 2:
-        return [], list(history)
-    turns = parse_turn_boundaries(history)
-    if len(turns) >= 2:
-        k = turns[len(turns) // 2]
-    else:
-        k = find_safe_boundary(history, n // 2)
-        if k == 0 and turns:
-            u = turns[-1]
-            return list(history[:u]) + list(history[u + 1 :]), [history[u]]
-    ok = clean_cut_points(history)
-    j = k
-    while j < n and not ok[j]:
-        j += 1
-    if j == n:  # nothing clean after: take the nearest clean cut before instead
-        j = k
-        while j > 0 and not ok[j]:
-            j -= 1
-    return list(history[:j]), list(history[j:])
-
-
-def emergency_note(dropped: int) -> str:
-    return (
-        f"[Emergency compression: {dropped} older message{'s' if dropped != 1 else ''} were dropped from "
-        "the context to fit the window. They are kept in this session's dialog archive (dialog/).]"
-    )
-
-
-def force_compression(history: Sequence[Message], summary: str) -> tuple[list[Message], str, int]:
-    """Emergency compression: (new history, new summary, count dropped); pure.
-
-    The note about the dropped messages goes into the summary, never into the history. The caller
-    archives the dropped messages (see :func:`emergency_split`).
-    """
-    dropped, kept = emergency_split(history)
-    if not dropped:
-        return list(history), summary, 0
-    note = emergency_note(len(dropped))
-    return kept, (f"{summary}\n\n{note}" if summary else note), len(dropped)
-
-
-# --------------------------------------------------------------------------- the summary
-
-
-@dataclass
-class SummaryResult:
-    text: str
-    valid: bool
-    reason: str = ""
-    duration_ms: float = 0.0
-
-
-@cache
-def load_prompt() -> str:
-    try:
-        return PROMPT_PATH.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CompactionError(f"the summary prompt is missing: {PROMPT_PATH} ({exc})") from exc
-
-
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE_RE = re.compile(r"^```[a-zA-Z]*\n(.*)\n```$", re.DOTALL)
-_HEADING_RE = re.compile(r"^\s{0,3}(#{2,3})\s+(.+?)\s*#*\s*$", re.MULTILINE)
-
-
-def normalize_summary(text: str) -> str:
-    """Strip reasoning blocks and a code fence wrapped around the whole reply."""
-    text = _THINK_RE.sub("", text or "").strip()
-    m = _FENCE_RE.match(text)
-    if m:
-        text = m.group(1).strip()
-    return text
-
-
-def check_summary(text: str) -> tuple[bool, str]:
-    """(valid, reason): a valid summary is non-empty and has the six ``##`` section headings."""
-    if not text.strip():
-        return False, "the summary is empty"
-    headings = [h.lower() for level, h in _HEADING_RE.findall(text) if level == "##"]
-    if not headings:
-        return False, "the summary has no '##' section headings"
-    missing = [
-        name for name, keys in _SECTION_KEYS.items() if not any(k in h for h in headings for k in keys)
-    ]
-    if missing:
-        return False, "the summary lacks the section(s): " + ", ".join(missing)
-    return True, ""
-
-
-def _cut_middle(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = max(1, limit // 2)
-    return f"{text[:half]}\n[… {len(text) - 2 * half} characters left out …]\n{text[-half:]}"
-
-
-def _render_message(index: int, msg: Message, tool_chars: int, other_chars: int) -> str:
-    role = str(msg.get("role") or "?")
-    ts = str(msg.get("ts") or "")[:16].replace("T", " ")
-    if role == "tool":
-        head = f"### [{index}] tool result for call {msg.get('tool_call_id') or '?'}"
-        if msg.get("name"):
-            head += f" ({msg['name']})"
-        body = _cut_middle(content_text(msg.get("content")), tool_chars)
-    else:
-        head = f"### [{index}] {role}" + (f" · {ts}" if ts else "")
-        body = _cut_middle(content_text(msg.get("content")), other_chars)
-    lines = [head]
-    if msg.get("reasoning_content"):
-        lines.append("(reasoning) " + _cut_middle(str(msg["reasoning_content"]), other_chars // 4))
-    if body:
-        lines.append(body)
-    for call in msg.get("tool_calls") or ():
-        if isinstance(call, dict):
-            fn = call.get("function") or {}
-            args = _cut_middle(str(fn.get("arguments") or ""), other_chars // 2)
-            lines.append(f"→ calls {fn.get('name') or '?'}({args}) [id {call.get('id') or '?'}]")
-    if msg.get("interrupted"):
-        lines.append("(this message was interrupted)")
-    return "\n".join(lines)
-
-
-def render_transcript(messages: Sequence[Message], budget_chars: int | None = None) -> str:
-    """The compacted messages as text for the summarizer, shrunk to ``budget_chars`` if given."""
-    tool_chars, other_chars = TOOL_RESULT_CHARS, MESSAGE_CHARS
-    while True:
-        text = "\n\n".join(_render_message(i + 1, m, tool_chars, other_chars) for i, m in enumerate(messages))
-        if budget_chars is None or len(text) <= budget_chars or tool_chars <= 200:
-            break
-        tool_chars, other_chars = tool_chars // 2, other_chars // 2
-    if budget_chars is not None and len(text) > budget_chars:
-        text = _cut_middle(text, budget_chars)
-    return text
-
-
-def build_summary_request(
-    compacted: Sequence[Message],
-    previous_summary: str,
-    instruction: str | None,
-    *,
-    budget_chars: int | None = None,
-) -> list[dict[str, Any]]:
-    """The wire messages for the summary call: our prompt, then the material."""
-    parts: list[str] = []
-    if previous_summary.strip():
-        parts.append(
-            "This is the summary written the last time the context was compacted. Update it with the "
-            "messages below; keep what is still true.\n\n<previous-summary>\n"
-            f"{previous_summary.strip()}\n</previous-summary>"
-        )
-    else:
-        parts.append("There is no previous summary: this is the first compaction of this conversation.")
-    parts.append(
-        f"The {len(compacted)} messages leaving the context, oldest first:\n\n<conversation>\n"
-        f"{render_transcript(compacted, budget_chars)}\n</conversation>"
-    )
-    if instruction and instruction.strip():
-        parts.append(f"Extra instruction from the user for this summary: {instruction.strip()}")
-    parts.append("Write the updated summary now, with the six sections.")
-    return [
-        {"role": "system", "content": load_prompt()},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
-
-
-async def generate_summary(
-    summarize: SummarizeFn,
-    compacted: Sequence[Message],
-    previous_summary: str,
-    instruction: str | None,
-    max_tokens: int,
-    *,
-    budget_chars: int | None = None,
-) -> SummaryResult:
-    """Ask the injected LLM callable for a summary and check it. Never raises but for cancellation."""
-    t0 = time.perf_counter()
-    if not compacted and not previous_summary.strip():
-        return SummaryResult("", False, "nothing to summarize")
-    request = build_summary_request(compacted, previous_summary, instruction, budget_chars=budget_chars)
-    try:
-        reply = await summarize(request, max_tokens)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # the provider failed: the caller falls back to dropping
-        ms = (time.perf_counter() - t0) * 1000
-        return SummaryResult("", False, f"the summary call failed: {type(exc).__name__}: {exc}", ms)
-    text = normalize_summary(reply if isinstance(reply, str) else "")
-    valid, reason = check_summary(text)
-    return SummaryResult(text, valid, reason, (time.perf_counter() - t0) * 1000)
-
-
-def summary_block(summary: str, archive_days: Sequence[str] = ()) -> str:
-    """The summary as injected into the request, telling the model where the archive is."""
-    if not summary.strip():
-        return ""
-    where = (
-        "Earlier messages are kept word for word in this session's dialog archive: "
-        + ", ".join(f"dialog/{d}.jsonl" for d in archive_days)
-        + " (one JSON message per line, newest at the end; read them with read_file)."
-        if archive_days
-        else "Earlier messages are kept word for word in this session's dialog archive (dialog/)."
-    )
-    return f"# Summary of the earlier conversation\n\n{summary.strip()}\n\n{where}"
-
-
-def drop_note(summary: str, dropped: int, reason: str) -> str:
-    note = (
-        f"[{dropped} older message{'s' if dropped != 1 else ''} left the context without a new summary "
-        f"({reason}). They are kept in this session's dialog archive (dialog/).]"
-    )
-    return f"{summary}\n\n{note}" if summary.strip() else note
-
-
-# --------------------------------------------------------------------------- the compactor
+    def matches(self, messages: Sequence[Message], ledger: TokenLedger, prefix: tuple[str, ...]) -> bool:
+        if ledger is not self.ledger or ledger.revision != self.revision or len(messages) < len(self.ids):
+            self.ledger, self.revision, self.ids, self.prefix = ledger, ledger.revision, [], None
+        if len(self.ids) < len(messages):
+            self.ids.extend(str(m.get("id", "")) for m in messages[len(self.ids):])
+        n = len(prefix)
+        if n > len(self.ids):
+            return False
+        if prefix is not self.prefix:
+            self.prefix, self.same = prefix, tuple(self.ids[:n]) == prefix
+        return self.same
 
 
 @dataclass
@@ -509,6 +140,8 @@ class Compactor:
         self.window = window
         self.emit = emit
         self._auto_tasks: set[asyncio.Task[Any]] = set()
+        self._wire = WireTally()
+        self._prefix = PrefixCheck()
         session.add_close_callback(self._on_session_close)
 
     # ------------------------------------------------------------------ helpers
@@ -525,8 +158,6 @@ class Compactor:
         return self.lock.locked()
 
     def window_info(self) -> WindowInfo:
-        from engine.store.session import window_for
-
         return window_for(self.settings, self.window)
 
     def _system(self) -> str:
@@ -573,7 +204,7 @@ class Compactor:
             threshold_ratio=self.settings.compact_threshold_ratio,
             reserve_tokens=int(self.settings.reserve_ratio * win.context_window),
             force=force,
-            keep_from=_last_turn_start(s.messages) if keep_current_turn else None,
+            keep_from=last_turn_start(s.messages) if keep_current_turn else None,
         )
 
     def _emit(self, event: Event) -> None:
@@ -588,17 +219,17 @@ class Compactor:
 
     async def _summarize(self, plan: CompactionPlan, instruction: str | None) -> SummaryResult:
         """The summary in the configured mode (digest, model or both; see :mod:`engine.context.summaries`)."""
-        from engine.context.summaries import summarize_plan
-
-        return await summarize_plan(self, plan, instruction)
+        return await summarize_plan(
+            plan, self.settings, self.summarize, self.session, self.estimator.text, self.window_info(), instruction
+        )
 
     def _commit(
         self,
-        trigger: str,
+        trigger: Trigger,
         new_messages: list[Message],
         summary: str,
         *,
-        result: str,
+        result: Outcome,
         reason: str,
         before: int,
         t0: float,
@@ -632,7 +263,7 @@ class Compactor:
         )
         return self._record(event)
 
-    def _fail(self, trigger: str, reason: str, before: int, t0: float) -> CompactionEvent:
+    def _fail(self, trigger: Trigger, reason: str, before: int, t0: float) -> CompactionEvent:
         event = CompactionEvent(
             trigger=trigger,
             tokens_before=before,
@@ -640,7 +271,7 @@ class Compactor:
             messages_compacted=0,
             messages_kept=len(self.session.messages),
             duration_ms=(time.perf_counter() - t0) * 1000,
-            result="failed",
+            result=Outcome.FAILED,
             summary=self.session.summary,
             reason=reason,
         )
@@ -648,7 +279,7 @@ class Compactor:
 
     def _apply_summary(
         self,
-        trigger: str,
+        trigger: Trigger,
         plan: CompactionPlan,
         result: SummaryResult,
         before: int,
@@ -659,12 +290,12 @@ class Compactor:
         new = [m for m in self.session.messages if str(m.get("id")) not in gone]
         if result.valid:
             return self._commit(
-                trigger, new, result.text, result="summarized", reason=plan.reason, before=before, t0=t0,
+                trigger, new, result.text, result=Outcome.SUMMARIZED, reason=plan.reason, before=before, t0=t0,
                 extra_ms=extra_ms,
             )
         summary = drop_note(self.session.summary, len(gone), result.reason)
         return self._commit(
-            trigger, new, summary, result="dropped", reason=result.reason, before=before, t0=t0,
+            trigger, new, summary, result=Outcome.DROPPED, reason=result.reason, before=before, t0=t0,
             extra_ms=extra_ms,
         )
 
@@ -686,19 +317,19 @@ class Compactor:
                 plan = self.plan()
                 if not plan.needed:
                     return None
-                self._emit(CompactionStarted("auto"))
+                self._emit(CompactionStarted(Trigger.AUTO))
                 t0 = time.perf_counter()
                 before = self._request_tokens()
                 try:
                     result = await self._summarize(plan, None)
                 except asyncio.CancelledError:
-                    self._emit(CompactionFailed("auto", "cancelled"))
+                    self._emit(CompactionCancelled(Trigger.AUTO))
                     raise
                 if self.session.closed:
                     return None
                 if any(i not in self.session for i in plan.compact_ids):
-                    return self._fail("auto", "the history changed during summarization", before, t0)
-                return self._apply_summary("auto", plan, result, before, t0)
+                    return self._fail(Trigger.AUTO, "the history changed during summarization", before, t0)
+                return self._apply_summary(Trigger.AUTO, plan, result, before, t0)
         finally:
             if task is not None:
                 self._auto_tasks.discard(task)
@@ -719,8 +350,41 @@ class Compactor:
             task.cancel()
 
     def over_budget(self, build_request: Callable[[], list[Message]] | None = None) -> bool:
-        """SPEC §4 path 2 test. Uncalibrated heuristic with a request builder: ``is_over_context_budget``
-        on the built request; otherwise the (calibrated) snapshot of the next request."""
+        """SPEC §4 path 2 test, before every model call: is the next request over the window?
+
+        Uncalibrated heuristic with a request builder: ``is_over_context_budget`` on the request;
+        otherwise the (calibrated) size of the next request as its snapshot would give it. For the
+        session's own request (a :class:`SessionRequest`, what the agent passes) and for no builder,
+        from running totals in O(1) — the same decision as :meth:`over_budget_full`, which builds and
+        re-estimates (and which any other builder still goes through)."""
+        s = self.session
+        if build_request is not None and not isinstance(build_request, SessionRequest):
+            return self.over_budget_full(build_request)
+        if not s.counts_with(self.estimator):
+            return self.over_budget_full(build_request)
+        win = self.window_info()
+        if build_request is not None and not s.calibrator.calibrated and self.estimator.name == "heuristic":
+            days = s.archive_days() if s.summary.strip() else ()
+            system = system_message_tokens(system_text(build_request.system_prompt, s.summary, days))
+            history = s.ledger.total + self._wire.correction(s.messages, s.ledger)
+            return system + history + estimate_tool_defs_tokens(self.tools) + win.max_tokens > win.context_window
+        return self._prompt_tokens() + win.max_tokens > win.context_window
+
+    def _prompt_tokens(self) -> int:
+        """The next request's prompt tokens as :meth:`snapshot` counts them (``.prompt``), from the
+        ledger's running total: calibration is one multiplication, not a re-estimate."""
+        est, s = self.estimator, self.session
+        system = self._system()
+        fixed = ((est.text(system) if system else 0) + est.framing(), est.text(s.summary), est.tools(self.tools))
+        raw = sum(fixed) + s.ledger.total
+        cal = s.calibrator
+        if not cal.calibrated:
+            return raw
+        same_ids = self._prefix.matches(s.messages, s.ledger, cal.last_prefix)
+        return scaled_sum(raw, cal.calibrate_known(raw, same_ids, fixed))
+
+    def over_budget_full(self, build_request: Callable[[], list[Message]] | None = None) -> bool:
+        """The reference for :meth:`over_budget`: build the request (or the snapshot) and estimate it."""
         uncalibrated = not self.session.calibrator.calibrated and self.estimator.name == "heuristic"
         if build_request is not None and uncalibrated:
             win = self.window_info()
@@ -736,7 +400,7 @@ class Compactor:
         async with self.lock:
             if not self.over_budget(build_request):
                 return None
-            self._emit(CompactionStarted("proactive"))
+            self._emit(CompactionStarted(Trigger.PROACTIVE))
             t0 = time.perf_counter()
             before = self._request_tokens()
             plan = self.plan(force=True, keep_current_turn=True)
@@ -745,7 +409,7 @@ class Compactor:
             if plan.needed:  # the digest needs no summarizer (model mode without one fails here)
                 result = await self._summarize(plan, None)
                 if result.valid:
-                    last = self._apply_summary("proactive", plan, result, before, t0)
+                    last = self._apply_summary(Trigger.PROACTIVE, plan, result, before, t0)
                     if not self.over_budget(build_request):
                         return last
                     reason = "still over the window after summarizing"
@@ -753,7 +417,7 @@ class Compactor:
                     before = self._request_tokens()
                 else:
                     reason = result.reason
-            return self._emergency("proactive", reason, before, t0, until_fits=True) or last
+            return self._emergency(Trigger.PROACTIVE, reason, before, t0, until_fits=True) or last
 
     async def reactive(self) -> CompactionEvent:
         """After a provider context-window error: one emergency compression (:func:`force_compression`).
@@ -762,17 +426,17 @@ class Compactor:
         retrying then).
         """
         async with self.lock:
-            self._emit(CompactionStarted("reactive"))
+            self._emit(CompactionStarted(Trigger.REACTIVE))
             t0 = time.perf_counter()
             before = self._request_tokens()
-            event = self._emergency("reactive", "the provider reported a context-window error", before, t0)
+            event = self._emergency(Trigger.REACTIVE, "the provider reported a context-window error", before, t0)
             if event is None:
                 why = "nothing left to drop (≤ 2 messages and a small summary)"
-                return self._fail("reactive", why, before, t0)
+                return self._fail(Trigger.REACTIVE, why, before, t0)
             return event
 
     def _emergency(
-        self, trigger: str, reason: str, before: int, t0: float, *, until_fits: bool = False
+        self, trigger: Trigger, reason: str, before: int, t0: float, *, until_fits: bool = False
     ) -> CompactionEvent | None:
         """Drop (archived) with :func:`force_compression` — once, or ``until_fits`` — and shorten a
         summary that leaves no room. None when nothing could change."""
@@ -801,7 +465,7 @@ class Compactor:
         if not dropped_total and not shrunk:
             return None
         why = reason + ("; the summary was shortened to fit (full text archived)" if shrunk else "")
-        return self._commit(trigger, history, summary, result="dropped", reason=why, before=before, t0=t0)
+        return self._commit(trigger, history, summary, result=Outcome.DROPPED, reason=why, before=before, t0=t0)
 
     def _fit_summary(self, history: list[Message], summary: str, *, force: bool) -> tuple[str, bool]:
         """Shorten a summary that still leaves no room once nothing more can be dropped.
@@ -841,15 +505,48 @@ class Compactor:
     def preview_now(self, instruction: str | None = None) -> CompactionPreview:
         """The plan and the digest at once, nothing on disk changed; the model's part (if the summary
         mode has one) is still to come: :meth:`complete_preview`."""
-        from engine.context.summaries import quick_preview
-
-        return quick_preview(self, instruction)
+        plan = self.plan(force=True)
+        before = self.snapshot()
+        if plan.needed:
+            result: SummaryResult = plan_digest(
+                plan, self.settings, self.summarize, self.session, self.estimator.text, self.window_info()
+            )
+        else:
+            mode = resolve_mode(self.settings, self.summarize)
+            model = "" if mode == "digest" else summarizer_model(self.settings, self.summarize)
+            result = Summary("", False, plan.reason, mode=mode, model=model)
+        return self._preview(plan, result, before, instruction)
 
     async def complete_preview(self, preview: CompactionPreview) -> CompactionPreview:
         """The preview with the model's part in (the same preview when the mode has none)."""
-        from engine.context.summaries import complete_preview
+        part = preview.summary
+        if not isinstance(part, Summary) or not part.model_pending:
+            return preview
+        done = await _complete_model_part(
+            part, preview.plan, preview.base_summary, preview.instruction, self.settings, self.summarize,
+            self.estimator.text, self.window_info(),
+        )
+        return self._preview(preview.plan, done, preview.before, preview.instruction, base=preview)
 
-        return await complete_preview(self, preview)
+    def _preview(
+        self,
+        plan: CompactionPlan,
+        result: SummaryResult,
+        before: ContextSnapshot,
+        instruction: str | None,
+        base: CompactionPreview | None = None,
+    ) -> CompactionPreview:
+        s = self.session
+        after = self.snapshot(plan.keep, result.text if result.valid else s.summary)
+        return CompactionPreview(
+            plan=plan,
+            summary=result,
+            before=before,
+            after=after,
+            instruction=instruction,
+            base_summary=base.base_summary if base else s.summary,
+            base_ids=base.base_ids if base else tuple(str(m.get("id")) for m in s.messages),
+        )
 
     async def preview(self, instruction: str | None = None) -> CompactionPreview:
         """Plan (forced) and summarize without changing anything on disk."""
@@ -889,7 +586,7 @@ class Compactor:
                     )
             before = self._request_tokens()
             return self._apply_summary(
-                "manual", preview.plan, result, before, t0, extra_ms=preview.summary.duration_ms
+                Trigger.MANUAL, preview.plan, result, before, t0, extra_ms=preview.summary.duration_ms
             )
 
     async def undo(self) -> CompactionEvent:
@@ -897,8 +594,6 @@ class Compactor:
         async with self.lock:
             t0 = time.perf_counter()
             before = self._request_tokens()
-            from engine.store.session import SessionError
-
             try:
                 res = self.session.undo_last()
             except SessionError as exc:
@@ -907,13 +602,13 @@ class Compactor:
             if res.missing:
                 reason += f"; {len(res.missing)} could not be found"
             event = CompactionEvent(
-                trigger="manual",
+                trigger=Trigger.MANUAL,
                 tokens_before=before,
                 tokens_after=self._request_tokens(),
                 messages_compacted=len(res.restored),
                 messages_kept=len(self.session.messages),
                 duration_ms=(time.perf_counter() - t0) * 1000,
-                result="undone",
+                result=Outcome.UNDONE,
                 summary=res.summary,
                 reason=reason,
                 id=res.event_id,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from engine.model.messages import Message, content_text, message_date
+from engine.model.messages import Message, content_text, message_date, one_line
 
 REQUEST_CHARS = 800  # a user request longer than this is cut (the archive holds it whole)
 INTENT_CHARS = 500
@@ -354,11 +354,6 @@ def exit_code(result: str) -> int | None:
     return None
 
 
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def _traceback_line(result: str) -> str:
     """The exception line that ends the last traceback in ``result`` ("" when there is none)."""
     at = result.rfind(_TRACEBACK)
@@ -392,18 +387,18 @@ def result_status(name: str, result: str | None) -> tuple[str, str]:
         return "no result", ""
     tb = _traceback_line(result)
     if result.startswith("killed after"):
-        return "killed (timeout)", _one_line(result.splitlines()[0], ERROR_CHARS)
+        return "killed (timeout)", one_line(result.splitlines()[0], ERROR_CHARS)
     code = exit_code(result)
     if code is not None:
         if code == 0:
-            return "exit 0", (_one_line(tb, ERROR_CHARS) if tb else "")
+            return "exit 0", (one_line(tb, ERROR_CHARS) if tb else "")
         text = tb or _first_error_line(result, skip_first=bool(_EXIT_RES[0].match(result)))
-        return f"exit {code}", _one_line(text or f"exit {code}", ERROR_CHARS)
+        return f"exit {code}", one_line(text or f"exit {code}", ERROR_CHARS)
     if any(rx.search(result[:300]) for rx in _TOOL_ERROR_RES):
-        return "error", _one_line(result.replace("<tool_use_error>", "").replace("</tool_use_error>", ""),
+        return "error", one_line(result.replace("<tool_use_error>", "").replace("</tool_use_error>", ""),
                                   ERROR_CHARS)
     if tb:
-        return "ok", _one_line(tb, ERROR_CHARS)
+        return "ok", one_line(tb, ERROR_CHARS)
     return "ok", ""
 
 
@@ -417,12 +412,12 @@ def command_key(command: str, argvs: list[list[str]] | None = None) -> str:
             words = words[1:]
         prog = words[0].rsplit("/", 1)[-1]
         if prog.startswith("python") and len(words) > 1 and words[1] in ("-c", "-m"):
-            return _one_line(" ".join([prog, *words[1:3]]) if words[1] == "-m" else f"{prog} -c", 60)
+            return one_line(" ".join([prog, *words[1:3]]) if words[1] == "-m" else f"{prog} -c", 60)
         sub = next((w for w in words[1:] if not w.startswith("-")), "")
         if prog in ("python", "python3", "node", "ruby", "bash", "sh") and sub:
-            return _one_line(f"{prog} {sub.rsplit('/', 1)[-1]}", 60)
+            return one_line(f"{prog} {sub.rsplit('/', 1)[-1]}", 60)
         return f"{prog} {sub}".strip() if re.match(r"^[\w.:-]{1,40}$", sub or "x") else prog
-    return _one_line(command, 40)
+    return one_line(command, 40)
 
 
 # --------------------------------------------------------------------------- requests, intent
@@ -468,7 +463,7 @@ def constraints_in(text: str, limit: int = 300) -> list[str]:
     for m in _SENTENCE_RE.finditer(text):
         s = m.group(0).strip()
         if len(s) >= 8 and _CONSTRAINT_RE.search(s) and not s.startswith(("```", "<", "$", ">")):
-            out.append(_one_line(s, limit))
+            out.append(one_line(s, limit))
     return out
 
 
@@ -483,10 +478,10 @@ def last_intent(messages: Sequence[Message]) -> tuple[str, str]:
         if not text:
             continue
         if not current:
-            current = _one_line(text, INTENT_CHARS)
+            current = one_line(text, INTENT_CHARS)
         for m in reversed(list(_SENTENCE_RE.finditer(text))):
             if _INTENT_RE.search(m.group(0)):
-                nxt = _one_line(m.group(0).strip(), INTENT_CHARS)
+                nxt = one_line(m.group(0).strip(), INTENT_CHARS)
                 break
         if nxt:
             break
@@ -519,7 +514,7 @@ def display_command(command: str) -> str:
     stripped = _strip_heredocs(command)
     body = command.count("\n") - stripped.count("\n")
     text = stripped + (f" [here-document: {body} line{'s' if body != 1 else ''}]" if body else "")
-    return _one_line(text, COMMAND_CHARS)
+    return one_line(text, COMMAND_CHARS)
 
 
 def _walk_call(facts: Facts, call: dict[str, Any], results: Mapping[str, str]) -> _Call:

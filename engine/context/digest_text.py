@@ -298,7 +298,7 @@ class _Parser:
             f.messages, f.tool_calls = int(m.group(1)), int(m.group(2))
             return True
         m = _BRACKET_RE.match(line)
-        return bool(m) and self._bracket(m.group(1), m.group(2))
+        return m is not None and self._bracket(m.group(1), m.group(2))
 
     def _bracket(self, meta: str, rest: str) -> bool:
         f = self.facts

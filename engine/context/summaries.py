@@ -26,27 +26,25 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from engine.context.compaction import (
+from engine.context.digest_text import NARRATIVE_HEADING, build_digest, demote
+from engine.context.plan import CompactionPlan
+from engine.context.summary_call import (
     PROMPT_OVERHEAD_TOKENS,
-    CompactionPlan,
-    CompactionPreview,
     SummarizeFn,
     SummaryResult,
     build_summary_request,
     check_summary,
+    cut_middle,
     normalize_summary,
 )
-from engine.context.compaction import (
-    _cut_middle as cut_middle,
-)
-from engine.context.digest_text import NARRATIVE_HEADING, build_digest, demote
 from engine.context.tokens import estimate_text_tokens
 from engine.model.messages import Message, message_date
+from engine.model.snapshot import WindowInfo
 from engine.store import archive
 from engine.store.config import Settings
 
 if TYPE_CHECKING:
-    from engine.context.compaction import Compactor
+    from engine.store.session import StoredSession
 
 SummaryMode = Literal["digest", "model", "both"]
 SUMMARY_MODES: tuple[SummaryMode, ...] = ("digest", "model", "both")
@@ -100,7 +98,7 @@ def resolve_mode(settings: Settings, summarize: SummarizeFn | None = None) -> Su
     """The mode in force: the setting, or for ``auto`` the digest on the bundled model, both elsewhere."""
     chosen = settings.summary_mode
     if chosen in SUMMARY_MODES:
-        return cast(SummaryMode, chosen)
+        return chosen
     from engine.llm.local_model import is_local
 
     return "digest" if is_local(summarizer_model(settings, summarize)) else "both"
@@ -249,8 +247,8 @@ async def model_part(
         reply, problem = "", f"the summary call failed: {type(exc).__name__}: {exc}"
     ms = (time.perf_counter() - t0) * 1000
     text = normalize_summary(reply if isinstance(reply, str) else "")
-    costs = dict(duration_ms=part.digest_ms + ms, model_text=text, model_ms=ms, model_tokens_in=tokens_in,
-                 model_tokens_out=count(text), model_pending=False)
+    costs: dict[str, Any] = dict(duration_ms=part.digest_ms + ms, model_text=text, model_ms=ms,
+                                 model_tokens_in=tokens_in, model_tokens_out=count(text), model_pending=False)
     if mode == "model":  # the model's own summary, as it wrote it: unusable means no new summary
         ok, why = check_summary(text) if not problem else (False, problem)
         return replace(part, text=text, valid=ok, reason=why, model_problem=why, **costs)
@@ -261,82 +259,65 @@ async def model_part(
     return replace(part, text=combine(part.digest, text, part.model), valid=True, reason="", **costs)
 
 
-# --------------------------------------------------------------------------- the Compactor's use
+# --------------------------------------------------------------------------- for the Compactor
 
 
-def _budget_chars(compactor: Compactor) -> int:
-    window = compactor.window_info().context_window
-    own = getattr(compactor.summarize, "context_window", None)  # the summarizing model's limit, if known
-    if isinstance(own, int) and 0 < own < window:
-        window = own
-    budget_tokens = window - compactor.settings.summary_max_tokens - PROMPT_OVERHEAD_TOKENS
+def _budget_chars(window: WindowInfo, settings: Settings, summarize: SummarizeFn | None) -> int:
+    size = window.context_window
+    own = getattr(summarize, "context_window", None)  # the summarizing model's limit, if known
+    if isinstance(own, int) and 0 < own < size:
+        size = own
+    budget_tokens = size - settings.summary_max_tokens - PROMPT_OVERHEAD_TOKENS
     return max(2_000, budget_tokens * 5 // 2)
 
 
-def plan_digest(compactor: Compactor, plan: CompactionPlan, mode: SummaryMode | None = None) -> Summary:
-    """The digest part for a plan of this compactor's session."""
-    mode = mode or resolve_mode(compactor.settings, compactor.summarize)
-    lines = archive_lines_after(compactor.session.path, plan.compact)
-    window = compactor.window_info().context_window
+def plan_digest(
+    plan: CompactionPlan,
+    settings: Settings,
+    summarize: SummarizeFn | None,
+    session: StoredSession,
+    count: Callable[[str], int],
+    window: WindowInfo,
+    mode: SummaryMode | None = None,
+) -> Summary:
+    """The digest part for a plan of ``session``."""
+    mode = mode or resolve_mode(settings, summarize)
+    lines = archive_lines_after(session.path, plan.compact)
     return digest_part(
-        mode, plan.compact, compactor.session.summary, archive_lines=lines, count=compactor.estimator.text,
-        model=summarizer_model(compactor.settings, compactor.summarize),
-        max_chars=int(window * DIGEST_SHARE) * 5 // 2,  # tokens → characters, as the heuristic counts
+        mode, plan.compact, session.summary, archive_lines=lines, count=count,
+        model=summarizer_model(settings, summarize),
+        max_chars=int(window.context_window * DIGEST_SHARE) * 5 // 2,  # tokens → characters, as the heuristic counts
     )
 
 
-async def summarize_plan(compactor: Compactor, plan: CompactionPlan, instruction: str | None) -> Summary:
+async def summarize_plan(
+    plan: CompactionPlan,
+    settings: Settings,
+    summarize: SummarizeFn | None,
+    session: StoredSession,
+    count: Callable[[str], int],
+    window: WindowInfo,
+    instruction: str | None = None,
+) -> Summary:
     """Both parts for a plan (the automatic paths and the CLI)."""
-    part = plan_digest(compactor, plan)
+    part = plan_digest(plan, settings, summarize, session, count, window)
     if not part.model_pending:
         return part
-    return await model_part(
-        part, compactor.summarize, plan.compact, compactor.session.summary, instruction,
-        compactor.settings.summary_max_tokens, _budget_chars(compactor), compactor.estimator.text,
-    )
+    return await complete_model_part(part, plan, session.summary, instruction, settings, summarize, count, window)
 
 
-def quick_preview(compactor: Compactor, instruction: str | None = None) -> CompactionPreview:
-    """The plan and the digest at once (no model call): the dialog shows them while the model writes."""
-    plan = compactor.plan(force=True)
-    before = compactor.snapshot()
-    if plan.needed:
-        result: SummaryResult = plan_digest(compactor, plan)
-    else:
-        mode = resolve_mode(compactor.settings, compactor.summarize)
-        model = "" if mode == "digest" else summarizer_model(compactor.settings, compactor.summarize)
-        result = Summary("", False, plan.reason, mode=mode, model=model)
-    return _preview(compactor, plan, result, before, instruction)
-
-
-async def complete_preview(compactor: Compactor, preview: CompactionPreview) -> CompactionPreview:
-    """The preview with the model's part in (the same preview when the mode has none)."""
-    part = preview.summary
-    if not isinstance(part, Summary) or not part.model_pending:
-        return preview
-    done = await model_part(
-        part, compactor.summarize, preview.plan.compact, preview.base_summary, preview.instruction,
-        compactor.settings.summary_max_tokens, _budget_chars(compactor), compactor.estimator.text,
-    )
-    return _preview(compactor, preview.plan, done, preview.before, preview.instruction, base=preview)
-
-
-def _preview(
-    compactor: Compactor,
+async def complete_model_part(
+    part: Summary,
     plan: CompactionPlan,
-    result: SummaryResult,
-    before: Any,
+    base_summary: str,
     instruction: str | None,
-    base: CompactionPreview | None = None,
-) -> CompactionPreview:
-    s = compactor.session
-    after = compactor.snapshot(plan.keep, result.text if result.valid else s.summary)
-    return CompactionPreview(
-        plan=plan,
-        summary=result,
-        before=before,
-        after=after,
-        instruction=instruction,
-        base_summary=base.base_summary if base else s.summary,
-        base_ids=base.base_ids if base else tuple(str(m.get("id")) for m in s.messages),
+    settings: Settings,
+    summarize: SummarizeFn | None,
+    count: Callable[[str], int],
+    window: WindowInfo,
+) -> Summary:
+    """The model's part of a summary whose digest is made (a preview's, or the automatic paths')."""
+    return await model_part(
+        part, summarize, plan.compact, base_summary, instruction,
+        settings.summary_max_tokens, _budget_chars(window, settings, summarize), count,
     )

@@ -78,7 +78,8 @@ def estimate_message_tokens(msg: Message) -> int:
 
 
 def _tool_parts(tool: dict[str, Any]) -> tuple[str, str, Any]:
-    fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    found = tool.get("function")
+    fn: dict[str, Any] = found if isinstance(found, dict) else tool
     return str(fn.get("name") or ""), str(fn.get("description") or ""), fn.get("parameters")
 
 
@@ -96,10 +97,6 @@ def estimate_tool_defs_tokens(tools: Sequence[dict[str, Any]] | None) -> int:
 def estimate_text_tokens(text: str) -> int:
     """Heuristic tokens of a bare text (system prompt, summary, draft)."""
     return len(text) * 2 // 5
-
-
-def estimate_messages_tokens(messages: Iterable[Message]) -> int:
-    return sum(estimate_message_tokens(m) for m in messages)
 
 
 class Estimator(Protocol):
@@ -285,6 +282,7 @@ class TokenLedger:
         self._keys: list[tuple[Any, ...]] = []
         self.counts: list[int] = []
         self.total = 0
+        self.revision = 0  # bumped by every edit but an append: running tallies start again then
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -303,6 +301,7 @@ class TokenLedger:
             self.append(msg)
 
     def replace(self, index: int, msg: Message) -> None:
+        self.revision += 1
         tokens = self.cache.count(msg)
         self.total += tokens - self.counts[index]
         self._msgs[index] = msg
@@ -311,11 +310,13 @@ class TokenLedger:
 
     def delete(self, start: int, stop: int | None = None) -> None:
         stop = len(self.counts) if stop is None else stop
+        self.revision += 1
         self.total -= sum(self.counts[start:stop])
         del self._msgs[start:stop], self._keys[start:stop], self.counts[start:stop]
 
     def reset(self, messages: Iterable[Message]) -> None:
         self._msgs, self._keys, self.counts, self.total = [], [], [], 0
+        self.revision += 1
         self.extend(messages)
 
     def sync(self, messages: Sequence[Message]) -> int:

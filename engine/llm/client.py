@@ -25,54 +25,41 @@ carry the same partial completion in :attr:`LLMError.partial`.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import inspect
 import json
 import os
-import random
-import re
 import threading
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from engine.llm import local_model
+from engine.llm import local_model, retry
+from engine.llm.errors import (  # noqa: F401  (re-exported: this module was their home)
+    CONTEXT_PATTERNS,
+    ERROR_KINDS,
+    MAX_ERROR_CHARS,
+    Completion,
+    ErrorKind,
+    LLMError,
+    Usage,
+    classify_error,
+)
 from engine.llm.lazyimport import GATE, gated_import
-from engine.model.messages import Message, new_message, tool_result
+from engine.model.messages import Message, new_message, one_line, tool_result
 from engine.store.secrets import remember_secret, scrub
 
 LOCAL_MODEL = local_model.LOCAL_MODEL
-ERROR_KINDS = ("context_window", "transient", "auth", "bad_request", "empty_response", "other")
 
-RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt
-RETRY_MAX_DELAY = 8.0
-RETRY_AFTER_CAP = 30.0
-MAX_ERROR_CHARS = 400
+RETRY_BASE_DELAY = retry.RETRY_BASE_DELAY  # read at each retry: tests make them short here
+RETRY_MAX_DELAY = retry.RETRY_MAX_DELAY
+RETRY_AFTER_CAP = retry.RETRY_AFTER_CAP
 
 SummarizeFn = Callable[[list[dict[str, Any]], int], Awaitable[str]]
 TextCallback = Callable[[str], Any]
 ToolCallCallback = Callable[[int, dict[str, Any]], Any]
 RetryCallback = Callable[[int, float, "LLMError"], Any]
-
-CONTEXT_PATTERNS = (
-    "maximum context length",
-    "context_length_exceeded",
-    "context length exceeded",
-    "context window exceeded",
-    "exceeds the context window",
-    "exceed context window",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-    "maximum prompt length",
-    "reduce the length of the messages",
-    "string_above_max_length",
-)
-_LLAMA_CTX = re.compile(r"requested tokens \(\d+\) exceed context window of \d+", re.I)
-
 
 # ---------------------------------------------------------------------- litellm, lazily
 
@@ -100,7 +87,7 @@ def _import_litellm() -> None:
     _imports["attempts"] += 1
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        litellm = gated_import("litellm")
+        litellm: Any = gated_import("litellm")
     except BaseException:
         _imports["failures"] += 1
         raise
@@ -109,6 +96,9 @@ def _import_litellm() -> None:
     litellm.drop_params = False
     _litellm = litellm
     local_model.register()
+
+
+local_model.set_loader(lambda: _lib())  # the local model reaches litellm through this gate (patchable)
 
 
 _never_wait: set[int] = set()
@@ -180,180 +170,9 @@ def config_from_settings(settings: Any, *, model: str | None = None, api_base: s
     )
 
 
-@dataclass
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-@dataclass
-class Completion:
-    message: dict[str, Any]  # assistant message: content, reasoning_content, tool_calls (+ id, ts)
-    usage: Usage | None
-    finish_reason: str | None
-    interrupted: bool = False
-
-
-class LLMError(Exception):
-    """A failed completion. ``kind`` is one of :data:`ERROR_KINDS`; ``message`` is one clean line."""
-
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        status_code: int | None = None,
-        partial: Completion | None = None,
-        attempts: int = 1,
-    ) -> None:
-        if kind not in ERROR_KINDS:
-            raise ValueError(f"unknown LLMError kind {kind!r}")
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.retry_after = retry_after
-        self.status_code = status_code
-        self.partial = partial
-        self.attempts = attempts
-
-    def __str__(self) -> str:
-        return self.message
-
-
-# ---------------------------------------------------------------------- error classification
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def _clean_provider_text(text: str) -> str:
-    """Strip litellm's prefixes ("litellm.BadRequestError: …OpenAIException - ") from a message."""
-    text = _one_line(text)
-    text = text.split(" Original exception:", 1)[0]
-    if "Exception - " in text:
-        text = text.rsplit("Exception - ", 1)[1]
-    text = re.sub(r"^(?:litellm\.)?\w*(?:Error|Exception)\s*:\s*", "", text)
-    while True:
-        stripped = re.sub(r"^(?:litellm\.)?\w+(?:Error|Exception)\s*:\s*", "", text)
-        if stripped == text:
-            break
-        text = stripped
-    text = text.replace("Received Model Group=", "model ").strip()
-    return text
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    headers: Any = getattr(exc, "litellm_response_headers", None)
-    if not headers:
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        value = headers.get("retry-after-ms")
-        if value:
-            return max(0.0, float(value) / 1000)
-        value = headers.get("retry-after")
-    except Exception:
-        return None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in seen and len(seen) < 10:
-        seen.append(cur)
-        cur = getattr(cur, "original_exception", None) or cur.__cause__ or cur.__context__
-    return seen
-
-
-def _is_malformed_stream(exc: BaseException) -> bool:
-    if any(isinstance(e, json.JSONDecodeError) for e in _chain(exc)):
-        return True
-    text = str(exc)
-    return any(s in text for s in ("Expecting property name", "Expecting value", "JSONDecodeError",
-                                   "Unterminated string", "Extra data: line"))
-
-
-def _status(exc: BaseException) -> int | None:
-    code = getattr(exc, "status_code", None)
-    try:
-        return int(code) if code is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def classify_error(exc: BaseException, model: str | None = None) -> LLMError:
-    """Map any exception from a completion to an :class:`LLMError` with a clear, scrubbed line."""
-    if isinstance(exc, LLMError):
-        return exc
-    raw = scrub(str(exc) or type(exc).__name__)
-    detail = _clean_provider_text(raw) or type(exc).__name__
-    lower = raw.lower()
-    status = _status(exc)
-    name = type(exc).__name__
-    names = {type(e).__name__ for e in _chain(exc)} | {c.__name__ for c in type(exc).__mro__}
-    provider = getattr(exc, "llm_provider", None) or (model.split("/", 1)[0] if model and "/" in model else None)
-    where = f" ({model})" if model else ""
-
-    def make(kind: str, label: str) -> LLMError:
-        text = f"{label}{where}: {detail}" if detail and detail.lower() not in label.lower() else label + where
-        if len(text) > MAX_ERROR_CHARS:
-            text = text[: MAX_ERROR_CHARS - 1] + "…"
-        return LLMError(kind, text, retry_after=_retry_after(exc), status_code=status)
-
-    rate_limited = "RateLimitError" in names or status == 429
-    if "ContextWindowExceededError" in names or _LLAMA_CTX.search(raw) or (
-        not rate_limited and any(p in lower for p in CONTEXT_PATTERNS)
-    ):
-        return make("context_window", "the request does not fit the model's context window")
-    if _is_malformed_stream(exc):
-        return make("other", "the provider sent a malformed response stream")
-    if "AuthenticationError" in names or status == 401:
-        return make("auth", "authentication failed; check the API key")
-    if "PermissionDeniedError" in names or status == 403:
-        return make("auth", "permission denied by the provider; check the API key and its access")
-    if rate_limited:
-        return make("transient", "rate limited by the provider")
-    if provider == local_model.PROVIDER and "NotFoundError" not in names:
-        return make("other", "the offline model failed")
-    if names & {"Timeout", "APITimeoutError", "TimeoutError", "ReadTimeout", "ConnectTimeout"}:
-        return make("transient", "the request timed out")
-    if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ClientConnectionError",
-                "ServerDisconnectedError", "RemoteProtocolError", "ReadError", "ClientPayloadError"}:
-        return make("transient", "connection to the provider failed")
-    if names & {"InternalServerError", "ServiceUnavailableError", "BadGatewayError",
-                "MidStreamFallbackError"} or (status is not None and status >= 500):
-        return make("transient", f"the provider had a server error{f' ({status})' if status else ''}")
-    if names & {"NotFoundError"} or status == 404:
-        return make("bad_request", "model or endpoint not found")
-    if names & {"BadRequestError", "UnprocessableEntityError", "UnsupportedParamsError",
-                "InvalidRequestError"} or status in (400, 413, 422):
-        return make("bad_request", "the provider rejected the request")
-    return make("other", f"completion failed ({name})")
-
-
 def retry_delay(attempt: int, retry_after: float | None) -> float:
-    """Seconds to wait before retry ``attempt`` (1-based): Retry-After if given (capped), else
-    exponential backoff with jitter, capped."""
-    if retry_after is not None:
-        return min(max(retry_after, 0.0), RETRY_AFTER_CAP)
-    base = min(RETRY_BASE_DELAY * (2 ** (attempt - 1)), RETRY_MAX_DELAY)
-    return base * (0.8 + 0.4 * random.random())
+    """Seconds to wait before retry ``attempt`` (:func:`engine.llm.retry.backoff` with this module's limits)."""
+    return retry.backoff(attempt, retry_after, RETRY_BASE_DELAY, RETRY_MAX_DELAY, RETRY_AFTER_CAP)
 
 
 # ---------------------------------------------------------------------- stream assembly
@@ -632,7 +451,7 @@ async def stream_chat(
         await ready()
     except Exception as exc:
         raise LLMError("other", f"litellm could not be loaded ({config.model}): "
-                                f"{_one_line(scrub(str(exc)))[:MAX_ERROR_CHARS]}") from exc
+                                f"{one_line(scrub(str(exc)))[:MAX_ERROR_CHARS]}") from exc
     attempt = 0
     while True:
         attempt += 1

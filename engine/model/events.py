@@ -6,12 +6,45 @@ Every event has a ``type`` (its JSON tag) and serialises with :func:`event_to_js
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
-from engine.context.budget import ContextSnapshot
 from engine.model.messages import Message, now_iso
+from engine.model.snapshot import ContextSnapshot
 
-TRIGGERS = ("auto", "proactive", "reactive", "manual")
+
+class Trigger(StrEnum):
+    """What started a compaction."""
+
+    AUTO = "auto"  # post-turn, in the background
+    PROACTIVE = "proactive"  # pre-call: the next request is over the window
+    REACTIVE = "reactive"  # the provider refused the request as too long
+    MANUAL = "manual"  # preview → apply, undo, /clear
+
+
+TRIGGERS = tuple(t.value for t in Trigger)
+
+
+class Outcome(StrEnum):
+    """How a compaction ended (:attr:`CompactionEvent.result`). A failed compaction has this one
+    form: a :class:`CompactionEvent` whose result is ``FAILED``, recorded in events.jsonl.
+    (:class:`CompactionCancelled` is not a result: a compaction stopped before it could finish
+    changed nothing and records nothing.)"""
+
+    SUMMARIZED = "summarized"
+    DROPPED = "dropped"
+    UNDONE = "undone"
+    NOTHING = "nothing"
+    FAILED = "failed"
+
+
+class AgentState(StrEnum):
+    """What the agent is doing (:class:`StateChanged`)."""
+
+    IDLE = "idle"
+    STREAMING = "streaming"
+    TOOL = "tool"
+    COMPACTING = "compacting"
 
 
 @dataclass
@@ -64,7 +97,7 @@ class ContextUpdated(Event):
 @dataclass
 class CompactionStarted(Event):
     type: ClassVar[str] = "compaction_started"
-    trigger: str
+    trigger: Trigger
 
 
 @dataclass
@@ -72,13 +105,13 @@ class CompactionEvent(Event):
     """A compaction that finished (applied, or fell back); recorded in events.jsonl."""
 
     type: ClassVar[str] = "compaction"
-    trigger: str  # auto | proactive | reactive | manual
+    trigger: Trigger
     tokens_before: int
     tokens_after: int
     messages_compacted: int
     messages_kept: int
     duration_ms: float
-    result: str  # "summarized" | "dropped" | "undone" | "nothing" | "failed"
+    result: Outcome
     summary: str = ""
     reason: str = ""
     archive_day: str = ""
@@ -87,10 +120,16 @@ class CompactionEvent(Event):
 
 
 @dataclass
-class CompactionFailed(Event):
+class CompactionCancelled(Event):
+    """A running compaction was cancelled (its session closed, the app quit): nothing changed and
+    nothing is recorded. Its JSON tag stays ``compaction_failed`` (what ``ctxbench run`` prints)."""
+
     type: ClassVar[str] = "compaction_failed"
-    trigger: str
-    reason: str
+    trigger: Trigger
+    reason: str = "cancelled"
+
+
+CompactionFailed = CompactionCancelled  # the name the app still imports
 
 
 @dataclass
@@ -105,7 +144,7 @@ class ErrorEvent(Event):
 @dataclass
 class StateChanged(Event):
     type: ClassVar[str] = "state"
-    state: str  # idle | streaming | tool | compacting
+    state: AgentState
 
 
 @dataclass

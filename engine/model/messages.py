@@ -15,14 +15,28 @@ Only :func:`to_wire` decides what reaches the provider: metadata never does.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime
+from enum import StrEnum
 from typing import Any
+
+from engine.model.text import one_line
 
 Message = dict[str, Any]
 
-ROLES = ("user", "assistant", "tool", "system")
-HISTORY_ROLES = ("user", "assistant", "tool")
+
+
+class Role(StrEnum):
+    """Who a message is from. The history holds user, assistant and tool messages; the system prompt
+    is kept beside it (session.json) and becomes the request's first message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+ROLES: tuple[str, ...] = tuple(Role)
+HISTORY_ROLES: tuple[str, ...] = (Role.USER, Role.ASSISTANT, Role.TOOL)
 WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal"})
 
@@ -171,16 +185,6 @@ def validate_message(obj: Any, where: str = "message") -> Message:
     return obj
 
 
-def ensure_ids(messages: Iterable[Message]) -> list[Message]:
-    """Give every message an id and a timestamp if it lacks them (in place); return them as a list."""
-    out = []
-    for msg in messages:
-        msg.setdefault("id", new_id())
-        msg.setdefault("ts", now_iso())
-        out.append(msg)
-    return out
-
-
 def preview(msg: Message, limit: int = 120) -> str:
     """A one-line preview of a message for lists."""
     text = content_text(msg.get("content"))
@@ -189,12 +193,4 @@ def preview(msg: Message, limit: int = 120) -> str:
             f"{(c.get('function') or {}).get('name', '?')}({(c.get('function') or {}).get('arguments', '')})"
             for c in msg["tool_calls"]
         )
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def count_roles(messages: Sequence[Message]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for m in messages:
-        counts[m.get("role", "?")] = counts.get(m.get("role", "?"), 0) + 1
-    return counts
+    return one_line(text, limit)

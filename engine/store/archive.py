@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.context import textsearch
 from engine.model.messages import Message, MessageError, call_ids, content_text, message_date, validate_message
+from engine.store import textsearch
 from engine.store.fsutil import append_lines, json_loads, read_jsonl_objects
 
 DIALOG_DIR = "dialog"

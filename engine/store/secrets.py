@@ -174,10 +174,10 @@ def lookup_api_key(model: str, api_key_env: str = "") -> KeyLookup:
         if value:
             remember_secret(value)
             return KeyLookup(value, f"environment {name}")
-    value = _keyring_get(provider)
-    if value:
-        remember_secret(value)
-        return KeyLookup(value, "keyring")
+    stored = _keyring_get(provider)
+    if stored:
+        remember_secret(stored)
+        return KeyLookup(stored, "keyring")
     return KeyLookup(None, "none")
 
 

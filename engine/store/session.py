@@ -1,4 +1,4 @@
-"""One conversation on disk, crash-safe, and the store of sessions (DESIGN.md "Data on disk").
+"""One conversation on disk, crash-safe (DESIGN.md "Data on disk"): the persistence half of a session.
 
 A session is one folder::
 
@@ -25,69 +25,60 @@ Guarantees:
   lines that are not valid messages (or repeat an id) go to ``history.jsonl.invalid-<timestamp>``,
   reported the same way. Nothing is silently dropped.
 
+The in-memory context state that needs token counting (the ledger, calibration, snapshots) is
+the other half: :class:`engine.context.conversation.Session` extends :class:`StoredSession`.
+Loading and repair are in :mod:`engine.store.session_load`, the store of sessions in
+:mod:`engine.store.sessions`.
+
 Snapshots are written to ``events.jsonl`` without their per-message token list (it would make the
 file quadratic in the history length); ``message_count`` says how many messages they covered.
 """
 
+
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
-from engine.context.budget import (
-    Calibrator,
-    ContextSnapshot,
-    WindowInfo,
-    build_snapshot,
-    resolve_context_window,
-    resolve_window,
-)
-from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache, TokenLedger
 from engine.model.events import Event, event_to_json
-from engine.model.messages import (
-    HISTORY_ROLES,
-    Message,
-    MessageError,
-    message_date,
-    new_id,
-    now_iso,
-    validate_message,
-)
+from engine.model.messages import Message, new_id, now_iso
+from engine.model.snapshot import ContextSnapshot
 from engine.store import archive
-from engine.store.config import Settings, data_dir
+from engine.store.config import data_dir  # noqa: F401  (re-exported: tests patch it here)
 from engine.store.fsutil import (
     append_bytes,
     append_lines,
     atomic_write_bytes,
     atomic_write_json,
-    count_file_lines,
-    dumps_line,
     fsync_dir,
     json_loads,
     read_jsonl_objects,
 )
+from engine.store.offloads import cleanup_retention, referenced_files
+from engine.store.session_load import (
+    EVENTS_FILE,
+    FORMAT,
+    HISTORY_FILE,
+    ID_RE,
+    SESSION_FILE,
+    LoadReport,
+    _line,
+    check_message,
+    load_history,
+    load_meta,
+)
 
-FORMAT = 1
-SESSION_FILE = "session.json"
-HISTORY_FILE = "history.jsonl"
-EVENTS_FILE = "events.jsonl"
 UNDO_DIR = "undo"
 LOCK_FILE = ".lock"
 MAX_UNDO = 20
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 class SessionError(Exception):
@@ -103,36 +94,6 @@ class SessionClosedError(SessionError):
 
 
 @dataclass
-class LoadReport:
-    """What :meth:`Session.load` found and repaired."""
-
-    messages: int = 0
-    torn_bytes: int = 0
-    torn_path: Path | None = None
-    invalid: list[str] = field(default_factory=list)  # one description per rejected line
-    invalid_path: Path | None = None
-    repaired: list[str] = field(default_factory=list)  # other repairs (meta, pending commit, newline)
-
-    @property
-    def clean(self) -> bool:
-        return not (self.torn_bytes or self.invalid or self.repaired)
-
-    def describe(self) -> str:
-        parts = []
-        if self.torn_bytes:
-            parts.append(
-                f"history.jsonl ended with a torn line ({self.torn_bytes} bytes, a write cut short); "
-                f"moved to {self.torn_path.name if self.torn_path else '?'}"
-            )
-        if self.invalid:
-            where = self.invalid_path.name if self.invalid_path else "?"
-            listed = "; ".join(self.invalid[:5])
-            parts.append(f"{len(self.invalid)} invalid line(s) moved to {where}: {listed}")
-        parts.extend(self.repaired)
-        return "\n".join(parts) if parts else f"{self.messages} messages, no damage"
-
-
-@dataclass
 class UndoResult:
     event_id: str
     restored: list[Message]
@@ -140,62 +101,19 @@ class UndoResult:
     summary: str
 
 
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
+class StoredSession:
+    """One conversation folder. Methods are synchronous and durable when they return.
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE_RE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    return value
-
-
-def _line(msg: Message) -> bytes:
-    """One history line; lone surrogates (from undecodable bytes) become U+FFFD, in place."""
-    try:
-        return dumps_line(msg)
-    except UnicodeEncodeError:
-        cleaned = _clean(msg)
-        msg.clear()
-        msg.update(cleaned)
-        return dumps_line(msg)
-
-
-def window_for(settings: Settings, window: WindowInfo | int | None = None) -> WindowInfo:
-    """The window to plan with: given, else the settings' override, else model info, else max_tokens × 4."""
-    if isinstance(window, WindowInfo):
-        return window
-    if isinstance(window, int):
-        return resolve_window(None, window, settings.max_tokens)
-    if settings.context_window is not None:
-        return resolve_window(None, settings.context_window, settings.max_tokens)
-    return resolve_context_window(settings.model, None, settings.max_tokens)
-
-
-def check_message(obj: Any, where: str) -> Message:
-    """A message fit for the history: valid OpenAI format and a history role (user/assistant/tool)."""
-    msg = validate_message(obj, where)
-    if msg["role"] not in HISTORY_ROLES:
-        raise MessageError(f"{where}: role {msg['role']!r} does not belong in the history")
-    return msg
-
-
-class Session:
-    """One conversation folder. Methods are synchronous and durable when they return."""
+    ``estimator`` is for :class:`engine.context.conversation.Session`, which counts tokens; here it
+    is ignored."""
 
     def __init__(
-        self, path: Path, meta: dict[str, Any], messages: list[Message], estimator: Estimator
+        self, path: Path, meta: dict[str, Any], messages: list[Message], estimator: Any = None
     ) -> None:
         self.path = Path(path)
         self.meta = meta
         self.messages: list[Message] = messages
-        self.estimator = estimator
-        self.ledger = TokenLedger(TokenCache(estimator), messages)
-        self.calibrator = Calibrator.from_json(meta.get("calibrator"))
         self.load_report = LoadReport(messages=len(messages))
         self.closed = False
         self._index: dict[str, int] = {}
@@ -212,9 +130,9 @@ class Session:
         path: Path,
         title: str = "",
         *,
-        estimator: Estimator | None = None,
+        estimator: Any = None,
         meta: dict[str, Any] | None = None,
-    ) -> Session:
+    ) -> Self:
         """Make a new session folder at ``path`` (which must not exist, or be an empty folder)."""
         path = Path(path)
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
@@ -237,12 +155,12 @@ class Session:
         atomic_write_bytes(path / HISTORY_FILE, b"")
         atomic_write_json(path / SESSION_FILE, data)
         fsync_dir(path.parent)
-        return cls(path, data, [], estimator or HeuristicEstimator())
+        return cls(path, data, [], estimator)
 
     @classmethod
     def load(
-        cls, path: Path, *, estimator: Estimator | None = None, retention_days: int | None = None
-    ) -> Session:
+        cls, path: Path, *, estimator: Any = None, retention_days: int | None = None
+    ) -> Self:
         """Open an existing session folder, repairing (and reporting) crash damage.
 
         With ``retention_days``, offloaded files older than that which nothing live points to are
@@ -252,131 +170,15 @@ class Session:
         if not path.is_dir():
             raise SessionError(f"no session folder at {path}")
         report = LoadReport()
-        meta = cls._load_meta(path, report)
-        messages = cls._load_history(path, report)
-        session = cls(path, meta, messages, estimator or HeuristicEstimator())
+        meta = load_meta(path, report)
+        messages = load_history(path, report)
+        session = cls(path, meta, messages, estimator)
         report.messages = len(messages)
         session.load_report = report
         session._recover_pending()
         if retention_days is not None:
             session.cleanup_offloads(retention_days)
         return session
-
-    @staticmethod
-    def _load_meta(path: Path, report: LoadReport) -> dict[str, Any]:
-        meta_path = path / SESSION_FILE
-        problem = ""
-        meta: Any = None
-        if meta_path.exists():
-            try:
-                meta = json_loads(meta_path.read_bytes())
-            except (ValueError, OSError) as exc:
-                problem = f"session.json could not be read ({exc})"
-            if meta is not None and not isinstance(meta, dict):
-                problem, meta = "session.json does not hold a JSON object", None
-        else:
-            problem = "session.json was missing"
-        if meta is None:
-            if meta_path.exists():
-                aside = path / f"{SESSION_FILE}.corrupt-{_stamp()}"
-                os.replace(meta_path, aside)
-                problem += f"; moved to {aside.name}"
-            meta = {"format": FORMAT, "id": path.name, "title": path.name, "created": now_iso()}
-            summary = _last_summary(path / EVENTS_FILE)
-            meta["summary"] = summary
-            if summary:
-                problem += "; summary recovered from events.jsonl"
-            atomic_write_json(meta_path, meta)
-            report.repaired.append(problem + "; rebuilt it")
-        meta.setdefault("id", path.name)
-        meta.setdefault("title", meta["id"])
-        meta.setdefault("summary", "")
-        meta.setdefault("undo", [])
-        meta.setdefault("pending", None)
-        bad = _bad_meta_fields(meta)
-        if bad:  # keep the file as it was, then reset the fields the app cannot use
-            aside = path / f"{SESSION_FILE}.corrupt-{_stamp()}"
-            atomic_write_bytes(aside, meta_path.read_bytes())
-            defaults = {"id": path.name, "title": path.name, "summary": "", "undo": [], "pending": None,
-                        "calibrator": None, "system_prompt": "", "tools": None}
-            for key in bad:
-                meta[key] = defaults[key]
-            atomic_write_json(meta_path, meta)
-            report.repaired.append(
-                f"session.json: {', '.join(f'{k!r} {why}' for k, why in bad.items())}; reset "
-                f"(the original file is kept as {aside.name})"
-            )
-        return meta
-
-    @staticmethod
-    def _load_history(path: Path, report: LoadReport) -> list[Message]:
-        hist = path / HISTORY_FILE
-        if not hist.exists():
-            return []
-        data = hist.read_bytes()
-        raw_lines = data.split(b"\n")
-        tail = raw_lines.pop()  # bytes after the last newline: b"" when the file ends cleanly
-        messages: list[Message] = []
-        good: list[bytes] = []
-        bad: list[bytes] = []
-        seen: set[str] = set()
-        rewrite = False
-        reserialised: list[int] = []
-
-        def take(raw: bytes, n: int) -> bool:
-            try:
-                obj = json_loads(raw)
-                msg = check_message(obj, f"line {n}")
-            except (ValueError, MessageError) as exc:
-                why = str(exc) if isinstance(exc, MessageError) else f"line {n}: not JSON ({exc})"
-                report.invalid.append(why)
-                return False
-            mid = msg.get("id")
-            if not isinstance(mid, str) or not mid:
-                msg["id"] = new_id()
-                msg.setdefault("ts", now_iso())
-                report.repaired.append(f"line {n}: message had no id; gave it {msg['id']}")
-                reserialised.append(n)
-                good.append(_line(msg))
-                messages.append(msg)
-                return True
-            if mid in seen:
-                report.invalid.append(f"line {n}: repeats message id {mid}")
-                return False
-            seen.add(mid)
-            messages.append(msg)
-            good.append(raw + b"\n")
-            return True
-
-        for n, raw in enumerate(raw_lines, start=1):
-            if not raw.strip():
-                rewrite = True
-                continue
-            if not take(raw, n):
-                bad.append(raw + b"\n")
-                rewrite = True
-        if tail.strip():
-            n = len(raw_lines) + 1
-            try:
-                complete = isinstance(json_loads(tail), dict)
-            except ValueError:
-                complete = False
-            if complete and take(tail, n):
-                report.repaired.append(f"line {n} was complete but had no final newline; kept it")
-            else:
-                if complete:  # a complete line that is not a valid message: report as invalid
-                    bad.append(tail + b"\n")
-                else:
-                    report.torn_bytes = len(tail)
-                    report.torn_path = path / f"{HISTORY_FILE}.torn-{_stamp()}"
-                    atomic_write_bytes(report.torn_path, tail)
-            rewrite = True
-        if bad:
-            report.invalid_path = path / f"{HISTORY_FILE}.invalid-{_stamp()}"
-            atomic_write_bytes(report.invalid_path, b"".join(bad))
-        if rewrite or reserialised:
-            atomic_write_bytes(hist, b"".join(good))
-        return messages
 
     # ------------------------------------------------------------------ basic properties
 
@@ -431,19 +233,17 @@ class Session:
         if self.closed:
             raise SessionClosedError(f"session {self.id} is closed")
 
-    def set_estimator(self, estimator: Estimator) -> None:
-        """Count with another estimator from now on (the ledger is rebuilt)."""
-        self.estimator = estimator
-        self.ledger = TokenLedger(TokenCache(estimator), self.messages)
-
     # ------------------------------------------------------------------ meta
 
     def save_meta(self) -> None:
         self._check_open()
         self.meta["updated"] = now_iso()
-        self.meta["calibrator"] = self.calibrator.to_json()
+        self._before_save()
         self.meta["message_count"] = len(self.messages)
         atomic_write_json(self.path / SESSION_FILE, self.meta)
+
+    def _before_save(self) -> None:
+        """Put in-memory state into ``meta`` before it is written (the calibrator, in the subclass)."""
 
     def set_title(self, title: str) -> None:
         title = title.strip()
@@ -487,7 +287,7 @@ class Session:
         for m in batch:
             self._index[str(m["id"])] = len(self.messages)
             self.messages.append(m)
-            self.ledger.append(m)
+        self._on_append(batch)
         return batch
 
     def _write_history(self, messages: Sequence[Message]) -> None:
@@ -512,7 +312,7 @@ class Session:
         self._write_history(new)
         for i, m in changes:
             self.messages[i] = m
-            self.ledger.replace(i, m)
+        self._on_replace(changes)
 
     def rewrite(self, messages: Sequence[Message], *, archived: Iterable[Message] = ()) -> list[str]:
         """Replace the history with ``messages``; archive every dropped message first.
@@ -542,7 +342,18 @@ class Session:
     def _set_messages(self, messages: list[Message]) -> None:
         self.messages = messages
         self._reindex()
-        self.ledger.reset(messages)
+        self._on_reset()
+
+    # hooks for the in-memory state kept beside the history (the token ledger, in the subclass)
+
+    def _on_append(self, batch: Sequence[Message]) -> None:
+        """``batch`` was appended to :attr:`messages`."""
+
+    def _on_replace(self, changes: Sequence[tuple[int, Message]]) -> None:
+        """The messages at these indexes were replaced."""
+
+    def _on_reset(self) -> None:
+        """:attr:`messages` was replaced as a whole."""
 
     # ------------------------------------------------------------------ compaction commits
 
@@ -626,7 +437,7 @@ class Session:
             )
 
     def _undo_path(self, event_id: str) -> Path:
-        if not _ID_RE.match(event_id):
+        if not ID_RE.match(event_id):
             raise SessionError(f"bad undo id {event_id!r}")
         return self.path / UNDO_DIR / f"{event_id}.json"
 
@@ -672,35 +483,6 @@ class Session:
         self.commit_compaction(new, summary=str(point.get("summary") or ""), undo_pop=event_id)
         return UndoResult(event_id, restored, missing, self.summary)
 
-    # ------------------------------------------------------------------ archive restore
-
-    def restore_from_archive(self, ids: Iterable[str]) -> list[Message]:
-        """Bring archived messages back into the history (with their tool-call partners).
-
-        They go where they belong in time: before the first live message that is not older, moved
-        earlier to the nearest clean cut so no call is separated from its result. Messages already
-        live are skipped. Returns the messages restored.
-        """
-        from engine.context.turns import clean_cut_points
-
-        self._check_open()
-        chosen = archive.restore_selection(self.path, ids)
-        restored = [dict(m) for m in chosen if str(m.get("id")) not in self._index]
-        if not restored:
-            return []
-        first = _ts_key(restored[0])
-        pos = len(self.messages)
-        for i, m in enumerate(self.messages):
-            if _ts_key(m) >= first:
-                pos = i
-                break
-        ok = clean_cut_points(self.messages)
-        while pos > 0 and not ok[pos]:
-            pos -= 1
-        new = self.messages[:pos] + restored + self.messages[pos:]
-        self.rewrite(new)
-        return restored
-
     # ------------------------------------------------------------------ events
 
     def record_snapshot(self, snapshot: ContextSnapshot) -> None:
@@ -740,75 +522,10 @@ class Session:
     def compaction_events(self) -> list[dict[str, Any]]:
         return [e for e in self.read_events() if e.get("type") == "compaction"]
 
-    # ------------------------------------------------------------------ tokens
-
-    def token_counts(self, estimator: Estimator | None = None, messages: Sequence[Message] | None = None) -> list[int]:
-        """Per-message tokens of the live history (or of ``messages``); the ledger's when it can."""
-        return self._counts_for(estimator or self.estimator, messages)
-
-    def _counts_for(self, estimator: Estimator, messages: Sequence[Message] | None) -> list[int]:
-        same = estimator is self.estimator or (
-            estimator.name == "heuristic" and self.estimator.name == "heuristic"
-        )
-        if messages is None and same:
-            return list(self.ledger.counts)
-        cache = self.ledger.cache if same else TokenCache(estimator)
-        return [cache.count(m) for m in (self.messages if messages is None else messages)]
-
-    def snapshot(
-        self,
-        settings: Settings,
-        estimator: Estimator | None = None,
-        system_prompt: str | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        draft: str = "",
-        *,
-        window: WindowInfo | int | None = None,
-        messages: Sequence[Message] | None = None,
-        summary: str | None = None,
-        provider_prompt_tokens: int | None = None,
-        call_index: int | None = None,
-        calibrated: bool = True,
-        model: str | None = None,
-        prefix_tokens: int | None = None,
-    ) -> ContextSnapshot:
-        """The regions of the next request (or of ``messages``/``summary`` instead of the live ones).
-
-        ``model`` labels the snapshot (default: the settings' model). ``prefix_tokens``: the system
-        prompt and tool definitions as one count inferred from a provider's figure (another agent's,
-        which its session file does not hold): the system region, instead of estimating
-        ``system_prompt`` and ``tools``."""
-        est = estimator or self.estimator
-        msgs = self.messages if messages is None else list(messages)
-        counts = self._counts_for(est, messages)
-        system = self.system_prompt if system_prompt is None else system_prompt
-        if prefix_tokens is not None:
-            system_tokens, tools_tokens = prefix_tokens, 0
-        else:
-            system_tokens, tools_tokens = (est.text(system) if system else 0) + est.framing(), est.tools(tools)
-        return build_snapshot(
-            window=window_for(settings, window),
-            system_tokens=system_tokens,
-            summary_tokens=est.text(self.summary if summary is None else summary),
-            tools_tokens=tools_tokens,
-            history=msgs,
-            history_counts=counts,
-            estimator_name=est.name,
-            threshold_ratio=settings.compact_threshold_ratio,
-            calibrator=self.calibrator if calibrated else None,
-            provider_prompt_tokens=provider_prompt_tokens,
-            draft_tokens=est.text(draft) if draft else 0,
-            model=settings.model if model is None else model,
-            ts=now_iso(),
-            call_index=call_index,
-        )
-
     # ------------------------------------------------------------------ offload retention
 
     def referenced_files(self) -> set[str]:
         """Offloaded file names the history, the summary or an undo point still points to."""
-        from engine.context.offload import referenced_files
-
         refs = referenced_files(self.messages, self.summary)
         for event_id in self.undo_stack():
             try:
@@ -819,8 +536,6 @@ class Session:
         return refs
 
     def cleanup_offloads(self, days: int) -> list[Path]:
-        from engine.context.offload import cleanup_retention
-
         return cleanup_retention(self.path, self.referenced_files(), days)
 
     # ------------------------------------------------------------------ closing
@@ -868,206 +583,3 @@ class Session:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
-
-
-def _ts_key(msg: Message) -> datetime:
-    ts = msg.get("ts")
-    if isinstance(ts, str):
-        try:
-            parsed = datetime.fromisoformat(ts)
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-        except ValueError:
-            pass
-    d = message_date(msg)
-    return datetime(d.year, d.month, d.day, tzinfo=UTC)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _bad_meta_fields(meta: dict[str, Any]) -> dict[str, str]:
-    """Fields of session.json whose type the app cannot use: {field: what is wrong}."""
-    bad: dict[str, str] = {}
-
-    def strs(value: Any) -> bool:
-        return isinstance(value, list) and all(isinstance(i, str) for i in value)
-
-    def ids(value: Any) -> bool:
-        return strs(value) and all(_ID_RE.match(i) for i in value)
-
-    for key in ("id", "title"):
-        if not isinstance(meta.get(key), str) or not meta[key]:
-            bad[key] = "is not a non-empty string"
-    for key in ("summary", "system_prompt"):
-        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
-            bad[key] = f"is a {type(meta[key]).__name__}, not a string"
-    if not ids(meta.get("undo")):
-        bad["undo"] = "is not a list of undo ids"
-    pending = meta.get("pending")
-    if pending is not None and not (
-        isinstance(pending, dict)
-        and all(strs(pending.get(k) or []) for k in ("absent", "present"))
-        and isinstance(pending.get("summary", ""), str)
-        and all(v is None or (isinstance(v, str) and _ID_RE.match(v))
-                for v in (pending.get("undo_push"), pending.get("undo_pop")))
-    ):
-        bad["pending"] = "is not a valid pending-commit record"
-    cal = meta.get("calibrator")
-    if cal is not None and not (
-        isinstance(cal, dict)
-        and all(cal.get(k) is None or _is_int(cal[k]) for k in ("last_raw", "last_actual"))
-        and isinstance(cal.get("last_prefix") or [], list | tuple)
-        and all(isinstance(i, str) for i in cal.get("last_prefix") or [])
-        and (cal.get("last_fixed") is None or (
-            isinstance(cal["last_fixed"], list | tuple) and len(cal["last_fixed"]) == 3
-            and all(_is_int(v) for v in cal["last_fixed"])))
-    ):
-        bad["calibrator"] = "is not a valid calibration record"
-    tools = meta.get("tools")
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
-        bad["tools"] = "is not a list of tool definitions"
-    return bad
-
-
-def _last_summary(events: Path) -> str:
-    if not events.exists():
-        return ""
-    summary = ""
-    for raw in events.read_bytes().splitlines():
-        try:
-            obj = json_loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("type") == "compaction" and obj.get("result") in (
-            "summarized",
-            "dropped",
-            "undone",
-        ):
-            summary = str(obj.get("summary") or "")
-    return summary
-
-
-# --------------------------------------------------------------------------- the store
-
-
-@dataclass
-class SessionInfo:
-    id: str
-    title: str
-    path: Path
-    created: str
-    updated: str
-    message_count: int
-    model: str = ""
-    problem: str = ""
-
-
-class SessionStore:
-    """The sessions under one root folder (default ``data_dir()/sessions``)."""
-
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root is not None else data_dir() / "sessions"
-        self._open: dict[str, Session] = {}
-
-    def new_id(self) -> str:
-        return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-
-    def path_for(self, session_id: str) -> Path:
-        if not isinstance(session_id, str) or not _ID_RE.match(session_id) or ".." in session_id:
-            raise SessionError(f"not a session id: {session_id!r}")
-        return self.root / session_id
-
-    def create(self, title: str = "", *, estimator: Estimator | None = None, **meta: Any) -> Session:
-        self.root.mkdir(parents=True, exist_ok=True)
-        sid = self.new_id()
-        path = self.path_for(sid)
-        session = Session.create(path, title or "New session", estimator=estimator, meta=meta or None)
-        self._open[sid] = session
-        return session
-
-    def open(
-        self, id_or_path: str | Path, *, estimator: Estimator | None = None, retention_days: int | None = None
-    ) -> Session:
-        """Load a session by id (under the root) or by folder path."""
-        candidate = Path(id_or_path)
-        if isinstance(id_or_path, Path) or os.sep in str(id_or_path) or candidate.is_absolute():
-            path = candidate
-        else:
-            path = self.path_for(str(id_or_path))
-        if not (path / SESSION_FILE).exists() and not (path / HISTORY_FILE).exists():
-            raise SessionError(f"no session {str(id_or_path)!r} (looked in {path})")
-        session = Session.load(path, estimator=estimator, retention_days=retention_days)
-        self._open[session.id] = session
-        return session
-
-    def rename(self, session_id: str, title: str) -> None:
-        title = title.strip()
-        if not title:
-            raise SessionError("a session title cannot be empty")
-        live = self._open.get(session_id)
-        if live is not None and not live.closed:
-            live.set_title(title)
-            return
-        path = self.path_for(session_id)
-        meta_path = path / SESSION_FILE
-        try:
-            meta = json_loads(meta_path.read_bytes())
-        except (OSError, ValueError) as exc:
-            raise SessionError(f"cannot rename session {session_id}: {exc}") from exc
-        meta["title"] = title
-        meta["updated"] = now_iso()
-        atomic_write_json(meta_path, meta)
-
-    def delete(self, session_id: str) -> None:
-        """Delete a session folder (renamed aside first, so a listing never sees half of it)."""
-        path = self.path_for(session_id)
-        if not path.is_dir():
-            raise SessionError(f"no session {session_id!r}")
-        live = self._open.pop(session_id, None)
-        if live is not None:
-            live.close()
-        doomed = self.root / f".deleted-{session_id}-{uuid.uuid4().hex[:6]}"
-        os.replace(path, doomed)
-        fsync_dir(self.root)
-        shutil.rmtree(doomed, ignore_errors=True)
-
-    def list(self) -> list[SessionInfo]:
-        """Every session, most recently updated first; reads session.json and counts history lines."""
-        if not self.root.is_dir():
-            return []
-        out: list[SessionInfo] = []
-        for path in self.root.iterdir():
-            if not path.is_dir() or path.name.startswith("."):
-                continue
-            meta_path = path / SESSION_FILE
-            problem = ""
-            meta: dict[str, Any] = {}
-            try:
-                loaded = json_loads(meta_path.read_bytes())
-                meta = loaded if isinstance(loaded, dict) else {}
-                if not meta:
-                    problem = "session.json is not an object"
-            except (OSError, ValueError) as exc:
-                if not (path / HISTORY_FILE).exists():
-                    continue  # not a session folder
-                problem = f"session.json unreadable: {exc}"
-            hist = path / HISTORY_FILE
-            updated = str(meta.get("updated") or "")
-            if hist.exists():
-                mtime = datetime.fromtimestamp(hist.stat().st_mtime, UTC).isoformat(timespec="milliseconds")
-                updated = max(updated, mtime)
-            out.append(
-                SessionInfo(
-                    id=path.name,
-                    title=str(meta.get("title") or path.name),
-                    path=path,
-                    created=str(meta.get("created") or ""),
-                    updated=updated,
-                    message_count=count_file_lines(hist),
-                    model=str(meta.get("model") or ""),
-                    problem=problem,
-                )
-            )
-        out.sort(key=lambda s: s.updated, reverse=True)
-        return out

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.context import textsearch
+from engine.model.text import format_bytes
+from engine.store import textsearch
 from engine.store.secrets import scrub_known
 
 ApproveFn = Callable[[str, dict[str, Any]], Awaitable[bool]]
@@ -234,14 +235,6 @@ def _is_binary(sample: bytes) -> bool:
     return b"\0" in sample
 
 
-def _fmt_size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 class ToolBox:
     """The agent's built-in tools for one workspace and one session folder."""
 
@@ -407,7 +400,7 @@ class ToolBox:
         with fh:
             if _is_binary(fh.read(BINARY_SNIFF_BYTES)):
                 size = target.stat().st_size
-                raise ToolError(f"read_file: {shown} is a binary file ({_fmt_size(size)}); not shown")
+                raise ToolError(f"read_file: {shown} is a binary file ({format_bytes(size)}); not shown")
             fh.seek(0)
             out: list[str] = []
             used = 0
@@ -472,7 +465,7 @@ class ToolBox:
                     size = entry.stat(follow_symlinks=False).st_size
                 except OSError:
                     size = 0
-                lines.append(f"{entry.name}  {_fmt_size(size)}")
+                lines.append(f"{entry.name}  {format_bytes(size)}")
         if len(entries) > LIST_MAX_ENTRIES:
             lines.append(f"[… {len(entries) - LIST_MAX_ENTRIES} more entries not shown]")
         return "\n".join(lines)

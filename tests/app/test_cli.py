@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from app import cli
+from engine.context.conversation import Session
 from engine.model import messages as m
-from engine.store.session import Session
 from tests import fakeserver as fs
 from tests.conftest import REPO, TRAJECTORIES
 
@@ -446,7 +446,7 @@ def test_offline_model_runs_turns_and_overflow_leads_to_compaction(tmp_path: Pat
 
 
 def test_run_refuses_a_session_another_process_holds(tmp_path: Path) -> None:
-    from engine.store.session import Session
+    from engine.context.conversation import Session
 
     held = Session.create(tmp_path / "s", "held by the app")
     held.lock()  # as the desktop app does for the session it shows

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
+from engine.context.conversation import Session
 from engine.llm import local_model
 from engine.model import messages as m
-from engine.store.session import Session
 from tests.app.test_cli import ctxbench, events
 
 N_CTX = 2048

@@ -15,10 +15,10 @@ from app.controller import (
     SessionView,
     merge_archived,
 )
+from engine.context.conversation import Session, SessionStore
 from engine.model import messages as m
 from engine.store import archive
 from engine.store.config import Settings, config_dir, data_dir, load_settings
-from engine.store.session import Session, SessionStore
 from tests import fakeserver as fs
 from tests.app.conftest import run
 from tests.memkeyring import MemoryKeyring
@@ -116,7 +116,7 @@ def test_a_session_held_by_another_process_is_not_opened(qtbot: Any, controller:
     session = make_session(controller.store, 1)
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from engine.store.session import Session\n"
+         "import sys, time; from engine.context.conversation import Session\n"
          "s = Session.load(sys.argv[1]); s.lock(); print('held', flush=True); time.sleep(60)", str(session.path)],
         stdout=subprocess.PIPE, text=True,
     )

@@ -17,8 +17,8 @@ import pytest
 from app.controller import Controller
 from app.main_window import MainWindow
 from engine.agent import unanswered_calls
+from engine.context.conversation import Session
 from engine.store.config import Settings
-from engine.store.session import Session
 from tests import fakeserver as fs
 from tests.app.conftest import run
 

@@ -15,9 +15,9 @@ import pytest
 
 from app.controller import Controller, SessionView
 from app.main_window import MainWindow
+from engine.context.conversation import SessionStore
 from engine.model.messages import assistant, user
 from engine.store.config import Settings
-from engine.store.session import SessionStore
 from tests.app.conftest import run
 from tests.test_kill_harness import HOOK, Rig, normal_script, run_cli, server_for
 

@@ -49,7 +49,7 @@ SCRIPT = textwrap.dedent(
     sys.meta_path.insert(0, SlowDown())
 
     from engine.model import messages as m
-    from engine.store.session import SessionStore
+    from engine.context.conversation import SessionStore
 
     store = SessionStore()
     session = store.create("imported run", model="openai/gpt-4o-mini")

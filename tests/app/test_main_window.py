@@ -12,9 +12,9 @@ import pytest
 
 from app.controller import Controller
 from app.main_window import WINDOW_FILE, MainWindow
+from engine.context.conversation import Session
 from engine.model import messages as m
 from engine.store.config import Settings, config_dir, data_dir, load_settings
-from engine.store.session import Session
 from tests.app.conftest import run
 from tests.app.test_controller import make_session
 from tests.conftest import trajectory_files

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QColor, QImage
 
+from engine.context.conversation import Session
 from engine.context.offload import list_offloaded
-from engine.store.session import Session
 from tests.conftest import REPO, SHARED
 from widgets.chart_cache import CACHE_COLORS
 

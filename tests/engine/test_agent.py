@@ -26,6 +26,7 @@ from engine.agent import (
     unanswered_calls,
     wire_history,
 )
+from engine.context.conversation import Session
 from engine.llm import client as llm
 from engine.llm.client import LLMConfig
 from engine.model import messages as m
@@ -42,7 +43,6 @@ from engine.model.events import (
     TurnFinished,
 )
 from engine.store.config import Settings
-from engine.store.session import Session
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 

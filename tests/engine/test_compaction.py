@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,13 @@ from engine.context.compaction import (
     plan_compaction,
     summary_block,
 )
+from engine.context.conversation import Session
 from engine.context.tokens import estimate_message_tokens
-from engine.context.turns import call_result_pairs, parse_turn_boundaries
+from engine.context.turns import call_result_pairs, clean_cut_points, parse_turn_boundaries
 from engine.model.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
 from engine.model.messages import Message, assistant, call_ids, tool_call, tool_result, user
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.session import Session
 
 VALID = """## Goal
 Fix the crash in src/app.py.
@@ -279,19 +278,12 @@ def test_clean_cuts_with_duplicate_ids_agree_with_the_slow_check(kinds: list[str
             assert not any(cid in call_ids(m) for m in between)
 
 
-def test_plan_10000_messages_under_20ms() -> None:
+def test_plan_of_10000_messages_keeps_a_clean_suffix() -> None:
+    """Its time is a benchmark figure (``python -m benchmarks plan``), not a test."""
     h = _history(2500)
     counts = [7] * len(h)
-    plan_compaction(h[:100], counts[:100], window=1000, system_tokens=0, summary_tokens=0, tools_tokens=0,
-                    max_tokens=0, threshold_ratio=0.5, reserve_tokens=100)
-    best = min(_timed(lambda: _plan(h, counts, window=20_000, reserve_tokens=2000)) for _ in range(5))
-    assert best < 0.02, f"plan took {best * 1000:.1f} ms"
-
-
-def _timed(fn: Any) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    plan = _plan(h, counts, window=20_000, reserve_tokens=2000)
+    assert plan.needed and plan.keep_tokens <= 2000 and clean_cut_points(h)[plan.cut_index]
 
 
 # --------------------------------------------------------------------------- emergency
@@ -340,10 +332,9 @@ def test_force_compression_without_users_never_orphans() -> None:
     assert kept == h[3:] and dropped == h[:3]
 
 
-def test_force_compression_10000_messages_under_20ms() -> None:
+def test_force_compression_of_10000_messages() -> None:
+    """Its time is a benchmark figure (``python -m benchmarks plan``), not a test."""
     h = _history(2500)
-    best = min(_timed(lambda: force_compression(h, "s")) for _ in range(5))
-    assert best < 0.02, f"force_compression took {best * 1000:.1f} ms"
     new, _, n = force_compression(h, "s")
     assert n + len(new) == len(h) and parse_turn_boundaries(new)[0] == 0
 

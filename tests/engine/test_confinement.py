@@ -34,12 +34,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.agent import Agent
+from engine.context.conversation import Session, SessionStore
 from engine.context.offload import Offloader
 from engine.llm.client import LLMConfig
 from engine.model.messages import assistant, tool_call, tool_result, user
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.session import Session, SessionError, SessionStore
+from engine.store.session import SessionError
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 

@@ -17,7 +17,7 @@ import pytest
 from engine import export
 from engine.context.cache import analyze, call_figures
 from engine.context.tokens import HeuristicEstimator
-from engine.sources.ingest import import_source
+from engine.ingest import import_source
 from engine.store.fsutil import read_jsonl_objects
 from tests.conftest import SHARED
 

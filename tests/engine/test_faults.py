@@ -20,10 +20,10 @@ import pytest
 
 from engine.context.budget import WindowInfo
 from engine.context.compaction import Compactor
+from engine.context.conversation import Session
 from engine.model.messages import Message, assistant, tool_call, tool_result, user
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.session import Session
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -41,7 +41,7 @@ from engine.context.budget import WindowInfo
 from engine.context.compaction import Compactor
 from engine.store.config import Settings
 from engine.model.messages import user
-from engine.store.session import Session
+from engine.context.conversation import Session
 
 def die():
     sys.stdout.flush()
@@ -140,7 +140,7 @@ def test_kill_after_pending_record_before_rewrite(tmp_path: Path) -> None:
     path, acked = _make(tmp_path)
     _run_child(
         """
-        engine.store.session.Session._write_history = lambda self, messages: die()
+        engine.store.session.StoredSession._write_history = lambda self, messages: die()
         asyncio.run(compactor.run_auto())
         """,
         path,
@@ -155,7 +155,7 @@ def test_kill_after_rewrite_before_summary(tmp_path: Path) -> None:
     path, acked = _make(tmp_path)
     _run_child(
         """
-        engine.store.session.Session._finish_pending = lambda self: die()
+        engine.store.session.StoredSession._finish_pending = lambda self: die()
         asyncio.run(compactor.run_auto())
         """,
         path,
@@ -263,7 +263,7 @@ def test_kill_during_undo(tmp_path: Path) -> None:
     s.close()
     _run_child(
         """
-        engine.store.session.Session._finish_pending = lambda self: die()
+        engine.store.session.StoredSession._finish_pending = lambda self: die()
         asyncio.run(compactor.undo())
         """,
         path,

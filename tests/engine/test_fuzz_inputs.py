@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.agent import Agent, unanswered_calls
+from engine.context.conversation import Session
 from engine.context.offload import Offloader, list_offloaded
 from engine.importer import TranscriptError, import_transcript
 from engine.llm import client as llm
@@ -43,7 +44,6 @@ from engine.model.messages import ROLES, Message, assistant, tool_call, tool_res
 from engine.store import archive
 from engine.store.config import SETTINGS_FILE, Settings, load_settings, save_settings
 from engine.store.fsutil import dumps_line
-from engine.store.session import Session
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.agent import context_snapshot, imported_window
-from engine.sources.ingest import import_source
+from engine.context.conversation import Session
+from engine.ingest import import_source
 from engine.store.config import Settings
-from engine.store.session import Session
 from tests.engine.sources.conftest import BIG_CODEX
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from engine.context.budget import WindowInfo
+from engine.context.conversation import Session, SessionStore
 from engine.importer import SKIPPED_FILE, TranscriptError, import_transcript
-from engine.store.session import Session, SessionStore
 from tests.conftest import trajectory_files
 
 TRAJ = trajectory_files()

@@ -312,10 +312,10 @@ def test_the_local_estimator_counts_what_llama_cpp_is_given(tmp_path: Any) -> No
     from pathlib import Path
 
     from engine.agent import build_request, default_system_prompt, default_tools
+    from engine.context.conversation import Session
     from engine.context.tokens import LocalEstimator, make_estimator
     from engine.model import messages as m
     from engine.store.config import Settings
-    from engine.store.session import Session
 
     est = make_estimator("auto", LOCAL_MODEL)
     assert isinstance(est, LocalEstimator) and est.name == "exact"

@@ -16,6 +16,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from engine.context import offload
+from engine.context.conversation import Session
 from engine.context.offload import (
     Offloader,
     cleanup_retention,
@@ -29,7 +30,6 @@ from engine.context.offload import (
 )
 from engine.model.messages import assistant, tool_call, tool_result, user
 from engine.store.config import Settings
-from engine.store.session import Session
 
 HINT = re.compile(r"start_line=(\d+)")
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from engine.agent import Agent, build_request, unanswered_calls
+from engine.context.conversation import Session
 from engine.llm import client as llm
 from engine.llm.client import LLMConfig
 from engine.model import messages as m
@@ -37,7 +38,6 @@ from engine.model.events import (
 )
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.session import Session
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 

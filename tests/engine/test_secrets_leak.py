@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 
 from engine.agent import Agent
+from engine.context.conversation import Session
 from engine.importer import import_transcript
 from engine.llm import client as llm
 from engine.model.events import ErrorEvent, Event, event_to_json
 from engine.model.messages import assistant, user
 from engine.store import secrets
 from engine.store.config import Settings, config_dir, data_dir, save_settings
-from engine.store.session import Session
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
 from tests.conftest import REPO

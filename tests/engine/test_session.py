@@ -10,19 +10,13 @@ from pathlib import Path
 import pytest
 
 from engine.context.budget import WindowInfo
+from engine.context.conversation import Session, SessionStore
 from engine.context.tokens import estimate_message_tokens
 from engine.model.events import CompactionEvent
 from engine.model.messages import MessageError, assistant, tool_call, tool_result, user
 from engine.store import archive
 from engine.store.config import Settings, data_dir
-from engine.store.session import (
-    HISTORY_FILE,
-    SESSION_FILE,
-    Session,
-    SessionClosedError,
-    SessionError,
-    SessionStore,
-)
+from engine.store.session import HISTORY_FILE, SESSION_FILE, SessionClosedError, SessionError
 
 
 def _turn(i: int) -> list[dict]:
@@ -407,7 +401,8 @@ def test_one_writer_per_folder_across_processes(tmp_path: Path) -> None:
     s.lock()
     s.lock()  # idempotent for the holder
     probe = (
-        "import sys; from engine.store.session import Session, SessionLockedError\n"
+        "import sys; from engine.context.conversation import Session\n"
+        "from engine.store.session import SessionLockedError\n"
         "s = Session.load(sys.argv[1])\n"
         "try:\n    s.lock()\nexcept SessionLockedError as e:\n    print('LOCKED', e)\nelse:\n    print('GOT IT')\n"
     )
@@ -432,7 +427,7 @@ def test_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
     s.close()
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from engine.store.session import Session\n"
+         "import sys, time; from engine.context.conversation import Session\n"
          "s = Session.load(sys.argv[1]); s.lock(); print('held', flush=True); time.sleep(60)", str(s.path)],
         stdout=subprocess.PIPE, text=True,
     )

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from engine.context.textsearch import PatternError, compile_pattern, search
+from engine.store.textsearch import PatternError, compile_pattern, search
 
 
 def test_literal_and_case() -> None:

@@ -13,7 +13,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QToolTip
 
-from engine.sources.ingest import import_source
+from engine.ingest import import_source
 from engine.store.fsutil import read_jsonl_objects
 from tests.conftest import SHARED
 from widgets.chart_cache import CACHE_COLORS

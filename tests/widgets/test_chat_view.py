@@ -310,8 +310,8 @@ def test_height_index_matches_a_plain_list():
 
 
 def test_real_trajectory_lists_every_tool_call(view, tmp_path):
+    from engine.context.conversation import Session
     from engine.importer import import_transcript
-    from engine.store.session import Session
     from tests.conftest import trajectory_files
 
     files = trajectory_files()

@@ -218,8 +218,8 @@ def test_empty_chart(chart):
 
 
 def test_real_trajectory_shows_every_call_against_the_provider(chart, tmp_path):
+    from engine.context.conversation import Session
     from engine.importer import import_transcript
-    from engine.store.session import Session
     from tests.conftest import trajectory_files
 
     files = trajectory_files()
@@ -246,8 +246,8 @@ def test_real_trajectory_shows_every_call_against_the_provider(chart, tmp_path):
 
 
 def test_an_imported_claude_code_session_with_its_compaction(chart, tmp_path):
-    from engine.sources.ingest import import_source
-    from engine.store.session import Session
+    from engine.context.conversation import Session
+    from engine.ingest import import_source
     from tests.conftest import SHARED
     from widgets.theme import format_tokens
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from app import cli
+from engine.context.conversation import Session
 from engine.context.tokens import estimate_message_tokens
 from engine.store import archive
-from engine.store.session import Session
 from tests.conftest import REPO, TRAJECTORIES
 from tests.engine.sources.conftest import (
     BIG_CLAUDE,
@@ -231,16 +231,16 @@ def test_the_command_line_contract(tmp_path: Path) -> None:
 
 
 def test_offloaded_copies_go_where_the_app_looks() -> None:
+    from engine import ingest
     from engine.context import offload
-    from engine.sources import ingest
 
     assert ingest.RESULTS_DIR == offload.RESULTS_DIR
 
 
 def test_the_apps_open_transcript_path_reads_other_agents(tmp_path: Path) -> None:
+    from engine.context.conversation import SessionStore
     from engine.importer import import_transcript
-    from engine.sources.ingest import SourceImportReport
-    from engine.store.session import SessionStore
+    from engine.ingest import SourceImportReport
 
     store = SessionStore(tmp_path / "sessions")
     report = import_transcript(CODEX / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",

@@ -18,7 +18,7 @@ with that agent's reader (one shape: :class:`engine.sources.model.SourceSession`
 - ``subagents/<id>/``: each subagent as its own session folder, linked from the tool message that
   answered the Task call (``subagent``).
 
-mini-swe-agent and plain OpenAI logs go through :func:`engine.importer.import_transcript`.
+mini-swe-agent and plain OpenAI logs go through :func:`engine.transcript.import_openai_log`.
 The source's own folders are only read. The session is built in a temporary folder and renamed
 into place at the end: nothing partial is left behind.
 """
@@ -33,16 +33,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.context.budget import Calibrator, WindowInfo, build_snapshot
+from engine.context.calibration import Calibrator
+from engine.context.conversation import Session
+from engine.context.snapshots import build_snapshot
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.context.window import import_window
 from engine.model.messages import new_id, now_iso
+from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
 from engine.sources.model import INFERRED, SourceError, SourceFormat, SourceSession
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
 from engine.store.fsutil import append_lines, fsync_dir
-from engine.store.session import Session
+from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
 SUBAGENTS_DIR = "subagents"
 RESULTS_DIR = "tool_results"  # engine.context.offload.RESULTS_DIR, without importing asyncio for it
@@ -145,12 +149,10 @@ class _Ctx:
 
 
 def _window(src: SourceSession, settings: Settings, model_info: ModelInfo | None) -> WindowInfo:
-    from engine.importer import _resolve_import_window
-
     if src.window:
         return WindowInfo(int(src.window), settings.max_tokens, src.window_source or "source")
     largest = max((c.prompt_tokens or 0 for c in src.calls), default=0)
-    return _resolve_import_window(settings, None, src.model, model_info, largest)
+    return import_window(settings, None, src.model, model_info, largest)
 
 
 def _infer_prefix(src: SourceSession, ctx: _Ctx, counts: list[int], cache: TokenCache) -> None:
@@ -403,8 +405,6 @@ def import_source(
 
 def _detect(path: Path) -> SourceFormat:
     """The format of ``path``; when none fits, the error also says why it is not an OpenAI log."""
-    from engine.importer import TranscriptError, parse_transcript
-
     try:
         return detect_format(path)
     except SourceError as exc:
@@ -417,17 +417,13 @@ def _detect(path: Path) -> SourceFormat:
 
 def _import_openai(path: Path, final: Path, fmt: SourceFormat, title: str | None, settings: Settings,
                    estimator: Estimator, model_info: ModelInfo | None) -> SourceImportReport:
-    from engine.importer import ImportReport, TranscriptError, import_transcript
-
     if final.exists():
         final.rmdir()
     try:
-        rep = import_transcript(path, session_dir=final, title=title, settings=settings, estimator=estimator,
-                                model_info=model_info, other_agents=False)
+        rep = import_openai_log(path, session_dir=final, title=title, settings=settings, estimator=estimator,
+                                model_info=model_info)
     except TranscriptError as exc:
         raise SourceError(str(exc)) from None
-    if not isinstance(rep, ImportReport):  # other_agents=False: always the OpenAI-format report
-        raise SourceError(f"{path.name}: not an OpenAI-format log")
     return SourceImportReport(
         format=fmt, session_id=rep.session_id, path=rep.path, source=rep.source, messages=rep.messages,
         live_messages=rep.messages, archived_messages=0, calls=rep.snapshots, reported_calls=rep.reported_calls,

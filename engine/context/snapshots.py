@@ -1,0 +1,160 @@
+"""The one snapshot builder: every :class:`ContextSnapshot` is made by :func:`build_snapshot`.
+
+:func:`snapshot_of` — the next request of a session (or of other messages / another summary), the
+way the agent, the compactor, the app and the CLI ask for it; :func:`build_snapshot` — the regions
+from raw per-region estimates, calibrated when a provider report exists (imports call it directly,
+with the counts of a log's own calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from engine.context.calibration import Calibrator
+from engine.context.tokens import Estimator
+from engine.context.window import window_for
+from engine.model.messages import Message, now_iso
+from engine.model.snapshot import CALIBRATED, ESTIMATED, EXACT, ContextSnapshot, WindowInfo
+from engine.store.config import Settings
+
+
+class CountedHistory(Protocol):
+    """What :func:`snapshot_of` reads of a session (:class:`engine.context.conversation.Session`)."""
+
+    estimator: Estimator
+    calibrator: Calibrator
+    messages: list[Message]
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def system_prompt(self) -> str: ...
+
+    def token_counts(
+        self, estimator: Estimator | None = None, messages: Sequence[Message] | None = None
+    ) -> list[int]: ...
+
+
+def snapshot_of(
+    session: CountedHistory,
+    settings: Settings,
+    estimator: Estimator | None = None,
+    system_prompt: str | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    draft: str = "",
+    *,
+    window: WindowInfo | int | None = None,
+    messages: Sequence[Message] | None = None,
+    summary: str | None = None,
+    provider_prompt_tokens: int | None = None,
+    call_index: int | None = None,
+    calibrated: bool = True,
+    model: str | None = None,
+    prefix_tokens: int | None = None,
+) -> ContextSnapshot:
+    """The regions of the next request of ``session`` (:meth:`engine.context.conversation.Session.snapshot`)."""
+    est = estimator or session.estimator
+    msgs = session.messages if messages is None else list(messages)
+    counts = session.token_counts(est, messages)
+    system = session.system_prompt if system_prompt is None else system_prompt
+    if prefix_tokens is not None:
+        system_tokens, tools_tokens = prefix_tokens, 0
+    else:
+        system_tokens, tools_tokens = (est.text(system) if system else 0) + est.framing(), est.tools(tools)
+    return build_snapshot(
+        window=window_for(settings, window),
+        system_tokens=system_tokens,
+        summary_tokens=est.text(session.summary if summary is None else summary),
+        tools_tokens=tools_tokens,
+        history=msgs,
+        history_counts=counts,
+        estimator_name=est.name,
+        threshold_ratio=settings.compact_threshold_ratio,
+        calibrator=session.calibrator if calibrated else None,
+        provider_prompt_tokens=provider_prompt_tokens,
+        draft_tokens=est.text(draft) if draft else 0,
+        model=settings.model if model is None else model,
+        ts=now_iso(),
+        call_index=call_index,
+    )
+
+
+def _scale_parts(parts: list[int], target: int) -> list[int]:
+    """Scale non-negative integers so they add up to ``target`` (largest-remainder rounding)."""
+    total = sum(parts)
+    if total <= 0 or target <= 0:
+        return [0 for _ in parts] if target <= 0 else parts[:]
+    exact = [p * target / total for p in parts]
+    floors = [int(x) for x in exact]
+    rest = target - sum(floors)
+    order = sorted(range(len(parts)), key=lambda i: exact[i] - floors[i], reverse=True)
+    for i in order[:rest]:
+        floors[i] += 1
+    return floors
+
+
+def scaled_sum(total: int, target: int) -> int:
+    """``sum(_scale_parts(parts, target))`` for parts adding up to ``total`` (all non-negative)."""
+    if target <= 0:
+        return 0
+    return total if total <= 0 else target
+
+
+def build_snapshot(
+    *,
+    window: WindowInfo,
+    system_tokens: int,
+    summary_tokens: int,
+    tools_tokens: int,
+    history: Sequence[Message],
+    history_counts: Sequence[int],
+    estimator_name: str,
+    threshold_ratio: float,
+    calibrator: Calibrator | None = None,
+    provider_prompt_tokens: int | None = None,
+    draft_tokens: int = 0,
+    model: str = "",
+    ts: str = "",
+    call_index: int | None = None,
+) -> ContextSnapshot:
+    """Assemble a snapshot from raw per-region estimates, calibrated when a provider report exists."""
+    by_role = {"user": 0, "assistant": 0, "tool": 0}
+    for msg, tokens in zip(history, history_counts, strict=True):
+        role = msg.get("role")
+        by_role[role if role in by_role else "user"] += tokens
+    raw_parts = [system_tokens, summary_tokens, by_role["user"], by_role["assistant"], by_role["tool"], tools_tokens]
+    raw_total = sum(raw_parts)
+    ids = [str(m.get("id", "")) for m in history]
+    accuracy = EXACT if estimator_name == "exact" else ESTIMATED
+    parts = raw_parts
+    draft = draft_tokens
+    if calibrator is not None and calibrator.calibrated:
+        fixed = (system_tokens, summary_tokens, tools_tokens)
+        calibrated_total = calibrator.calibrate(raw_total, ids, fixed)
+        parts = _scale_parts(raw_parts, calibrated_total)
+        ratio = calibrator.ratio or 1.0
+        draft = round(draft_tokens * ratio)
+        accuracy = CALIBRATED
+    return ContextSnapshot(
+        window=window.context_window,
+        max_tokens=window.max_tokens,
+        system=parts[0],
+        summary=parts[1],
+        history_user=parts[2],
+        history_assistant=parts[3],
+        history_tool=parts[4],
+        tools=parts[5],
+        threshold_tokens=int(threshold_ratio * window.context_window),
+        estimator=estimator_name,
+        accuracy=accuracy,
+        message_tokens=list(zip(ids, (int(c) for c in history_counts), strict=True)),
+        provider_prompt_tokens=provider_prompt_tokens,
+        raw_prompt_tokens=raw_total,
+        draft=draft,
+        window_source=window.source,
+        model=model,
+        ts=ts,
+        call_index=call_index,
+    )
