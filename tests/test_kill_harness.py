@@ -50,18 +50,12 @@ from engine.model.messages import assistant, user
 from engine.store import archive
 from engine.store.session import Session
 from tests import fakeserver as fs
-from tests.conftest import REPO
+from tests.conftest import REPO, SUMMARY
 
 pytestmark = pytest.mark.slow
 
 CTXBENCH = REPO / ".venv" / "bin" / "ctxbench"
 KEY = "sk-kill-harness-000000"
-SUMMARY = "\n\n".join(
-    f"## {h}\n{b}"
-    for h, b in [("Goal", "List numbers."), ("Constraints & Preferences", "None."),
-                 ("Progress", "Done: seq."), ("Key Decisions", "Use run_shell."), ("Next Steps", "Answer."),
-                 ("Critical Context", "seq 1 4000")]
-)
 HOOK = '''"""Kill hook of tests/test_kill_harness.py: SIGKILL right after the N-th os.fsync
 (CTXBENCH_KILL_AT=N); CTXBENCH_KILL_TRACE=<file> lists every fsync with the engine functions that made it."""
 import os

@@ -16,7 +16,6 @@ import asyncio
 import email.utils
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,27 +39,12 @@ from engine.store.config import Settings
 from engine.store.session import Session
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
+from tests.conftest import SUMMARY
 
-pytestmark = pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning")
-
-SUMMARY = "\n\n".join(
-    f"## {h}\n{b}"
-    for h, b in [("Goal", "g"), ("Constraints & Preferences", "c"), ("Progress", "p"), ("Key Decisions", "k"),
-                 ("Next Steps", "n"), ("Critical Context", "x")]
-)
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm, "RETRY_BASE_DELAY", 0.02)
-    monkeypatch.setattr(llm, "RETRY_MAX_DELAY", 0.05)
-
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning"),
+    pytest.mark.usefixtures("fast_retries"),
+]
 
 class Rig:
     def __init__(self, tmp_path: Path, api_base: str, *, timeout: float = 10.0, max_retries: int = 2,
