@@ -38,6 +38,7 @@ from app.export_menu import ExportMenu
 from engine.context.budget import ContextSnapshot
 from engine.model.events import CompactionFailed, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
 from engine.store.config import Settings, config_dir
+from engine.tools.registry import approval_text
 from widgets.approval_bar import ApprovalBar
 from widgets.chat_input import ChatInput
 from widgets.chat_view import ChatView
@@ -643,11 +644,7 @@ class MainWindow(QMainWindow):
         self.show_notice(level, text)
 
     def _on_controller_approval_requested(self, request_id: str, tool: str, arguments: str) -> None:
-        reason = {
-            "write_file": "It writes a file in the workspace.",
-            "run_shell": "It runs a shell command in the workspace.",
-        }.get(tool, "")
-        self.approval.ask(request_id, tool, arguments, reason)
+        self.approval.ask(request_id, tool, arguments, approval_text(tool, arguments))
 
     def _on_controller_approvals_withdrawn(self) -> None:
         self.approval.cancel_all()

@@ -20,6 +20,9 @@ def main(argv: list[str]) -> int:
     suites.update(sources_bench.ALL)
     suites.update(summary_bench.ALL)
     suites.update(follow_bench.ALL)
+    from benchmarks import store_bench  # the timings moved out of the tests
+
+    suites.update(store_bench.ALL)
     try:
         from benchmarks import gui_bench
     except ImportError:

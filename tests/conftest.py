@@ -1,4 +1,10 @@
-"""Shared fixtures: every test runs with its own data and config directories."""
+"""Shared fixtures: every test runs with its own data and config directories.
+
+Defined here once for every test folder: ``server`` (the scripted fake LLM server of
+``tests/fakeserver.py``, real HTTP), ``fast_retries`` (the client's retry back-off cut to
+milliseconds; request it, or ``pytestmark = pytest.mark.usefixtures("fast_retries")``), and
+``SUMMARY`` (a summary in the six required sections, for the fake server to answer compactions with).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import fakeserver as fs
 from tests.memkeyring import MemoryKeyring
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -17,6 +24,21 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 TRAJECTORIES = SHARED / "data" / "trajectories"
+
+# a valid structured summary: the six sections the summarizer asks for, each with a body
+SUMMARY = "\n\n".join(
+    f"## {name}\n{body}"
+    for name, body in [
+        ("Goal", "Understand the notes in the workspace."),
+        ("Constraints & Preferences", "None stated."),
+        ("Progress", "### Done\n- read notes.txt\n### In Progress\n- none\n### Blocked\n- none"),
+        ("Key Decisions", "Use read_file only."),
+        ("Next Steps", "1. Answer the user."),
+        ("Critical Context", "notes.txt mentions alpha and beta."),
+    ]
+)
+FAST_RETRY_BASE_DELAY = 0.01
+FAST_RETRY_MAX_DELAY = 0.05
 
 
 @pytest.fixture(autouse=True)
@@ -44,3 +66,19 @@ def memory_keyring() -> Iterator[MemoryKeyring]:
     keyring.set_keyring(ring)
     yield ring
     keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def server() -> Iterator[fs.FakeLLMServer]:
+    """A scripted OpenAI-compatible server on a local port (``tests/fakeserver.py``)."""
+    with fs.FakeLLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LLM client's retry back-off in milliseconds (the retries themselves are unchanged)."""
+    from engine.llm import client as llm
+
+    monkeypatch.setattr(llm, "RETRY_BASE_DELAY", FAST_RETRY_BASE_DELAY)
+    monkeypatch.setattr(llm, "RETRY_MAX_DELAY", FAST_RETRY_MAX_DELAY)

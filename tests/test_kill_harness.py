@@ -21,10 +21,11 @@ Kill points:
 
 After each kill: ``Session.load`` succeeds; every message the run acknowledged (printed as a
 ``message`` event, which happens only after its line is fsync'd) and every message the session
-held before is in the history exactly once or, if it left the history, in the dialog archive; the
-archive holds no message twice; no compaction is left half-done; every offloaded file the history
-points to exists whole; ``ctxbench inspect`` reads the session. For one point in three the session is
-then resumed with another ``ctxbench run``, which must succeed and leave every tool call answered.
+held before is there with the content it was acknowledged with, once across the history and the
+dialog archive taken together (see :func:`check_kept_once`); no compaction is left half-done; every
+offloaded file the history points to exists whole; ``ctxbench inspect`` reads the session. For one
+point in three the session is then resumed with another ``ctxbench run``, which must succeed and
+leave every tool call answered.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,18 +52,12 @@ from engine.context.conversation import Session
 from engine.model.messages import assistant, user
 from engine.store import archive
 from tests import fakeserver as fs
-from tests.conftest import REPO
+from tests.conftest import REPO, SUMMARY
 
 pytestmark = pytest.mark.slow
 
 CTXBENCH = REPO / ".venv" / "bin" / "ctxbench"
 KEY = "sk-kill-harness-000000"
-SUMMARY = "\n\n".join(
-    f"## {h}\n{b}"
-    for h, b in [("Goal", "List numbers."), ("Constraints & Preferences", "None."),
-                 ("Progress", "Done: seq."), ("Key Decisions", "Use run_shell."), ("Next Steps", "Answer."),
-                 ("Critical Context", "seq 1 4000")]
-)
 HOOK = '''"""Kill hook of tests/test_kill_harness.py: SIGKILL right after the N-th os.fsync
 (CTXBENCH_KILL_AT=N); CTXBENCH_KILL_TRACE=<file> lists every fsync with the engine functions that made it."""
 import os
@@ -158,8 +154,9 @@ class Outcome:
     stderr: str
     killed_by_us: bool = False
 
-    def acked(self) -> list[str]:
-        return [e["message"]["id"] for e in self.lines if e.get("type") == "message"]
+    def acked(self) -> list[dict[str, Any]]:
+        """The messages the run acknowledged (a ``message`` event comes only after the fsync)."""
+        return [e["message"] for e in self.lines if e.get("type") == "message"]
 
 
 @dataclass
@@ -167,7 +164,7 @@ class Rig:
     root: Path
     hook_dir: Path
     base_session: Path
-    base_ids: list[str]
+    base_messages: list[dict[str, Any]]
     workspace: Path
     servers: list[fs.FakeLLMServer] = field(default_factory=list)
 
@@ -267,14 +264,44 @@ def archived_ids(folder: Path) -> list[str]:
     return [str(m.get("id")) for d in archive.list_days(folder) for m in archive.read_day(folder, d)]
 
 
-def check_session(folder: Path, must_have: list[str], rig: Rig) -> Session:
+SAME = ("role", "content", "tool_calls", "tool_call_id")  # what must come back as it was acknowledged
+
+
+def check_kept_once(s: Session, folder: Path, must_have: list[dict[str, Any]]) -> None:
+    """Each message is held once, in the history and the archive taken together, with the content it
+    was acknowledged with.
+
+    Once: never twice in the history, never twice in the archive, and after a committed compaction
+    (the session has a summary) never in both. Before the commit, a compaction archives what will
+    leave first (nothing leaves the context unarchived); a kill there leaves those messages live with
+    a copy in the archive, which must then be the same message.
+    """
+    live = s.messages
+    arch = [m for d in archive.list_days(folder) for m in archive.read_day(folder, d)]
+    for where, held in (("history", live), ("archive", arch)):
+        counts = Counter(str(m.get("id")) for m in held)
+        twice = sorted(i for i, n in counts.items() if n > 1)
+        assert not twice, f"held twice in the {where}: {twice}"
+    live_by = {str(m.get("id")): m for m in live}
+    arch_by = {str(m.get("id")): m for m in arch}
+    both = sorted(set(live_by) & set(arch_by))
+    assert not (s.summary and both), f"in the history and the archive after a committed compaction: {both}"
+    for i in both:
+        changed = [k for k in SAME if live_by[i].get(k) != arch_by[i].get(k)]
+        assert not changed, f"message {i}: the archive's copy differs from the history's ({', '.join(changed)})"
+    by_id = {**arch_by, **live_by}
+    missing = [str(m["id"]) for m in must_have if str(m["id"]) not in by_id]
+    assert not missing, f"acknowledged messages lost: {missing}\n{s.load_report.describe()}"
+    for want in must_have:
+        got = by_id[str(want["id"])]
+        changed = [k for k in SAME if got.get(k) != want.get(k)]
+        assert not changed, f"message {want['id']} came back changed ({', '.join(changed)}): {got} != {want}"
+
+
+def check_session(folder: Path, must_have: list[dict[str, Any]], rig: Rig) -> Session:
     s = Session.load(folder)  # must not raise
     live = [str(m["id"]) for m in s.messages]
-    assert len(live) == len(set(live)), "a message is twice in the history"
-    arch = archived_ids(folder)
-    assert len(arch) == len(set(arch)), "a message is twice in the archive"
-    missing = [i for i in must_have if i not in live and i not in arch]
-    assert not missing, f"acknowledged messages lost: {missing}\n{s.load_report.describe()}"
+    check_kept_once(s, folder, must_have)
     assert s.meta.get("pending") is None, "a compaction was left half-done"
     for m in s.messages:
         info = m.get("offload")
@@ -297,7 +324,7 @@ def check_session(folder: Path, must_have: list[str], rig: Rig) -> Session:
     return s
 
 
-def resume(folder: Path, rig: Rig, must_have: list[str]) -> None:
+def resume(folder: Path, rig: Rig, must_have: list[dict[str, Any]]) -> None:
     """Another run on the killed session: it works, and leaves the history whole and valid."""
     server = server_for([], fs.text_reply("Resumed fine."))
     try:
@@ -306,10 +333,7 @@ def resume(folder: Path, rig: Rig, must_have: list[str]) -> None:
         server.stop()
     assert out.returncode == 0, out.stderr[-2000:]
     s = Session.load(folder)
-    live = [str(m["id"]) for m in s.messages]
-    assert len(live) == len(set(live))
-    arch = archived_ids(folder)
-    assert not [i for i in must_have + out.acked() if i not in live and i not in arch]
+    check_kept_once(s, folder, must_have + out.acked())
     assert unanswered_calls(s.messages) == []
     assert s.messages[-1]["content"] == "Resumed fine."
     s.close()
@@ -331,9 +355,9 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     for i in range(4):  # enough for the background compaction after the turn
         base.extend([user(f"earlier question {i}: " + "q" * 1_000),
                      assistant(f"earlier answer {i}: " + "a" * 1_000)])
-    ids = [m["id"] for m in base.messages]
+    messages = [dict(m) for m in base.messages]
     base.close()
-    yield Rig(root, hook_dir, base.path, ids, workspace)
+    yield Rig(root, hook_dir, base.path, messages, workspace)
 
 
 def test_traced_run_passes_through_every_durable_step(rig: Rig, report: KillReport) -> None:
@@ -360,7 +384,17 @@ def test_traced_run_passes_through_every_durable_step(rig: Rig, report: KillRepo
                    "undo/", "session.json (temp): session.save_meta < session.commit_compaction",
                    "history.jsonl (temp): session._write_history", "session._finish_pending"):
         assert needed in joined, f"{needed} never reached a durable write:\n{joined}"
-    check_session(folder / "session", rig.base_ids + out.acked(), rig)
+    check_session(folder / "session", rig.base_messages + out.acked(), rig)
+    # what the run said: the shell's output (cut, the rest offloaded), the answer, the new summary
+    acked = out.acked()
+    tool = next(m for m in acked if m["role"] == "tool")
+    assert tool["tool_call_id"] == "sh1" and tool["content"].startswith("exit code 0\n1\n2\n3\n")
+    assert tool["offload"]["bytes"] == len("exit code 0\n") + sum(len(f"{i}\n") for i in range(1, 4001))
+    assert [m["content"] for m in acked if m["role"] == "assistant"][-1] == "The numbers are listed."
+    done = Session.load(folder / "session")
+    # summary mode "both": the model's sections, with the user's requests quoted from the messages
+    assert "notes.txt mentions alpha and beta." in done.summary and "earlier question 0" in done.summary
+    done.close()
     (rig.root / "steps.json").write_text(json.dumps(steps))
     report.steps = [f"{n:2d}. {s}" for n, s in enumerate(steps, start=1)]
 
@@ -377,9 +411,9 @@ def _kill_at_step(rig: Rig, n: int, steps: list[str]) -> tuple[bool, str]:
         server.stop()
     try:
         assert out.returncode == -signal.SIGKILL, f"not killed (rc {out.returncode}): {out.stderr[-1000:]}"
-        check_session(folder / "session", rig.base_ids + out.acked(), rig)
+        check_session(folder / "session", rig.base_messages + out.acked(), rig)
         if n % 4 == 2:
-            resume(folder / "session", rig, rig.base_ids + out.acked())
+            resume(folder / "session", rig, rig.base_messages + out.acked())
             return True, ""
     except AssertionError as exc:
         return False, f"after fsync {n} ({steps[n - 1]}): {exc}"
@@ -414,9 +448,9 @@ def _timed(rig: Rig, name: str, responses: list[dict[str, Any]], default: dict[s
         server.stop()
     report.points.append(name)
     assert out.killed_by_us and out.returncode == -signal.SIGKILL, (out.returncode, out.stderr[-1000:])
-    check_session(folder / "session", rig.base_ids + out.acked(), rig)
+    check_session(folder / "session", rig.base_messages + out.acked(), rig)
     if resume_after:
-        resume(folder / "session", rig, rig.base_ids + out.acked())
+        resume(folder / "session", rig, rig.base_messages + out.acked())
         report.resumed += 1
     return out, folder
 
@@ -464,7 +498,7 @@ def test_kill_mid_summary_call(rig: Rig, report: KillReport) -> None:
     s = Session.load(folder / "session")
     assert s.summary == "" and archived_ids(folder / "session") == []  # nothing was committed
     s.close()
-    resume(folder / "session", rig, rig.base_ids + out.acked())
+    resume(folder / "session", rig, rig.base_messages + out.acked())
     report.resumed += 1
 
 

@@ -23,7 +23,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import qasync
 
-from engine.llm import client as llm
 from engine.store.config import Settings
 from tests import fakeserver as fs
 from tests.widgets.conftest import QtMessageRecorder, qt_messages  # the Qt-warning guard
@@ -52,9 +51,7 @@ def _qloop(qloop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
 
 
 @pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm, "RETRY_BASE_DELAY", 0.01)
-    monkeypatch.setattr(llm, "RETRY_MAX_DELAY", 0.05)
+def _fast_retries_and_a_key(fast_retries: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fakeserver-key")
 
 
@@ -63,12 +60,6 @@ def run(qtbot: Any, coro: Coroutine[Any, Any, Any], timeout: float = 20.0) -> An
     task = asyncio.ensure_future(coro)
     qtbot.waitUntil(task.done, timeout=int(timeout * 1000))
     return task.result()
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,31 +23,9 @@ from app import cli
 from engine.context.conversation import Session
 from engine.model import messages as m
 from tests import fakeserver as fs
-from tests.conftest import REPO, TRAJECTORIES
+from tests.conftest import REPO, SUMMARY, TRAJECTORIES
 
 REGION_KEYS = ["system", "summary", "history", "tools", "reserve", "free"]
-SUMMARY = "\n\n".join(
-    f"## {name}\n{body}"
-    for name, body in [
-        ("Goal", "Fix the separability matrix for nested compound models in astropy.modeling."),
-        ("Constraints & Preferences", "None stated."),
-        (
-            "Progress",
-            "### Done\n- reproduced the bug\n### In Progress\n- the fix in separable.py\n### Blocked\n- none",
-        ),
-        ("Key Decisions", "Change _cstack to copy the right matrix."),
-        ("Next Steps", "1. Run the tests."),
-        ("Critical Context", "astropy/modeling/separable.py, function _cstack."),
-    ]
-)
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
-
-
 def ctxbench(
     *args: str, env: dict[str, str] | None = None, stdin: str = "", timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:

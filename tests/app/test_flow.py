@@ -21,18 +21,7 @@ from engine.context.conversation import Session
 from engine.store.config import Settings
 from tests import fakeserver as fs
 from tests.app.conftest import run
-
-SUMMARY = "\n\n".join(
-    f"## {name}\n{body}"
-    for name, body in [
-        ("Goal", "Find out why the nightly import job fails."),
-        ("Constraints & Preferences", "Read-only: do not change files."),
-        ("Progress", "### Done\n- read big.log\n### In Progress\n- none\n### Blocked\n- none"),
-        ("Key Decisions", "The failing step is the schema check."),
-        ("Next Steps", "1. Look at schema.py."),
-        ("Critical Context", "big.log line 500: ValueError: column 'ts' missing"),
-    ]
-)
+from tests.conftest import SUMMARY
 
 
 def big_log() -> str:

@@ -13,13 +13,24 @@ and the terminal summary gets one line per family plus the total, e.g.::
     session files: 412
     ...
     total: 1873 cases
+
+The generated examples are derandomized (hypothesis profile ``repeatable``: the same examples, so
+the same tally, on every run of the same code). ``HYPOTHESIS_PROFILE=explore`` draws fresh random
+examples instead; the tally's heading then says that its counts vary from run to run.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
+from hypothesis import settings
+
+# the examples are a function of the test's code (no database: a saved failure would add examples)
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 _TALLY_KEY = pytest.StashKey["CaseTally"]()
 
@@ -61,6 +72,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     tally = config.stash.get(_TALLY_KEY, None)
     if tally is None or not tally.counts:
         return
-    terminalreporter.write_sep("=", "robustness cases")
+    if settings.default.derandomize:
+        terminalreporter.write_sep("=", "robustness cases (derandomized: the same on every run)")
+    else:
+        terminalreporter.write_sep("=", "robustness cases (random examples: the counts vary from run to run)")
     for line in tally.lines():
         terminalreporter.write_line(line)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from engine.agent import (
     wire_history,
 )
 from engine.context.conversation import Session
-from engine.llm import client as llm
 from engine.llm.client import LLMConfig
 from engine.model import messages as m
 from engine.model.events import (
@@ -45,30 +43,9 @@ from engine.model.events import (
 from engine.store.config import Settings
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
+from tests.conftest import SUMMARY
 
-SUMMARY = "\n\n".join(
-    f"## {name}\n{body}"
-    for name, body in [
-        ("Goal", "Understand the notes in the workspace."),
-        ("Constraints & Preferences", "None stated."),
-        ("Progress", "### Done\n- read notes.txt\n### In Progress\n- none\n### Blocked\n- none"),
-        ("Key Decisions", "Use read_file only."),
-        ("Next Steps", "1. Answer the user."),
-        ("Critical Context", "notes.txt mentions alpha and beta."),
-    ]
-)
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm, "RETRY_BASE_DELAY", 0.01)
-    monkeypatch.setattr(llm, "RETRY_MAX_DELAY", 0.05)
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 
 class Rig:

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -299,12 +298,6 @@ def test_offload_file_names_never_come_from_model_output(call_id: str, name: str
             r"^s/(history\.jsonl|session\.json|tool_results/(index\.jsonl|[0-9a-f]{32}\.txt))$"
         )
         assert all(allowed.match(f) for f in files), files
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
 
 
 @pytest.mark.asyncio

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -40,18 +40,6 @@ TOOLS = [
     },
 ]
 USER = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm, "RETRY_BASE_DELAY", 0.01)
-    monkeypatch.setattr(llm, "RETRY_MAX_DELAY", 0.05)
 
 
 def cfg(server: fs.FakeLLMServer, **kw: Any) -> LLMConfig:

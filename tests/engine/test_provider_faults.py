@@ -16,7 +16,6 @@ import asyncio
 import email.utils
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,27 +39,12 @@ from engine.store import archive
 from engine.store.config import Settings
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
+from tests.conftest import SUMMARY
 
-pytestmark = pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning")
-
-SUMMARY = "\n\n".join(
-    f"## {h}\n{b}"
-    for h, b in [("Goal", "g"), ("Constraints & Preferences", "c"), ("Progress", "p"), ("Key Decisions", "k"),
-                 ("Next Steps", "n"), ("Critical Context", "x")]
-)
-
-
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm, "RETRY_BASE_DELAY", 0.02)
-    monkeypatch.setattr(llm, "RETRY_MAX_DELAY", 0.05)
-
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning"),
+    pytest.mark.usefixtures("fast_retries"),
+]
 
 class Rig:
     def __init__(self, tmp_path: Path, api_base: str, *, timeout: float = 10.0, max_retries: int = 2,
@@ -238,7 +222,9 @@ async def test_5xx_retried_then_success_no_duplicates(
     done = await rig.turn()
     assert done.ok and done.final_text == "Third time lucky."
     assert len(server.requests) == 3 and [e.attempt for e in rig.retries()] == [1, 2]
-    assert all(f"({status})" in e.message or str(status) in e.message for e in rig.retries())
+    # 504 is a gateway timeout: reported as one (litellm maps it so), the others as server errors
+    kind = "the request timed out" if status == 504 else f"the provider had a server error ({status})"
+    assert all(e.message.startswith(kind) and f"upstream said {status}" in e.message for e in rig.retries())
     assert rig.roles() == ["user", "assistant"] and len(rig.of(MessageAdded)) == 2
     rig.check()
 
@@ -314,18 +300,23 @@ async def test_reset_mid_tool_call_leaves_no_dangling_call(tmp_path: Path, serve
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    "garbage", ["data: {this is not json\n\n", 'data: {"choices": [{"delta": {"content": 5}}]}\n\n'],
+    ("garbage", "read_past"),
+    [
+        ("data: {this is not json\n\n", False),  # not JSON: the stream fails there
+        ('data: {"choices": [{"delta": {"content": 5}}]}\n\n', True),  # JSON litellm reads past
+    ],
 )
 async def test_malformed_sse_is_a_clear_error_and_keeps_what_came(tmp_path: Path, server: fs.FakeLLMServer,
-                                                                 garbage: str) -> None:
+                                                                 garbage: str, read_past: bool) -> None:
     rig = Rig(tmp_path, server.base_url)
     server.queue(fs.stream(fs.text("Good so far"), fs.raw(garbage), fs.text(" more")), fs.text_reply("never"))
     done = await rig.turn()
-    if done.ok:  # a chunk litellm can read past: the answer is whole, once
-        assert rig.final_errors() == [] and rig.session.messages[-1]["content"].startswith("Good so far")
-    else:
+    assert done.ok is read_past
+    if read_past:  # the answer is whole, once
+        assert rig.final_errors() == [] and rig.session.messages[-1]["content"] == "Good so far more"
+    else:  # what came before the bad event is kept, marked, and the error says why
         (final,) = rig.final_errors()
-        assert "malformed" in final.message or "failed" in final.message
+        assert "malformed response stream" in final.message
         assert rig.session.messages[-1]["content"] == "Good so far"
     assert len(server.requests) == 1 and rig.retries() == []
     rig.check()
@@ -336,7 +327,8 @@ async def test_malformed_first_event_is_not_retried_forever(tmp_path: Path, serv
     rig = Rig(tmp_path, server.base_url)
     server.default = fs.stream(fs.raw("data: {{{{\n\n"))
     done = await rig.turn()
-    assert not done.ok and len(server.requests) <= 1 + rig.config.max_retries
+    # a stream that cannot be read is not a transient fault: one request, no retry
+    assert not done.ok and len(server.requests) == 1 and rig.retries() == []
     (final,) = rig.final_errors()
     assert "malformed response stream" in final.message
     assert rig.roles() == ["user"]
@@ -384,7 +376,9 @@ async def test_stop_while_waiting_to_retry(tmp_path: Path, server: fs.FakeLLMSer
 
 @pytest.mark.asyncio
 async def test_summary_call_faults_lose_nothing(tmp_path: Path, server: fs.FakeLLMServer) -> None:
-    """The background summary hits 500s: the compaction falls back (archived) or fails; nothing is lost."""
+    """The background summary hits 500s: the compaction falls back (the older messages leave the
+    context, archived, with a summary that says so); nothing is lost; once the provider recovers, the
+    next auto compaction summarizes."""
     # the model's own summary (summary_mode "model"); in "both" a failed call leaves the digest
     rig = Rig(tmp_path, server.base_url, max_retries=1, context_window=12_000, compact_threshold_ratio=0.5,
               summary_mode="model")
@@ -398,24 +392,25 @@ async def test_summary_call_faults_lose_nothing(tmp_path: Path, server: fs.FakeL
     assert done.ok
     assert rig.agent.auto_task is not None
     event = await rig.agent.auto_task
-    assert isinstance(event, CompactionEvent) and event.result in ("dropped", "failed"), event
+    assert isinstance(event, CompactionEvent) and event.result == "dropped", event
     assert "summar" in event.reason
     folder = rig.session.path
     archived = {x["id"] for d in archive.list_days(folder) for x in archive.read_day(folder, d)}
     live = [x["id"] for x in rig.session.messages]
     assert set(before) <= set(live) | archived and len(live) == len(set(live))
-    if event.result == "dropped":  # the summary says what happened and where the messages are
-        assert "summary call failed" in rig.session.summary and "dialog archive" in rig.session.summary
-        assert "summaries are down" in rig.session.summary and "sk-faults" not in rig.session.summary
-    else:
-        assert rig.session.summary == ""
+    assert event.messages_compacted > 0 and set(before[: event.messages_compacted]) <= archived
+    # the summary says what happened and where the messages are
+    assert "summary call failed" in rig.session.summary and "dialog archive" in rig.session.summary
+    assert "summaries are down" in rig.session.summary and "sk-faults" not in rig.session.summary
     rig.check()
     # the provider recovers: a later auto compaction summarizes
     server.default = None
     server.queue(fs.text_reply("Fine.", when={"tools": True}), fs.text_reply(SUMMARY, when={"tools": False}))
-    for i in range(3):
+    for i in range(6):
         rig.session.extend([m.user(f"more {i} " + "q" * 2_000), m.assistant("a" * 2_000)])
     assert (await rig.turn("and again")).ok
-    if rig.agent.auto_task is not None:
-        await rig.agent.auto_task
+    assert rig.agent.auto_task is not None
+    recovered = await rig.agent.auto_task
+    assert isinstance(recovered, CompactionEvent) and recovered.result == "summarized", recovered
+    assert rig.session.summary == SUMMARY
     rig.check()

@@ -35,18 +35,13 @@ from engine.store import secrets
 from engine.store.config import Settings, config_dir, data_dir, save_settings
 from engine.tools.registry import ToolBox
 from tests import fakeserver as fs
-from tests.conftest import REPO
+from tests.conftest import REPO, SUMMARY
 from tests.memkeyring import MemoryKeyring
 
 pytestmark = pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning")
 
 KEY = "sk-proj-LEAKCHECK0123456789abcdefXYZ"
 PLAIN_KEY = "plainKeyWithoutAnyKnownPrefix0987654321"  # no sk- prefix: only remembering it can scrub it
-SUMMARY = "\n\n".join(
-    f"## {h}\n{b}"
-    for h, b in [("Goal", "g"), ("Constraints & Preferences", "c"), ("Progress", "p"), ("Key Decisions", "k"),
-                 ("Next Steps", "n"), ("Critical Context", "x")]
-)
 
 
 def echoes(key: str) -> list[dict[str, Any]]:
@@ -60,18 +55,10 @@ def echoes(key: str) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture
-def server() -> Iterator[fs.FakeLLMServer]:
-    with fs.FakeLLMServer() as srv:
-        yield srv
-
-
 @pytest.fixture(autouse=True)
-def clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def clean_state(monkeypatch: pytest.MonkeyPatch, fast_retries: None) -> Iterator[None]:
     for name in ("OPENAI_API_KEY", "MY_PROVIDER_TOKEN_VAR"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(llm, "RETRY_BASE_DELAY", 0.01)
-    monkeypatch.setattr(llm, "RETRY_MAX_DELAY", 0.02)
     secrets.forget_secrets()
     yield
     secrets.forget_secrets()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from engine.tools import files
 from engine.tools.registry import READ_MAX_BYTES, ToolBox, ToolResult, parse_arguments
 
 PATH_TOOLS = {
@@ -375,7 +376,7 @@ def test_unexpected_exception_becomes_result(dirs: dict[str, Path], monkeypatch:
     def boom(*a: Any) -> str:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(tb, "_read_lines", boom)
+    monkeypatch.setattr(files, "read_lines", boom)
     res = run(tb, "read_file", {"path": "notes.txt"})
     assert res == ToolResult("error: read_file failed: RuntimeError: disk on fire", False)
 
