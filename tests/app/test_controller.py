@@ -312,7 +312,7 @@ def test_a_turn_waits_for_the_background_litellm_import(
     monkeypatch.setattr(llm, "_lib", slow_import)
     with qtbot.waitSignal(controller.session_loaded, timeout=10_000):
         controller.new_session()
-    controller._spawn("warmup", controller._warm_up())
+    controller.service.warm_up()
     server.queue(fs.text_reply("ok"))
     assert controller.send("hello")
     qtbot.waitUntil(lambda: controller.task("turn") is None, timeout=15_000)
