@@ -36,12 +36,35 @@ if TYPE_CHECKING:
     from engine.agent import Agent
     from engine.context.compaction import CompactionPreview
     from engine.model.events import Event
+    from engine.tools.registry import ApproveFn
 
 Listener = Callable[[Any], None]  # gets WorkbenchEvent and engine.model.events.Event instances
 
 
 def one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def build_agent(
+    session: Session,
+    settings: Settings,
+    *,
+    workspace: Path,
+    approve: ApproveFn | None,
+    emit: Callable[[Event], None],
+    window: WindowInfo | None = None,
+) -> Agent:
+    """The agent the app and ``ctxbench run`` both use: the settings' model and tools on ``workspace``."""
+    from engine.agent import Agent
+    from engine.llm import client as llm
+    from engine.tools.registry import ToolBox
+
+    toolbox = ToolBox(
+        workspace, session.path, allow_write=settings.allow_write, allow_shell=settings.allow_shell, approve=approve
+    )
+    return Agent(
+        session, settings, llm_config=llm.config_from_settings(settings), toolbox=toolbox, emit=emit, window=window
+    )
 
 
 def _estimator_key(estimator: Any) -> tuple[type, str]:
@@ -220,10 +243,6 @@ class WorkbenchCore:
         return agent_window(s, llm.config_from_settings(s))
 
     def _make_agent(self) -> None:
-        from engine.agent import Agent
-        from engine.llm import client as llm
-        from engine.tools.registry import ToolBox
-
         session = self.session
         if session is None:
             return
@@ -231,20 +250,16 @@ class WorkbenchCore:
             wanted = self._estimator()
             if _estimator_key(wanted) != _estimator_key(session.estimator):
                 session.set_estimator(wanted)
-        s = self.settings
         workspace = self.workspace()
         if not workspace.is_dir():
             self.notice("warning", f"the workspace folder does not exist: {workspace}")
             workspace = data_dir() / "workspace"
             workspace.mkdir(parents=True, exist_ok=True)
-        toolbox = ToolBox(
-            workspace, session.path, allow_write=s.allow_write, allow_shell=s.allow_shell, approve=self.approvals.ask
-        )
-        self.agent = Agent(
+        self.agent = build_agent(
             session,
-            s,
-            llm_config=llm.config_from_settings(s),
-            toolbox=toolbox,
+            self.settings,
+            workspace=workspace,
+            approve=self.approvals.ask,
             emit=self._on_engine_event,
             window=self._window_info(),
         )
@@ -313,4 +328,4 @@ class WorkbenchCore:
             self.emit(SnapshotChanged(snap))
 
 
-__all__ = ["Listener", "TurnBuffer", "WorkbenchCore", "one_line"]
+__all__ = ["Listener", "TurnBuffer", "WorkbenchCore", "build_agent", "one_line"]
