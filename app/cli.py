@@ -41,9 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from app import cli_export
-from engine.llm.local_model import is_local
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
-from engine.workbench.core import build_agent, one_line
+from engine.workbench.text import one_line
 
 PROG = "ctxbench"
 COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export")
@@ -209,8 +208,9 @@ def load_effective_settings(args: argparse.Namespace) -> Settings:
         changes["max_tokens"] = args.max_tokens
     if getattr(args, "context_window", None):
         changes["context_window"] = args.context_window
-        model = changes.get("model", settings.model)
-        if is_local(model):
+        from engine.llm.local_model import is_local
+
+        if is_local(changes.get("model", settings.model)):
             changes["local_n_ctx"] = max(64, args.context_window)
     if getattr(args, "workspace", None) is not None:
         changes["workspace"] = str(args.workspace)
@@ -295,6 +295,7 @@ async def _deny(name: str, arguments: dict[str, Any]) -> bool:
 
 async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
     from engine.model.events import ErrorEvent, Event, TextDelta, TurnFinished, event_to_json
+    from engine.workbench.core import build_agent
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():

@@ -3,10 +3,29 @@
 Modules: core (shared state, the agent, snapshots), sessions, turns (send/stop, engine events →
 service events), compaction_ui (preview/apply/undo/clear/restore), inspector, keys (settings, API
 keys), commands (slash commands), tasks (named cancellable tasks), approvals (futures), throttle
-(the one snapshot throttle), views (SessionView, ContextState, Marker), events (typed events out).
+(the one snapshot throttle), views (SessionView, ContextState, Marker), events (typed events out),
+text (one_line). The package imports its modules when they are asked for (``ctxbench follow``
+needs only :mod:`engine.workbench.text`).
 """
 
-from engine.workbench.service import Workbench
-from engine.workbench.views import ContextState, Marker, SessionView
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.workbench.service import Workbench
+    from engine.workbench.views import ContextState, Marker, SessionView
 
 __all__ = ["ContextState", "Marker", "SessionView", "Workbench"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Workbench":
+        from engine.workbench.service import Workbench
+
+        return Workbench
+    if name in ("ContextState", "Marker", "SessionView"):
+        from engine.workbench import views
+
+        return getattr(views, name)
+    raise AttributeError(f"module 'engine.workbench' has no attribute {name!r}")

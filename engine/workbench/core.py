@@ -29,6 +29,7 @@ from engine.workbench.events import (
     WorkbenchEvent,
 )
 from engine.workbench.tasks import TaskGroup
+from engine.workbench.text import one_line
 from engine.workbench.throttle import SNAPSHOT_INTERVAL_S, Throttle
 from engine.workbench.views import ContextState
 
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
     from engine.tools.registry import ApproveFn
 
 Listener = Callable[[Any], None]  # gets WorkbenchEvent and engine.model.events.Event instances
-
-
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def build_agent(

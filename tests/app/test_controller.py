@@ -328,7 +328,7 @@ def test_every_service_event_the_window_needs_has_its_signal() -> None:
     from engine.workbench import events as ev
 
     c = Controller(Settings())
-    for kind, name in SIGNALS.items():
+    for name in SIGNALS.values():
         assert isinstance(getattr(c, name), SignalInstance), name
     own = {v for v in vars(ev).values() if isinstance(v, type) and issubclass(v, ev.WorkbenchEvent)}
     assert own - set(SIGNALS) == {ev.WorkbenchEvent, ev.LlmReady}  # LlmReady: no widget listens
