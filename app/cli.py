@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from app import cli_export
-from engine.model.text import one_line as _one_line
+from engine.model.text import one_line
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
@@ -92,7 +92,7 @@ class Printer:
 
 
 def warn(text: str) -> None:
-    print(f"{PROG}: warning: {_one_line(text)}", file=sys.stderr, flush=True)
+    print(f"{PROG}: warning: {one_line(text)}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -208,8 +208,9 @@ def load_effective_settings(args: argparse.Namespace) -> Settings:
         changes["max_tokens"] = args.max_tokens
     if getattr(args, "context_window", None):
         changes["context_window"] = args.context_window
-        model = changes.get("model", settings.model)
-        if model == LOCAL_MODEL or model.startswith("local/"):
+        from engine.llm.local_model import is_local
+
+        if is_local(changes.get("model", settings.model)):
             changes["local_n_ctx"] = max(64, args.context_window)
     if getattr(args, "workspace", None) is not None:
         changes["workspace"] = str(args.workspace)
@@ -271,7 +272,7 @@ def open_session(
 
 
 async def _ask_on_terminal(name: str, arguments: dict[str, Any]) -> bool:
-    shown = _one_line(json.dumps(arguments, ensure_ascii=False))
+    shown = one_line(json.dumps(arguments, ensure_ascii=False))
     if len(shown) > 500:
         shown = shown[:499] + "…"
 
@@ -294,10 +295,8 @@ async def _deny(name: str, arguments: dict[str, Any]) -> bool:
 
 
 async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
-    from engine.agent import Agent
-    from engine.llm import client as llm
     from engine.model.events import ErrorEvent, Event, TextDelta, TurnFinished, event_to_json
-    from engine.tools.registry import ToolBox
+    from engine.workbench.core import build_agent
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():
@@ -305,7 +304,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) ->
     workspace = Path(settings.workspace).expanduser() if settings.workspace else Path.cwd()
     if not workspace.is_dir():
         raise CLIError(f"the workspace folder does not exist: {workspace}")
-    session = open_session(args.session, settings, create=True, title=_one_line(prompt)[:60], lock=True)
+    session = open_session(args.session, settings, create=True, title=one_line(prompt)[:60], lock=True)
     errors: list[str] = []
 
     def emit(event: Event) -> None:
@@ -321,17 +320,9 @@ async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) ->
         approve = _ask_on_terminal
     else:
         approve = _deny
-    config = llm.config_from_settings(settings)
-    toolbox = ToolBox(
-        workspace,
-        session.path,
-        allow_write=settings.allow_write,
-        allow_shell=settings.allow_shell,
-        approve=approve,
-    )
     result: TurnFinished | None = None
     try:
-        agent = Agent(session, settings, llm_config=config, toolbox=toolbox, emit=emit)
+        agent = build_agent(session, settings, workspace=workspace, approve=approve, emit=emit)
         result = await agent.run_turn(prompt)
         if agent.auto_task is not None:
             try:
@@ -497,7 +488,7 @@ def _start_gui(argv: list[str]) -> int:
         from app.main import run_gui
     except ImportError as exc:
         print(
-            f"{PROG}: error: the desktop app cannot start ({_one_line(str(exc))}); "
+            f"{PROG}: error: the desktop app cannot start ({one_line(str(exc))}); "
             f"the headless commands still work: {', '.join(COMMANDS)} (see '{PROG} --help')",
             file=sys.stderr,
         )
@@ -571,7 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args, out)
     except UsageError as exc:
-        parser.error(_one_line(str(exc)))  # exit code 2
+        parser.error(one_line(str(exc)))  # exit code 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -579,12 +570,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: stopped", file=sys.stderr)
         return 143
     except CLIError as exc:
-        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except Exception as exc:  # anything else: one line, no traceback (CTXBENCH_DEBUG=1 shows it)
         if os.environ.get("CTXBENCH_DEBUG"):
             traceback.print_exc()
-        print(f"{PROG}: error: {_one_line(f'{type(exc).__name__}: {exc}')}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(f'{type(exc).__name__}: {exc}')}", file=sys.stderr)
         return 1
     return 1
 

@@ -263,6 +263,14 @@ class Compactor:
         )
         return self._record(event)
 
+    async def clear(self) -> CompactionEvent:
+        """/clear: every message leaves the context (archived first), the summary is emptied; undoable."""
+        async with self.lock:
+            t0 = time.perf_counter()
+            reason = "/clear: the conversation was cleared (archived; Undo brings it back)"
+            return self._commit(Trigger.MANUAL, [], "", result=Outcome.DROPPED, reason=reason,
+                                before=self._request_tokens(), t0=t0)
+
     def _fail(self, trigger: Trigger, reason: str, before: int, t0: float) -> CompactionEvent:
         event = CompactionEvent(
             trigger=trigger,

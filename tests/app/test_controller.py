@@ -240,7 +240,7 @@ def test_approvals_are_futures_and_stop_withdraws_them(
     server.queue(fs.tool_call_reply("run_shell", {"command": "echo hi > out.txt"}, call_id="s1"),
                  fs.text_reply("Stopped, then."))
     assert c.send("run it")
-    qtbot.waitUntil(lambda: bool(asked.calls), timeout=15_000)
+    qtbot.waitUntil(lambda: bool(asked.calls), timeout=60_000)  # the first litellm import of the process
     rid, tool, arguments = asked.calls[-1]
     assert tool == "run_shell" and json.loads(arguments) == {"command": "echo hi > out.txt"}
     assert c.pending_approvals() == [rid]
@@ -312,10 +312,24 @@ def test_a_turn_waits_for_the_background_litellm_import(
     monkeypatch.setattr(llm, "_lib", slow_import)
     with qtbot.waitSignal(controller.session_loaded, timeout=10_000):
         controller.new_session()
-    controller._spawn("warmup", controller._warm_up())
+    controller.service.warm_up()
     server.queue(fs.text_reply("ok"))
     assert controller.send("hello")
     qtbot.waitUntil(lambda: controller.task("turn") is None, timeout=15_000)
     assert controller.session.messages[-1]["content"] == "ok"
     assert finished and overlapping == []
     assert threads[0] != threading.main_thread().name  # the import itself ran off the UI thread
+
+
+def test_every_service_event_the_window_needs_has_its_signal() -> None:
+    from PySide6.QtCore import SignalInstance
+
+    from app.controller import SIGNALS
+    from engine.workbench import events as ev
+
+    c = Controller(Settings())
+    for name in SIGNALS.values():
+        assert isinstance(getattr(c, name), SignalInstance), name
+    own = {v for v in vars(ev).values() if isinstance(v, type) and issubclass(v, ev.WorkbenchEvent)}
+    assert own - set(SIGNALS) == {ev.WorkbenchEvent, ev.LlmReady}  # LlmReady: no widget listens
+    assert len(set(SIGNALS.values())) == len(SIGNALS)  # one signal per event type

@@ -1,0 +1,193 @@
+"""Manual compaction as the user drives it: preview (plan + digest at once, the model's part after),
+edit, apply, discard, undo, ``/clear`` (through :meth:`Compactor.clear`) and restore from the archive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from engine.store import archive
+from engine.store.session import SessionError
+from engine.workbench.core import WorkbenchCore, one_line
+from engine.workbench.events import (
+    PreviewAfter,
+    PreviewClosed,
+    PreviewFailed,
+    PreviewReady,
+    PreviewStarted,
+    PreviewSummary,
+)
+
+
+class CompactionUI(WorkbenchCore):
+    """The compaction part of the service."""
+
+    # ------------------------------------------------------------------ /clear
+
+    def clear_session(self) -> asyncio.Task[Any] | None:
+        """/clear: every message leaves the context (archived first) and the summary is emptied; undoable."""
+        if self.busy:
+            self.notice("warning", "a turn is running: stop it first")
+            return None
+        return self.tasks.spawn("undo", self._clear())
+
+    async def _clear(self) -> None:
+        agent, session = self.agent, self.session
+        if agent is None or session is None:
+            return
+        if not session.messages and not session.summary:
+            self.notice("info", "the conversation is already empty")
+            return
+        await agent.compactor.clear()  # its CompactionEvent comes back through the agent's events
+
+    # ------------------------------------------------------------------ preview
+
+    def start_preview(self, instruction: str = "") -> bool:
+        if self.session is None or self.agent is None:
+            self.notice("warning", "no session is open")
+            return False
+        if self.busy:
+            self.notice("warning", "a turn is running: wait for it or press Stop, then compact")
+            return False
+        self._preview = None
+        self.emit(PreviewStarted(instruction))
+        self._start_preview_task(instruction)
+        return True
+
+    def regenerate_preview(self, instruction: str = "") -> None:
+        if self.session is None or self.busy:
+            self.emit(PreviewFailed("a turn is running: wait for it, then regenerate"))
+            return
+        self._start_preview_task(instruction)
+
+    def _start_preview_task(self, instruction: str) -> None:
+        self.tasks.spawn("preview", self._make_preview(instruction), replace=True)
+
+    async def _make_preview(self, instruction: str) -> None:
+        """The plan and the digest at once (PreviewReady), then the model's part (PreviewSummary)."""
+        agent = self.agent
+        if agent is None:
+            return
+        self._set_state("compacting")
+        quick = None
+        try:
+            quick = agent.compactor.preview_now(instruction.strip() or None)
+            self._preview = quick
+            self.emit(PreviewReady(quick))
+            if getattr(quick.summary, "model_pending", False):
+                await self._await_llm()
+                self._set_state("compacting")
+                full = await agent.compactor.complete_preview(quick)
+                if self._preview is quick:  # not applied or discarded meanwhile
+                    self._preview = full
+                    self.emit(PreviewSummary(full))
+        except asyncio.CancelledError:
+            if quick is None or self._preview is quick:
+                self.emit(PreviewFailed("cancelled: the model's text was not written"))
+            raise
+        except Exception as exc:
+            self.emit(PreviewFailed(f"the preview failed: {type(exc).__name__}: {one_line(str(exc))}"))
+            return
+        finally:
+            if not self.busy:
+                self._set_state("idle")
+
+    def cancel_preview(self) -> None:
+        self.tasks.cancel("preview")
+
+    def discard_preview(self) -> None:
+        self.cancel_preview()
+        self._preview = None
+        self.emit(PreviewClosed())
+
+    def edit_preview(self, summary: str) -> None:
+        """The user edited the summary: the "after" bar with that text."""
+        if self._preview is None or self.agent is None:
+            return
+        self.emit(PreviewAfter(self.agent.compactor.snapshot(self._preview.plan.keep, summary)))
+
+    # ------------------------------------------------------------------ apply and undo
+
+    def apply_preview(self, summary: str | None = None) -> asyncio.Task[Any] | None:
+        if self._preview is None:
+            self.emit(PreviewFailed("there is no preview to apply (it is still being made, or was discarded)"))
+            return None
+        if self.busy:
+            self.emit(PreviewFailed("a turn is running: wait for it, then apply"))
+            return None
+        preview_ = self._preview
+        self._preview = None  # a model still writing for it stops quietly (its text is not needed)
+        self.cancel_preview()
+        return self.tasks.spawn("apply", self._apply(preview_, summary))
+
+    async def _apply(self, preview_: Any, summary: str | None) -> None:
+        from engine.context.compaction import CompactionError
+
+        agent = self.agent
+        if agent is None:
+            return
+        text = None if summary is None or summary == preview_.summary.text else summary
+        try:
+            await agent.compactor.apply(preview_, summary_text=text)
+        except CompactionError as exc:
+            self._preview = preview_  # the dialog stays open: it can be applied again or discarded
+            self.emit(PreviewFailed(str(exc)))
+            return
+        self._preview = None
+        self.emit(PreviewClosed())
+
+    def undo_compaction(self, marker_id: str | None = None) -> asyncio.Task[Any] | None:
+        session = self.session
+        if session is None or self.agent is None:
+            return None
+        stack = session.undo_stack()
+        if not stack:
+            self.notice("info", "there is no compaction to undo")
+            return None
+        if marker_id is not None and marker_id != stack[-1]:
+            self.notice("warning", "only the latest compaction can be undone; undo the later ones first")
+            return None
+        if self.busy:
+            self.notice("warning", "a turn is running: stop it first, then undo")
+            return None
+        return self.tasks.spawn("undo", self._undo())
+
+    async def _undo(self) -> None:
+        from engine.context.compaction import CompactionError
+
+        if self.agent is None:
+            return
+        try:
+            await self.agent.compactor.undo()
+        except CompactionError as exc:
+            self.notice("error", f"undo failed: {exc}")
+
+    # ------------------------------------------------------------------ restore from the archive
+
+    def restore_messages(self, ids: list[str]) -> asyncio.Task[Any] | None:
+        if self.session is None or not ids:
+            return None
+        if self.busy:
+            self.notice("warning", "a turn is running: stop it first, then restore")
+            return None
+        return self.tasks.spawn("undo", self._restore(list(ids)))
+
+    async def _restore(self, ids: list[str]) -> None:
+        agent, session = self.agent, self.session
+        if agent is None or session is None:
+            return
+        async with agent.compactor.lock:
+            try:
+                restored = session.restore_from_archive(ids)
+            except (archive.ArchiveError, SessionError) as exc:
+                self.notice("error", f"cannot restore: {one_line(str(exc))}")
+                return
+        if restored:
+            self.notice("info", f"restored {len(restored)} message(s) into the context")
+        else:
+            self.notice("info", "those messages are already in the context")
+        self._emit_state()
+
+
+__all__ = ["CompactionUI"]

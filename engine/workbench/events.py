@@ -1,0 +1,300 @@
+"""Typed events the Workbench service sends to its listener (the Qt bridge, the CLI, a test).
+
+The engine's own events (:mod:`engine.model.events`) that reach the window unchanged are passed on
+as they are: :class:`MessageAdded`, :class:`TextDelta`, :class:`ToolCallStarted`,
+:class:`ToolCallFinished`, :class:`CompactionStarted`, :class:`CompactionFailed`,
+:class:`ErrorEvent`, :class:`TurnFinished`; :class:`StateChanged` carries the service's state
+(``idle | loading | streaming | tool | compacting | importing``). The classes below are what the
+service adds. Every event has :meth:`payload`: the arguments a listener that speaks positional
+signals passes on (the Qt bridge maps the event's type to a signal and emits ``*payload()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from engine.context.budget import ContextSnapshot
+from engine.model.events import (
+    CompactionFailed,
+    CompactionStarted,
+    ErrorEvent,
+    MessageAdded,
+    StateChanged,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
+from engine.model.messages import Message
+from engine.store.config import Settings
+
+if TYPE_CHECKING:
+    from engine.context.compaction import CompactionPreview
+    from engine.workbench.views import ContextState, Marker, SessionView
+
+NoticeLevel = Literal["info", "warning", "error"]
+
+
+@dataclass
+class WorkbenchEvent:
+    """Base of the service's own events."""
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self,)
+
+
+@dataclass
+class SessionsListed(WorkbenchEvent):
+    sessions: list[dict[str, Any]]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.sessions,)
+
+
+@dataclass
+class SessionLoaded(WorkbenchEvent):
+    view: SessionView
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.view,)
+
+
+@dataclass
+class ContextStateChanged(WorkbenchEvent):
+    """After any change of the history (compaction, undo, restore, clear, the end of a turn)."""
+
+    state: ContextState
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.state,)
+
+
+@dataclass
+class SnapshotChanged(WorkbenchEvent):
+    """The next request's snapshot (throttled while streaming; the final one always comes)."""
+
+    snapshot: ContextSnapshot
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.snapshot,)
+
+
+@dataclass
+class CallRecorded(WorkbenchEvent):
+    """An LLM call that happened: its snapshot dict (``message_tokens`` stripped) with the report."""
+
+    record: dict[str, Any]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.record,)
+
+
+@dataclass
+class LastCall(WorkbenchEvent):
+    """The estimate made before the last call and the prompt tokens the provider reported."""
+
+    predicted: int | None
+    reported: int | None
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.predicted, self.reported)
+
+
+@dataclass
+class CompactionFinished(WorkbenchEvent):
+    marker: Marker
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.marker,)
+
+
+@dataclass
+class BusyChanged(WorkbenchEvent):
+    busy: bool
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.busy,)
+
+
+@dataclass
+class Notice(WorkbenchEvent):
+    level: NoticeLevel
+    text: str
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.level, self.text)
+
+
+@dataclass
+class ApprovalRequested(WorkbenchEvent):
+    request_id: str
+    tool: str
+    arguments: str  # JSON
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.request_id, self.tool, self.arguments)
+
+
+@dataclass
+class ApprovalsWithdrawn(WorkbenchEvent):
+    def payload(self) -> tuple[Any, ...]:
+        return ()
+
+
+@dataclass
+class PreviewStarted(WorkbenchEvent):
+    instruction: str
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.instruction,)
+
+
+@dataclass
+class PreviewReady(WorkbenchEvent):
+    """The plan and the digest at once (``summary.model_pending``: the model's part is coming)."""
+
+    preview: CompactionPreview
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.preview,)
+
+
+@dataclass
+class PreviewSummary(WorkbenchEvent):
+    """The same preview with the model's part in."""
+
+    preview: CompactionPreview
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.preview,)
+
+
+@dataclass
+class PreviewAfter(WorkbenchEvent):
+    snapshot: ContextSnapshot
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.snapshot,)
+
+
+@dataclass
+class PreviewFailed(WorkbenchEvent):
+    reason: str
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.reason,)
+
+
+@dataclass
+class PreviewClosed(WorkbenchEvent):
+    def payload(self) -> tuple[Any, ...]:
+        return ()
+
+
+@dataclass
+class OffloadedFileAdded(WorkbenchEvent):
+    file: dict[str, Any]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.file,)
+
+
+@dataclass
+class FileLoaded(WorkbenchEvent):
+    path: str
+    text: str
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.path, self.text)
+
+
+@dataclass
+class ArchiveMessages(WorkbenchEvent):
+    day: str
+    messages: list[Message]
+    tokens: dict[str, int] = field(default_factory=dict)
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.day, self.messages, self.tokens)
+
+
+@dataclass
+class ArchiveHits(WorkbenchEvent):
+    query: str
+    hits: list[dict[str, Any]]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.query, self.hits)
+
+
+@dataclass
+class DraftTokens(WorkbenchEvent):
+    tokens: int
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.tokens,)
+
+
+@dataclass
+class SettingsChanged(WorkbenchEvent):
+    settings: Settings
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.settings,)
+
+
+@dataclass
+class ModelSuggestions(WorkbenchEvent):
+    names: list[str]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.names,)
+
+
+@dataclass
+class LlmReady(WorkbenchEvent):
+    """litellm is imported (it loads in the background after start)."""
+
+    def payload(self) -> tuple[Any, ...]:
+        return ()
+
+
+__all__ = [
+    "ApprovalRequested",
+    "ApprovalsWithdrawn",
+    "ArchiveHits",
+    "ArchiveMessages",
+    "BusyChanged",
+    "CallRecorded",
+    "CompactionFailed",
+    "CompactionFinished",
+    "CompactionStarted",
+    "ContextStateChanged",
+    "DraftTokens",
+    "ErrorEvent",
+    "FileLoaded",
+    "LastCall",
+    "LlmReady",
+    "MessageAdded",
+    "ModelSuggestions",
+    "Notice",
+    "NoticeLevel",
+    "OffloadedFileAdded",
+    "PreviewAfter",
+    "PreviewClosed",
+    "PreviewFailed",
+    "PreviewReady",
+    "PreviewStarted",
+    "PreviewSummary",
+    "SessionLoaded",
+    "SessionsListed",
+    "SettingsChanged",
+    "SnapshotChanged",
+    "StateChanged",
+    "TextDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFinished",
+    "WorkbenchEvent",
+]

@@ -1,0 +1,222 @@
+"""View models of the Workbench service: plain dataclasses built from engine functions.
+
+:class:`SessionView` is everything a window shows of one session; :class:`ContextState` what
+changes when the history changes; :class:`Marker` one compaction as the chat shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.context.budget import PROMPT_REGIONS, ContextSnapshot
+from engine.context.conversation import Session
+from engine.model.messages import Message, preview
+from engine.store import archive
+from engine.store.archive import merge_archived
+from engine.store.session import SessionError
+from engine.store.sessions import SessionInfo
+
+if TYPE_CHECKING:
+    from engine.context.offload import OffloadedFile
+
+
+@dataclass
+class Marker:
+    """A compaction event as the chat shows it: where it goes and whether it can be undone."""
+
+    event: dict[str, Any]
+    after_id: str | None  # the last message it took out of the context (None: at the end)
+    undoable: bool
+
+
+@dataclass
+class ContextState:
+    """What changes when the history changes (compaction, undo, restore, clear)."""
+
+    live_ids: list[str]
+    tokens: dict[str, int]
+    snapshot: ContextSnapshot
+    summary: str
+    summary_tokens: int
+    archive_days: list[str]
+    undo_id: str | None
+
+
+@dataclass
+class SessionView:
+    """Everything the window shows of one session, read through engine functions."""
+
+    id: str
+    title: str
+    path: Path
+    model: str
+    messages: list[Message]  # the live history with the archived messages merged in by time
+    state: ContextState
+    markers: list[Marker]
+    timeline: list[dict[str, Any]]  # one ContextSnapshot dict per LLM call (events.jsonl), as predicted
+    compactions: list[dict[str, Any]]  # CompactionEvent dicts
+    files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
+    problems: str = ""  # the load report when the folder needed repairs, else ""
+    last_call: tuple[int | None, int | None] = (None, None)
+
+
+def session_dict(info: SessionInfo | Session) -> dict[str, Any]:
+    """A sessions-panel dict from a SessionInfo or an open Session."""
+    if isinstance(info, Session):
+        return {
+            "id": info.id,
+            "title": info.title,
+            "updated": str(info.meta.get("updated") or ""),
+            "messages": len(info.messages),
+        }
+    return {"id": info.id, "title": info.title, "updated": info.updated, "messages": info.message_count}
+
+
+def file_dict(f: OffloadedFile, session: Session | None) -> dict[str, Any]:
+    """An inspector dict from an engine.context.offload.OffloadedFile."""
+    out: dict[str, Any] = {
+        "path": f.path,
+        "size": f.size,
+        "lines": f.lines,
+        "created": f.created,
+        "tool": f.tool_name,
+        "message_id": f.message_id,
+    }
+    if session is not None and f.message_id and f.message_id in session:
+        out["message_preview"] = preview(session.get(f.message_id), 80)
+    return out
+
+
+def prompt_of(record: dict[str, Any]) -> int:
+    """The prompt part (every region but the output reserve and free) of a snapshot dict."""
+    return sum(int(record.get(k) or 0) for k in PROMPT_REGIONS)
+
+
+def call_record(snap: ContextSnapshot) -> dict[str, Any]:
+    """A timeline column from a recorded call: the snapshot dict without the per-message counts."""
+    data = snap.to_json()
+    data["message_count"] = len(snap.message_tokens)
+    data["message_tokens"] = []
+    return data
+
+
+def _after_by_time(shown: list[Message], ts: str) -> str | None:
+    if not ts:
+        return None
+    last: str | None = None
+    for msg in shown:
+        if str(msg.get("ts") or "") <= ts:
+            last = str(msg.get("id"))
+    return last
+
+
+def markers(
+    session: Session, compactions: list[dict[str, Any]], shown: list[Message], undo_id: str | None
+) -> list[Marker]:
+    """One marker per compaction (an undo updates its compaction's marker), placed after the last
+    message it took out when the undo point still says which, else by time."""
+    by_id: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for ev in compactions:
+        if ev.get("result") == "nothing":
+            continue
+        key = str(ev.get("id") or "") or f"event-{len(order)}"
+        if key not in by_id:
+            order.append(key)
+        by_id[key] = {k: v for k, v in ev.items() if k != "type"}
+    position = {str(m.get("id")): i for i, m in enumerate(shown)}
+    out: list[Marker] = []
+    for key in order:
+        ev = by_id[key]
+        after: str | None = None
+        try:
+            point = session.read_undo_point(key)
+            removed = [str(m.get("id")) for m in point.get("removed") or [] if str(m.get("id")) in position]
+            if removed:
+                after = max(removed, key=lambda i: position[i])
+        except SessionError:
+            pass
+        if after is None:
+            after = _after_by_time(shown, str(ev.get("ts") or ""))
+        out.append(Marker(ev, after, key == undo_id and ev.get("result") != "undone"))
+    return out
+
+
+def read_timeline(
+    session: Session, problems: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The recorded calls (damaged records skipped, with a problem) and the compaction events."""
+    events = session.read_events(problems)
+    timeline = []
+    for record in (e for e in events if e.get("type") == "context"):
+        try:
+            ContextSnapshot.from_json(record)
+        except ValueError as exc:  # a damaged record must not take the whole timeline down
+            problems.append(f"events.jsonl: a context record was skipped ({exc})")
+            continue
+        timeline.append(record)
+    return timeline, [e for e in events if e.get("type") == "compaction"]
+
+
+def offloaded_files(session: Session) -> list[dict[str, Any]]:
+    """The session's offloaded tool results; a file whose message left the context is previewed
+    from the archive."""
+    from engine.context.offload import list_offloaded
+
+    files = [file_dict(f, session) for f in list_offloaded(session.path)]
+    gone = [f["message_id"] for f in files if f["message_id"] and "message_preview" not in f]
+    if gone:
+        found = {str(m.get("id")): m for m in archive.find(session.path, gone)}
+        for f in files:
+            if f["message_id"] in found:
+                f["message_preview"] = "(archived) " + preview(found[f["message_id"]], 70)
+    return files
+
+
+def session_view(session: Session, state: ContextState, default_model: str) -> SessionView:
+    """Everything the window shows of ``session`` (its live state already computed)."""
+    archived: list[Message] = []
+    problems: list[str] = []
+    for day in state.archive_days:
+        try:
+            archived.extend(archive.read_day(session.path, day, problems))
+        except archive.ArchiveError as exc:
+            problems.append(str(exc))
+    messages = merge_archived(session.messages, archived)
+    timeline, compactions = read_timeline(session, problems)
+    report = "" if session.load_report.clean else session.load_report.describe()
+    if problems:
+        report = "\n".join(p for p in (report, *problems[:5]) if p)
+    last: tuple[int | None, int | None] = (None, None)
+    if timeline:
+        last = (prompt_of(timeline[-1]), timeline[-1].get("provider_prompt_tokens"))
+    return SessionView(
+        id=session.id,
+        title=session.title,
+        path=session.path,
+        model=state.snapshot.model or default_model,
+        messages=messages,
+        state=state,
+        markers=markers(session, compactions, messages, state.undo_id),
+        timeline=timeline,
+        compactions=compactions,
+        files=offloaded_files(session),
+        problems=report,
+        last_call=last,
+    )
+
+
+__all__ = [
+    "ContextState",
+    "Marker",
+    "SessionView",
+    "call_record",
+    "file_dict",
+    "markers",
+    "merge_archived",
+    "prompt_of",
+    "session_dict",
+    "session_view",
+]
