@@ -19,7 +19,7 @@ Signals:
                                 set_after(snapshot) to update the "after" bar
 Methods:
     set_plan(before, after, compacted, kept, tokens_by_id=None, instruction="")
-        before/after: ContextSnapshot or its to_json() dict; compacted/kept: message dicts
+        before/after: ContextSnapshot (after None while computing); compacted/kept: message dicts
     set_after(after)            update the "after" bar only
     set_summary(text)           the generated summary (replaces the editor text; not an edit)
     summary() -> str
@@ -66,12 +66,6 @@ from engine.context.budget import ContextSnapshot
 from engine.context.summaries import Summary, mode_label
 from engine.model.messages import preview
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
-
-
-def _snap(value: ContextSnapshot | dict[str, Any] | None) -> ContextSnapshot | None:
-    if value is None or isinstance(value, ContextSnapshot):
-        return value
-    return ContextSnapshot.from_json(value)
 
 
 @dataclass(frozen=True)
@@ -340,8 +334,8 @@ class CompactionPreview(QDialog):
 
     def set_plan(
         self,
-        before: ContextSnapshot | dict[str, Any],
-        after: ContextSnapshot | dict[str, Any] | None,
+        before: ContextSnapshot,
+        after: ContextSnapshot | None,
         compacted: Sequence[dict[str, Any]],
         kept: Sequence[dict[str, Any]],
         tokens_by_id: dict[str, int] | None = None,
@@ -349,8 +343,8 @@ class CompactionPreview(QDialog):
     ) -> None:
         """Show a new plan (resets the discard guard so this plan can be discarded once)."""
         self._closed_emitted = False
-        self._before = _snap(before)
-        self._after = _snap(after)
+        self._before = before
+        self._after = after
         tokens_by_id = tokens_by_id or {}
         self.instruction_edit.setText(instruction)
         self.plan.clear()
@@ -387,8 +381,8 @@ class CompactionPreview(QDialog):
         self._update_headline()
         self._update_apply()
 
-    def set_after(self, after: ContextSnapshot | dict[str, Any] | None) -> None:
-        self._after = _snap(after)
+    def set_after(self, after: ContextSnapshot | None) -> None:
+        self._after = after
         self._update_bars()
         self._update_headline()
 
