@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from PySide6.QtCore import QEvent, QModelIndex, QPointF, QRectF, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPointF, QRect, QRectF, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QMenu, QWidget
 
@@ -60,6 +60,7 @@ class ChatView(QAbstractScrollArea):
         self._resize_timer.setInterval(RESIZE_DELAY_MS)
         self._resize_timer.timeout.connect(self._remeasure_all)
         self._marker_seq = 0
+        self._painting = False
         self.paints = 0
         self.set_palette(pal or palette())
 
@@ -326,8 +327,7 @@ class ChatView(QAbstractScrollArea):
         self._stick = True
         self._update_scrollbar()
         sb = self.verticalScrollBar()
-        self._set_scroll(sb.maximum())
-        self.viewport().update()
+        self._set_scroll(sb.maximum())  # repaints through scrollContentsBy when the value changes
 
     def is_at_bottom(self) -> bool:
         sb = self.verticalScrollBar()
@@ -376,10 +376,35 @@ class ChatView(QAbstractScrollArea):
             a = self._heights.a
             new = [self._layouter.estimate_height(items[r], width) for r in range(first, last + 1)]
             self._heights.reset(a[:first] + new + a[first:])
+        at_end = last == len(items) - 1
+        if self._stick and at_end:
+            self._measure_tail(first, last, width)
         self._update_scrollbar()
         if self._stick:
-            self._set_scroll(self.verticalScrollBar().maximum())
-        self.viewport().update()
+            self._set_scroll(self.verticalScrollBar().maximum())  # scrolls the pixels (scrollContentsBy)
+        if at_end:
+            self._update_from(first)
+        else:
+            self.viewport().update()
+
+    def _measure_tail(self, first: int, last: int, width: int) -> None:
+        """New rows at the bottom of a view that sticks to it: lay out exactly the ones that will be on
+        screen now, so that the scroll is final before the paint (no second scroll inside it)."""
+        items = self._model.items()
+        room = 2 * self.viewport().height()
+        r = last
+        while r >= first and room > 0:
+            self._exact(items[r], r, width)
+            room -= self._heights.a[r]
+            r -= 1
+
+    def _update_from(self, row: int) -> None:
+        """Repaint from the top of ``row`` to the bottom of the viewport (rows above it did not move,
+        or were moved by a scroll of the pixels)."""
+        top = self._heights.prefix(row) - self.verticalScrollBar().value()
+        vp = self.viewport()
+        if top < vp.height():
+            vp.update(QRect(0, max(0, top), vp.width(), vp.height() - max(0, top)))
 
     def _on_rows_removed(self, _parent: QModelIndex, first: int, last: int) -> None:
         a = self._heights.a
@@ -396,7 +421,7 @@ class ChatView(QAbstractScrollArea):
             item = self._model.item_at(row)
             visible = self._row_visible(row)
             self._measure(row, exact=visible or item.height_exact)
-        self.viewport().update()
+        self._update_from(max(0, top.row()))
 
     def _row_visible(self, row: int) -> bool:
         y0 = self.verticalScrollBar().value()
@@ -439,7 +464,6 @@ class ChatView(QAbstractScrollArea):
     def _on_scrolled(self, _value: int) -> None:
         if not self._adjusting:
             self._stick = self.is_at_bottom()
-        self.viewport().update()
 
     def _refresh_calls_of(self, it: ChatItem) -> None:
         """A tool result arrived: the assistant row that made the call drops its '(no result)' note."""
@@ -459,22 +483,46 @@ class ChatView(QAbstractScrollArea):
 
     # --- painting
     def paintEvent(self, event: QPaintEvent) -> None:
+        """Paint the rows in the exposed rectangle (after a scroll, Qt moved the other pixels)."""
         self.paints += 1
+        self._painting = True
         p = QPainter(self.viewport())
+        try:
+            self._paint(p, event.rect())
+        finally:
+            p.end()
+            self._painting = False
+
+    def _paint(self, p: QPainter, clip: QRect) -> None:
         pal = self._pal
-        p.fillRect(self.viewport().rect(), QColor(pal.background))
+        p.fillRect(clip, QColor(pal.background))
         items = self._model.items()
         if not items:
             p.setPen(QColor(pal.muted))
             p.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, "No messages yet")
-            p.end()
             return
         width = self.row_width()
+        if self._measure_around_viewport(width) and clip != self.viewport().rect():
+            self.viewport().update()  # rows moved: the pixels kept from before are stale
+        y0 = self.verticalScrollBar().value()
+        row = self._heights.find(y0 + max(0, clip.top()))
+        y = self._heights.prefix(row) - y0
+        r = row
+        while r < len(items) and y <= clip.bottom():
+            it = items[r]
+            lay = self._layouter.layout(it, width)
+            dimmed = it.out_of_context and it.kind == "message"
+            paint_row(p, QPointF(0, y), lay, pal, selected=it.key == self._current, dimmed=dimmed)
+            y += self._heights.a[r]
+            r += 1
+
+    def _measure_around_viewport(self, width: int) -> bool:
+        """Measure exactly the rows on screen and one page above and below, so that a row is exact
+        before it scrolls into view. Rows above the viewport shift it: the scroll value follows, so
+        what the user reads stays in place; the first visible row keeps its top. True when rows moved."""
+        items = self._model.items()
         vh = self.viewport().height()
         sb = self.verticalScrollBar()
-        # 1. measure exactly the rows on screen and one page above and below, so that a row is exact
-        #    before it scrolls into view. Rows above the viewport shift it: the scroll value follows,
-        #    so what the user reads stays in place; the first visible row keeps its top.
         y0 = sb.value()
         first = self._heights.find(y0)
         changed = False
@@ -493,19 +541,7 @@ class ChatView(QAbstractScrollArea):
                 self._set_scroll(sb.maximum())
             elif shift:
                 self._set_scroll(y0 + shift)
-            y0 = sb.value()
-        row = self._heights.find(y0)
-        # 2. paint
-        y = self._heights.prefix(row) - y0
-        r = row
-        while r < len(items) and y < vh:
-            it = items[r]
-            lay = self._layouter.layout(it, width)
-            dimmed = it.out_of_context and it.kind == "message"
-            paint_row(p, QPointF(0, y), lay, self._pal, selected=it.key == self._current, dimmed=dimmed)
-            y += self._heights.a[r]
-            r += 1
-        p.end()
+        return changed or bool(shift)
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -530,7 +566,10 @@ class ChatView(QAbstractScrollArea):
             self._resize_timer.start()
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:
-        self.viewport().update()
+        if self._painting:
+            self.viewport().update()  # a scroll decided while painting: paint everything next
+        else:
+            self.viewport().scroll(dx, dy)  # move the pixels; Qt repaints only what is exposed
 
     # --- input
     def row_at(self, pos: QPointF) -> int:

@@ -6,10 +6,12 @@ import random
 import statistics
 import time
 
+import numpy as np
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QImage
 
 from tests.widgets.chat_view.rows import conversation, doc_texts, hotspot, msg, texts
+from widgets.chat_view import ChatView
 from widgets.theme import DARK
 
 
@@ -178,3 +180,48 @@ def test_final_message_after_deltas_ends_the_stream(view):
     assert not item.streaming
     assert item.msg["content"] == "the final answer"
     assert view.row_count() == 2
+
+
+def _pixels(img: QImage) -> np.ndarray:
+    img = img.convertToFormat(QImage.Format.Format_RGB32)
+    return np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine()).astype(int)
+
+
+def _largest_difference(view: ChatView, qtbot) -> int:
+    """The largest colour difference between the pixels Qt kept and a fresh paint of the view."""
+    kept, fresh = _kept_and_fresh(view, qtbot)
+    assert kept.size() == fresh.size()
+    return int(np.abs(_pixels(kept) - _pixels(fresh)).max())
+
+
+def _kept_and_fresh(view: ChatView, qtbot) -> tuple[QImage, QImage]:
+    """The pixels Qt kept for the window (the offscreen backing store), once every pending paint is
+    done, and a fresh paint of it."""
+    qtbot.waitUntil(lambda: not view._resize_timer.isActive(), timeout=1000)
+    for _ in range(3):  # a paint may post another (rows measured exactly while painting moved)
+        QGuiApplication.processEvents()
+    return QGuiApplication.primaryScreen().grabWindow(view.winId()).toImage(), view.grab().toImage()
+
+
+def test_partial_repaints_leave_the_same_pixels_as_a_full_paint(view, qtbot):
+    # appends and streamed deltas move the kept pixels (scroll) and repaint only what changed: the
+    # result must be what a paint of the whole view shows
+    view.set_messages([msg(i, "user", f"message {i} " + "word " * (i * 7 % 50)) for i in range(50)])
+    QGuiApplication.processEvents()
+    paints = view.paints
+    for i in range(50, 60):
+        view.append_message(msg(i, "assistant", f"answer {i} with **markdown**\n\n- a\n- b"))
+        view.scroll_to_bottom()
+        QGuiApplication.processEvents()
+    for k in range(20):
+        view.stream_delta("s", f"streamed **{k}** words\n\n" if k % 3 == 0 else "more words ")
+        view.scroll_to_bottom()
+        QGuiApplication.processEvents()
+    assert view.paints - paints >= 30
+    # equal but for antialiasing noise (a rounded corner cut by the edge of a repainted strip): a row
+    # painted in the wrong place differs by far more
+    assert _largest_difference(view, qtbot) <= 8
+    # the comparison reads the kept pixels: a change made behind the view's back shows
+    view.item("s").msg = {**view.item("s").msg, "content": "changed without telling the view"}
+    view.item("s").touch()
+    assert _largest_difference(view, qtbot) > 100
