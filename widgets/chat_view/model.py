@@ -17,7 +17,6 @@ class ChatItem:
     __slots__ = (
         "event",
         "expanded",
-        "height",
         "height_exact",
         "key",
         "kind",
@@ -30,7 +29,6 @@ class ChatItem:
         "tokens",
         "undoable",
         "version",
-        "width",
     )
 
     def __init__(
@@ -52,9 +50,7 @@ class ChatItem:
         self.out_of_context = False
         self.undoable = False
         self.streaming = False
-        self.height = 0
         self.height_exact = False
-        self.width = 0
         self.paras: tuple[int, ...] | None = None
         self.paras_version = -1
 

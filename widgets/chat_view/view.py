@@ -71,9 +71,6 @@ class ChatView(QAbstractScrollArea):
     def layouter(self) -> RowLayouter:
         return self._layouter
 
-    def heights(self) -> HeightIndex:
-        return self._heights
-
     def row_width(self) -> int:
         return max(200, self.viewport().width())
 
@@ -85,9 +82,6 @@ class ChatView(QAbstractScrollArea):
 
     def item(self, key: str) -> ChatItem | None:
         return self._model.item(key)
-
-    def current_key(self) -> str | None:
-        return self._current
 
     def set_palette(self, pal: Palette) -> None:
         self._pal = pal
@@ -344,7 +338,6 @@ class ChatView(QAbstractScrollArea):
         if exact:
             h = self._layouter.layout(item, width).height
             item.height_exact = True
-            item.width = width
         else:
             h = self._layouter.estimate_height(item, width)
         old_top = self._heights.prefix(row)
@@ -554,7 +547,6 @@ class ChatView(QAbstractScrollArea):
         """Lay a row out exactly and store its height; returns the change."""
         h = self._layouter.layout(item, width).height
         item.height_exact = True
-        item.width = width
         return self._heights.set(row, h)
 
     def resizeEvent(self, event: Any) -> None:

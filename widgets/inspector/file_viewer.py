@@ -230,9 +230,6 @@ class FileViewer(QWidget):
         else:
             self.count_label.setText(f"{self._current + 1} of {len(self._matches):,}")
 
-    def match_count(self) -> int:
-        return len(self._matches)
-
     def current_match_line(self) -> int:
         """1-based line number of the current match (0 when none)."""
         if self._current < 0:
