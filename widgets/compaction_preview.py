@@ -463,7 +463,8 @@ class CompactionPreview(QDialog):
     def plan_rows(self) -> list[tuple[str, str, int]]:
         plan = self.plan
         role = Qt.ItemDataRole.UserRole
-        return [plan.topLevelItem(i).data(0, role) for i in range(plan.topLevelItemCount())]
+        items = (plan.topLevelItem(i) for i in range(plan.topLevelItemCount()))
+        return [item.data(0, role) for item in items if item is not None]
 
     # --- internals
     def _update_bars(self) -> None:

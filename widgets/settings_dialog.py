@@ -397,8 +397,8 @@ class SettingsDialog(QDialog):
         return ""
 
     def _focus_field(self, reason: str) -> None:
-        for w in self._fields.values():
-            w.setStyleSheet("")
+        for field in self._fields.values():
+            field.setStyleSheet("")
         name = reason.split(" ", 1)[0]
         w = self._fields.get(name)
         if w is None:

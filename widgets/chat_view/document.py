@@ -20,8 +20,8 @@ class SafeTextDocument(QTextDocument):
         super().__init__(parent)
         self.refused: list[str] = []
 
-    def loadResource(self, type: int, name: QUrl) -> Any:
-        self.refused.append(name.toString())
+    def loadResource(self, type: int, name: QUrl | str) -> Any:
+        self.refused.append(name.toString() if isinstance(name, QUrl) else name)
         return None
 
     def set_markdown(self, text: str) -> None:

@@ -97,7 +97,7 @@ class ChatView(QAbstractScrollArea):
         return QRectF(0, top, self.row_width(), self._heights.a[row])
 
     def visible_keys(self) -> list[str]:
-        out = []
+        out: list[str] = []
         items = self._model.items()
         if not items:
             return out

@@ -275,9 +275,13 @@ class ArchivePanel(QWidget):
     def _iter_items(self) -> Iterable[QTreeWidgetItem]:
         for i in range(self.tree.topLevelItemCount()):
             top = self.tree.topLevelItem(i)
+            if top is None:
+                continue
             yield top
             for j in range(top.childCount()):
-                yield top.child(j)
+                child = top.child(j)
+                if child is not None:
+                    yield child
 
     def _on_restore(self) -> None:
         ids = self.checked_ids()

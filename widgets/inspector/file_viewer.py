@@ -236,7 +236,7 @@ class FileViewer(QWidget):
             return 0
         return self._matches[self._current].blockNumber() + 1
 
-    def find(self, query: str) -> int:
+    def find(self, query: str) -> int:  # type: ignore[override]  # not QWidget.find(window id)
         self.search_edit.setText(query)
         return len(self._matches)
 
