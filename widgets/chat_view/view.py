@@ -176,8 +176,9 @@ class ChatView(QAbstractScrollArea):
         return self._model.remove(message_id)
 
     def stream_delta(self, message_id: str, text: str, reasoning: bool = False) -> None:
-        """Append streamed text to an assistant message (created if unknown), shown at once (the
-        caller throttles; repaints are coalesced by Qt)."""
+        """Append streamed text to an assistant message (created if unknown). The text is in the row at
+        once; the row is laid out again at the next paint, so however fast deltas come, a long answer
+        is laid out at most once per paint (Qt coalesces the update requests), not once per delta."""
         it = self._model.item(message_id)
         if it is None:
             it = ChatItem("message", message_id, msg={"role": "assistant", "content": "", "id": message_id})
@@ -192,7 +193,11 @@ class ChatView(QAbstractScrollArea):
         it.msg = msg
         it.streaming = True
         it.touch()
-        self._model.changed(message_id)
+        row = self._model.row_of(message_id)
+        if self._row_visible(row):
+            self.viewport().update()  # the paint measures the row (rows on screen are measured first)
+        else:
+            self._measure(row, exact=False)  # off screen: a cheap estimate keeps the scroll range right
 
     def end_stream(self, message_id: str) -> None:
         """Drop the 'streaming' flag of the message."""
@@ -558,9 +563,7 @@ class ChatView(QAbstractScrollArea):
             self._resize_timer.start()
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:
-        if self._painting:
-            self.viewport().update()  # a scroll decided while painting: paint everything next
-        else:
+        if not self._painting:  # a scroll decided while painting is painted by that paint (_paint)
             self.viewport().scroll(dx, dy)  # move the pixels; Qt repaints only what is exposed
 
     # --- input
