@@ -11,7 +11,7 @@ Its plot items are created once (hidden in the region view) and updated with ``s
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,7 +94,7 @@ class CacheLayer:
         else:
             self._plot.hideAxis("right")
 
-    def update(self, records: Sequence[dict[str, Any]], after_compaction: Collection[int] = ()) -> None:
+    def update(self, records: Sequence[Mapping[str, Any]], after_compaction: Collection[int] = ()) -> None:
         """Recompute the figures of ``records`` (the timeline's calls) and redraw."""
         self.summary = analyze(records, after_compaction)
         calls = self.summary.calls

@@ -35,7 +35,7 @@ def _close_explicitly(d: str) -> str:
 
 @contextlib.contextmanager
 def _closed_paths_supported() -> Iterator[None]:
-    module = sys.modules["pyqtgraph.exporters.SVGExporter"]
+    module: Any = sys.modules["pyqtgraph.exporters.SVGExporter"]
     original: Callable[..., Any] = module.correctCoordinates
 
     def correct(node: Any, defs: Any, item: Any, options: Any) -> Any:

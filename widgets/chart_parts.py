@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,10 +19,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from engine.context.budget import PROMPT_REGIONS, ContextSnapshot
+from engine.context.budget import PROMPT_REGIONS
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens
 
 TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
+# One recorded LLM call: a ``context`` record of ``events.jsonl`` (a ContextSnapshot's fields without the
+# per-message counts, plus what the provider reported: cache figures, prefix source, segment, ...), as
+# the engine's cache analysis (engine.context.cache) reads it.
+CallRecord = Mapping[str, Any]
+
 COLUMN_WIDTH = 0.8  # a timeline column's width, in calls
 
 def short_tokens(v: float) -> str:
@@ -79,18 +85,6 @@ def parse_ts(ts: Any) -> datetime | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
-
-
-def as_snapshot(snap: ContextSnapshot | dict[str, Any]) -> ContextSnapshot:
-    if isinstance(snap, ContextSnapshot):
-        return snap
-    return ContextSnapshot.from_json(snap)
-
-
-def as_record(snap: ContextSnapshot | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(snap, ContextSnapshot):
-        return snap.to_json()
-    return snap
 
 
 def swatch(color: str, line: bool = False, dashed: bool = False) -> QPixmap:
@@ -195,7 +189,7 @@ class Timeline:
         self.raw = np.zeros(0)
         self.window = np.zeros(0)
         self.threshold = np.zeros(0)
-        self.records: list[dict[str, Any]] = []
+        self.records: list[CallRecord] = []
         self.cached = 0  # calls with the provider's cache-read figure
         self.times: list[datetime | None] = []
 
@@ -215,7 +209,7 @@ class Timeline:
             setattr(self, name, arr)
         self.cap = cap
 
-    def append(self, rec: dict[str, Any]) -> None:
+    def append(self, rec: CallRecord) -> None:
         self._grow(self.n + 1)
         i = self.n
         has_roles = any(k in rec for k in ("history_user", "history_assistant", "history_tool"))

@@ -126,20 +126,23 @@ class DraftEdit(QPlainTextEdit):
         self.setTextCursor(cursor)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        popup = self._completer.popup() if self._completer is not None else None
+        completer = self._completer
+        popup = completer.popup() if completer is not None else None
         popup_open = popup is not None and popup.isVisible()
         key = event.key()
-        if popup_open and key in (Qt.Key.Key_Enter, Qt.Key.Key_Return, Qt.Key.Key_Tab):
+        if popup is not None and completer is not None and popup_open and key in (
+            Qt.Key.Key_Enter, Qt.Key.Key_Return, Qt.Key.Key_Tab
+        ):
             # let the completer pick the current row
             current = popup.currentIndex()
             if not current.isValid():
-                current = self._completer.completionModel().index(0, 0)
+                current = completer.completionModel().index(0, 0)
             self._insert_completion(str(current.data()))
             popup.hide()
             event.accept()
             return
         if key == Qt.Key.Key_Escape:
-            if popup_open:
+            if popup is not None and popup_open:
                 popup.hide()
             else:
                 self.escape.emit()
@@ -158,6 +161,8 @@ class DraftEdit(QPlainTextEdit):
             return
         text = self.toPlainText()
         popup = self._completer.popup()
+        if popup is None:
+            return
         if text.startswith("/") and not text.startswith("//") and " " not in text and "\n" not in text:
             self._completer.setCompletionPrefix(text)
             if self._completer.completionCount() > 0:

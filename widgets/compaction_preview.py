@@ -19,7 +19,7 @@ Signals:
                                 set_after(snapshot) to update the "after" bar
 Methods:
     set_plan(before, after, compacted, kept, tokens_by_id=None, instruction="")
-        before/after: ContextSnapshot or its to_json() dict; compacted/kept: message dicts
+        before/after: ContextSnapshot (after None while computing); compacted/kept: message dicts
     set_after(after)            update the "after" bar only
     set_summary(text)           the generated summary (replaces the editor text; not an edit)
     summary() -> str
@@ -40,6 +40,7 @@ Methods:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
@@ -67,10 +68,16 @@ from engine.model.messages import preview
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 
-def _snap(value: ContextSnapshot | dict[str, Any] | None) -> ContextSnapshot | None:
-    if value is None or isinstance(value, ContextSnapshot):
-        return value
-    return ContextSnapshot.from_json(value)
+@dataclass(frozen=True)
+class _Scale:
+    """Tokens → y in the bars' area: ``bottom`` is 0 tokens, ``height`` pixels hold ``max_tokens``."""
+
+    bottom: float
+    height: float
+    max_tokens: float
+
+    def y_of(self, tokens: float) -> float:
+        return self.bottom - self.height * tokens / self.max_tokens
 
 
 class StackedBars(QWidget):
@@ -108,16 +115,11 @@ class StackedBars(QWidget):
         fm = QFontMetrics(self.font())
         top = fm.height() + 8
         bottom = self.height() - 2 * fm.height() - 10
+        scale = _Scale(bottom, max(10, bottom - top), max(1, scale_max))
         left = 8
         right = self.width() - 8
-        h = max(10, bottom - top)
-        n = len(self._bars)
-        slot = (right - left) / max(1, n)
+        slot = (right - left) / max(1, len(self._bars))
         bar_w = min(110.0, slot * 0.38)
-
-        def y_of(tokens: float) -> float:
-            return bottom - h * tokens / max(1, scale_max)
-
         for i, (label, s) in enumerate(self._bars):
             x0 = left + slot * i + slot * 0.12
             p.setPen(QColor(pal.text))
@@ -126,60 +128,65 @@ class StackedBars(QWidget):
             p.drawText(title_rect, Qt.AlignmentFlag.AlignCenter, label)
             if s is None:
                 p.setPen(QColor(pal.muted))
-                p.drawText(QRectF(left + slot * i, top, slot, h), Qt.AlignmentFlag.AlignCenter, "computing…")
+                p.drawText(QRectF(left + slot * i, top, slot, scale.height), Qt.AlignmentFlag.AlignCenter,
+                           "computing…")
                 continue
-            acc = 0.0
-            regions = s.detailed_regions()
-            small = QFont(self.font())
-            small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
-            sfm = QFontMetrics(small)
             label_x = x0 + bar_w + 6
             label_w = max(0.0, left + slot * (i + 1) - label_x - 4)
-            for key in REGION_ORDER:
-                v = regions[key]
-                if v <= 0:
-                    continue
-                y1 = y_of(acc)
-                y2 = y_of(acc + v)
-                p.fillRect(QRectF(x0, y2, bar_w, y1 - y2), QColor(pal.regions[key]))
-                if y1 - y2 >= sfm.height() and label_w > 40:
-                    # label the larger regions beside the bar
-                    p.setFont(small)
-                    p.setPen(QColor(pal.muted))
-                    name = REGION_LABELS[key].replace("History · ", "")
-                    text = sfm.elidedText(
-                        f"{format_tokens(v)} {name}", Qt.TextElideMode.ElideRight, int(label_w)
-                    )
-                    p.drawText(QRectF(label_x, (y1 + y2) / 2 - sfm.height() / 2, label_w, sfm.height()),
-                               Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
-                    p.setFont(self.font())
-                acc += v
-            p.setPen(QPen(QColor(pal.border), 1))
-            p.setBrush(Qt.BrushStyle.NoBrush)
-            p.drawRect(QRectF(x0, y_of(max(acc, s.window)), bar_w, bottom - y_of(max(acc, s.window))))
-            # threshold and window lines
-            for value, color, style in (
-                (s.threshold_tokens, pal.threshold, Qt.PenStyle.DashLine),
-                (s.window, pal.limit, Qt.PenStyle.SolidLine),
-            ):
-                pen = QPen(QColor(color), 2)
-                pen.setStyle(style)
-                p.setPen(pen)
-                y = y_of(value)
-                p.drawLine(int(x0 - 10), int(y), int(x0 + bar_w + 10), int(y))
-            used = sum(v for k, v in regions.items() if k != "free")
-            prompt = s.prompt
-            p.setPen(QColor(pal.text))
-            p.drawText(
-                QRectF(col.left(), bottom + 4, col.width(), fm.height() + 2), Qt.AlignmentFlag.AlignCenter,
-                f"prompt {format_tokens(prompt)}",
-            )
-            p.setPen(QColor(pal.muted))
-            p.drawText(
-                QRectF(col.left(), bottom + 4 + fm.height(), col.width(), fm.height() + 2),
-                Qt.AlignmentFlag.AlignCenter, f"{percent(used, s.window)} of {format_tokens(s.window)}",
-            )
+            self._paint_bar(p, scale, s, QRectF(x0, 0, bar_w, 0), QRectF(label_x, 0, label_w, 0))
+            self._paint_caption(p, fm, s, QRectF(col.left(), bottom + 4, col.width(), fm.height() + 2))
         p.end()
+
+    def _paint_bar(self, p: QPainter, scale: _Scale, s: ContextSnapshot, bar: QRectF, labels: QRectF) -> None:
+        """One stacked bar (regions bottom-up, the larger ones labelled beside it), its frame and its
+        threshold and window lines. ``bar`` and ``labels`` give the x and the width."""
+        pal = self._pal
+        x0, bar_w, label_x, label_w = bar.left(), bar.width(), labels.left(), labels.width()
+        acc = 0.0
+        regions = s.detailed_regions()
+        small = QFont(self.font())
+        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
+        sfm = QFontMetrics(small)
+        for key in REGION_ORDER:
+            v = regions[key]
+            if v <= 0:
+                continue
+            y1 = scale.y_of(acc)
+            y2 = scale.y_of(acc + v)
+            p.fillRect(QRectF(x0, y2, bar_w, y1 - y2), QColor(pal.regions[key]))
+            if y1 - y2 >= sfm.height() and label_w > 40:
+                # label the larger regions beside the bar
+                p.setFont(small)
+                p.setPen(QColor(pal.muted))
+                name = REGION_LABELS[key].replace("History · ", "")
+                text = sfm.elidedText(f"{format_tokens(v)} {name}", Qt.TextElideMode.ElideRight, int(label_w))
+                p.drawText(QRectF(label_x, (y1 + y2) / 2 - sfm.height() / 2, label_w, sfm.height()),
+                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+                p.setFont(self.font())
+            acc += v
+        p.setPen(QPen(QColor(pal.border), 1))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        top = scale.y_of(max(acc, s.window))
+        p.drawRect(QRectF(x0, top, bar_w, scale.bottom - top))
+        # threshold and window lines
+        for value, color, style in (
+            (s.threshold_tokens, pal.threshold, Qt.PenStyle.DashLine),
+            (s.window, pal.limit, Qt.PenStyle.SolidLine),
+        ):
+            pen = QPen(QColor(color), 2)
+            pen.setStyle(style)
+            p.setPen(pen)
+            y = scale.y_of(value)
+            p.drawLine(int(x0 - 10), int(y), int(x0 + bar_w + 10), int(y))
+
+    def _paint_caption(self, p: QPainter, fm: QFontMetrics, s: ContextSnapshot, rect: QRectF) -> None:
+        """Under a bar: the prompt's size, then the share of the window used."""
+        used = sum(v for k, v in s.detailed_regions().items() if k != "free")
+        p.setPen(QColor(self._pal.text))
+        p.drawText(rect, Qt.AlignmentFlag.AlignCenter, f"prompt {format_tokens(s.prompt)}")
+        p.setPen(QColor(self._pal.muted))
+        p.drawText(rect.translated(0, fm.height()), Qt.AlignmentFlag.AlignCenter,
+                   f"{percent(used, s.window)} of {format_tokens(s.window)}")
 
 
 class CompactionPreview(QDialog):
@@ -212,8 +219,24 @@ class CompactionPreview(QDialog):
         f.setBold(True)
         self.headline.setFont(f)
         layout.addWidget(self.headline)
-
         split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._build_plan_side())
+        split.addWidget(self._build_summary_side())
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        layout.addWidget(split, 1)
+        self.error_label = QLabel("")
+        self.error_label.setWordWrap(True)
+        self.error_label.setVisible(False)
+        layout.addWidget(self.error_label)
+        layout.addLayout(self._build_buttons())
+        self._connect()
+        self.set_palette(self._pal)
+        self.set_busy(False)
+
+    # --- construction
+    def _build_plan_side(self) -> QWidget:
+        """The left side: the stacked bars before → after, their legend and the plan table."""
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
@@ -236,8 +259,10 @@ class CompactionPreview(QDialog):
         self.plan.header().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         self.plan.header().setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         ll.addWidget(self.plan, 3)
-        split.addWidget(left)
+        return left
 
+    def _build_summary_side(self) -> QWidget:
+        """The right side: the editable summary, its costs, the instruction and "Regenerate"."""
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
@@ -256,16 +281,10 @@ class CompactionPreview(QDialog):
         regen.addWidget(self.instruction_edit, 1)
         regen.addWidget(self.regenerate_button)
         rl.addLayout(regen)
-        split.addWidget(right)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
-        layout.addWidget(split, 1)
+        return right
 
-        self.error_label = QLabel("")
-        self.error_label.setWordWrap(True)
-        self.error_label.setVisible(False)
-        layout.addWidget(self.error_label)
-
+    def _build_buttons(self) -> QHBoxLayout:
+        """The bottom line: busy text and progress, Cancel, Discard, Apply."""
         bottom = QHBoxLayout()
         self.busy_label = QLabel("")
         self.progress = QProgressBar()
@@ -286,8 +305,9 @@ class CompactionPreview(QDialog):
             button.setDefault(False)
         bottom.addWidget(self.discard_button)
         bottom.addWidget(self.apply_button)
-        layout.addLayout(bottom)
+        return bottom
 
+    def _connect(self) -> None:
         self._edit_timer = QTimer(self)
         self._edit_timer.setSingleShot(True)
         self._edit_timer.setInterval(250)
@@ -298,8 +318,6 @@ class CompactionPreview(QDialog):
         self.regenerate_button.clicked.connect(self._on_regenerate)
         self.instruction_edit.returnPressed.connect(self._on_regenerate)
         self.cancel_button.clicked.connect(self._on_cancel)
-        self.set_palette(self._pal)
-        self.set_busy(False)
 
     # --- public API
     def open(self) -> None:
@@ -316,8 +334,8 @@ class CompactionPreview(QDialog):
 
     def set_plan(
         self,
-        before: ContextSnapshot | dict[str, Any],
-        after: ContextSnapshot | dict[str, Any] | None,
+        before: ContextSnapshot,
+        after: ContextSnapshot | None,
         compacted: Sequence[dict[str, Any]],
         kept: Sequence[dict[str, Any]],
         tokens_by_id: dict[str, int] | None = None,
@@ -325,8 +343,8 @@ class CompactionPreview(QDialog):
     ) -> None:
         """Show a new plan (resets the discard guard so this plan can be discarded once)."""
         self._closed_emitted = False
-        self._before = _snap(before)
-        self._after = _snap(after)
+        self._before = before
+        self._after = after
         tokens_by_id = tokens_by_id or {}
         self.instruction_edit.setText(instruction)
         self.plan.clear()
@@ -363,8 +381,8 @@ class CompactionPreview(QDialog):
         self._update_headline()
         self._update_apply()
 
-    def set_after(self, after: ContextSnapshot | dict[str, Any] | None) -> None:
-        self._after = _snap(after)
+    def set_after(self, after: ContextSnapshot | None) -> None:
+        self._after = after
         self._update_bars()
         self._update_headline()
 
@@ -445,7 +463,8 @@ class CompactionPreview(QDialog):
     def plan_rows(self) -> list[tuple[str, str, int]]:
         plan = self.plan
         role = Qt.ItemDataRole.UserRole
-        return [plan.topLevelItem(i).data(0, role) for i in range(plan.topLevelItemCount())]
+        items = (plan.topLevelItem(i) for i in range(plan.topLevelItemCount()))
+        return [item.data(0, role) for item in items if item is not None]
 
     # --- internals
     def _update_bars(self) -> None:

@@ -1,8 +1,9 @@
 """The live context chart: what fills the next request, and how the context grew call by call.
 
-``ContextChart`` is a plain view: it takes snapshots (``engine.context.budget.ContextSnapshot`` or the dicts
-``ContextSnapshot.to_json()`` writes to ``events.jsonl``) and compaction events (dicts from
-``dataclasses.asdict(CompactionEvent)``) and draws them; it never computes budgets itself.
+``ContextChart`` is a plain view: it takes the next request's ``engine.context.budget.ContextSnapshot``,
+the recorded calls (the ``context`` records of ``events.jsonl``: a snapshot's fields without the
+per-message counts, plus what the provider reported, e.g. its cache figures) and compaction events
+(dicts from ``dataclasses.asdict(CompactionEvent)``) and draws them; it never computes budgets itself.
 
 (a) **Next request** — one stacked horizontal bar: system, summary, history (user / assistant / tool
 shades), tool definitions, draft, output reserve, free; the auto-compaction threshold and the hard
@@ -22,20 +23,20 @@ cached prefix, whose tooltip says why the call cost more (``widgets.chart_cache`
 ``engine.context.cache``). A source whose system prompt + tools were inferred from the provider's first
 figure has that region labelled "inferred" (legend, timeline, tooltip).
 
-Plot items are created once; updates only call ``setOpts``/``setData`` and are throttled by a
-QTimer (25 fps by default) so that a streaming turn can call the setters as often as it likes.
+Plot items are created once; updates only call ``setOpts``/``setData``. A setter draws at once: the
+caller throttles (the controller sends at most a few snapshots a second while a turn streams).
 
 Public API
 ----------
 Methods:
-    set_snapshot(snapshot: ContextSnapshot | dict | None)  the next request (bar (a) and ghost column)
+    set_snapshot(snapshot: ContextSnapshot | None)  the next request (bar (a) and ghost column)
     set_draft_tokens(n: int)                    only the draft region changes (typing)
-    set_timeline(snapshots: Sequence[dict], compactions: Sequence[dict] = ())   replace (b)
-    append_call(snapshot: ContextSnapshot | dict)                one more column
+    set_timeline(records: Sequence[CallRecord], compactions: Sequence[dict] = ())   replace (b)
+    append_call(record: CallRecord)             one more column
     add_compaction(event: dict)                 one more marker
     clear()                                     empty chart
     set_palette(palette: Palette)               re-colour (theme change)
-    flush()                                     apply pending updates now (tests, screenshots)
+    flush()                                     redraw what changed (the setters do it themselves)
     set_cache_view(on: bool)                    the cache view (b′) or the region view (b)
     export_image(fmt: "png" | "svg") -> bytes  the timeline plot as drawn, at its size (pyqtgraph exporters)
 Introspection (tests, accessibility):
@@ -67,17 +68,15 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt, QTimer, Signal
+from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from engine.context.budget import ContextSnapshot
 from widgets.chart_cache import CacheLayer, PercentAxis
-from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, TokenAxis
+from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, CallRecord, TokenAxis
 from widgets.chart_parts import Legend as _Legend
 from widgets.chart_parts import Timeline as _Timeline
-from widgets.chart_parts import as_record as _as_record
-from widgets.chart_parts import as_snapshot as _as_snapshot
 from widgets.chart_parts import num as _num
 from widgets.chart_parts import parse_ts as _parse_ts
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
@@ -101,7 +100,7 @@ class ContextChart(QWidget):
     compaction_clicked = Signal(dict)
 
     def __init__(
-        self, parent: QWidget | None = None, *, fps: float = 25.0, pal: Palette | None = None
+        self, parent: QWidget | None = None, *, pal: Palette | None = None
     ) -> None:
         super().__init__(parent)
         self._pal = pal or palette()
@@ -112,10 +111,6 @@ class ContextChart(QWidget):
         self._compaction_x: list[float] = []
         self._dirty_bar = True
         self._dirty_timeline = True
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(max(1, int(1000 / fps)))
-        self._timer.timeout.connect(self.flush)
         self.redraws = 0  # number of applied updates (tests, soak)
 
         layout = QVBoxLayout(self)
@@ -237,46 +232,46 @@ class ContextChart(QWidget):
         layout.addWidget(self._tl_legend)
 
     # ----------------------------------------------------------------- public setters
-    def set_snapshot(self, snapshot: ContextSnapshot | dict[str, Any] | None) -> None:
-        """Show the next request (bar (a), legend, ghost column); redraw is throttled."""
-        self._snapshot = None if snapshot is None else _as_snapshot(snapshot)
+    def set_snapshot(self, snapshot: ContextSnapshot | None) -> None:
+        """Show the next request (bar (a), legend, ghost column)."""
+        self._snapshot = snapshot
         self._draft_override = None
         self._dirty_bar = True
-        self._schedule()
+        self.flush()
 
     def set_draft_tokens(self, n: int) -> None:
         """Update only the draft region (the app calls it while the user types)."""
         self._draft_override = max(0, int(n))
         self._dirty_bar = True
-        self._schedule()
+        self.flush()
 
     def set_timeline(
         self,
-        snapshots: Sequence[ContextSnapshot | dict[str, Any]],
+        records: Sequence[CallRecord],
         compactions: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Replace the timeline with these calls (in call order) and compaction events."""
         self._timeline.clear()
-        for snap in snapshots:
-            self._timeline.append(_as_record(snap))
+        for record in records:
+            self._timeline.append(record)
         self._compactions = []
         self._compaction_x = []
         for event in compactions:
             self._add_compaction(event)
         self._dirty_timeline = True
-        self._schedule()
+        self.flush()
 
-    def append_call(self, snapshot: ContextSnapshot | dict[str, Any]) -> None:
+    def append_call(self, record: CallRecord) -> None:
         """Add one column (one LLM call) to the timeline."""
-        self._timeline.append(_as_record(snapshot))
+        self._timeline.append(record)
         self._dirty_timeline = True
-        self._schedule()
+        self.flush()
 
     def add_compaction(self, event: dict[str, Any]) -> None:
         """Add one compaction marker (placed after the last call made before ``event['ts']``)."""
         self._add_compaction(event)
         self._dirty_timeline = True
-        self._schedule()
+        self.flush()
 
     def clear(self) -> None:
         self._snapshot = None
@@ -285,7 +280,7 @@ class ContextChart(QWidget):
         self._compactions = []
         self._compaction_x = []
         self._dirty_bar = self._dirty_timeline = True
-        self._schedule()
+        self.flush()
 
     def set_palette(self, pal: Palette) -> None:
         self._pal = pal
@@ -294,8 +289,7 @@ class ContextChart(QWidget):
         self.flush()
 
     def flush(self) -> None:
-        """Apply pending updates now."""
-        self._timer.stop()
+        """Redraw the parts that changed."""
         if self._dirty_bar:
             self._update_bar()
             self._dirty_bar = False
@@ -438,10 +432,6 @@ class ContextChart(QWidget):
         return "\n".join(lines)
 
     # ----------------------------------------------------------------- internals
-    def _schedule(self) -> None:
-        if not self._timer.isActive():
-            self._timer.start()
-
     def _ghost_color(self, key: str) -> QColor:
         c = QColor(self._pal.regions[key])
         c.setAlpha(90)

@@ -35,3 +35,11 @@ def local_datetime(ts: Any) -> datetime | None:
     except ValueError:
         return None
     return dt.astimezone() if dt.tzinfo is not None else dt
+
+
+def local_time_text(ts: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """An ISO timestamp in local time as ``fmt``; an unparsable string is returned as it is."""
+    dt = local_datetime(ts)
+    if dt is None:
+        return ts if isinstance(ts, str) else ""
+    return dt.strftime(fmt)

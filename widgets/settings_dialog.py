@@ -106,9 +106,20 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         self.tabs = QTabWidget()
         layout.addWidget(self.tabs, 1)
+        self._build_provider_page()
+        self._build_window_page()
+        self._build_compaction_page()
+        self._build_offload_page()
+        self._build_agent_page()
+        self._build_appearance_page()
+        self._build_buttons(layout)
+        self.set_palette(self._pal)
+        self.set_settings(self._base)
 
-        # --- provider
-        provider, form = self._page("Provider")
+    # --- construction
+    def _build_provider_page(self) -> None:
+        """Model (with completion and the offline default), endpoint, API key, timeouts."""
+        form = self._page("Provider")
         self.model_edit = QLineEdit()
         self.model_edit.setPlaceholderText(f"e.g. gpt-4o-mini, anthropic/claude-3-5-haiku, {LOCAL_MODEL}")
         self._model_list = QStringListModel([LOCAL_MODEL], self)
@@ -157,8 +168,9 @@ class SettingsDialog(QDialog):
         self._add(form, "request_timeout", "Request timeout", _dspin(0, 3600, 5, 1, " s"))
         self._add(form, "max_retries", "Retries on transient errors", _spin(0, 100))
 
-        # --- window
-        window, form = self._page("Context window")
+    def _build_window_page(self) -> None:
+        """The context window (auto or overridden), the output limit, the local model's context."""
+        form = self._page("Context window")
         self.window_override = QCheckBox("Override")
         self.window_spin = _spin(0, INT_MAX, " tokens")
         self.window_spin.setEnabled(False)
@@ -175,8 +187,8 @@ class SettingsDialog(QDialog):
         self._add(form, "local_n_ctx", "Local model context", _spin(0, INT_MAX, " tokens"))
         self._add(form, "local_threads", "Local model threads", _spin(0, 256))
 
-        # --- compaction
-        comp, form = self._page("Compaction")
+    def _build_compaction_page(self) -> None:
+        form = self._page("Compaction")
         self._add(form, "compact_threshold_ratio", "Compact at", _dspin(0, 1, 0.05, 2, " × window"))
         self._add(form, "reserve_ratio", "Keep verbatim", _dspin(0, 1, 0.05, 2, " × window"))
         self._add(form, "summary_max_tokens", "Summary length limit", _spin(0, INT_MAX, " tokens"))
@@ -191,8 +203,8 @@ class SettingsDialog(QDialog):
         self._add(form, "estimator", "Token estimator", est)
         self._add(form, "auto_compact", "", QCheckBox("Compact automatically after a turn"))
 
-        # --- offload
-        off, form = self._page("Tool results")
+    def _build_offload_page(self) -> None:
+        form = self._page("Tool results")
         strat = QComboBox()
         strat.addItems(list(OFFLOAD_STRATEGIES))
         self._add(form, "offload_strategy", "Strategy", strat)
@@ -204,8 +216,9 @@ class SettingsDialog(QDialog):
         self._add(form, "prune_minimum_tokens", "Prune: at least", _spin(0, INT_MAX, " tokens"))
         self._add(form, "prune_protect_turns", "Prune: protect turns", _spin(0, 100_000))
 
-        # --- agent
-        agent, form = self._page("Agent and tools")
+    def _build_agent_page(self) -> None:
+        """Workspace folder, permissions, iterations, system prompt, more session folders."""
+        form = self._page("Agent and tools")
         self.workspace_edit = QLineEdit()
         self.workspace_edit.setPlaceholderText("folder the agent's tools may read (empty = none)")
         browse = QPushButton("Browse…")
@@ -227,12 +240,14 @@ class SettingsDialog(QDialog):
         sources.setPlaceholderText(f"more folders of agent sessions for `ctxbench sources` (separated by {os.pathsep})")
         self._add(form, "source_dirs", "Agent session folders", sources)
 
-        # --- appearance
-        look, form = self._page("Appearance")
+    def _build_appearance_page(self) -> None:
+        form = self._page("Appearance")
         theme = QComboBox()
         theme.addItems(list(THEMES))
         self._add(form, "theme", "Theme", theme)
 
+    def _build_buttons(self, layout: QVBoxLayout) -> None:
+        """The line that shows the first problem, then Save / Cancel."""
         self.error_label = QLabel("")
         self.error_label.setWordWrap(True)
         self.error_label.setVisible(False)
@@ -243,17 +258,14 @@ class SettingsDialog(QDialog):
         self.buttons.accepted.connect(self.try_accept)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
-        del provider, window, comp, off, agent, look
-        self.set_palette(self._pal)
-        self.set_settings(self._base)
 
-    # --- construction helpers
-    def _page(self, title: str) -> tuple[QWidget, QFormLayout]:
+    def _page(self, title: str) -> QFormLayout:
+        """A new tab holding a form."""
         page = QWidget()
         form = QFormLayout(page)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         self.tabs.addTab(page, title)
-        return page, form
+        return form
 
     def _add(self, form: QFormLayout, name: str, label: str, widget: QWidget) -> None:
         self._fields[name] = widget
@@ -385,8 +397,8 @@ class SettingsDialog(QDialog):
         return ""
 
     def _focus_field(self, reason: str) -> None:
-        for w in self._fields.values():
-            w.setStyleSheet("")
+        for field in self._fields.values():
+            field.setStyleSheet("")
         name = reason.split(" ", 1)[0]
         w = self._fields.get(name)
         if w is None:

@@ -4,7 +4,7 @@ Public API of :class:`ContextStatusBar` (a ``QStatusBar``)
 ---------------------------------------------------------
 Methods:
     set_model(name)
-    set_snapshot(snapshot)              ContextSnapshot or its dict: used / window, %, accuracy
+    set_snapshot(snapshot)              a ContextSnapshot (or None): used / window, %, accuracy
     set_last_call(estimated, reported)  the last call's estimate against what the provider reported
     set_state(state)                    "idle" | "streaming" | "tool" | "compacting" (others shown as is)
     set_palette(palette)
@@ -12,8 +12,6 @@ Methods:
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
@@ -63,13 +61,12 @@ class ContextStatusBar(QStatusBar):
         self.model_label.setText(f"model: {name or '—'}")
         self.model_label.setToolTip(name)
 
-    def set_snapshot(self, snapshot: ContextSnapshot | dict[str, Any] | None) -> None:
-        if snapshot is None:
+    def set_snapshot(self, s: ContextSnapshot | None) -> None:
+        if s is None:
             self.tokens_label.setText("— / — tokens")
             self._over = ""
             self._style_tokens()
             return
-        s = snapshot if isinstance(snapshot, ContextSnapshot) else ContextSnapshot.from_json(snapshot)
         used = s.used + s.draft
         self.tokens_label.setText(
             f"{format_tokens(used)} / {format_tokens(s.window)} tokens ({percent(used, s.window)})"

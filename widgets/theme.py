@@ -12,8 +12,7 @@ Public API
 - ``Palette``: frozen dataclass of colours (hex strings) for one scheme: ``regions`` (region →
   colour), ``threshold``, ``limit``, ``provider``, ``estimate``, ``marker``, ``text``, ``muted``,
   ``background``, ``panel``, ``user_bubble``, ``assistant_bubble``, ``tool_bubble``, ``border``,
-  ``link``, ``error``, ``ok``, ``warning``; ``qcolor(name)`` and ``region_qcolor(region)``
-  return ``QColor`` objects.
+  ``link``, ``error``, ``ok``, ``warning``.
 - ``LIGHT`` / ``DARK``: the two palettes.
 - ``system_is_dark() -> bool``: the system colour scheme via
   ``QGuiApplication.styleHints().colorScheme()`` (falls back to the window colour's lightness when the
@@ -80,12 +79,6 @@ class Palette:
     @property
     def dark(self) -> bool:
         return self.name == "dark"
-
-    def qcolor(self, name: str) -> QColor:
-        return QColor(getattr(self, name))
-
-    def region_qcolor(self, region: str) -> QColor:
-        return QColor(self.regions[region])
 
 
 LIGHT = Palette(

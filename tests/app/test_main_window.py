@@ -160,9 +160,9 @@ def test_settings_dialog_round_trip(
 def test_theme_setting_switches_the_palette(qtbot: Any, win: MainWindow) -> None:
     win.ensure_chart()
     assert win.controller.apply_settings(win.controller.settings.replace(theme="dark"))
-    assert win.pal is DARK and win.chat.delegate().pal is DARK
+    assert win.pal is DARK and win.chat.layouter().pal is DARK
     assert win.controller.apply_settings(win.controller.settings.replace(theme="light"))
-    assert win.pal is LIGHT and win.chat.delegate().pal is LIGHT
+    assert win.pal is LIGHT and win.chat.layouter().pal is LIGHT
 
 
 def test_context_command_explains_the_window(qtbot: Any, win: MainWindow) -> None:

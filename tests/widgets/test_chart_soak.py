@@ -17,7 +17,8 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QGuiApplication
 
 from engine.context.budget import ContextSnapshot
-from widgets.chat_view import LAYOUT_CACHE, ChatView
+from widgets.chat_view import ChatView
+from widgets.chat_view.layout import LAYOUT_CACHE
 from widgets.context_chart import ContextChart
 
 pytestmark = pytest.mark.slow
@@ -158,12 +159,12 @@ def test_streaming_into_a_2000_message_chat(qtbot):
         view.update_message({"id": key, "role": "assistant",
                              "content": " ".join(f"token{k}" for k in range(50))}, tokens=60)
         if turn == 5:
-            view.delegate().invalidate()  # the bounded layout cache is not a leak: measure without it
+            view.layouter().invalidate()  # the bounded layout cache is not a leak: measure without it
             gc.collect()
             rss_start = rss_mb()
             objects_start = len(gc.get_objects())
-    assert len(view.delegate()._cache) <= LAYOUT_CACHE
-    view.delegate().invalidate()
+    assert len(view.layouter()._cache) <= LAYOUT_CACHE
+    view.layouter().invalidate()
     gc.collect()
     rss_growth = rss_mb() - rss_start
     objects_growth = len(gc.get_objects()) - objects_start
@@ -178,7 +179,7 @@ def test_streaming_into_a_2000_message_chat(qtbot):
         sb.setValue(sb.value() + sb.pageStep())
         view.viewport().repaint()
     assert view.is_at_bottom()
-    assert len(view.delegate()._cache) <= LAYOUT_CACHE
+    assert len(view.layouter()._cache) <= LAYOUT_CACHE
     # 68 new rows (and their message dicts) are expected; a leak per delta or per paint is not
     assert objects_growth < 1_000, f"{objects_growth} more live Python objects"
     assert rss_growth < 60, f"RSS grew by {rss_growth:.1f} MB"

@@ -58,7 +58,7 @@ def test_before_after_bars_and_headline(preview):
     preview.set_after(None)
     assert "computing" in preview.headline.text()
     smaller = snap(summary=2_000, history_user=1_000, history_assistant=1_000, history_tool=1_000)
-    preview.set_after(smaller.to_json())
+    preview.set_after(smaller)
     assert "→ 7,100" in preview.headline.text()
     img = preview.bars.grab().toImage()
     assert not img.isNull()

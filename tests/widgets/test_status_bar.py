@@ -36,7 +36,7 @@ def test_snapshot_shows_used_window_percent_and_accuracy(bar):
     assert t["tokens"] == "40,000 / 100,000 tokens (40.0%) · calibrated"
     assert t["model"] == "model: gpt-4o-mini"
     assert bar.tokens_label.styleSheet() == ""
-    bar.set_snapshot(snap(history_tool=50_000).to_json())  # dict input; over the threshold
+    bar.set_snapshot(snap(history_tool=50_000))  # over the threshold
     assert "81,000 / 100,000" in bar.texts()["tokens"]
     assert "font-weight: bold" in bar.tokens_label.styleSheet()
     bar.set_snapshot(snap(history_tool=95_000, accuracy="estimated"))

@@ -1,0 +1,227 @@
+"""The view (widgets/chat_view/view.py): streaming, scrolling, markers, clicks, copy, palette."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+import numpy as np
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QGuiApplication, QImage
+
+from tests.widgets.chat_view.rows import conversation, doc_texts, hotspot, msg, texts
+from widgets.chat_view import ChatView
+from widgets.theme import DARK
+
+
+def test_mouse_click_on_a_link_hotspot(view, qtbot):
+    view.set_messages(conversation())
+    view.scroll_to_message("m3")
+    rect = view.row_rect("m3")
+    local = hotspot(view, "m3", "offload")
+    with qtbot.waitSignal(view.open_offload):
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton,
+                         pos=QPointF(local.x(), rect.top() + local.y()).toPoint())
+
+def test_streaming_is_shown_at_once(view):
+    # the chat view does not throttle (the controller does): each delta is in the row at once
+    view.set_messages([msg(1)])
+    view.stream_delta("a1", "Hello")
+    assert view.item("a1").msg["content"] == "Hello"
+    for word in [", ", "**world**"]:
+        view.stream_delta("a1", word)
+    item = view.item("a1")
+    assert item is not None and item.streaming
+    assert item.msg["content"] == "Hello, **world**"
+    assert doc_texts(view, "a1") == ["Hello, world"]
+    assert "streaming…" in " ".join(texts(view, "a1"))
+    view.stream_delta("a1", "think", reasoning=True)
+    view.end_stream("a1")
+    assert view.item("a1").msg["reasoning_content"] == "think"
+    assert not view.item("a1").streaming
+    # the final message replaces the streamed one
+    view.update_message({"id": "a1", "role": "assistant", "content": "Hello, world!", "interrupted": True}, 7)
+    assert doc_texts(view, "a1") == ["Hello, world!"]
+    header = " ".join(texts(view, "a1"))
+    assert "interrupted" in header and "7 tok" in header
+
+def test_streaming_grows_the_row_and_sticks_to_the_bottom(view, qtbot):
+    view.set_messages([msg(i, "user", "x " * 50) for i in range(40)])
+    qtbot.waitUntil(view.is_at_bottom, timeout=1000)
+    for _ in range(30):
+        view.stream_delta("a", "more words in a growing answer\n\n")
+        view.flush()
+        QGuiApplication.processEvents()
+    assert view.is_at_bottom()
+    assert view.visible_keys()[-1] == "a"
+    assert view.row_rect("a").height() > 200
+
+def test_scrolled_up_view_stays_put_when_messages_arrive(view, qtbot):
+    view.set_messages([msg(i, "user", "y " * 80) for i in range(60)])
+    view.scroll_to_message("m10")
+    QGuiApplication.processEvents()
+    top_key = view.visible_keys()[0]
+    before = view.verticalScrollBar().value()
+    for i in range(60, 70):
+        view.append_message(msg(i, "assistant", "z " * 80))
+    view.stream_delta("s", "streamed while the user reads")
+    view.flush()
+    QGuiApplication.processEvents()
+    assert view.visible_keys()[0] == top_key
+    assert view.verticalScrollBar().value() == before
+    view.scroll_to_bottom()
+    QGuiApplication.processEvents()
+    assert view.visible_keys()[-1] == "s"
+
+def test_compaction_marker_links_and_undo(view, qtbot):
+    view.set_messages(conversation())
+    ev = {"id": "cmp1", "trigger": "manual", "tokens_before": 42_000, "tokens_after": 9_000,
+          "messages_compacted": 32, "messages_kept": 4, "duration_ms": 1800, "result": "summarized",
+          "summary": "## Goal\nship"}
+    key = view.add_compaction_marker(ev, undoable=True, after_message_id="m2")
+    assert key == "cmp1"
+    assert [it.key for it in view.chat_model().items()][2] == "cmp1"
+    line = " ".join(texts(view, "cmp1"))
+    assert "manual" in line and "42,000 → 9,000 tokens (-79%)" in line
+    assert "32 messages compacted, 4 kept" in line
+    with qtbot.waitSignal(view.summary_requested) as blocker:
+        view.click("cmp1", hotspot(view, "cmp1", "summary"))
+    assert blocker.args[0]["summary"] == "## Goal\nship"
+    with qtbot.waitSignal(view.undo_requested) as blocker:
+        view.click("cmp1", hotspot(view, "cmp1", "undo"))
+    assert blocker.args == ["cmp1"]
+    view.update_compaction_marker("cmp1", {**ev, "result": "undone"}, undoable=False)
+    assert [a for _, a, _ in view.hotspots("cmp1")] == ["summary"]
+    assert view.remove_compaction_marker("cmp1")
+    assert view.marker_ids() == []
+
+def test_markers_are_placed_by_time_when_loading(view):
+    msgs = [msg(i) for i in range(1, 6)]
+    marker = {"id": "k", "trigger": "auto", "tokens_before": 5, "tokens_after": 2, "ts": msgs[2]["ts"] + "x"}
+    view.set_messages(msgs, markers=[marker])
+    assert [it.key for it in view.chat_model().items()] == ["m1", "m2", "m3", "k", "m4", "m5"]
+    failed = {"id": "f", "trigger": "reactive", "result": "failed", "reason": "summary lacked headings"}
+    view.add_compaction_marker(failed, undoable=True)
+    assert "summary lacked headings" in texts(view, "f")
+    assert "undo" not in [a for _, a, _ in view.hotspots("f")]  # a failed compaction changed nothing
+
+def test_remove_and_out_of_context(view):
+    view.set_messages(conversation())
+    view.set_out_of_context(["m1", "m2"])
+    assert view.item("m1").out_of_context and not view.item("m4").out_of_context
+    assert any("archived" in t for t in texts(view, "m1"))
+    assert view.remove_message("m1")
+    assert view.message_ids() == ["m2", "m3", "m4"]
+    assert not view.remove_message("nope")
+    view.clear()
+    assert view.row_count() == 0
+
+def test_copy_item(view):
+    view.set_messages(conversation())
+    assert view.copy_item("m2").startswith("Reading it.")
+    assert QGuiApplication.clipboard().text().startswith("Reading it.")
+
+def test_append_to_10000_messages_is_fast(view):
+    # the load and repaint times are benchmarked (benchmarks/gui_bench.py: chat append with layout and
+    # paint); here: the median append cost over 30 appends, and that only painted rows are laid out
+    roles = ["user", "assistant", "tool"]
+    big = [msg(i, roles[i % 3], ("word " * (5 + i % 40)).strip(), tool_call_id=f"c{i}")
+           for i in range(10_000)]
+    view.set_messages(big)
+    QGuiApplication.processEvents()
+    costs = []
+    for i in range(10_000, 10_030):
+        t = time.perf_counter()
+        view.append_message(msg(i, "user", "a new message"))
+        costs.append(time.perf_counter() - t)
+    assert statistics.median(costs) < 0.005, costs
+    QGuiApplication.processEvents()  # repaint after the appends
+    assert view.is_at_bottom() and view.visible_keys()[-1] == "m10029"
+    # only rows that were painted were laid out, not ten thousand
+    assert view.layouter().layouts_built < 500
+
+
+def test_palette_switch_repaints(view):
+    view.set_messages(conversation())
+    view.set_palette(DARK)
+    img = view.grab().toImage()
+    # the background is the dark palette's
+    assert img.pixelColor(img.width() - 2, img.height() - 2).lightness() < 60
+
+def test_scrolling_up_through_unmeasured_rows_does_not_jump(view):
+    rng = random.Random(3)
+    words = ["alpha", "beta", "`code`", "**bold**", "a-much-longer-word", "x"]
+    msgs = [msg(i, "assistant" if i % 2 else "user",
+                "\n\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 120)))
+                            for _ in range(rng.randint(1, 4))))
+            for i in range(400)]
+    view.set_messages(msgs)
+    view.viewport().repaint()
+    sb = view.verticalScrollBar()
+    for _ in range(40):
+        view.viewport().repaint()
+        anchor = view.visible_keys()[1]
+        y_before = view.row_rect(anchor).top()
+        sb.setValue(sb.value() - 120)
+        view.viewport().repaint()
+        assert view.row_rect(anchor).top() == y_before + 120
+
+def test_final_message_after_deltas_ends_the_stream(view):
+    # the agent streams TextDelta(id) first and announces MessageAdded(id) with the final text
+    view.set_messages([msg(1)])
+    view.stream_delta("s1", "partial ans")
+    view.flush()
+    view.stream_delta("s1", "wer that will be dropped")
+    final = {"id": "s1", "role": "assistant", "content": "the final answer", "ts": "2025-11-21T10:05:00+00:00"}
+    assert view.append_message(final, 5) == "s1"
+    view.flush()
+    item = view.item("s1")
+    assert not item.streaming
+    assert item.msg["content"] == "the final answer"
+    assert view.row_count() == 2
+
+
+def _pixels(img: QImage) -> np.ndarray:
+    img = img.convertToFormat(QImage.Format.Format_RGB32)
+    return np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine()).astype(int)
+
+
+def _largest_difference(view: ChatView, qtbot) -> int:
+    """The largest colour difference between the pixels Qt kept and a fresh paint of the view."""
+    kept, fresh = _kept_and_fresh(view, qtbot)
+    assert kept.size() == fresh.size()
+    return int(np.abs(_pixels(kept) - _pixels(fresh)).max())
+
+
+def _kept_and_fresh(view: ChatView, qtbot) -> tuple[QImage, QImage]:
+    """The pixels Qt kept for the window (the offscreen backing store), once every pending paint is
+    done, and a fresh paint of it."""
+    qtbot.waitUntil(lambda: not view._resize_timer.isActive(), timeout=1000)
+    for _ in range(3):  # a paint may post another (rows measured exactly while painting moved)
+        QGuiApplication.processEvents()
+    return QGuiApplication.primaryScreen().grabWindow(view.winId()).toImage(), view.grab().toImage()
+
+
+def test_partial_repaints_leave_the_same_pixels_as_a_full_paint(view, qtbot):
+    # appends and streamed deltas move the kept pixels (scroll) and repaint only what changed: the
+    # result must be what a paint of the whole view shows
+    view.set_messages([msg(i, "user", f"message {i} " + "word " * (i * 7 % 50)) for i in range(50)])
+    QGuiApplication.processEvents()
+    paints = view.paints
+    for i in range(50, 60):
+        view.append_message(msg(i, "assistant", f"answer {i} with **markdown**\n\n- a\n- b"))
+        view.scroll_to_bottom()
+        QGuiApplication.processEvents()
+    for k in range(20):
+        view.stream_delta("s", f"streamed **{k}** words\n\n" if k % 3 == 0 else "more words ")
+        view.scroll_to_bottom()
+        QGuiApplication.processEvents()
+    assert view.paints - paints >= 30
+    # equal but for antialiasing noise (a rounded corner cut by the edge of a repainted strip): a row
+    # painted in the wrong place differs by far more
+    assert _largest_difference(view, qtbot) <= 8
+    # the comparison reads the kept pixels: a change made behind the view's back shows
+    view.item("s").msg = {**view.item("s").msg, "content": "changed without telling the view"}
+    view.item("s").touch()
+    assert _largest_difference(view, qtbot) > 100

@@ -1,0 +1,75 @@
+"""Row heights with O(log n) prefix sums (a Fenwick tree): :class:`HeightIndex`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class HeightIndex:
+    """Row heights with O(log n) prefix sums, point updates, appends and offset → row search (Fenwick)."""
+
+    def __init__(self, heights: Iterable[int] = ()) -> None:
+        self.reset(heights)
+
+    def reset(self, heights: Iterable[int]) -> None:
+        self.a = [max(1, int(h)) for h in heights]
+        n = len(self.a)
+        t = [0] * (n + 1)
+        for i in range(1, n + 1):
+            t[i] += self.a[i - 1]
+            j = i + (i & -i)
+            if j <= n:
+                t[j] += t[i]
+        self.t = t
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def prefix(self, i: int) -> int:
+        """Sum of the first ``i`` heights (the top of row ``i``)."""
+        s = 0
+        t = self.t
+        while i > 0:
+            s += t[i]
+            i -= i & -i
+        return s
+
+    def total(self) -> int:
+        return self.prefix(len(self.a))
+
+    def set(self, row: int, height: int) -> int:
+        """Set a row's height; returns the change."""
+        height = max(1, int(height))
+        d = height - self.a[row]
+        if d:
+            self.a[row] = height
+            i = row + 1
+            n = len(self.a)
+            t = self.t
+            while i <= n:
+                t[i] += d
+                i += i & -i
+        return d
+
+    def append(self, height: int) -> None:
+        height = max(1, int(height))
+        self.a.append(height)
+        i = len(self.a)
+        self.t.append(height + self.prefix(i - 1) - self.prefix(i - (i & -i)))
+
+    def find(self, y: int) -> int:
+        """The row that contains offset ``y`` (clamped to the rows that exist)."""
+        n = len(self.a)
+        if n == 0:
+            return 0
+        pos = 0
+        rem = y
+        step = 1 << n.bit_length()
+        t = self.t
+        while step:
+            nxt = pos + step
+            if nxt <= n and t[nxt] <= rem:
+                pos = nxt
+                rem -= t[nxt]
+            step >>= 1
+        return min(pos, n - 1)

@@ -1,0 +1,81 @@
+"""Painting a laid-out row: replays the operations of a :class:`RowLayout` with a QPainter."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPalette, QPen, QTextDocument
+
+from widgets.chat_view.layout import ACCENT, RADIUS, Op, RowLayout
+from widgets.theme import Palette
+
+DIMMED_OPACITY = 0.55  # a message no longer in the context
+
+
+def paint_row(painter: QPainter, top_left: QPointF, lay: RowLayout, pal: Palette, *, selected: bool,
+              dimmed: bool) -> None:
+    """Paint one laid-out row with its top-left corner at ``top_left``."""
+    painter.save()
+    painter.translate(top_left)
+    if dimmed:
+        painter.setOpacity(DIMMED_OPACITY)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+    painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+    for op in lay.ops:
+        if op.kind == "bubble":
+            _bubble(painter, op, pal, selected)
+        elif op.kind == "marker":
+            _marker(painter, op)
+        elif op.kind == "codebg":
+            painter.setPen(QPen(QColor(op.c), 1.0))
+            painter.setBrush(QColor(op.b))
+            painter.drawRoundedRect(op.a.adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
+        elif op.kind == "text":
+            color, align = op.d
+            painter.setFont(op.c)
+            painter.setPen(QColor(color))
+            flags = int(align | Qt.AlignmentFlag.AlignVCenter) | int(Qt.TextFlag.TextSingleLine)
+            painter.drawText(op.a, flags, op.b)
+        elif op.kind == "doc":
+            _document(painter, op.a, op.b, op.c, pal.link)
+    painter.restore()
+
+
+def _bubble(p: QPainter, op: Op, pal: Palette, selected: bool) -> None:
+    rect: QRectF = op.a
+    p.setPen(QPen(QColor(pal.link if selected else op.d), 1.5 if selected else 1.0))
+    p.setBrush(QColor(op.b))
+    p.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), RADIUS, RADIUS)
+    p.setPen(Qt.PenStyle.NoPen)
+    p.setBrush(QColor(op.c))
+    accent = QRectF(rect.left() + 1, rect.top() + 1, ACCENT + 2, rect.height() - 2)
+    p.drawRoundedRect(accent, 2, 2)
+
+
+def _marker(p: QPainter, op: Op) -> None:
+    rect: QRectF = op.a
+    color = QColor(op.b)
+    line = QColor(color)
+    line.setAlpha(140)
+    p.setPen(QPen(line, 1.0, Qt.PenStyle.DashLine))
+    mid = rect.top() + rect.height() / 2
+    p.drawLine(QPointF(rect.left(), mid), QPointF(rect.right(), mid))
+    fill = QColor(color)
+    fill.setAlpha(28)
+    inner = rect.adjusted(rect.width() * 0.08, 0, -rect.width() * 0.08, 0)
+    p.setPen(QPen(line, 1.0))
+    p.setBrush(QColor(op.c))
+    p.drawRoundedRect(inner, RADIUS, RADIUS)
+    p.setBrush(fill)
+    p.drawRoundedRect(inner, RADIUS, RADIUS)
+
+
+def _document(p: QPainter, origin: QPointF, doc: QTextDocument, color: str, link: str) -> None:
+    p.save()
+    p.translate(origin)
+    ctx = QAbstractTextDocumentLayout.PaintContext()
+    qp = QPalette(ctx.palette)
+    qp.setColor(QPalette.ColorRole.Text, QColor(color))
+    qp.setColor(QPalette.ColorRole.Link, QColor(link))
+    ctx.palette = qp
+    doc.documentLayout().draw(p, ctx)
+    p.restore()

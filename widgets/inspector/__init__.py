@@ -1,0 +1,57 @@
+"""The inspector: everything that left the context, and how it left (one module per tab).
+
+Four tabs, all fed with plain data by the app (the inspector never reads files itself):
+
+- **Tool results** — the session's offloaded ``tool_results/`` files (tool, size, lines, created,
+  the message that refers to it) and a viewer with line numbers, search, copy and "open with the
+  system app" (``QDesktopServices``).
+- **Archive** — the dialog archive: days → messages (time, role, tokens, preview), the full message,
+  search across days (the app answers ``archive_search_requested`` with hits) and restore of the
+  checked messages into the context (``restore_requested`` with their ids).
+- **Summary** — the current summary (markdown, rendered without loading any resource).
+- **Compactions** — the compaction event log, with the summary / reason of the selected event.
+
+Public API of :class:`Inspector`
+--------------------------------
+Signals:
+    file_requested(str)             a tool-result file was chosen: answer with show_file(path, text)
+    message_activated(str)          show this message in the chat (referring message, archive row)
+    archive_day_requested(str)      a day was expanded: answer with set_archive_messages(day, msgs)
+    archive_search_requested(str)   answer with set_archive_hits(query, hits)
+    restore_requested(list)         ids of archived messages to put back into the context
+Methods:
+    set_session_dir(path | None)    base folder for the files' relative paths ("open with system app")
+    set_offloaded_files(files)      dicts {"path", "size", "lines", "created", "tool", "message_id"}
+                                    (optional "message_preview")
+    add_offloaded_file(file)
+    open_file(path)                 select the file (Tool results tab) and emit file_requested
+    show_file(path, text)           show a file's text in the viewer
+    set_archive_days(days)          "YYYY-MM-DD" strings
+    set_archive_messages(day, messages, tokens_by_id=None)
+    set_archive_hits(query, hits)   dicts {"day", "message", "snippet"}
+    checked_archive_ids() -> list[str]
+    set_summary(text, tokens=None)
+    set_compaction_events(events) / add_compaction_event(event)   CompactionEvent dicts
+    show_tab(name)                  "files" | "archive" | "summary" | "compactions"
+    set_palette(palette)
+Sub-widgets (tests): files_view, viewer, archive_tree, archive_view, summary_view, log_table.
+"""
+
+from __future__ import annotations
+
+from widgets.inspector.archive_tab import ArchivePanel
+from widgets.inspector.compactions_tab import CompactionLogPanel
+from widgets.inspector.container import Inspector
+from widgets.inspector.file_viewer import CodeView, FileViewer
+from widgets.inspector.files_tab import OffloadPanel
+from widgets.inspector.summary_tab import SummaryPanel
+
+__all__ = [
+    "ArchivePanel",
+    "CodeView",
+    "CompactionLogPanel",
+    "FileViewer",
+    "Inspector",
+    "OffloadPanel",
+    "SummaryPanel",
+]
