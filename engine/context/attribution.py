@@ -111,7 +111,6 @@ def attribute(history: History, top: int = DEFAULT_TOP) -> Attribution:
     the call's text."""
     count_args = _args_counter(history.estimator)
     tallies: dict[str, _Tally] = {}
-    names = history.tool_names()
     results: list[tuple[int, int]] = []  # (tokens, -index) of every tool result
     total = 0
     for index, msg in enumerate(history.messages):
@@ -124,9 +123,7 @@ def attribute(history: History, top: int = DEFAULT_TOP) -> Attribution:
                 tally.calls += 1
                 tally.arguments += count_args(call_id, name, args)
         elif role == "tool":
-            call_id = msg.get("tool_call_id")
-            name = names.get(call_id, "") if isinstance(call_id, str) else ""
-            tally = tallies.setdefault(name or UNKNOWN_TOOL, _Tally())
+            tally = tallies.setdefault(history.tool_of(msg) or UNKNOWN_TOOL, _Tally())
             tally.results += 1
             tally.result_tokens += tokens
             results.append((tokens, -index))
