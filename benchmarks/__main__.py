@@ -17,6 +17,7 @@ def main(argv: list[str]) -> int:
     suites.update(sources_bench.ALL)
     suites.update(summary_bench.ALL)
     suites.update(follow_bench.ALL)
+    suites.update(__import__("benchmarks.diff_bench", fromlist=["ALL"]).ALL)
     try:
         from benchmarks import gui_bench
     except ImportError:

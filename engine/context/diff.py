@@ -5,8 +5,7 @@ included), the provider calls — each a :class:`CallPoint`: the slice ``message
 in its context, and the compaction summary that stood in front of it — and the compactions'
 summaries (:class:`SummaryPoint`). :func:`diff_calls` compares two calls: each message, tool result
 and summary in one context and not the other, with its tokens (the per-message counts the timeline
-draws: :class:`engine.context.tokens.TokenCache` over the heuristic estimator unless another is
-given), and the totals beside the provider's figures of both calls.
+draws: the heuristic estimator unless another is given), and the totals beside the provider's figures of both calls.
 
 Histories come from a ctxbench session folder (:func:`history_from_folder`: its own sessions and
 imported ones) or from a reader's :class:`engine.sources.model.SourceSession`
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.context.tokens import Estimator, HeuristicEstimator
 from engine.model.messages import Message, content_text
 from engine.store import archive
 from engine.store.fsutil import read_jsonl_objects
@@ -74,7 +73,6 @@ class History:
         self.summaries: tuple[SummaryPoint, ...] = tuple(summaries)
         self.estimator: Estimator = estimator or HeuristicEstimator()
         self.label = label
-        self._cache = TokenCache(self.estimator)
         self._counts: list[int | None] = [None] * len(self.messages)
         self._summary_counts: dict[int, int] = {}
         self._names: dict[str, str] | None = None
@@ -83,7 +81,7 @@ class History:
         """Tokens of message ``index`` (memoised)."""
         count = self._counts[index]
         if count is None:
-            count = self._counts[index] = self._cache.count(self.messages[index])
+            count = self._counts[index] = self.estimator.message(self.messages[index])
         return count
 
     def summary_tokens(self, index: int) -> int:
@@ -98,9 +96,10 @@ class History:
         if self._names is None:
             names: dict[str, str] = {}
             for msg in self.messages:
-                for call_id, name, _args in tool_calls_of(msg):
-                    if call_id:
-                        names[call_id] = name
+                if msg.get("tool_calls"):
+                    for call_id, name, _args in tool_calls_of(msg):
+                        if call_id:
+                            names[call_id] = name
             self._names = names
         return self._names
 
@@ -146,7 +145,13 @@ def first_line(msg: Message, limit: int = FIRST_LINE_CHARS) -> str:
 
 
 def cut_line(text: str, limit: int = FIRST_LINE_CHARS) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    """The first non-blank line of ``text``, stripped and cut to ``limit`` (without splitting the rest)."""
+    pos, n, line = 0, len(text), ""
+    while pos < n and not line:
+        nl = text.find("\n", pos)
+        end = n if nl < 0 else nl
+        line = text[pos:min(end, pos + 4 * limit)].strip()
+        pos = end + 1
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
