@@ -8,9 +8,10 @@ export`` number them (``ctxbench follow``'s ``index`` is the number minus 1).
 The text output lists the totals, the provider's prompt tokens of both calls and their difference,
 then each item that entered and left (summary, message, tool result) with its tokens, role, tool,
 position and first line (message ids of a file read in place are that read's own, as the readers
-make them; a session folder's are stable). ``--json`` prints one object instead: :meth:`engine.context.diff.ContextDiff.to_json`
-plus ``session`` and ``path``. Problems (no such file, a call number out of range — the error gives
-the valid range) are one line on stderr, exit status 1.
+make them; a session folder's are stable). ``--json`` prints one object instead:
+:meth:`engine.context.diff.ContextDiff.to_json` plus ``session`` and ``path``. Problems (no such
+file, a call number out of range — the error gives the valid range) are one line on stderr, exit
+status 1.
 """
 
 from __future__ import annotations
