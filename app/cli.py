@@ -9,6 +9,8 @@
     ctxbench sources [--json] [--refresh]
     ctxbench follow PATH [--new-only]   (app/cli_follow.py: a growing session file's calls as JSON lines)
     ctxbench export --session DIR --format md|csv|json [-o FILE]   (app.cli_export)
+    ctxbench diff SESSION_OR_FILE A B [--json]   (app.cli_diff: what entered / left the context)
+    ctxbench tools SESSION_OR_FILE [--top N] [--json]   (app.cli_tools: tokens by tool)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.model.events.event_to_json):
@@ -45,7 +47,7 @@ from engine.model.text import one_line
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
-COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export")
+COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export", "diff", "tools")
 
 
 class CLIError(Exception):
@@ -178,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_follow.add_parser(sub)
     cli_export.add_parser(sub)
+    from app import cli_diff, cli_tools
+
+    cli_diff.add_parser(sub)
+    cli_tools.add_parser(sub)
     return parser
 
 
@@ -534,6 +540,10 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
             raise UsageError(str(exc)) from None
         except SourceError as exc:
             raise CLIError(str(exc)) from None
+    if args.command in ("diff", "tools"):  # need no settings (app/cli_diff.py, app/cli_tools.py)
+        from app import cli_diff, cli_tools
+
+        return (cli_diff.cmd_diff if args.command == "diff" else cli_tools.cmd_tools)(args, out, CLIError)
     settings = load_effective_settings(args)
     if args.command == "run":
         return asyncio.run(_with_signals(cmd_run(args, settings, out)))

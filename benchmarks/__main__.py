@@ -13,16 +13,24 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def main(argv: list[str]) -> int:
-    from benchmarks import accuracy, engine_bench, follow_bench, local_accuracy, sources_bench, summary_bench
+    from benchmarks import (
+        accuracy,
+        diff_bench,
+        engine_bench,
+        follow_bench,
+        local_accuracy,
+        sources_bench,
+        store_bench,
+        summary_bench,
+    )
 
     suites = dict(engine_bench.ALL)
     suites.update(local_accuracy.ALL)
     suites.update(sources_bench.ALL)
     suites.update(summary_bench.ALL)
     suites.update(follow_bench.ALL)
-    from benchmarks import store_bench  # the timings moved out of the tests
-
-    suites.update(store_bench.ALL)
+    suites.update(store_bench.ALL)  # the timings moved out of the tests
+    suites.update(diff_bench.ALL)
     try:
         from benchmarks import gui_bench
     except ImportError:

@@ -1,0 +1,56 @@
+"""``ctxbench tools`` as a subprocess on a real Claude Code session, read in place and imported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.app.test_cli import assert_one_line_error, ctxbench, events
+from tests.engine.context.test_attribution import _raw_claude_tools
+from tests.engine.sources.conftest import PERSISTED_CLAUDE
+
+pytestmark = pytest.mark.skipif(not PERSISTED_CLAUDE.exists(), reason="the shared sessions are not on this machine")
+
+
+def test_tools_json_matches_the_raw_lines() -> None:
+    calls, results, args = _raw_claude_tools()
+    proc = ctxbench("tools", str(PERSISTED_CLAUDE), "--top", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    [doc] = events(proc)
+    assert doc["type"] == "tools" and doc["session"] == PERSISTED_CLAUDE.name
+    assert {t["tool"]: t["calls"] for t in doc["tools"]} == dict(calls)
+    assert {t["tool"]: t["results"] for t in doc["tools"]} == dict(results)
+    assert {t["tool"]: t["argument_tokens"] for t in doc["tools"]} == args
+    assert doc["tool_tokens"] == sum(t["tokens"] for t in doc["tools"]) <= doc["history_tokens"]
+    assert [t["tokens"] for t in doc["tools"]] == sorted((t["tokens"] for t in doc["tools"]), reverse=True)
+    assert len(doc["largest"]) == 3 and doc["largest"][0]["tool"] == "Read"
+    assert [r["tokens"] for r in doc["largest"]] == sorted((r["tokens"] for r in doc["largest"]), reverse=True)
+
+
+def test_tools_text_and_links_into_an_imported_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "cc"
+    assert ctxbench("import", str(PERSISTED_CLAUDE), "--session", str(folder), "--no-model-info").returncode == 0
+    [doc] = events(ctxbench("tools", str(folder), "--json"))
+    stored = [json.loads(x) for f in [folder / "history.jsonl", *sorted((folder / "dialog").glob("*.jsonl"))]
+              for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+    by_id = {m["id"]: m for m in stored}
+    assert len(doc["largest"]) == 10
+    assert all(by_id[r["message_id"]]["role"] == "tool" for r in doc["largest"])
+    from_file = events(ctxbench("tools", str(PERSISTED_CLAUDE), "--json"))[0]
+    assert [(t["tool"], t["tokens"]) for t in doc["tools"]] == [(t["tool"], t["tokens"]) for t in from_file["tools"]]
+
+    proc = ctxbench("tools", str(folder), "--top", "2")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0].startswith(f"{folder.name}: {doc['tool_tokens']:,} of {doc['history_tokens']:,} history tokens")
+    assert out[1].split() == ["tool", "calls", "results", "arg", "tokens", "result", "tokens", "share"]
+    assert out[2].split()[0] == doc["tools"][0]["tool"]
+    assert out[-3] == "largest tool results (2):" and doc["largest"][1]["message_id"] in out[-1]
+
+
+def test_tools_errors(tmp_path: Path) -> None:
+    assert_one_line_error(ctxbench("tools", str(tmp_path / "none.jsonl")), "no session folder or file at")
+    proc = ctxbench("tools", str(PERSISTED_CLAUDE), "--top", "-1")
+    assert proc.returncode == 2 and "expected 0 or more" in proc.stderr
