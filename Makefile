@@ -24,11 +24,13 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m ruff check app engine widgets tests benchmarks
+	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/engine tests/benchmarks tests/test_boundary.py tests/test_supply_chain.py tests/test_kill_harness.py $(PYTEST_ARGS)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/app tests/widgets -p no:asyncio $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check app engine widgets tests benchmarks
+	$(BIN)/python -m mypy
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(ARGS)

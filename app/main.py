@@ -80,7 +80,12 @@ async def _main(app: Any, args: argparse.Namespace) -> int:
     controller = Controller()
     window = MainWindow(controller)
     done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    window.closed.connect(lambda: done.done() or done.set_result(0))
+
+    def on_closed() -> None:
+        if not done.done():
+            done.set_result(0)
+
+    window.closed.connect(on_closed)
     window.show()
     probe = bool(os.environ.get("CTXBENCH_STARTUP_PROBE"))
     if probe:

@@ -45,6 +45,8 @@ class AgentState(StrEnum):
     STREAMING = "streaming"
     TOOL = "tool"
     COMPACTING = "compacting"
+    LOADING = "loading"  # the model library is still loading (the model's window comes from it)
+    IMPORTING = "importing"  # the workbench reads another agent's session file
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from engine.model.events import AgentState
 from engine.store import archive
 from engine.store.session import SessionError
 from engine.workbench.core import WorkbenchCore, one_line
@@ -69,7 +70,7 @@ class CompactionUI(WorkbenchCore):
         agent = self.agent
         if agent is None:
             return
-        self._set_state("compacting")
+        self._set_state(AgentState.COMPACTING)
         quick = None
         try:
             quick = agent.compactor.preview_now(instruction.strip() or None)
@@ -77,7 +78,7 @@ class CompactionUI(WorkbenchCore):
             self.emit(PreviewReady(quick))
             if getattr(quick.summary, "model_pending", False):
                 await self._await_llm()
-                self._set_state("compacting")
+                self._set_state(AgentState.COMPACTING)
                 full = await agent.compactor.complete_preview(quick)
                 if self._preview is quick:  # not applied or discarded meanwhile
                     self._preview = full
@@ -91,7 +92,7 @@ class CompactionUI(WorkbenchCore):
             return
         finally:
             if not self.busy:
-                self._set_state("idle")
+                self._set_state(AgentState.IDLE)
 
     def cancel_preview(self) -> None:
         self.tasks.cancel("preview")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from engine.context.budget import ContextSnapshot, WindowInfo, resolve_window
 from engine.context.conversation import Session, SessionStore
 from engine.context.tokens import Estimator
-from engine.model.events import StateChanged
+from engine.model.events import AgentState, StateChanged
 from engine.model.messages import Message
 from engine.model.text import one_line
 from engine.store.config import LOCAL_MODEL, Settings, data_dir, load_settings
@@ -108,7 +108,7 @@ class WorkbenchCore:
         self._draft = ""
         self._live_ids: list[str] = []
         self._preview: CompactionPreview | None = None
-        self._state = "idle"
+        self._state: AgentState = AgentState.IDLE
         self._llm_ready = False
         self._agent_stale = False
 
@@ -149,7 +149,7 @@ class WorkbenchCore:
     def preview(self) -> CompactionPreview | None:
         return self._preview
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: AgentState) -> None:
         self._state = state
         self.emit(StateChanged(state))
 
@@ -194,7 +194,7 @@ class WorkbenchCore:
         once breaks its (circular) imports, and every model call imports it."""
         warm = self.task("warmup")
         if warm is not None and warm is not asyncio.current_task():
-            self._set_state("loading")
+            self._set_state(AgentState.LOADING)
             await asyncio.wait([warm])
 
     def _needs_llm_for_window(self) -> bool:

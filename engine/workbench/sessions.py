@@ -104,14 +104,14 @@ class Sessions(WorkbenchCore):
 
     async def _import(self, path: Path) -> None:
         from engine.importer import TranscriptError, import_transcript
-        from engine.model.events import StateChanged
+        from engine.model.events import AgentState, StateChanged
 
         model_info = None
         if self._llm_ready:
             from engine.llm import client as llm
 
             model_info = llm.model_info
-        self.emit(StateChanged("importing"))
+        self.emit(StateChanged(AgentState.IMPORTING))
         try:
             # the window override is the running model's: the imported run is drawn against its own model
             settings = self.settings.replace(context_window=None)

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from engine.model.events import (
+    AgentState,
     CompactionEvent,
     CompactionFailed,
     CompactionStarted,
@@ -77,7 +78,7 @@ class Turns(WorkbenchCore):
             await self._await_llm()
             if self._agent_stale or (self._needs_llm_for_window() and not self._llm_ready):
                 if self._needs_llm_for_window() and not self._llm_ready:
-                    self._set_state("loading")  # the model's window comes from litellm's model info
+                    self._set_state(AgentState.LOADING)  # the model's window comes from litellm's model info
                     await asyncio.shield(self.warm_up())
                 self._make_agent()
             agent = self.agent
@@ -92,7 +93,7 @@ class Turns(WorkbenchCore):
         self._turn.partial = []
         self.approvals.withdraw()
         if self._state != "compacting":
-            self._set_state("idle")
+            self._set_state(AgentState.IDLE)
         self.emit(BusyChanged(False))
         if self.session is not None and not self.session.closed:
             if self._agent_stale:
@@ -172,14 +173,14 @@ class Turns(WorkbenchCore):
         self.emit(LastCall(prompt_of(data), event.snapshot.provider_prompt_tokens))
 
     def _on_compaction_started(self, event: CompactionStarted) -> None:
-        self._set_state("compacting")
+        self._set_state(AgentState.COMPACTING)
         self.emit(event)
 
     def _on_compaction_failed(self, event: CompactionFailed) -> None:
         self.emit(event)
         if event.reason != "cancelled":
             self.notice("warning", f"compaction ({event.trigger}) failed: {event.reason}")
-        self._set_state("idle" if not self.busy else self._state)
+        self._set_state(AgentState.IDLE if not self.busy else self._state)
 
     def _on_error(self, event: ErrorEvent) -> None:
         self.emit(event)
@@ -196,7 +197,7 @@ class Turns(WorkbenchCore):
         undoable = bool(stack) and stack[-1] == event.id and event.result not in ("undone", "failed", "nothing")
         self.emit(CompactionFinished(Marker(asdict(event), gone[-1] if gone else None, undoable)))
         if not self.busy and self.task("preview") is None:
-            self._set_state("idle")
+            self._set_state(AgentState.IDLE)
         self._emit_state()
 
     def _announce_file(self, path: str) -> None:
