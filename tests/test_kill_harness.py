@@ -22,9 +22,10 @@ Kill points:
 After each kill: ``Session.load`` succeeds; every message the run acknowledged (printed as a
 ``message`` event, which happens only after its line is fsync'd) and every message the session
 held before is there with the content it was acknowledged with, once across the history and the
-dialog archive taken together (see :func:`check_kept_once`); no compaction is left half-done; every offloaded file the history
-points to exists whole; ``ctxbench inspect`` reads the session. For one point in three the session is
-then resumed with another ``ctxbench run``, which must succeed and leave every tool call answered.
+dialog archive taken together (see :func:`check_kept_once`); no compaction is left half-done; every
+offloaded file the history points to exists whole; ``ctxbench inspect`` reads the session. For one
+point in three the session is then resumed with another ``ctxbench run``, which must succeed and leave
+every tool call answered.
 """
 
 from __future__ import annotations
