@@ -8,10 +8,10 @@ replies are scripted below, with the real built-in tools on a small project crea
 workspace (an invoice sync service whose nightly run hit a rate limit). So the tool results are
 real tool output, the big log is really offloaded to ``tool_results/``, every LLM call is recorded
 in ``events.jsonl`` by the agent, and the manual compaction goes through
-:meth:`engine.compaction.Compactor.preview` / ``apply``.
+:meth:`engine.context.compaction.Compactor.preview` / ``apply``.
 
 The provider-reported prompt tokens are counted on each request the server receives with the
-gpt-4o-mini tokenizer (``engine.llm.token_counter``, tiktoken through litellm), i.e. what that
+gpt-4o-mini tokenizer (``engine.llm.client.token_counter``, tiktoken through litellm), i.e. what that
 provider would bill for that exact request; the app's own numbers are its heuristic estimate,
 calibrated call by call as in a live session.
 """
@@ -31,12 +31,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine import llm  # noqa: E402
 from engine.agent import Agent  # noqa: E402
-from engine.config import Settings  # noqa: E402
-from engine.events import Event  # noqa: E402
-from engine.session import Session  # noqa: E402
-from engine.tools import ToolBox  # noqa: E402
+from engine.context.conversation import Session  # noqa: E402
+from engine.llm import client as llm  # noqa: E402
+from engine.model.events import Event  # noqa: E402
+from engine.store.config import Settings  # noqa: E402
+from engine.tools.registry import ToolBox  # noqa: E402
 from tests import fakeserver as fs  # noqa: E402
 
 OUT = REPO / "resources" / "sample_session"
