@@ -42,6 +42,9 @@ def win(qtbot: Any, fake_settings: Settings, workspace: Path) -> Iterator[MainWi
     window.ensure_chart()
     with qtbot.waitSignal(controller.session_loaded, timeout=10_000):
         controller.new_session()
+    # as the app does at start (controller.start()): litellm loads in the background; the flow below
+    # is timed from a window whose model library is ready (the first call's import is not the subject)
+    run(qtbot, controller.service.warm_up(), timeout=60)
     yield window
     window.close()
     run(qtbot, controller.shutdown())

@@ -1115,7 +1115,7 @@ def test_a_pattern_that_backtracks_for_ever_is_given_up(tmp: Path, cases: CaseTa
     the event loop and the whole app froze and the process could not even exit. Now the search runs
     in a worker thread and gives up; how long the loop waits is a benchmark figure
     (``python -m benchmarks search_loop``)."""
-    from engine.context import textsearch
+    from engine.store import textsearch
 
     cases.add("regressions")
     (tmp / "a.txt").write_text("a" * 60 + "b\n" + "aaa\n")
