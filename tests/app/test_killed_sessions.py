@@ -31,7 +31,7 @@ def test_a_session_killed_mid_run_opens_in_the_gui(
     base = store.create("killed mid-run")
     for i in range(4):  # enough history for the background compaction after the turn
         base.extend([user(f"earlier question {i}: " + "q" * 1_000), assistant(f"earlier answer {i}: " + "a" * 1_000)])
-    before = [m["id"] for m in base.messages]
+    before = [dict(m) for m in base.messages]
     base.close()
     hook_dir = tmp_path / "hook"
     hook_dir.mkdir()
@@ -56,8 +56,11 @@ def test_a_session_killed_mid_run_opens_in_the_gui(
             controller.open_session(base.id)
         view: SessionView = blocker.args[0]
         shown = [str(m.get("id")) for m in view.messages]  # live history + archived, by time
-        for msg_id in before + out.acked():
+        by_id = {str(m.get("id")): m for m in view.messages}
+        for msg in before + out.acked():
+            msg_id = str(msg["id"])
             assert shown.count(msg_id) == 1, f"message {msg_id} shown {shown.count(msg_id)} times"
+            assert by_id[msg_id].get("content") == msg.get("content"), f"message {msg_id} changed"
         assert window.chat.row_count() >= len(before + out.acked())
     finally:
         window.close()
