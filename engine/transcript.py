@@ -576,10 +576,7 @@ def _call_snapshots(
             ts=str(msg.get("ts") or ""),
             call_index=call,
         )
-        data = snap.to_json()
-        data["message_count"] = j
-        data["message_tokens"] = []
-        data["type"] = "context"
+        data = snap.call_record(message_count=j)
         data["message_id"] = msg.get("id")
         out.append(data)
         call += 1

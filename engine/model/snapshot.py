@@ -147,6 +147,15 @@ class ContextSnapshot:
         data["overflow"] = self.overflow
         return data
 
+    def call_record(self, message_count: int | None = None) -> dict[str, Any]:
+        """The record of one call (an ``events.jsonl`` ``context`` line, a timeline column): the JSON
+        form without the per-message counts, with how many messages the request held."""
+        data = self.to_json()
+        data["message_count"] = len(self.message_tokens) if message_count is None else message_count
+        data["message_tokens"] = []
+        data["type"] = "context"
+        return data
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ContextSnapshot:
         """The snapshot :meth:`to_json` wrote; ValueError naming the first field that is missing or

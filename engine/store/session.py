@@ -488,11 +488,7 @@ class StoredSession:
     def record_snapshot(self, snapshot: ContextSnapshot) -> None:
         """Append one ContextSnapshot (one LLM call) to events.jsonl; save the calibrator state."""
         self._check_open()
-        data = snapshot.to_json()
-        data["message_count"] = len(snapshot.message_tokens)
-        data["message_tokens"] = []
-        data["type"] = "context"
-        append_lines(self.events_path, [data])
+        append_lines(self.events_path, [snapshot.call_record()])
         self.save_meta()
 
     def record_event(self, event: Event | dict[str, Any]) -> None:

@@ -96,10 +96,7 @@ def prompt_of(record: dict[str, Any]) -> int:
 
 def call_record(snap: ContextSnapshot) -> dict[str, Any]:
     """A timeline column from a recorded call: the snapshot dict without the per-message counts."""
-    data = snap.to_json()
-    data["message_count"] = len(snap.message_tokens)
-    data["message_tokens"] = []
-    return data
+    return snap.call_record()
 
 
 def _after_by_time(shown: list[Message], ts: str) -> str | None:
