@@ -19,7 +19,7 @@ Signals (payloads are engine dataclasses unless said otherwise):
                                    dict, as the engine predicted it before the call, with the report
     last_call(object, object)      estimate made before the last call, provider-reported prompt tokens
     compaction_finished(object)    :class:`Marker` — the CompactionEvent and where it goes in the chat
-    compaction_failed(object)      CompactionFailed
+    compaction_failed(object)      CompactionCancelled
     error(object)                  ErrorEvent
     state_changed(str)             idle | loading | streaming | tool | compacting | importing
     turn_finished(object)          TurnFinished
@@ -52,8 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.context.budget import ContextSnapshot
 from engine.context.conversation import Session, SessionStore
+from engine.model.snapshot import ContextSnapshot
 from engine.store.archive import merge_archived
 from engine.store.config import Settings
 from engine.workbench import events as ev
@@ -75,7 +75,7 @@ SIGNALS: dict[type, str] = {
     ev.CallRecorded: "call_recorded",
     ev.LastCall: "last_call",
     ev.CompactionFinished: "compaction_finished",
-    ev.CompactionFailed: "compaction_failed",
+    ev.CompactionCancelled: "compaction_failed",
     ev.ErrorEvent: "error",
     ev.StateChanged: "state_changed",
     ev.TurnFinished: "turn_finished",

@@ -35,8 +35,8 @@ from PySide6.QtWidgets import (
 
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
-from engine.context.budget import ContextSnapshot
-from engine.model.events import CompactionFailed, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
+from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
+from engine.model.snapshot import ContextSnapshot
 from engine.store.config import Settings, config_dir
 from engine.tools.registry import approval_text
 from widgets.approval_bar import ApprovalBar
@@ -618,7 +618,7 @@ class MainWindow(QMainWindow):
         self.chat.add_compaction_marker(ev, marker.undoable, after)
         self.undo_action.setEnabled(marker.undoable)
 
-    def _on_controller_compaction_failed(self, event: CompactionFailed) -> None:
+    def _on_controller_compaction_failed(self, event: CompactionCancelled) -> None:
         self.status.showMessage(f"compaction ({event.trigger}) failed: {event.reason}", 8000)
 
     def _on_controller_error(self, event: ErrorEvent) -> None:

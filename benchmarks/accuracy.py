@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.context.budget import Calibrator
+from engine.context.calibration import Calibrator
 from engine.context.tokens import estimate_message_tokens, estimate_tool_defs_tokens
 from engine.model.messages import Message, to_wire
 

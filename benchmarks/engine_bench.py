@@ -273,8 +273,9 @@ def bench_offload(size_mb: int = 100) -> list[Figure]:
 
 
 def bench_session_load(n: int = 10_000, snapshots: int = 1_000) -> list[Figure]:
-    from engine.context.budget import WindowInfo, build_snapshot
     from engine.context.conversation import Session
+    from engine.context.snapshots import build_snapshot
+    from engine.model.snapshot import WindowInfo
     from engine.store.fsutil import append_lines
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,8 +27,9 @@ def _app() -> Any:
 
 
 def _snapshots(n: int) -> list[dict[str, Any]]:
-    from engine.context.budget import WindowInfo, build_snapshot
+    from engine.context.snapshots import build_snapshot
     from engine.context.tokens import estimate_message_tokens
+    from engine.model.snapshot import WindowInfo
 
     out = []
     history = make_history(400)
@@ -47,7 +48,7 @@ def _snapshots(n: int) -> list[dict[str, Any]]:
 
 
 def bench_chart(columns: int = 1_000) -> list[Figure]:
-    from engine.context.budget import ContextSnapshot
+    from engine.model.snapshot import ContextSnapshot
     from widgets.context_chart import ContextChart
 
     app = _app()

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.context.budget import PROMPT_REGIONS
 from engine.context.cache import analyze
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.model.messages import Message, content_text
+from engine.model.snapshot import PROMPT_REGIONS
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects

@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from engine.context.budget import PROMPT_REGIONS
+from engine.model.snapshot import PROMPT_REGIONS
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens
 
 TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS

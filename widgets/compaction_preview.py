@@ -62,9 +62,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.context.budget import ContextSnapshot
 from engine.context.summaries import Summary, mode_label
 from engine.model.messages import preview
+from engine.model.snapshot import ContextSnapshot
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 

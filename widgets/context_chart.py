@@ -1,6 +1,6 @@
 """The live context chart: what fills the next request, and how the context grew call by call.
 
-``ContextChart`` is a plain view: it takes the next request's ``engine.context.budget.ContextSnapshot``,
+``ContextChart`` is a plain view: it takes the next request's ``engine.model.snapshot.ContextSnapshot``,
 the recorded calls (the ``context`` records of ``events.jsonl``: a snapshot's fields without the
 per-message counts, plus what the provider reported, e.g. its cache figures) and compaction events
 (dicts from ``dataclasses.asdict(CompactionEvent)``) and draws them; it never computes budgets itself.
@@ -72,7 +72,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from engine.context.budget import ContextSnapshot
+from engine.model.snapshot import ContextSnapshot
 from widgets.chart_cache import CacheLayer, PercentAxis
 from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, CallRecord, TokenAxis
 from widgets.chart_parts import Legend as _Legend

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
-from engine.context.budget import ContextSnapshot
+from engine.model.snapshot import ContextSnapshot
 from widgets.theme import Palette, format_tokens, palette, percent
 
 STATE_LABELS = {

@@ -1,8 +1,7 @@
-"""The budget test and calibration.
+"""The SPEC's budget test: is a request of these messages, tools and reserve over the window?
 
-    history_budget = context_window − system − summary − tool_definitions − max_tokens
-
-Budget functions are pure: messages and integers in, numbers out. They never build the request.
+Pure: messages and integers in, a yes or no out; it never builds the request. (The snapshot types and
+``history_budget`` live in :mod:`engine.model.snapshot`, calibration in :mod:`engine.context.calibration`.)
 """
 
 from __future__ import annotations
@@ -10,22 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.context.calibration import Calibrator  # noqa: F401  (re-exported)
-from engine.context.snapshots import build_snapshot, scaled_sum  # noqa: F401  (re-exported)
 from engine.context.tokens import estimate_message_tokens, estimate_tool_defs_tokens
-from engine.context.window import WINDOW_FALLBACK_FACTOR, resolve_context_window, resolve_window  # noqa: F401
 from engine.model.messages import Message
-from engine.model.snapshot import (  # noqa: F401  (re-exported: the names' old home)
-    CALIBRATED,
-    ESTIMATED,
-    EXACT,
-    PROMPT_REGIONS,
-    REPORTED,
-    Accuracy,
-    ContextSnapshot,
-    WindowInfo,
-    history_budget,
-)
 
 
 def is_over_context_budget(

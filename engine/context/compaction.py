@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.context.budget import is_over_context_budget, scaled_sum
+from engine.context.budget import is_over_context_budget
 from engine.context.plan import (  # noqa: F401  (re-exported: this module was their home)
     CompactionError,
     CompactionPlan,
@@ -40,6 +40,7 @@ from engine.context.plan import (  # noqa: F401  (re-exported: this module was t
 )
 from engine.context.request import SessionRequest, WireTally, system_message_tokens, system_text
 from engine.context.request import summary_block as summary_block
+from engine.context.snapshots import scaled_sum
 from engine.context.summaries import Summary, plan_digest, resolve_mode, summarize_plan, summarizer_model
 from engine.context.summaries import complete_model_part as _complete_model_part
 from engine.context.summary_call import (  # noqa: F401  (re-exported)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.context.budget import Calibrator
+from engine.context.calibration import Calibrator
 from engine.context.snapshots import snapshot_of
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache, TokenLedger
 from engine.context.turns import clean_cut_points

@@ -131,8 +131,6 @@ class CompactionCancelled(Event):
     reason: str = "cancelled"
 
 
-CompactionFailed = CompactionCancelled  # the name the app still imports
-
 
 @dataclass
 class ErrorEvent(Event):

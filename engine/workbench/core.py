@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.context.budget import ContextSnapshot, WindowInfo, resolve_window
 from engine.context.conversation import Session, SessionStore
 from engine.context.tokens import Estimator
+from engine.context.window import resolve_window
 from engine.model.events import AgentState, StateChanged
 from engine.model.messages import Message
+from engine.model.snapshot import ContextSnapshot, WindowInfo
 from engine.model.text import one_line
 from engine.store.config import LOCAL_MODEL, Settings, data_dir, load_settings
 from engine.workbench.approvals import Approvals

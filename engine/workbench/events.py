@@ -2,7 +2,7 @@
 
 The engine's own events (:mod:`engine.model.events`) that reach the window unchanged are passed on
 as they are: :class:`MessageAdded`, :class:`TextDelta`, :class:`ToolCallStarted`,
-:class:`ToolCallFinished`, :class:`CompactionStarted`, :class:`CompactionFailed`,
+:class:`ToolCallFinished`, :class:`CompactionStarted`, :class:`CompactionCancelled`,
 :class:`ErrorEvent`, :class:`TurnFinished`; :class:`StateChanged` carries the service's state
 (``idle | loading | streaming | tool | compacting | importing``). The classes below are what the
 service adds. Every event has :meth:`payload`: the arguments a listener that speaks positional
@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine.context.budget import ContextSnapshot
 from engine.model.events import (
-    CompactionFailed,
+    CompactionCancelled,
     CompactionStarted,
     ErrorEvent,
     MessageAdded,
@@ -27,6 +26,7 @@ from engine.model.events import (
     TurnFinished,
 )
 from engine.model.messages import Message
+from engine.model.snapshot import ContextSnapshot
 from engine.store.config import Settings
 
 if TYPE_CHECKING:
@@ -267,7 +267,7 @@ __all__ = [
     "ArchiveMessages",
     "BusyChanged",
     "CallRecorded",
-    "CompactionFailed",
+    "CompactionCancelled",
     "CompactionFinished",
     "CompactionStarted",
     "ContextStateChanged",

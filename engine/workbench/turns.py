@@ -13,8 +13,8 @@ from typing import Any
 
 from engine.model.events import (
     AgentState,
+    CompactionCancelled,
     CompactionEvent,
-    CompactionFailed,
     CompactionStarted,
     ContextUpdated,
     ErrorEvent,
@@ -52,7 +52,7 @@ class Turns(WorkbenchCore):
             ContextUpdated: self._on_context_updated,
             CompactionStarted: self._on_compaction_started,
             CompactionEvent: self._on_compaction,
-            CompactionFailed: self._on_compaction_failed,
+            CompactionCancelled: self._on_compaction_failed,
             ErrorEvent: self._on_error,
             TurnFinished: self.emit,
         }
@@ -176,7 +176,7 @@ class Turns(WorkbenchCore):
         self._set_state(AgentState.COMPACTING)
         self.emit(event)
 
-    def _on_compaction_failed(self, event: CompactionFailed) -> None:
+    def _on_compaction_failed(self, event: CompactionCancelled) -> None:
         self.emit(event)
         if event.reason != "cancelled":
             self.notice("warning", f"compaction ({event.trigger}) failed: {event.reason}")

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.context.budget import PROMPT_REGIONS, ContextSnapshot
 from engine.context.conversation import Session
 from engine.model.messages import Message, preview
+from engine.model.snapshot import PROMPT_REGIONS, ContextSnapshot
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError

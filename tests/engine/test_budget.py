@@ -4,20 +4,12 @@ from typing import Any
 
 import pytest
 
-from engine.context.budget import (
-    CALIBRATED,
-    ESTIMATED,
-    EXACT,
-    Calibrator,
-    ContextSnapshot,
-    WindowInfo,
-    build_snapshot,
-    history_budget,
-    is_over_context_budget,
-    resolve_context_window,
-    resolve_window,
-)
+from engine.context.budget import is_over_context_budget
+from engine.context.calibration import Calibrator
+from engine.context.snapshots import build_snapshot
 from engine.context.tokens import estimate_message_tokens, estimate_tool_defs_tokens
+from engine.context.window import resolve_context_window, resolve_window
+from engine.model.snapshot import CALIBRATED, ESTIMATED, EXACT, ContextSnapshot, WindowInfo, history_budget
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}]
 

@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from engine.context.budget import WindowInfo
 from engine.context.compaction import (
     CompactionError,
     Compactor,
@@ -30,8 +29,9 @@ from engine.context.compaction import (
 from engine.context.conversation import Session
 from engine.context.tokens import estimate_message_tokens
 from engine.context.turns import call_result_pairs, clean_cut_points, parse_turn_boundaries
-from engine.model.events import CompactionEvent, CompactionFailed, CompactionStarted, Event
+from engine.model.events import CompactionCancelled, CompactionEvent, CompactionStarted, Event
 from engine.model.messages import Message, assistant, call_ids, tool_call, tool_result, user
+from engine.model.snapshot import WindowInfo
 from engine.store import archive
 from engine.store.config import Settings
 
@@ -539,7 +539,7 @@ async def test_auto_cancelled_cleanly_when_session_closes(tmp_path: Path) -> Non
         await task
     assert task.cancelled() and not c.busy
     assert _disk(s.path) == before
-    assert any(isinstance(e, CompactionFailed) and e.reason == "cancelled" for e in events)
+    assert any(isinstance(e, CompactionCancelled) and e.reason == "cancelled" for e in events)
     again = Session.load(s.path)
     assert again.load_report.clean and len(again.messages) == 24 and again.summary == ""
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.context.budget import WindowInfo
 from engine.context.compaction import Compactor
 from engine.context.conversation import Session
 from engine.model.messages import Message, assistant, tool_call, tool_result, user
+from engine.model.snapshot import WindowInfo
 from engine.store import archive
 from engine.store.config import Settings
 from tests.conftest import REPO
@@ -37,7 +37,7 @@ PRELUDE = f"""
 import asyncio, os, signal, sys
 from pathlib import Path
 import engine.store.archive, engine.context.offload, engine.store.session
-from engine.context.budget import WindowInfo
+from engine.model.snapshot import WindowInfo
 from engine.context.compaction import Compactor
 from engine.store.config import Settings
 from engine.model.messages import user

@@ -572,7 +572,7 @@ def test_session_json_fields_of_the_wrong_type(tmp: Path, field: str, value: Any
 
 
 def test_damaged_context_events_are_skipped_and_named(tmp: Path, cases: CaseTally) -> None:
-    from engine.context.budget import ContextSnapshot
+    from engine.model.snapshot import ContextSnapshot
 
     cases.add("regressions", 4)
     s = Session.create(tmp / "s", "ev")

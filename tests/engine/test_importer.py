@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine.context.budget import WindowInfo
 from engine.context.conversation import Session, SessionStore
 from engine.importer import SKIPPED_FILE, TranscriptError, import_transcript
+from engine.model.snapshot import WindowInfo
 from tests.conftest import trajectory_files
 
 TRAJ = trajectory_files()

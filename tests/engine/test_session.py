@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.context.budget import WindowInfo
 from engine.context.conversation import Session, SessionStore
 from engine.context.tokens import estimate_message_tokens
 from engine.model.events import CompactionEvent
 from engine.model.messages import MessageError, assistant, tool_call, tool_result, user
+from engine.model.snapshot import WindowInfo
 from engine.store import archive
 from engine.store.config import Settings, data_dir
 from engine.store.session import HISTORY_FILE, SESSION_FILE, SessionClosedError, SessionError

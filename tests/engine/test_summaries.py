@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from engine.context.budget import WindowInfo
 from engine.context.compaction import Compactor, check_summary
 from engine.context.conversation import Session
 from engine.context.digest_text import parse_digest
 from engine.context.summaries import NARRATIVE_HEADING, Summary, resolve_mode
 from engine.model.messages import Message, assistant, tool_call, tool_result, user
+from engine.model.snapshot import WindowInfo
 from engine.store import archive
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
 

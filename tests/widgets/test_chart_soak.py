@@ -16,7 +16,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QGuiApplication
 
-from engine.context.budget import ContextSnapshot
+from engine.model.snapshot import ContextSnapshot
 from widgets.chat_view import ChatView
 from widgets.chat_view.layout import LAYOUT_CACHE
 from widgets.context_chart import ContextChart

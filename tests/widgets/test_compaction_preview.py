@@ -4,7 +4,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog
 
-from engine.context.budget import ContextSnapshot
+from engine.model.snapshot import ContextSnapshot
 from widgets.compaction_preview import CompactionPreview
 from widgets.theme import DARK
 

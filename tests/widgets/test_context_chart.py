@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
-from engine.context.budget import ContextSnapshot
 from engine.model.events import CompactionEvent
+from engine.model.snapshot import ContextSnapshot
 from widgets.context_chart import ContextChart
 from widgets.theme import DARK, LIGHT, REGION_ORDER
 

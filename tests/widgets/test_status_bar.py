@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.context.budget import ContextSnapshot
+from engine.model.snapshot import ContextSnapshot
 from widgets.status_bar import ContextStatusBar
 from widgets.theme import DARK
 
