@@ -348,7 +348,8 @@ async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) ->
 
 
 def cmd_inspect(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
-    from engine.agent import context_snapshot, session_window
+    from engine.agent import context_snapshot
+    from engine.context.window import session_window
 
     session = open_session(args.session, settings)
     try:
@@ -384,9 +385,10 @@ def _snapshot_brief(snap: Any) -> dict[str, Any]:
 
 
 async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
-    from engine.agent import session_window
-    from engine.context.compaction import CompactionError, Compactor
+    from engine.context.compaction import Compactor
+    from engine.context.plan import CompactionError
     from engine.context.summaries import summary_figures
+    from engine.context.window import session_window
     from engine.llm import client as llm
     from engine.model.events import Event, event_to_json
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.context.compaction import force_compression, plan_compaction
+from engine.context.plan import force_compression, plan_compaction
 from engine.context.tokens import TokenCache, estimate_message_tokens
 from engine.model.messages import Message, new_message, tool_call
 

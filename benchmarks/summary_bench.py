@@ -40,10 +40,10 @@ from pathlib import Path
 
 from benchmarks.claude_code_span import CompactedSpan, read_span, user_requests
 from benchmarks.engine_bench import Figure, best_of
-from engine.context.compaction import check_summary
 from engine.context.digest import MENTION_RE
 from engine.context.digest_text import build_digest
 from engine.context.summaries import DIGEST_SHARE, SummaryMode, digest_part, model_part
+from engine.context.summary_call import check_summary
 from engine.context.tokens import estimate_text_tokens
 from engine.model.messages import Message
 from engine.store.config import Settings

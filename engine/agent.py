@@ -38,20 +38,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from engine.context.compaction import Compactor, SummarizeFn
+from engine.context.compaction import Compactor
 from engine.context.conversation import Session
 from engine.context.offload import Offloader
-from engine.context.request import (  # noqa: F401  (re-exported: this module was their home)
-    MISSING_RESULT,
-    ORPHAN_PREFIX,
+from engine.context.request import (
     SessionRequest,
-    build_request,
-    summary_block,
-    wire_history,
 )
-from engine.context.window import agent_window, imported_window, session_window  # noqa: F401  (re-exported)
+from engine.context.summary_call import SummarizeFn
+from engine.context.window import agent_window, session_window
 from engine.llm import client as llm
-from engine.llm.client import Completion, LLMConfig, LLMError
+from engine.llm.client import LLMConfig
+from engine.llm.errors import Completion, LLMError
 from engine.model import messages as m
 from engine.model.events import (
     AgentState,
@@ -144,6 +141,34 @@ def imported_prefix_tokens(session: Session) -> int | None:
     prefix = imported.get("inferred_prefix") if isinstance(imported, dict) else None
     tokens = prefix.get("tokens") if isinstance(prefix, dict) else None
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
+
+
+def last_reported_request(session: Session) -> tuple[list[Message], int] | None:
+    """The request of an imported session's last call with the provider's prompt figure, as the
+    live messages it held, and that figure; None when the session is not imported, no call reported,
+    or that request is not the start of the live history (a compaction came after it).
+
+    The next-request bar is calibrated on it: the provider's own count of what was sent, plus the
+    estimate of what came after (the last answer), instead of an estimate of everything."""
+    if not isinstance(session.meta.get("import"), dict):
+        return None
+    live = session.messages
+    position = {str(msg.get("id")): i for i, msg in enumerate(live)}
+    for record in reversed(session.read_events()):
+        if record.get("type") == "compaction":
+            return None  # the last reported request is not in the live context any more
+        if record.get("type") != "context":
+            continue
+        actual = record.get("provider_prompt_tokens")
+        if not isinstance(actual, int) or isinstance(actual, bool) or actual <= 0:
+            continue
+        count = record.get("message_count")
+        next_id = record.get("message_id")
+        end = len(live) if next_id is None else position.get(str(next_id))
+        if end is None or count != end:
+            return None  # the history it held is not the head of the live messages
+        return list(live[:end]), actual
+    return None
 
 
 def context_snapshot(

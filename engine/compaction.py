@@ -1,8 +1,8 @@
-"""The stable import path of the SPEC contract `engine.compaction`; the code lives in `engine.context.compaction`.
+"""The stable import path of the SPEC contract `engine.compaction`; the code lives in `engine.context.plan`.
 
 Nothing inside ctxbench imports this module (a test checks it); it exists for callers of the contract.
 """
 
-from engine.context.compaction import force_compression
+from engine.context.plan import force_compression
 
 __all__ = ["force_compression"]

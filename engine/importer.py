@@ -18,17 +18,10 @@ from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
 from engine.sources.model import SourceError
 from engine.store.config import Settings
-from engine.transcript import (  # noqa: F401  (re-exported: this module was their home)
-    KEPT_KEYS,
-    SKIPPED_FILE,
-    USAGE_KEYS,
+from engine.transcript import (
     ImportReport,
     TranscriptError,
-    convert_messages,
     import_openai_log,
-    parse_transcript,
-    read_log,
-    reconstruct_tools,
 )
 
 ModelInfo = Callable[[str], dict[str, Any] | None]

@@ -33,7 +33,6 @@ from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
 from engine.model.snapshot import REGION_LABELS as ENGINE_REGION_LABELS
-from engine.model.text import format_bytes  # noqa: F401  (re-exported: one formatter, the engine's)
 
 REGION_ORDER: tuple[str, ...] = (
     "system",

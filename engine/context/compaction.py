@@ -28,33 +28,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.context.budget import is_over_context_budget
-from engine.context.plan import (  # noqa: F401  (re-exported: this module was their home)
+from engine.context.plan import (
     CompactionError,
     CompactionPlan,
     StalePreviewError,
     emergency_note,
-    emergency_split,
     force_compression,
     last_turn_start,
     plan_compaction,
 )
 from engine.context.request import SessionRequest, WireTally, system_message_tokens, system_text
-from engine.context.request import summary_block as summary_block
 from engine.context.snapshots import scaled_sum
 from engine.context.summaries import Summary, plan_digest, resolve_mode, summarize_plan, summarizer_model
 from engine.context.summaries import complete_model_part as _complete_model_part
-from engine.context.summary_call import (  # noqa: F401  (re-exported)
-    PROMPT_OVERHEAD_TOKENS,
-    SECTIONS,
+from engine.context.summary_call import (
     SummarizeFn,
     SummaryResult,
-    build_summary_request,
-    check_summary,
     drop_note,
-    generate_summary,
-    load_prompt,
     normalize_summary,
-    render_transcript,
 )
 from engine.context.tokens import Estimator, TokenLedger, estimate_tool_defs_tokens
 from engine.context.window import window_for

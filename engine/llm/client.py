@@ -36,12 +36,9 @@ from functools import lru_cache
 from typing import Any
 
 from engine.llm import local_model, retry
-from engine.llm.errors import (  # noqa: F401  (re-exported: this module was their home)
-    CONTEXT_PATTERNS,
-    ERROR_KINDS,
+from engine.llm.errors import (
     MAX_ERROR_CHARS,
     Completion,
-    ErrorKind,
     LLMError,
     Usage,
     classify_error,

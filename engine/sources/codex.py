@@ -201,15 +201,35 @@ def call_from_usage(info: dict[str, Any], *, index: int, model: str, ts: str, wi
         reasoning_tokens=int_or_none(last.get("reasoning_output_tokens")))
 
 
-def _token_count(state: _State, payload: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class TokenCount:
+    """A ``token_count`` event as both readers (the full one and the follower) take it."""
+
+    info: dict[str, Any]
+    window: int | None  # ``model_context_window``, when given
+    total: Any  # ``total_token_usage``: what tells a new call from a repeat
+    new: bool  # False for the second of Codex's duplicated pair (same total): not another call
+
+
+def read_token_count(payload: dict[str, Any], last_total: Any) -> TokenCount | None:
+    """The ``token_count`` payload's usage (None when it has none); ``new`` is False when its total
+    equals the last one seen — Codex writes each call's event twice."""
     info = payload.get("info")
     if not isinstance(info, dict):
-        return
-    state.window = int_or_none(info.get("model_context_window")) or state.window
+        return None
     total = info.get("total_token_usage")
-    if total == state.last_total:
-        return  # the second of the pair, or nothing new
-    state.last_total = total
+    return TokenCount(info, int_or_none(info.get("model_context_window")), total, total != last_total)
+
+
+def _token_count(state: _State, payload: dict[str, Any]) -> None:
+    count = read_token_count(payload, state.last_total)
+    if count is None:
+        return
+    state.window = count.window or state.window
+    if not count.new:
+        return
+    state.last_total = count.total
+    info = count.info
     session = state.session
     start = state.response_start if state.response_start is not None else len(session.messages)
     session.calls.append(call_from_usage(info, index=len(session.calls), model=state.model, ts=state.ts,

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.sources.claude_code import SYNTHETIC_MODEL, merge_usage, window_for_model
-from engine.sources.codex import call_from_usage
+from engine.sources.codex import call_from_usage, read_token_count
 from engine.sources.detect import HEAD_BYTES, detect_format
 from engine.sources.model import (
     Compaction,
@@ -326,15 +326,14 @@ class CodexParser(_Parser):
                 self._compacted()
 
     def _token_count(self, payload: dict[str, Any]) -> None:
-        info = payload.get("info")
-        if not isinstance(info, dict):
+        count = read_token_count(payload, self.last_total)
+        if count is None:
             return
-        self.window = int_or_none(info.get("model_context_window")) or self.window
-        total = info.get("total_token_usage")
-        if total == self.last_total:
-            return  # the second of the pair, or nothing new
-        self.last_total = total
-        call = call_from_usage(info, index=self.call_count, model=self.model, ts=self.ts, window=self.window)
+        self.window = count.window or self.window
+        if not count.new:
+            return
+        self.last_total = count.total
+        call = call_from_usage(count.info, index=self.call_count, model=self.model, ts=self.ts, window=self.window)
         self._new_call(call.index, call)
         if call.prompt_tokens:
             self.last_prompt = call.prompt_tokens

@@ -52,7 +52,6 @@ from engine.model.events import Event, event_to_json
 from engine.model.messages import Message, new_id, now_iso
 from engine.model.snapshot import ContextSnapshot
 from engine.store import archive
-from engine.store.config import data_dir  # noqa: F401  (re-exported: tests patch it here)
 from engine.store.fsutil import (
     append_bytes,
     append_lines,

@@ -123,7 +123,7 @@ class CompactionUI(WorkbenchCore):
         return self.tasks.spawn("apply", self._apply(preview_, summary))
 
     async def _apply(self, preview_: Any, summary: str | None) -> None:
-        from engine.context.compaction import CompactionError
+        from engine.context.plan import CompactionError
 
         agent = self.agent
         if agent is None:
@@ -155,7 +155,7 @@ class CompactionUI(WorkbenchCore):
         return self.tasks.spawn("undo", self._undo())
 
     async def _undo(self) -> None:
-        from engine.context.compaction import CompactionError
+        from engine.context.plan import CompactionError
 
         if self.agent is None:
             return

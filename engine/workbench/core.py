@@ -112,6 +112,7 @@ class WorkbenchCore:
         self._state: AgentState = AgentState.IDLE
         self._llm_ready = False
         self._agent_stale = False
+        self._import_calibration: tuple[int, tuple[type, str]] | None = None  # (session, estimator) it was made for
 
     # ------------------------------------------------------------------ events out
 
@@ -230,7 +231,7 @@ class WorkbenchCore:
         return folder
 
     def _window_info(self) -> WindowInfo:
-        from engine.agent import agent_window
+        from engine.context.window import agent_window
         from engine.llm import client as llm
 
         s = self.settings
@@ -277,10 +278,12 @@ class WorkbenchCore:
         if self._turn.partial and self._turn.stream_id and self._turn.stream_id not in session:
             partial = {"id": self._turn.stream_id, "role": "assistant", "content": "".join(self._turn.partial)}
             messages = [*session.messages, partial]
-        from engine.agent import imported_prefix_tokens, imported_window
+        from engine.agent import imported_prefix_tokens
+        from engine.context.window import imported_window
 
         own = imported_window(session, self.settings)  # an imported session: drawn against its model
         prefix = imported_prefix_tokens(session) if own else None  # … with its own system prompt + tools
+        self._calibrate_import(session, agent, own, prefix)
         return session.snapshot(
             self.settings,
             session.estimator,
@@ -292,6 +295,29 @@ class WorkbenchCore:
             model=(own[1] or None) if own else None,
             prefix_tokens=prefix,
         )
+
+    def _calibrate_import(
+        self, session: Session, agent: Agent, own: tuple[WindowInfo, str] | None, prefix: int | None
+    ) -> None:
+        """An imported session's next request is calibrated on its last call's provider figure (once
+        per session and estimator; a call made here since then calibrates it as usual)."""
+        key = (id(session), _estimator_key(session.estimator))
+        ours = self._import_calibration is not None and self._import_calibration[0] == key[0]
+        if self._import_calibration == key or (session.calibrator.calibrated and not ours):
+            return
+        from engine.agent import last_reported_request
+
+        self._import_calibration = key
+        request = last_reported_request(session)
+        if request is None:
+            return
+        history, actual = request
+        raw = session.snapshot(
+            self.settings, session.estimator, agent.system_prompt, agent.tools,
+            window=own[0] if own else agent.window, messages=history, calibrated=False, prefix_tokens=prefix,
+        )
+        ids = [str(m.get("id")) for m in history]
+        session.calibrator.record(raw.raw_prompt_tokens, actual, ids, (raw.system, raw.summary, raw.tools))
 
     def _state_now(self) -> ContextState:
         session = self.session

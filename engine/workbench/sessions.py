@@ -103,8 +103,9 @@ class Sessions(WorkbenchCore):
         return self.tasks.spawn("import", self._import(Path(path)))
 
     async def _import(self, path: Path) -> None:
-        from engine.importer import TranscriptError, import_transcript
+        from engine.importer import import_transcript
         from engine.model.events import AgentState, StateChanged
+        from engine.transcript import TranscriptError
 
         model_info = None
         if self._llm_ready:

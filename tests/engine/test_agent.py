@@ -16,16 +16,14 @@ import pytest
 
 from engine.agent import (
     INTERRUPTED_RESULT,
-    MISSING_RESULT,
     Agent,
     AgentBusyError,
-    build_request,
     context_snapshot,
     default_system_prompt,
     unanswered_calls,
-    wire_history,
 )
 from engine.context.conversation import Session
+from engine.context.request import MISSING_RESULT, build_request, wire_history
 from engine.llm.client import LLMConfig
 from engine.model import messages as m
 from engine.model.events import (

@@ -12,21 +12,17 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from engine.context.compaction import (
-    CompactionError,
-    Compactor,
-    StalePreviewError,
+from engine.context.compaction import Compactor
+from engine.context.conversation import Session
+from engine.context.plan import CompactionError, StalePreviewError, emergency_split, force_compression, plan_compaction
+from engine.context.request import summary_block
+from engine.context.summary_call import (
     build_summary_request,
     check_summary,
-    emergency_split,
-    force_compression,
     generate_summary,
     load_prompt,
     normalize_summary,
-    plan_compaction,
-    summary_block,
 )
-from engine.context.conversation import Session
 from engine.context.tokens import estimate_message_tokens
 from engine.context.turns import call_result_pairs, clean_cut_points, parse_turn_boundaries
 from engine.model.events import CompactionCancelled, CompactionEvent, CompactionStarted, Event

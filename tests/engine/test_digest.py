@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from benchmarks.claude_code_span import read_span
-from engine.context.compaction import check_summary
 from engine.context.digest import (
     REQUEST_CHARS,
     SHELL_TOOLS,
@@ -24,6 +23,7 @@ from engine.context.digest import (
     shell_files,
 )
 from engine.context.digest_text import MAX_COMMANDS, build_digest, parse_digest, render_digest
+from engine.context.summary_call import check_summary
 from engine.context.turns import clean_cut_points
 from engine.model.messages import Message, content_text
 

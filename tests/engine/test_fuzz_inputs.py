@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from engine.agent import Agent, unanswered_calls
 from engine.context.conversation import Session
 from engine.context.offload import Offloader, list_offloaded
-from engine.importer import TranscriptError, import_transcript
+from engine.importer import import_transcript
 from engine.llm.client import LLMConfig
 from engine.model.events import ErrorEvent, Event, MessageAdded, ToolCallFinished, TurnFinished
 from engine.model.messages import ROLES, Message, assistant, tool_call, tool_result, user
@@ -45,6 +45,7 @@ from engine.store import archive
 from engine.store.config import SETTINGS_FILE, Settings, load_settings, save_settings
 from engine.store.fsutil import dumps_line
 from engine.tools.registry import ToolBox
+from engine.transcript import TranscriptError
 from tests import fakeserver as fs
 
 if TYPE_CHECKING:

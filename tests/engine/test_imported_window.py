@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.agent import context_snapshot, imported_window
+from engine.agent import context_snapshot
 from engine.context.conversation import Session
+from engine.context.window import imported_window
 from engine.ingest import import_source
 from engine.store.config import Settings
 from tests.engine.sources.conftest import BIG_CODEX

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from engine.context.conversation import Session, SessionStore
-from engine.importer import SKIPPED_FILE, TranscriptError, import_transcript
+from engine.importer import import_transcript
 from engine.model.snapshot import WindowInfo
+from engine.transcript import SKIPPED_FILE, TranscriptError
 from tests.conftest import trajectory_files
 
 TRAJ = trajectory_files()

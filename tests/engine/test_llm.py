@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from engine.llm import client as llm
-from engine.llm.client import Completion, LLMConfig, LLMError, StreamAssembler, classify_error
+from engine.llm.client import LLMConfig, StreamAssembler
+from engine.llm.errors import Completion, LLMError, classify_error
 from engine.model.messages import validate_message
 from tests import fakeserver as fs
 

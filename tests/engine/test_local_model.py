@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from engine.llm import client as llm
-from engine.llm.client import Completion, LLMConfig, LLMError, local_model
+from engine.llm.client import LLMConfig, local_model
+from engine.llm.errors import Completion, LLMError
 from engine.llm.local_model import LOCAL_MODEL, ToolCallParser, render_prompt, tools_prompt
 
 TOOLS = [
@@ -317,8 +318,9 @@ def test_the_local_estimator_counts_what_llama_cpp_is_given(tmp_path: Any) -> No
     messages), with no calibration (the first call must be right)."""
     from pathlib import Path
 
-    from engine.agent import build_request, default_system_prompt, default_tools
+    from engine.agent import default_system_prompt, default_tools
     from engine.context.conversation import Session
+    from engine.context.request import build_request
     from engine.context.tokens import LocalEstimator, make_estimator
     from engine.model import messages as m
     from engine.store.config import Settings

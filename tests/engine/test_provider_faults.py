@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from engine.agent import Agent, build_request, unanswered_calls
+from engine.agent import Agent, unanswered_calls
 from engine.context.conversation import Session
+from engine.context.request import build_request
 from engine.llm import client as llm
 from engine.llm.client import LLMConfig
 from engine.model import messages as m

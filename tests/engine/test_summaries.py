@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from engine.context.compaction import Compactor, check_summary
+from engine.context.compaction import Compactor
 from engine.context.conversation import Session
 from engine.context.digest_text import parse_digest
 from engine.context.summaries import NARRATIVE_HEADING, Summary, resolve_mode
+from engine.context.summary_call import check_summary
 from engine.model.messages import Message, assistant, tool_call, tool_result, user
 from engine.model.snapshot import WindowInfo
 from engine.store import archive

@@ -4,6 +4,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
+from engine.model.text import format_bytes
 from widgets.theme import (
     DARK,
     LIGHT,
@@ -11,7 +12,6 @@ from widgets.theme import (
     REGION_ORDER,
     ThemeWatcher,
     apply_theme,
-    format_bytes,
     format_tokens,
     palette,
     percent,

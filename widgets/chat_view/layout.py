@@ -14,10 +14,11 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QTextDocument, QTextOption
 
 from engine.model.messages import content_text, media_count
+from engine.model.text import format_bytes
 from widgets.chat_view.document import SafeTextDocument
 from widgets.chat_view.model import ChatItem, ChatModel
 from widgets.formatting import local_datetime, parse_arguments, pretty_arguments
-from widgets.theme import Palette, format_bytes, format_tokens, palette
+from widgets.theme import Palette, format_tokens, palette
 
 RESULT_MAX_LINES = 300
 RESULT_MAX_CHARS = 30_000

@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.model.text import format_bytes
 from widgets.formatting import local_time_text
 from widgets.inspector.file_viewer import FileViewer
-from widgets.theme import format_bytes
 
 Index = QModelIndex | QPersistentModelIndex
 SORT_ROLE = Qt.ItemDataRole.UserRole + 10
