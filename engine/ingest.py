@@ -197,7 +197,8 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
             window=ctx.win, system_tokens=system, summary_tokens=summary, tools_tokens=tools, history=history,
             history_counts=hcounts, estimator_name=ctx.estimator.name,
             threshold_ratio=ctx.settings.compact_threshold_ratio, calibrator=calibrator,
-            provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts, call_index=call.index)
+            provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts, call_index=call.index,
+            exact_system=ctx.prefix is not None and ctx.prefix_in_system and not ctx.system_tokens)
         data = snap.to_json()
         data.update(
             type="context", message_count=len(history), message_tokens=[],

@@ -78,6 +78,7 @@ def snapshot_of(
         model=settings.model if model is None else model,
         ts=now_iso(),
         call_index=call_index,
+        exact_system=prefix_tokens is not None,
     )
 
 
@@ -118,8 +119,12 @@ def build_snapshot(
     model: str = "",
     ts: str = "",
     call_index: int | None = None,
+    exact_system: bool = False,
 ) -> ContextSnapshot:
-    """Assemble a snapshot from raw per-region estimates, calibrated when a provider report exists."""
+    """Assemble a snapshot from raw per-region estimates, calibrated when a provider report exists.
+
+    ``exact_system``: the system region is already the provider's count (another agent's system
+    prompt and tools, inferred from its first call): calibration scales the other regions only."""
     by_role = {"user": 0, "assistant": 0, "tool": 0}
     for msg, tokens in zip(history, history_counts, strict=True):
         role = msg.get("role")
@@ -133,7 +138,10 @@ def build_snapshot(
     if calibrator is not None and calibrator.calibrated:
         fixed = (system_tokens, summary_tokens, tools_tokens)
         calibrated_total = calibrator.calibrate(raw_total, ids, fixed)
-        parts = _scale_parts(raw_parts, calibrated_total)
+        if exact_system and 0 < system_tokens <= calibrated_total:
+            parts = [system_tokens, *_scale_parts(raw_parts[1:], calibrated_total - system_tokens)]
+        else:
+            parts = _scale_parts(raw_parts, calibrated_total)
         ratio = calibrator.ratio or 1.0
         draft = round(draft_tokens * ratio)
         accuracy = CALIBRATED
