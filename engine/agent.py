@@ -45,7 +45,7 @@ from engine.context.request import (
     SessionRequest,
 )
 from engine.context.summary_call import SummarizeFn
-from engine.context.window import agent_window, session_window
+from engine.context.window import agent_window, imported_window, session_window
 from engine.llm import client as llm
 from engine.llm.client import LLMConfig
 from engine.llm.errors import Completion, LLMError
@@ -190,14 +190,36 @@ def context_snapshot(
     if tools is None:
         stored = session.meta.get("tools")
         tools = stored if isinstance(stored, list) else default_tools()
+    own = imported_window(session, settings)  # an imported session: drawn against its own model …
+    prefix = imported_prefix_tokens(session) if own else None  # … with its own system prompt + tools
+    window = window or (own[0] if own else session_window(session, settings))
+    if own and not session.calibrator.calibrated:
+        calibrate_imported(session, settings, system_prompt, tools, window, prefix)
     return session.snapshot(
-        settings,
-        session.estimator,
-        system_prompt,
-        tools,
-        draft,
-        window=window or session_window(session, settings),
+        settings, session.estimator, system_prompt, tools, draft, window=window,
+        model=(own[1] or None) if own else None, prefix_tokens=prefix,
     )
+
+
+def calibrate_imported(
+    session: Session,
+    settings: Settings,
+    system_prompt: str,
+    tools: Sequence[dict[str, Any]],
+    window: WindowInfo,
+    prefix: int | None,
+) -> bool:
+    """Calibrate an imported session's next request on its last call's provider figure
+    (:func:`last_reported_request`), counted the way the next request is; False when it has none."""
+    request = last_reported_request(session)
+    if request is None:
+        return False
+    history, actual = request
+    raw = session.snapshot(settings, session.estimator, system_prompt, tools, window=window, messages=history,
+                           calibrated=False, prefix_tokens=prefix)
+    ids = [str(msg.get("id")) for msg in history]
+    session.calibrator.record(raw.raw_prompt_tokens, actual, ids, (raw.system, raw.summary, raw.tools))
+    return True
 
 
 # --------------------------------------------------------------------------- the agent

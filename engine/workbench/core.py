@@ -305,19 +305,11 @@ class WorkbenchCore:
         ours = self._import_calibration is not None and self._import_calibration[0] == key[0]
         if self._import_calibration == key or (session.calibrator.calibrated and not ours):
             return
-        from engine.agent import last_reported_request
+        from engine.agent import calibrate_imported
 
         self._import_calibration = key
-        request = last_reported_request(session)
-        if request is None:
-            return
-        history, actual = request
-        raw = session.snapshot(
-            self.settings, session.estimator, agent.system_prompt, agent.tools,
-            window=own[0] if own else agent.window, messages=history, calibrated=False, prefix_tokens=prefix,
-        )
-        ids = [str(m.get("id")) for m in history]
-        session.calibrator.record(raw.raw_prompt_tokens, actual, ids, (raw.system, raw.summary, raw.tools))
+        calibrate_imported(session, self.settings, agent.system_prompt, agent.tools,
+                           own[0] if own else agent.window, prefix)
 
     def _state_now(self) -> ContextState:
         session = self.session

@@ -455,3 +455,25 @@ def test_compact_digest_mode_needs_no_model(tmp_path: Path) -> None:
     assert Session.load(session).summary == preview["summary"]
     bad = ctxbench("compact", "--session", str(session), "--preview", "--summary-mode", "fast")
     assert bad.returncode == 2 and "summary-mode" in bad.stderr
+
+
+def test_inspect_of_an_imported_claude_code_session_is_the_windows_bar(tmp_path: Path) -> None:
+    """`ctxbench inspect` on an imported session draws what the window's bar draws: the model that
+    made it, its inferred system prompt + tools, calibrated on the last call's provider figure."""
+    from tests.conftest import SHARED
+
+    source = SHARED / "data" / "sessions" / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+    folder = tmp_path / "imported"
+    proc = ctxbench("import", "--no-model-info", "--session", str(folder), str(source))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    proc = ctxbench("inspect", "--session", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    snap = events(proc)[-1]
+    assert snap["model"] == "claude-opus-4-6" and snap["window"] == 200_000
+    assert snap["system"] == report["inferred_prefix_tokens"] and snap["tools"] == 0
+    assert snap["accuracy"] == "calibrated"
+    reported = [json.loads(line).get("provider_prompt_tokens") for line in (folder / "events.jsonl").open()]
+    last = [r for r in reported if isinstance(r, int)][-1]
+    prompt = sum(snap[k] for k in ("system", "summary", "history_user", "history_assistant", "history_tool", "tools"))
+    assert last <= prompt <= last + 2_000  # the provider's figure + the last answer
