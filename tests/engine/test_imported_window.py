@@ -24,7 +24,8 @@ def test_an_imported_session_is_drawn_against_its_own_model_until_a_turn_runs(tm
         assert window.max_tokens == 512
         snap = session.snapshot(settings, window=window, model=model)
         assert (snap.window, snap.model) == (258_400, "gpt-5.3-codex")
-        assert context_snapshot(session, settings).model == "openai/gpt-4o-mini"  # the default label: the settings'
+        inspected = context_snapshot(session, settings)  # `ctxbench inspect`: the same as the window's bar
+        assert (inspected.window, inspected.model) == (258_400, "gpt-5.3-codex")
         session.set_meta(window={"context_window": 8_192, "max_tokens": 512, "source": "override"})  # a turn ran
         assert imported_window(session, settings) is None
     finally:
