@@ -260,6 +260,27 @@ class LlmReady(WorkbenchEvent):
         return ()
 
 
+@dataclass
+class SourcesListed(WorkbenchEvent):
+    """The agent sessions on this machine (``engine.workbench.sources.source_dict`` dicts, newest first)."""
+
+    sources: list[dict[str, Any]]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.sources,)
+
+
+@dataclass
+class FollowChanged(WorkbenchEvent):
+    """Following a source file started (``following``, its path) or stopped (False, "")."""
+
+    following: bool
+    path: str
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.following, self.path)
+
+
 __all__ = [
     "ApprovalRequested",
     "ApprovalsWithdrawn",
@@ -274,6 +295,7 @@ __all__ = [
     "DraftTokens",
     "ErrorEvent",
     "FileLoaded",
+    "FollowChanged",
     "LastCall",
     "LlmReady",
     "MessageAdded",
@@ -291,6 +313,7 @@ __all__ = [
     "SessionsListed",
     "SettingsChanged",
     "SnapshotChanged",
+    "SourcesListed",
     "StateChanged",
     "TextDelta",
     "ToolCallFinished",
