@@ -209,13 +209,14 @@ class Sources(Commands, Turns):
 
     # ------------------------------------------------------------------ continue, subagents
 
-    def continue_source(self) -> asyncio.Task[Any] | None:
-        """Fork the open view into a normal ctxbench session (see the module docstring)."""
+    def continue_source(self, path: str | Path | None = None) -> asyncio.Task[Any] | None:
+        """Fork ``path`` (default: the open view's file) into a normal ctxbench session (see the module
+        docstring)."""
         view = self._view
-        if view is None or not view.source:
+        if path is None and (view is None or not view.source):
             self.notice("warning", "no agent session is open to continue")
             return None
-        return self.tasks.spawn("import", self._continue(Path(view.source)))
+        return self.tasks.spawn("import", self._continue(Path(path or view.source)))  # type: ignore[union-attr]
 
     async def _continue(self, path: Path) -> None:
         await self._import(path)

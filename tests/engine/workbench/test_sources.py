@@ -38,8 +38,8 @@ def _need(path: Path) -> Path:
 class Shown:
     """What a window following the events shows: message ids and timeline columns."""
 
-    def __init__(self, rig: Rig) -> None:
-        self.rig = rig
+    def __init__(self, r: Rig) -> None:
+        self.rig = r
         self.seen = 0
         self.messages: list[str] = []
         self.calls: list[Any] = []
@@ -60,8 +60,8 @@ class Shown:
         self.seen = len(self.rig.events)
 
 
-def _loaded(rig: Rig) -> Any:
-    return rig.of(ev.SessionLoaded)[-1].view
+def _loaded(r: Rig) -> Any:
+    return r.of(ev.SessionLoaded)[-1].view
 
 
 @pytest.mark.asyncio
@@ -198,8 +198,8 @@ async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  
 
 
 @pytest.mark.asyncio
-async def test_scan_lists_the_sources_with_their_figures(  # noqa: F811
-    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_scan_lists_the_sources_with_their_figures(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
     home = tmp_path / "home"
     project = home / ".claude" / "projects" / "-work-spotter"
