@@ -42,7 +42,8 @@ Signals (payloads are engine dataclasses unless said otherwise):
     settings_changed(object)       Settings now in force
     model_suggestions(list)        model names for the settings dialog
     sources_listed(list)           the agent sessions on this machine (engine.workbench.sources.source_dict)
-    follow_changed(bool, str)      following a source file started (True, its path) or stopped (False, "")
+    follow_changed(bool, str, bool)  following a source file started (True, its path, live) or stopped
+                                   (False, "", False); sent again when ``live`` (written < 2 min ago) changes
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -148,7 +149,7 @@ class Controller(QObject):
     settings_changed = Signal(object)
     model_suggestions = Signal(list)
     sources_listed = Signal(list)
-    follow_changed = Signal(bool, str)
+    follow_changed = Signal(bool, str, bool)
 
     def __init__(
         self,

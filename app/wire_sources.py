@@ -29,7 +29,6 @@ class SourcesWiring(QObject):
         self.controller = window.controller
         self.bar = ReadOnlyBar()
         self.live_label = QLabel()
-        self.live_label.setStyleSheet("color: #2e9d4f; font-weight: bold; padding: 0 6px;")
         self.live_label.hide()
         window.status.addPermanentWidget(self.live_label)
         column = window.input.parentWidget()
@@ -100,12 +99,15 @@ class SourcesWiring(QObject):
             w.setWindowTitle(f"{name}: {view.title} (read-only) — Context Workbench")
             if view.source.get("path"):
                 w.sessions.sources.set_current(str(view.source["path"]))
-        self._on_follow_changed(bool(view.source.get("following")) if read_only else False, "")
+        source = view.source if read_only else {}
+        self._on_follow_changed(bool(source.get("following")), "", bool(source.get("live")))
 
-    def _on_follow_changed(self, following: bool, _path: str) -> None:
-        self.bar.set_following(following)
-        self.live_label.setText("● live" if following else "")
-        self.live_label.setToolTip("following the agent's session file" if following else "")
+    def _on_follow_changed(self, following: bool, _path: str, live: bool) -> None:
+        self.bar.set_following(following, live)
+        self.live_label.setText(("● live" if live else "○ following") if following else "")
+        self.live_label.setStyleSheet(f"color: {'#2e9d4f' if live else 'gray'}; font-weight: bold; padding: 0 6px;")
+        self.live_label.setToolTip("following the agent's session file: new lines appear as they are written"
+                                   if following else "")
         self.live_label.setVisible(following)
 
     def _on_busy_changed(self, busy: bool) -> None:

@@ -8,7 +8,7 @@ Signals:
     parent_requested()       back from a subagent to the session it ran in
 Methods:
     set_view(source, title)  show the bar for ``SessionView.source`` (a dict; empty hides it)
-    set_following(bool)      the file is (no longer) followed
+    set_following(following, live)  the file is (no longer) followed; live: the agent is writing it
     text() -> str            the line shown (tests)
 """
 
@@ -63,21 +63,24 @@ class ReadOnlyBar(QFrame):
             what += str((source.get("parent") or {}).get("title") or "its session")
             line = f"Read-only view of {what}"
         else:
-            line = f"Read-only view of {agent} session {name}"
+            short = name if len(name) <= 24 else name[:12] + "…" + name[-8:]
+            line = f"Read-only view of {agent} session {short}"
         if source.get("path"):
             line += " — Continue in ctxbench to talk to it"
         self.label.setText(line)
         self.label.setToolTip(str(source.get("path") or ""))
         self.parent_button.setVisible(bool(source.get("parent")))
         self.continue_button.setVisible(bool(source.get("path")))
-        self.set_following(bool(source.get("following")))
+        self.set_following(bool(source.get("following")), bool(source.get("live")))
         self.show()
 
-    def set_following(self, following: bool) -> None:
+    def set_following(self, following: bool, live: bool = False) -> None:
         self._source["following"] = following
-        self.live_label.setText("● live" if following else "")
-        self.live_label.setToolTip("New lines the agent writes appear here as they come" if following else "")
-        self.live_label.setStyleSheet("color: #2e9d4f; font-weight: bold;" if following else "")
+        self.live_label.setText(("● live" if live else "○ following") if following else "")
+        self.live_label.setToolTip(
+            ("The agent is writing this session: " if live else "")
+            + "new lines appear here as they are written" if following else "")
+        self.live_label.setStyleSheet("color: #2e9d4f; font-weight: bold;" if live else "color: gray;")
         self.live_label.setVisible(following)
 
     def text(self) -> str:

@@ -272,13 +272,15 @@ class SourcesListed(WorkbenchEvent):
 
 @dataclass
 class FollowChanged(WorkbenchEvent):
-    """Following a source file started (``following``, its path) or stopped (False, "")."""
+    """Following a source file started (``following``, its path) or stopped (False, ""); ``live``: the
+    agent wrote it in the last two minutes (sent again when that changes)."""
 
     following: bool
     path: str
+    live: bool = False
 
     def payload(self) -> tuple[Any, ...]:
-        return (self.following, self.path)
+        return (self.following, self.path, self.live)
 
 
 __all__ = [

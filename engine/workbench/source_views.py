@@ -52,6 +52,7 @@ class SourceView:
     message_keys: list[str] = field(default_factory=list)  # what the window shows now, in order
     call_keys: list[tuple[Any, ...]] = field(default_factory=list)
     compactions: int = 0
+    live: bool = False  # written in the last LIVE_SECONDS, as last told
 
     def describe(self) -> dict[str, Any]:
         """The ``SessionView.source`` dict."""
@@ -59,7 +60,7 @@ class SourceView:
             "path": self.source,
             "format": self.format,
             "agent": AGENT_NAMES.get(self.format, self.format),
-            "live": is_live(self.source),
+            "live": self.live,
             "following": self.tail is not None,
             "parent": dict(self.parent),
             "subagent": self.subagent,
@@ -161,6 +162,12 @@ def read_to_end(tail: Tail) -> tuple[bool, bool]:
     return got, reset
 
 
+def poll_tail(tail: Tail) -> tuple[bool, bool, bool]:
+    """:func:`read_to_end`, and whether the file is live now."""
+    got, reset = read_to_end(tail)
+    return got, reset, is_live(tail.path)
+
+
 def message_key(msg: Message) -> str:
     """What a message is, its id aside (two reads of the same line give the same key)."""
     return json.dumps({k: v for k, v in msg.items() if k != "id"}, sort_keys=True, default=str)
@@ -202,6 +209,7 @@ __all__ = [
     "message_key",
     "new_prefix",
     "new_view_folder",
+    "poll_tail",
     "read_to_end",
     "remove_folder",
     "remove_stale_views",

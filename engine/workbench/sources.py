@@ -129,11 +129,12 @@ class Sources(Commands, Turns):
             self.notice("error", f"cannot open {path.name}: {one_line(str(exc))}")
             return
         self.emit(StateChanged(self._state))
-        view = sv.SourceView(folder, folder, str(path), fmt, prefix, tail if fmt in FOLLOWABLE else None)
+        view = sv.SourceView(folder, folder, str(path), fmt, prefix, tail if fmt in FOLLOWABLE else None,
+                             live=sv.is_live(path))
         self._show_view(view, session)
         if view.tail is not None:
             self.tasks.spawn("follow", self._follow(view), replace=True)
-            self.emit(FollowChanged(True, view.source))
+            self.emit(FollowChanged(True, view.source, view.live))
 
     def _show_view(self, view: sv.SourceView, session: Session) -> None:
         self._view = view
@@ -155,7 +156,7 @@ class Sources(Commands, Turns):
         view, self._view = self._view, None
         if view is not None:
             if view.tail is not None:
-                self.emit(FollowChanged(False, ""))
+                self.emit(FollowChanged(False, "", False))
             await asyncio.to_thread(sv.remove_folder, view.root)
 
     # ------------------------------------------------------------------ following
@@ -165,9 +166,14 @@ class Sources(Commands, Turns):
         assert tail is not None
         while self._view is view:
             await asyncio.sleep(FOLLOW_INTERVAL)
-            got, reset = await asyncio.to_thread(sv.read_to_end, tail)
-            if (got or reset) and self._view is view:
+            got, reset, live = await asyncio.to_thread(sv.poll_tail, tail)
+            if self._view is not view:
+                return
+            if got or reset:
                 await self._refresh(view, reset)
+            if live != view.live:
+                view.live = live
+                self.emit(FollowChanged(True, view.source, live))
 
     async def _refresh(self, view: sv.SourceView, reset: bool) -> None:
         """Bring the view up to date with the file (see the module docstring)."""
