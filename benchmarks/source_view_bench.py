@@ -169,7 +169,8 @@ def _paint_child() -> None:
         os.environ["CTXBENCH_DATA_DIR"] = str(Path(tmp) / "data")
         os.environ["CTXBENCH_CONFIG_DIR"] = str(Path(tmp) / "config")
         app = QApplication.instance() or QApplication([])
-        app.setQuitOnLastWindowClosed(False)
+        if isinstance(app, QApplication):
+            app.setQuitOnLastWindowClosed(False)
         loop = qasync.QEventLoop(app)
         asyncio.set_event_loop(loop)
         controller = Controller(Settings().replace(estimator="heuristic"), workspace=Path(tmp))
@@ -182,7 +183,12 @@ def _paint_child() -> None:
                 await asyncio.sleep(0.05)
             window.ensure_chart()
             done = asyncio.get_running_loop().create_future()
-            controller.session_loaded.connect(lambda _v: done.done() or done.set_result(time.perf_counter()))
+
+            def on_loaded(_view: object) -> None:
+                if not done.done():
+                    done.set_result(time.perf_counter())
+
+            controller.session_loaded.connect(on_loaded)
             t0 = time.perf_counter()
             controller.open_source(str(BIG))
             await done
