@@ -44,6 +44,8 @@ Signals (payloads are engine dataclasses unless said otherwise):
     sources_listed(list)           the agent sessions on this machine (engine.workbench.sources.source_dict)
     follow_changed(bool, str, bool)  following a source file started (True, its path, live) or stopped
                                    (False, "", False); sent again when ``live`` (written < 2 min ago) changes
+    messages_retracted(list)       ids of a followed view's last messages that changed: removed from the chat,
+                                   their new versions come as message_added
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -101,6 +103,7 @@ SIGNALS: dict[type, str] = {
     ev.ModelSuggestions: "model_suggestions",
     ev.SourcesListed: "sources_listed",
     ev.FollowChanged: "follow_changed",
+    ev.MessagesRetracted: "messages_retracted",
 }
 """Which signal each service event becomes (events not listed reach no widget: ToolCallFinished,
 CompactionStarted, LlmReady)."""
@@ -150,6 +153,7 @@ class Controller(QObject):
     model_suggestions = Signal(list)
     sources_listed = Signal(list)
     follow_changed = Signal(bool, str, bool)
+    messages_retracted = Signal(list)
 
     def __init__(
         self,

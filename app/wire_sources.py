@@ -51,6 +51,7 @@ class SourcesWiring(QObject):
         c.sources_listed.connect(self._on_sources_listed)
         c.session_loaded.connect(self._on_session_loaded)
         c.follow_changed.connect(self._on_follow_changed)
+        c.messages_retracted.connect(self._on_messages_retracted)
         c.busy_changed.connect(self._on_busy_changed)
         if hasattr(w.chat, "subagent_requested"):
             w.chat.subagent_requested.connect(self._on_subagent_requested)
@@ -109,6 +110,10 @@ class SourcesWiring(QObject):
         self.live_label.setToolTip("following the agent's session file: new lines appear as they are written"
                                    if following else "")
         self.live_label.setVisible(following)
+
+    def _on_messages_retracted(self, ids: list[str]) -> None:
+        for key in ids:
+            self.window.chat.remove_message(key)
 
     def _on_busy_changed(self, busy: bool) -> None:
         if self.view is not None and self.view.read_only:

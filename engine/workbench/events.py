@@ -271,6 +271,17 @@ class SourcesListed(WorkbenchEvent):
 
 
 @dataclass
+class MessagesRetracted(WorkbenchEvent):
+    """A followed view's last messages changed (a response grew, a rewind): these ids leave the chat,
+    their new versions follow as ``MessageAdded`` (same ids where they are the same messages)."""
+
+    ids: list[str]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.ids,)
+
+
+@dataclass
 class FollowChanged(WorkbenchEvent):
     """Following a source file started (``following``, its path) or stopped (False, ""); ``live``: the
     agent wrote it in the last two minutes (sent again when that changes)."""
@@ -301,6 +312,7 @@ __all__ = [
     "LastCall",
     "LlmReady",
     "MessageAdded",
+    "MessagesRetracted",
     "ModelSuggestions",
     "Notice",
     "NoticeLevel",

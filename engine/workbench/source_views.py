@@ -50,6 +50,7 @@ class SourceView:
     parent: dict[str, Any] = field(default_factory=dict)  # {"kind": "source", "path"} | {"kind": "session", "id"}
     subagent: str = ""  # the subagent's rel path when this is one
     message_keys: list[str] = field(default_factory=list)  # what the window shows now, in order
+    message_ids: list[str] = field(default_factory=list)
     call_keys: list[tuple[Any, ...]] = field(default_factory=list)
     compactions: int = 0
     live: bool = False  # written in the last LIVE_SECONDS, as last told
@@ -177,6 +178,16 @@ def call_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return record.get("ts"), record.get("provider_prompt_tokens"), record.get("window")
 
 
+def common_prefix(old: list[Any], new: list[Any]) -> int:
+    """How many leading items the two lists share."""
+    n = 0
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
 def is_prefix(old: list[Any], new: list[Any]) -> bool:
     return len(new) >= len(old) and new[: len(old)] == old
 
@@ -203,6 +214,7 @@ __all__ = [
     "LIVE_SECONDS",
     "SourceView",
     "call_key",
+    "common_prefix",
     "import_view",
     "is_live",
     "is_prefix",

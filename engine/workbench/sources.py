@@ -17,11 +17,15 @@ usual session events (``SessionLoaded`` whose view says ``read_only`` and ``sour
   what was appended (only the new bytes are read; a partial last line waits; truncation or
   replacement is a reset). When complete lines came, the refresh re-reads THE WHOLE FILE with the
   full reader and imports it into a new view folder (about 0.1 s for a 3 MB Claude Code file), then
-  compares with what the window shows: if the shown messages and calls are an unchanged prefix of the
-  new ones and no compaction came, only the new ones are sent (``MessageAdded``, ``CallRecorded``,
-  ``LastCall``) followed by ``ContextStateChanged`` and ``SnapshotChanged``; otherwise (a reset, a
-  compaction, a rewind, or the last message growing: Claude Code writes a response block by block)
-  the whole view is sent again (``SessionLoaded``). One refresh at a time (the loop awaits it); the
+  compares with what the window shows (messages by id and content, calls by time and prompt). When no
+  compaction came, the shown calls are a prefix of the new ones and at most :data:`MAX_RETRACTED`
+  shown messages at the end differ (Claude Code writes a response block by block, so its last
+  message grows; a rewind drops the last few), only the difference is sent: ``MessagesRetracted``
+  for the shown messages that changed, ``MessageAdded`` for the new and changed ones,
+  ``CallRecorded`` for the new calls, ``LastCall``, then ``ContextStateChanged`` and
+  ``SnapshotChanged``. Otherwise (a reset, a compaction, a larger rewind) the whole view is sent
+  again (``SessionLoaded``). Message ids stay the same from one read to the next
+  (:func:`engine.workbench.source_views.stabilise_ids`). One refresh at a time (the loop awaits it); the
   old folder is removed after each refresh, so disk and memory stay flat.
 - **Continue in ctxbench** imports the source as a normal session (the same path as File → Open) and
   opens it; when its next request is over the window of the model now configured, the compaction
@@ -49,6 +53,7 @@ from engine.workbench.events import (
     ContextStateChanged,
     FollowChanged,
     LastCall,
+    MessagesRetracted,
     SessionLoaded,
     SnapshotChanged,
     SourcesListed,
@@ -58,6 +63,7 @@ from engine.workbench.views import SessionView
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
+MAX_RETRACTED = 50  # more changed messages at the end than this: the view is sent again whole
 READ_ONLY = "this is a read-only view of another agent's session: use Continue in ctxbench to talk to it"
 
 
@@ -146,6 +152,7 @@ class Sources(Commands, Turns):
         if view is None:
             return out
         view.message_keys = [sv.message_key(m) for m in out.messages]
+        view.message_ids = [str(m.get("id")) for m in out.messages]
         view.call_keys = [sv.call_key(r) for r in out.timeline]
         view.compactions = len(out.compactions)
         return replace(out, read_only=True, source=view.describe())
@@ -191,20 +198,23 @@ class Sources(Commands, Turns):
             sv.remove_folder(folder)
             return
         old_session, old_root = self.session, view.root
-        shown_messages, shown_calls, shown_compactions = view.message_keys, view.call_keys, view.compactions
+        shown = list(zip(view.message_ids, view.message_keys, strict=True))
+        shown_calls, shown_compactions = view.call_keys, view.compactions
         self.session = session
         view.root = view.folder = folder
         self._make_agent()
         out = self.session_view()
         old_session.close()
         await asyncio.to_thread(sv.remove_folder, old_root)
-        incremental = (not reset and out.source.get("following") and len(out.compactions) == shown_compactions
-                       and sv.is_prefix(shown_messages, view.message_keys)
-                       and sv.is_prefix(shown_calls, view.call_keys))
+        same = sv.common_prefix(shown, list(zip(view.message_ids, view.message_keys, strict=True)))
+        incremental = (not reset and len(out.compactions) == shown_compactions
+                       and len(shown) - same <= MAX_RETRACTED and sv.is_prefix(shown_calls, view.call_keys))
         if not incremental:
             self.emit(SessionLoaded(out))
             return
-        for msg in out.messages[len(shown_messages):]:
+        if same < len(shown):
+            self.emit(MessagesRetracted([key for key, _ in shown[same:]]))
+        for msg in out.messages[same:]:
             self.emit(MessageAdded(msg, out.state.tokens.get(str(msg.get("id")), 0)))
         for record in out.timeline[len(shown_calls):]:
             self.emit(CallRecorded(record))

@@ -45,6 +45,7 @@ class Shown:
         self.calls: list[Any] = []
         self.loads = 0
         self.incremental = 0
+        self.retracted = 0
 
     def update(self) -> None:
         for e in self.rig.events[self.seen:]:
@@ -52,6 +53,10 @@ class Shown:
                 self.loads += 1
                 self.messages = [str(m.get("id")) for m in e.view.messages]
                 self.calls = [r.get("provider_prompt_tokens") for r in e.view.timeline]
+            elif isinstance(e, ev.MessagesRetracted):
+                self.retracted += len(e.ids)
+                assert self.messages[-len(e.ids):] == e.ids, "only the last messages are retracted"
+                del self.messages[-len(e.ids):]
             elif isinstance(e, ev.MessageAdded):
                 self.incremental += 1
                 self.messages.append(str(e.message.get("id")))
@@ -134,6 +139,7 @@ async def test_a_growing_file_is_followed_nothing_twice(rig: Rig, tmp_path: Path
     assert shown.calls == [c.prompt_tokens for c in final.calls]
     assert len(shown.messages) > len(first)
     assert shown.incremental > 0, "appended lines come as new messages, not only as whole reloads"
+    assert shown.loads == 1, "no whole reload when lines are only appended (no compaction in this range)"
     # only the open view's folder is on disk
     assert [p.name for p in views_root().iterdir()] == [rig.wb.session.path.name]  # type: ignore[union-attr]
 
