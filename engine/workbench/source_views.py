@@ -148,6 +148,15 @@ def stabilise_ids(folder: Path, prefix: str) -> None:
             f.write_bytes(data.replace(found, prefix.encode()))
 
 
+def swap_folders(stable: Path, fresh: Path) -> Path:
+    """Put ``fresh`` at ``stable``'s path; the old folder's new path (to remove)."""
+    old = stable.with_name(stable.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(stable, old)
+    os.rename(fresh, stable)
+    return old
+
+
 def new_prefix() -> str:
     return uuid.uuid4().hex[:24]
 
@@ -227,5 +236,6 @@ __all__ = [
     "remove_stale_views",
     "stabilise_ids",
     "subagent_file",
+    "swap_folders",
     "views_root",
 ]

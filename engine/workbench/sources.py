@@ -16,7 +16,8 @@ usual session events (``SessionLoaded`` whose view says ``read_only`` and ``sour
   :data:`FOLLOW_INTERVAL` s a worker thread asks the file's :class:`engine.sources.follow.Tail` for
   what was appended (only the new bytes are read; a partial last line waits; truncation or
   replacement is a reset). When complete lines came, the refresh re-reads THE WHOLE FILE with the
-  full reader and imports it into a new view folder (about 0.1 s for a 3 MB Claude Code file), then
+  full reader and imports it into a new folder (about 0.2 s for a 3 MB Claude Code file), which takes
+  the view folder's place (same path; the old one is removed), then
   compares with what the window shows (messages by id and content, calls by time and prompt). When no
   compaction came, the shown calls are a prefix of the new ones and at most :data:`MAX_RETRACTED`
   shown messages at the end differ (Claude Code writes a response block by block, so its last
@@ -184,28 +185,36 @@ class Sources(Commands, Turns):
 
     async def _refresh(self, view: sv.SourceView, reset: bool) -> None:
         """Bring the view up to date with the file (see the module docstring)."""
-        assert view.root is not None
-        folder = sv.new_view_folder(view.root.parent)
+        stable = view.root
+        assert stable is not None
+        fresh = sv.new_view_folder(stable.parent)
         try:
-            await asyncio.to_thread(sv.import_view, Path(view.source), folder, view.prefix, self.settings)
-            session = await asyncio.to_thread(Session.load, folder, estimator=self._estimator())
+            await asyncio.to_thread(sv.import_view, Path(view.source), fresh, view.prefix, self.settings)
         except Exception as exc:  # e.g. truncated to nothing: wait for the next lines
-            sv.remove_folder(folder)
+            sv.remove_folder(fresh)
             self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
         if self._view is not view or self.session is None:
-            session.close()
-            sv.remove_folder(folder)
+            sv.remove_folder(fresh)
             return
-        old_session, old_root = self.session, view.root
+        old = sv.swap_folders(stable, fresh)  # the view keeps its path (the inspector, Export use it)
+        try:
+            session = await asyncio.to_thread(Session.load, stable, estimator=self._estimator())
+        except (SessionError, OSError) as exc:
+            self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
+            return
+        finally:
+            await asyncio.to_thread(sv.remove_folder, old)
+        if self._view is not view or self.session is None:
+            session.close()
+            return
+        old_session = self.session
         shown = list(zip(view.message_ids, view.message_keys, strict=True))
         shown_calls, shown_compactions = view.call_keys, view.compactions
         self.session = session
-        view.root = view.folder = folder
         self._make_agent()
         out = self.session_view()
         old_session.close()
-        await asyncio.to_thread(sv.remove_folder, old_root)
         same = sv.common_prefix(shown, list(zip(view.message_ids, view.message_keys, strict=True)))
         incremental = (not reset and len(out.compactions) == shown_compactions
                        and len(shown) - same <= MAX_RETRACTED and sv.is_prefix(shown_calls, view.call_keys))
