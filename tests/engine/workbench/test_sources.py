@@ -225,3 +225,26 @@ async def test_scan_lists_the_sources_with_their_figures(
     assert claude["title"] == "mix phx.server doesnt seem to start"
     assert claude["percent_full"] == 12.7 and claude["live"] is True  # just copied: modified now
     assert rig.of(ev.SourcesListed)[-1].sources == rows
+
+
+@pytest.mark.asyncio
+async def test_a_subagent_of_an_imported_session_and_back(rig: Rig) -> None:  # noqa: F811
+    await rig.wb.import_transcript(_need(BIG))
+    await rig.until(lambda: bool(rig.of(ev.SessionLoaded)))
+    parent = _loaded(rig)
+    assert not parent.read_only
+    rel = next(m["subagent"]["session"] for m in parent.messages
+               if isinstance(m.get("subagent"), dict) and m["subagent"].get("session"))
+    task = rig.wb.open_subagent(rel)
+    assert task is not None
+    await task
+    child = _loaded(rig)
+    assert child.read_only and child.path == parent.path / rel
+    assert child.source["parent"] == {"kind": "session", "id": parent.id, "title": parent.title}
+    assert child.source["path"].endswith(".jsonl")  # the subagent's own file: it can be continued
+    assert rig.wb.send("hi") is False
+    back = rig.wb.open_parent()
+    assert back is not None
+    await back
+    again = _loaded(rig)
+    assert again.id == parent.id and not again.read_only and (parent.path / rel).is_dir()
