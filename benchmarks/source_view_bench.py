@@ -10,6 +10,11 @@ large Claude Code session with subagents.
 - open: ``open_source`` of the 2.9 MB Claude Code session ``8463c716…`` with its subagents folder
   (3.1 MB in all) and of ``258c7280…`` → ``SessionLoaded`` emitted (first and best of three).
   Target < 1 s;
+- memory: a copy of ``tool_heavy.jsonl`` followed through 12 cycles of "its second half appended in
+  bursts of 5 lines, then the file truncated back to its first half" (each cycle the same states:
+  incremental updates, then a reload); the Python heap the service keeps (``tracemalloc``) after
+  cycle 4 and after cycle 12: growth < 256 KiB (nothing kept per refresh), and one view folder on
+  disk;
 - first paint: the same in the real window (offscreen, a child process): ``open_source`` → the
   window has drawn the chat, the chart and the inspector (``session_loaded`` handled, the chart and
   chat flushed, the window repainted). Target < 1 s.
@@ -117,6 +122,52 @@ async def _open(tmp: Path, path: Path) -> list[float]:
     return out
 
 
+async def _memory(tmp: Path, cycles: int = 12) -> tuple[int, int, int]:
+    import gc
+    import tracemalloc
+
+    from engine.workbench import events as ev
+    from engine.workbench.source_views import views_root
+
+    updates: list[int] = []
+    wb = _service(tmp, lambda e: updates.append(1) if isinstance(e, ev.ContextStateChanged | ev.SessionLoaded)
+                  else None)
+    lines = (SHARED / "tool_heavy.jsonl").read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    live = tmp / "mem.jsonl"
+    live.write_bytes(b"".join(lines[:half]))
+    await wb.open_source(live)
+    marks: list[int] = []
+
+    async def wait_update(before: int) -> None:
+        deadline = time.perf_counter() + 5
+        while len(updates) == before and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+
+    tracemalloc.start()
+    try:
+        for cycle in range(cycles):
+            for at in range(half, len(lines), 5):
+                before = len(updates)
+                with open(live, "ab") as fh:
+                    fh.write(b"".join(lines[at:at + 5]))
+                await wait_update(before)
+            before = len(updates)
+            with open(live, "r+b") as fh:
+                fh.truncate(0)
+                fh.write(b"".join(lines[:half]))
+            await wait_update(before)
+            await asyncio.sleep(0.3)
+            if cycle in (3, cycles - 1):
+                gc.collect()
+                marks.append(tracemalloc.get_traced_memory()[0])
+        folders = len(list(views_root().iterdir()))
+    finally:
+        tracemalloc.stop()
+        await wb.shutdown()
+    return marks[0], marks[1], folders
+
+
 def _size(path: Path) -> float:
     folder = path.with_suffix("")
     extra = sum(f.stat().st_size for f in folder.rglob("*.jsonl")) if folder.is_dir() else 0
@@ -142,6 +193,13 @@ def bench_all() -> list[Figure]:
             figs.append(Figure(f"source view: open {label}, first", times[0] * 1000, "ms",
                                f"< {TARGET_S * 1000:.0f} ms", times[0] < TARGET_S))
             figs.append(Figure(f"source view: open {label}, best of 3", min(times) * 1000, "ms", "reported", None))
+        if (SHARED / "tool_heavy.jsonl").exists():
+            early, late, folders = asyncio.run(_memory(Path(tmp)))
+            growth = (late - early) / 1024
+            figs.append(Figure("source view: heap growth over 8 follow cycles", growth, "KiB", "< 256 KiB",
+                               growth < 256))
+            figs.append(Figure("source view: view folders on disk while following", folders, "", "== 1",
+                               folders == 1))
     figs.append(_first_paint())
     return figs
 
