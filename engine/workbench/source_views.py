@@ -95,8 +95,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_views(root: Path, *, keep: Path | None = None) -> int:
-    """Remove the view folders of processes that are gone, and this process's own but ``keep``."""
+def remove_stale_views(root: Path) -> int:
+    """Remove the view folders of processes that are gone (a crash left them); how many."""
     removed = 0
     try:
         children = list(root.iterdir())
@@ -104,8 +104,7 @@ def remove_stale_views(root: Path, *, keep: Path | None = None) -> int:
         return 0
     for child in children:
         head = child.name.split("-", 1)[0]
-        pid = int(head) if head.isdigit() else -1
-        if child == keep or (pid != os.getpid() and pid > 0 and _pid_alive(pid)):
+        if head.isdigit() and _pid_alive(int(head)):
             continue
         shutil.rmtree(child, ignore_errors=True)
         removed += 1

@@ -81,6 +81,12 @@ class Sources(Commands, Turns):
     _view: sv.SourceView | None = None
     _views_cleaned = False
 
+    def start(self) -> None:
+        """As :meth:`Sessions.start`, and the view folders a crash left behind are removed."""
+        super().start()
+        self._views_cleaned = True
+        self.tasks.spawn("views-cleanup", asyncio.to_thread(sv.remove_stale_views, sv.views_root()))
+
     # ------------------------------------------------------------------ scanning
 
     def scan_sources(self, refresh: bool = False) -> asyncio.Task[Any]:
@@ -120,8 +126,8 @@ class Sources(Commands, Turns):
         await self._leave_session()
         await self._prepare_counting()
         root = sv.views_root()
-        if not Sources._views_cleaned:
-            Sources._views_cleaned = True
+        if not self._views_cleaned:
+            self._views_cleaned = True
             await asyncio.to_thread(sv.remove_stale_views, root)
         self.emit(StateChanged(AgentState.IMPORTING))
         folder, prefix = sv.new_view_folder(root), sv.new_prefix()

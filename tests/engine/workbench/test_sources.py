@@ -248,3 +248,17 @@ async def test_a_subagent_of_an_imported_session_and_back(rig: Rig) -> None:  # 
     await back
     again = _loaded(rig)
     assert again.id == parent.id and not again.read_only and (parent.path / rel).is_dir()
+
+
+@pytest.mark.asyncio
+async def test_stale_view_folders_are_removed(rig: Rig) -> None:  # noqa: F811
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = views_root() / f"{gone.stdout.strip()}-abcdef123456"
+    (stale / "dialog").mkdir(parents=True)
+    ours = views_root() / f"{__import__('os').getpid()}-000000000000"  # this process's: in use, kept
+    ours.mkdir()
+    await rig.wb.open_source(_need(SHARED / "claude-code" / "short.jsonl"))
+    assert not stale.exists() and ours.exists()
