@@ -52,7 +52,7 @@ class SourceView:
     message_keys: list[str] = field(default_factory=list)  # what the window shows now, in order
     message_ids: list[str] = field(default_factory=list)
     call_keys: list[tuple[Any, ...]] = field(default_factory=list)
-    compactions: int = 0
+    compaction_keys: list[str] = field(default_factory=list)  # the compactions shown
     live: bool = False  # written in the last LIVE_SECONDS, as last told
 
     def describe(self) -> dict[str, Any]:
@@ -182,6 +182,16 @@ def message_key(msg: Message) -> str:
     return json.dumps({k: v for k, v in msg.items() if k != "id"}, sort_keys=True, default=str)
 
 
+def shown_compactions(compactions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The compaction records that have a marker (:func:`engine.workbench.views.markers`), in order."""
+    return [c for c in compactions if c.get("result") != "nothing"]
+
+
+def compaction_key(event: dict[str, Any]) -> str:
+    """What a compaction is, its id aside (random in each import)."""
+    return json.dumps({k: v for k, v in event.items() if k != "id"}, sort_keys=True, default=str)
+
+
 def call_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return record.get("ts"), record.get("provider_prompt_tokens"), record.get("window")
 
@@ -223,6 +233,7 @@ __all__ = [
     "SourceView",
     "call_key",
     "common_prefix",
+    "compaction_key",
     "import_view",
     "is_live",
     "is_prefix",
@@ -233,6 +244,7 @@ __all__ = [
     "read_to_end",
     "remove_folder",
     "remove_stale_views",
+    "shown_compactions",
     "stabilise_ids",
     "subagent_file",
     "swap_folders",

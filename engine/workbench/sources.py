@@ -18,13 +18,15 @@ usual session events (``SessionLoaded`` whose view says ``read_only`` and ``sour
   replacement is a reset). When complete lines came, the refresh re-reads THE WHOLE FILE with the
   full reader and imports it into a new folder (about 0.2 s for a 3 MB Claude Code file), which takes
   the view folder's place (same path; the old one is removed), then
-  compares with what the window shows (messages by id and content, calls by time and prompt). When no
-  compaction came, the shown calls are a prefix of the new ones and at most :data:`MAX_RETRACTED`
+  compares with what the window shows (messages by id and content, calls by time and prompt,
+  compactions by content). When the shown calls and compactions are a prefix of the new ones and at
+  most :data:`MAX_RETRACTED`
   shown messages at the end differ (Claude Code writes a response block by block, so its last
   message grows; a rewind drops the last few), only the difference is sent: ``MessagesRetracted``
   for the shown messages that changed, ``MessageAdded`` for the new and changed ones,
-  ``CallRecorded`` for the new calls, ``LastCall``, then ``ContextStateChanged`` and
-  ``SnapshotChanged``. Otherwise (a reset, a compaction, a larger rewind) the whole view is sent
+  ``CallRecorded`` for the new calls, ``CompactionFinished`` for a new compaction (once the call
+  after it gave its ``tokens_after``), ``LastCall``, then ``ContextStateChanged`` and
+  ``SnapshotChanged``. Otherwise (a reset, a larger rewind) the whole view is sent
   again (``SessionLoaded``). Message ids stay the same from one read to the next
   (:func:`engine.workbench.source_views.stabilise_ids`). One refresh at a time (the loop awaits it); the
   old folder is removed after each refresh, so disk and memory stay flat.
@@ -51,6 +53,7 @@ from engine.workbench.commands import Commands
 from engine.workbench.core import one_line
 from engine.workbench.events import (
     CallRecorded,
+    CompactionFinished,
     ContextStateChanged,
     FollowChanged,
     LastCall,
@@ -161,7 +164,7 @@ class Sources(Commands, Turns):
         view.message_keys = [sv.message_key(m) for m in out.messages]
         view.message_ids = [str(m.get("id")) for m in out.messages]
         view.call_keys = [sv.call_key(r) for r in out.timeline]
-        view.compactions = len(out.compactions)
+        view.compaction_keys = [sv.compaction_key(c) for c in sv.shown_compactions(out.compactions)]
         return replace(out, read_only=True, source=view.describe())
 
     async def _leave_session(self) -> None:
@@ -216,14 +219,14 @@ class Sources(Commands, Turns):
             return
         old_session = self.session
         shown = list(zip(view.message_ids, view.message_keys, strict=True))
-        shown_calls, shown_compactions = view.call_keys, view.compactions
+        shown_calls, shown_compactions = view.call_keys, view.compaction_keys
         self.session = session
         self._make_agent()
         out = self.session_view()
         old_session.close()
         same = sv.common_prefix(shown, list(zip(view.message_ids, view.message_keys, strict=True)))
-        incremental = (not reset and len(out.compactions) == shown_compactions
-                       and len(shown) - same <= MAX_RETRACTED and sv.is_prefix(shown_calls, view.call_keys))
+        incremental = (not reset and len(shown) - same <= MAX_RETRACTED and sv.is_prefix(shown_calls, view.call_keys)
+                       and sv.is_prefix(shown_compactions, view.compaction_keys))
         if not incremental:
             self.emit(SessionLoaded(out))
             return
@@ -233,10 +236,22 @@ class Sources(Commands, Turns):
             self.emit(MessageAdded(msg, out.state.tokens.get(str(msg.get("id")), 0)))
         for record in out.timeline[len(shown_calls):]:
             self.emit(CallRecorded(record))
+        view.compaction_keys = shown_compactions + self._new_markers(out, len(shown_compactions))
         if len(out.timeline) > len(shown_calls):
             self.emit(LastCall(*out.last_call))
         self.emit(ContextStateChanged(out.state))
         self.emit(SnapshotChanged(out.state.snapshot))
+
+    def _new_markers(self, out: SessionView, shown: int) -> list[str]:
+        """Send the compactions after the first ``shown`` (each once its ``tokens_after`` is known: the
+        first call after it; it waits until then); their keys."""
+        sent = []
+        for event, marker in list(zip(sv.shown_compactions(out.compactions), out.markers, strict=False))[shown:]:
+            if event.get("tokens_after") is None:
+                break
+            self.emit(CompactionFinished(marker))
+            sent.append(sv.compaction_key(event))
+        return sent
 
     # ------------------------------------------------------------------ continue, subagents
 

@@ -46,6 +46,7 @@ class Shown:
         self.loads = 0
         self.incremental = 0
         self.retracted = 0
+        self.compactions: list[dict[str, Any]] = []
 
     def update(self) -> None:
         for e in self.rig.events[self.seen:]:
@@ -53,6 +54,9 @@ class Shown:
                 self.loads += 1
                 self.messages = [str(m.get("id")) for m in e.view.messages]
                 self.calls = [r.get("provider_prompt_tokens") for r in e.view.timeline]
+                self.compactions = list(e.view.compactions)
+            elif isinstance(e, ev.CompactionFinished):
+                self.compactions.append(e.marker.event)
             elif isinstance(e, ev.MessagesRetracted):
                 self.retracted += len(e.ids)
                 assert self.messages[-len(e.ids):] == e.ids, "only the last messages are retracted"
@@ -262,3 +266,69 @@ async def test_stale_view_folders_are_removed(rig: Rig) -> None:  # noqa: F811
     ours.mkdir()
     await rig.wb.open_source(_need(SHARED / "claude-code" / "short.jsonl"))
     assert not stale.exists() and ours.exists()
+
+
+@pytest.mark.asyncio
+async def test_a_compaction_written_while_followed_shows(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    """The compaction comes once with its figures; the messages it archived are merged back by time,
+    which can reorder earlier messages (then the view is sent whole, as for a reset)."""
+    lines = _lines(_need(BIG))
+    boundary = next(i for i, ln in enumerate(lines) if b'"compact_boundary"' in ln)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"".join(lines[:boundary - 20]))
+    shown = Shown(rig)
+    await rig.wb.open_source(live)
+    assert _loaded(rig).compactions == []
+    at = boundary - 20
+    for burst in (15, 6, 3, 30, 30):  # the boundary, its summary, then the next calls
+        with open(live, "ab") as fh:
+            fh.write(b"".join(lines[at:at + burst]))
+        at += burst
+        await asyncio.sleep(0.6)
+    final = read_source(live, "claude-code")
+    assert len(final.compactions) == 1
+
+    def caught_up() -> bool:
+        shown.update()
+        return (len(shown.messages) == len(final.messages) and len(shown.calls) == len(final.calls)
+                and [c.get("tokens_after") for c in shown.compactions] == [final.compactions[0].tokens_after])
+
+    await rig.until(caught_up, timeout=20)
+    await asyncio.sleep(0.6)
+    shown.update()
+    assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
+    event = shown.compactions[0]
+    assert (event["tokens_before"], event["tokens_after"]) == (final.compactions[0].tokens_before,
+                                                               final.compactions[0].tokens_after)
+    state = rig.of(ev.ContextStateChanged)[-1].state
+    assert state.summary and len(state.live_ids) < len(shown.messages)  # what it took out is out of the context
+
+
+@pytest.mark.asyncio
+async def test_a_codex_compaction_written_while_followed_comes_as_a_marker(
+    rig: Rig, tmp_path: Path  # noqa: F811
+) -> None:
+    path = _need(SHARED / "codex" / "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl")
+    lines = _lines(path)
+    boundary = next(i for i, ln in enumerate(lines) if b'"type":"compacted"' in ln)
+    live = tmp_path / path.name
+    live.write_bytes(b"".join(lines[:boundary - 10]))
+    shown = Shown(rig)
+    await rig.wb.open_source(live)
+    at = boundary - 10
+    for burst in (5, 5, 5, 10, 40, 40):
+        with open(live, "ab") as fh:
+            fh.write(b"".join(lines[at:at + burst]))
+        at += burst
+        await asyncio.sleep(0.6)
+    final = read_source(live, "codex")
+
+    def caught_up() -> bool:
+        shown.update()
+        return len(shown.calls) == len(final.calls) and len(shown.compactions) == len(final.compactions) == 1
+
+    await rig.until(caught_up, timeout=20)
+    shown.update()
+    assert shown.loads == 1 and len(rig.of(ev.CompactionFinished)) == 1  # a marker, no reload
+    assert shown.compactions[0]["tokens_after"] == final.compactions[0].tokens_after is not None
+    assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
