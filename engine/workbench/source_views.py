@@ -54,6 +54,7 @@ class SourceView:
     call_keys: list[tuple[Any, ...]] = field(default_factory=list)
     compaction_keys: list[str] = field(default_factory=list)  # the compactions shown
     live: bool = False  # written in the last LIVE_SECONDS, as last told
+    title: str = ""  # as last shown
 
     def describe(self) -> dict[str, Any]:
         """The ``SessionView.source`` dict."""
@@ -66,6 +67,17 @@ class SourceView:
             "parent": dict(self.parent),
             "subagent": self.subagent,
         }
+
+
+def view_title(messages: list[Message], fallback: str, limit: int = 60) -> str:
+    """The first prompt of a person (one line, cut at ``limit``), else ``fallback``."""
+    for msg in messages:
+        content = msg.get("content")
+        if msg.get("role") == "user" and isinstance(content, str) and content.strip() \
+                and not content.lstrip().startswith("<"):
+            flat = " ".join(content.split())
+            return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return fallback
 
 
 def views_root() -> Path:
@@ -248,5 +260,6 @@ __all__ = [
     "stabilise_ids",
     "subagent_file",
     "swap_folders",
+    "view_title",
     "views_root",
 ]

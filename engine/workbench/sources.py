@@ -165,7 +165,12 @@ class Sources(Commands, Turns):
         view.message_ids = [str(m.get("id")) for m in out.messages]
         view.call_keys = [sv.call_key(r) for r in out.timeline]
         view.compaction_keys = [sv.compaction_key(c) for c in sv.shown_compactions(out.compactions)]
-        return replace(out, read_only=True, source=view.describe())
+        if view.subagent:
+            title = f"subagent {view.subagent.rsplit('/', 1)[-1]}"
+        else:
+            title = sv.view_title(out.messages, Path(view.source).name or out.title)
+        view.title = title
+        return replace(out, title=title, read_only=True, source=view.describe())
 
     async def _leave_session(self) -> None:
         await self.tasks.cancel_and_wait("follow")
@@ -297,7 +302,7 @@ class Sources(Commands, Turns):
         old, session = self._view, self.session
         assert session is not None
         if old is not None and old.source and not old.subagent:
-            parent: dict[str, Any] = {"kind": "source", "path": old.source, "title": session.title}
+            parent: dict[str, Any] = {"kind": "source", "path": old.source, "title": old.title or session.title}
         elif old is not None:
             parent = dict(old.parent)
         else:

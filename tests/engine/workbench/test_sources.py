@@ -195,7 +195,8 @@ async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  
     await task
     child = _loaded(rig)
     assert child.read_only and child.source["subagent"] == rel
-    assert child.source["parent"]["kind"] == "source"
+    assert child.source["parent"]["kind"] == "source" and child.title == f"subagent {rel.split('/')[-1]}"
+    assert parent.title.startswith("Work on bead spotter-fum") and child.source["parent"]["title"] == parent.title
     assert 0 < len(child.timeline) < len(parent.timeline)
     assert child.timeline[0].get("model", "").startswith("claude-haiku")
     assert rig.wb.send("hi") is False
