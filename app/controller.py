@@ -41,6 +41,11 @@ Signals (payloads are engine dataclasses unless said otherwise):
     draft_tokens(int)              the draft's cost (calibrated like the chart)
     settings_changed(object)       Settings now in force
     model_suggestions(list)        model names for the settings dialog
+    sources_listed(list)           the agent sessions on this machine (engine.workbench.sources.source_dict)
+    follow_changed(bool, str, bool)  following a source file started (True, its path, live) or stopped
+                                   (False, "", False); sent again when ``live`` (written < 2 min ago) changes
+    messages_retracted(list)       ids of a followed view's last messages that changed: removed from the chat,
+                                   their new versions come as message_added
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -96,6 +101,9 @@ SIGNALS: dict[type, str] = {
     ev.DraftTokens: "draft_tokens",
     ev.SettingsChanged: "settings_changed",
     ev.ModelSuggestions: "model_suggestions",
+    ev.SourcesListed: "sources_listed",
+    ev.FollowChanged: "follow_changed",
+    ev.MessagesRetracted: "messages_retracted",
 }
 """Which signal each service event becomes (events not listed reach no widget: ToolCallFinished,
 CompactionStarted, LlmReady)."""
@@ -143,6 +151,9 @@ class Controller(QObject):
     draft_tokens = Signal(int)
     settings_changed = Signal(object)
     model_suggestions = Signal(list)
+    sources_listed = Signal(list)
+    follow_changed = Signal(bool, str, bool)
+    messages_retracted = Signal(list)
 
     def __init__(
         self,
@@ -294,6 +305,26 @@ class Controller(QObject):
 
     def window_description(self) -> str:
         return self.service.window_description()
+
+    # ------------------------------------------------------------------ sources (engine.workbench.sources)
+
+    def scan_sources(self, refresh: bool = False) -> None:
+        self.service.scan_sources(refresh)
+
+    def start_source_scans(self, interval: float = 30.0) -> None:
+        self.service.start_source_scans(interval)
+
+    def open_source(self, path: str) -> None:
+        self.service.open_source(path)
+
+    def continue_source(self, path: str | None = None) -> None:
+        self.service.continue_source(path)
+
+    def open_subagent(self, rel: str) -> None:
+        self.service.open_subagent(rel)
+
+    def open_parent(self) -> None:
+        self.service.open_parent()
 
     async def shutdown(self) -> None:
         """Cancel everything and close the session (the window is closing)."""

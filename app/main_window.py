@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
+from app.wire_sources import wire_sources
 from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
 from engine.model.snapshot import ContextSnapshot
 from engine.store.config import Settings, config_dir
@@ -242,6 +243,7 @@ class MainWindow(QMainWindow):
         c.draft_tokens.connect(self._on_controller_draft_tokens)
         c.settings_changed.connect(self._on_controller_settings_changed)
         c.model_suggestions.connect(self._on_controller_model_suggestions)
+        wire_sources(self)  # app/wire_sources.py: Sources tab, read-only views, live follow, subagents
 
     # ------------------------------------------------------------------ chart (built lazily)
 

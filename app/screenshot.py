@@ -8,6 +8,8 @@ there and opened, the offloaded log is opened in the inspector, and the window (
 
 ``--open FILE`` imports an agent's session file (Claude Code, Codex, … — whatever ``ctxbench import``
 reads) and shows it instead of the sample; ``--cache-view`` switches the timeline to its cache view.
+``--source FILE`` shows the file as a read-only source view (Sources → Open) with the Sources tab of
+the sessions panel listing the folder it is in (as ``source_dirs``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--theme", choices=("light", "dark"), default="light")
     p.add_argument("--open", type=Path, metavar="FILE", help="import this agent session file and show it")
     p.add_argument("--cache-view", action="store_true", help="show the timeline's cache view")
+    p.add_argument("--source", type=Path, metavar="FILE", help="show this agent session file as a read-only view")
     args = p.parse_args(argv)
     try:
         w, h = (int(x) for x in args.size.lower().split("x"))
@@ -67,7 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["CTXBENCH_DATA_DIR"] = str(home / "data")
         os.environ["CTXBENCH_CONFIG_DIR"] = str(home / "config")
         (home / "config").mkdir()
-        (home / "config" / "settings.toml").write_text(SAMPLE_SETTINGS.format(theme=args.theme))
+        text = SAMPLE_SETTINGS.format(theme=args.theme)
+        if args.source is not None:  # the Sources tab lists the file's folder (and nothing of this machine)
+            os.environ["HOME"] = str(home)
+            os.environ.pop("CLAUDE_CONFIG_DIR", None)
+            os.environ.pop("CODEX_HOME", None)
+            text += f'source_dirs = "{args.source.resolve().parent}"\n'
+        (home / "config" / "settings.toml").write_text(text)
         shutil.copytree(SAMPLE, home / "data" / "sessions" / SAMPLE.name)
         _import_trajectory(home / "data" / "sessions")
 
@@ -75,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         from PySide6.QtWidgets import QApplication
 
         app = QApplication.instance() or QApplication([sys.argv[0]])
+        if isinstance(app, QApplication):
+            app.setQuitOnLastWindowClosed(False)  # _shoot ends the loop (a followed view has tasks to cancel)
         with asyncio.Runner(loop_factory=qasync.QEventLoop) as runner:
             ok = runner.run(_shoot(app, args))
     if ok:
@@ -110,11 +121,16 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
 
     controller.session_loaded.connect(on_loaded)
     controller.list_sessions()
-    if args.open is not None:
+    if args.source is not None:
+        window.sessions.tabs.setCurrentWidget(window.sessions.sources)
+        controller.open_source(str(args.source.resolve()))
+    elif args.open is not None:
         controller.import_transcript(str(args.open.resolve()))
     else:
         controller.open_session(SAMPLE.name)
     view = await asyncio.wait_for(loaded, 60)
+    if args.source is not None:
+        await asyncio.sleep(0.5)  # the Sources scan
     chart = window.ensure_chart()
     chart.set_cache_view(args.cache_view)
     if view.files:

@@ -19,6 +19,7 @@ def main(argv: list[str]) -> int:
         engine_bench,
         follow_bench,
         local_accuracy,
+        source_view_bench,
         sources_bench,
         store_bench,
         summary_bench,
@@ -31,6 +32,7 @@ def main(argv: list[str]) -> int:
     suites.update(follow_bench.ALL)
     suites.update(store_bench.ALL)  # the timings moved out of the tests
     suites.update(diff_bench.ALL)
+    suites.update(source_view_bench.ALL)
     try:
         from benchmarks import gui_bench
     except ImportError:

@@ -1,4 +1,5 @@
-"""The sessions list: new, rename, delete, open a transcript.
+"""The sessions list: new, rename, delete, open a transcript; and a Sources tab (``sources``: a
+:class:`widgets.sources_list.SourcesList` of the agent sessions on this machine).
 
 A plain view: it shows session dicts and emits what the user wants; the app does it and answers with
 ``set_sessions`` / ``update_session``. Delete asks for confirmation in a non-modal message box
@@ -25,6 +26,9 @@ Methods:
     start_rename(id=None)     in-place editor on the row
     request_delete(id=None)   show the confirmation (returns the box, tests)
     choose_transcript()       show the file dialog (returns it, tests)
+Attributes:
+    tabs                      Sessions | Sources
+    sources                   the SourcesList (its own signals: source_opened, continue_requested, …)
 """
 
 from __future__ import annotations
@@ -49,11 +53,13 @@ from PySide6.QtWidgets import (
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from widgets.formatting import local_datetime
+from widgets.sources_list import SourcesList
 from widgets.theme import format_tokens
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -130,14 +136,18 @@ class SessionsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(4, 4, 4, 4)
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        outer.addWidget(self.tabs)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 4, 0, 0)
         layout.setSpacing(4)
-        title = QLabel("Sessions")
-        f = title.font()
-        f.setBold(True)
-        title.setFont(f)
-        layout.addWidget(title)
+        self.tabs.addTab(page, "Sessions")
+        self.sources = SourcesList()  # the agent sessions on this machine (widgets.sources_list)
+        self.tabs.addTab(self.sources, "Sources")
         self.list = QListWidget()
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)

@@ -29,7 +29,7 @@ from engine.store.fsutil import atomic_write_json
 
 Agent = Literal["claude-code", "codex"]
 INDEX_FILE = "sources-index.json"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: entries carry the first prompt (title)
 TAIL_BYTES = 65536
 
 
@@ -46,6 +46,7 @@ class SourceEntry:
     window: int | None
     percent_full: float | None
     model: str = ""
+    title: str = ""  # the first prompt (one line, cut), "" when none was found
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,11 +142,13 @@ def _last_ts(path: Path) -> str:
 
 def _summary_claude(path: Path) -> SourceEntry:
     keys: set[tuple[str, str]] = set()
-    started, cwd, session_id, model = "", "", "", ""
+    started, cwd, session_id, model, title = "", "", "", "", ""
     last_prompt: int | None = None
     largest = 0
     with open(path, "rb") as fh:
         for raw in fh:
+            if not title and b'"user"' in raw:
+                title = _claude_prompt(_loads(raw))
             if (not started and b'"timestamp"' in raw) or (not session_id and b'"sessionId"' in raw):
                 obj = _loads(raw)
                 started = started or iso(obj.get("timestamp"))
@@ -169,11 +172,29 @@ def _summary_claude(path: Path) -> SourceEntry:
     window, _ = window_for_model(model, largest)
     project = Path(cwd).name if cwd else path.parent.name
     return _entry("claude-code", project, session_id or path.stem, path, started, len(keys), last_prompt,
-                  window, model)
+                  window, model, title)
+
+
+def _claude_prompt(obj: dict[str, Any]) -> str:
+    """The text of a person's prompt line (not a tool result, a meta line or a command's output), or ""."""
+    if obj.get("type") != "user" or obj.get("isMeta") or obj.get("isCompactSummary") or obj.get("isSidechain"):
+        return ""
+    content = dict_at(obj, "message").get("content")
+    if isinstance(content, list):
+        texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        content = next((t for t in texts if isinstance(t, str)), "")
+    if not isinstance(content, str) or content.lstrip().startswith("<"):
+        return ""
+    return _one_line(content)
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _summary_codex(path: Path) -> SourceEntry:
-    started, cwd, session_id, model = "", "", "", ""
+    started, cwd, session_id, model, title = "", "", "", "", ""
     calls = 0
     last_total: Any = None
     last_prompt: int | None = None
@@ -185,6 +206,10 @@ def _summary_codex(path: Path) -> SourceEntry:
                 session_id = str(payload.get("id") or "")
                 cwd = str(payload.get("cwd") or "")
                 started = iso(payload.get("timestamp")) or iso(_loads(raw).get("timestamp"))
+            elif not title and b'"user_message"' in raw:
+                payload = _loads(raw).get("payload") or {}
+                message = payload.get("message") if isinstance(payload, dict) else None
+                title = _one_line(message) if isinstance(message, str) else ""
             elif b'"turn_context"' in raw:
                 payload = _loads(raw).get("payload") or {}
                 model = str(payload.get("model") or model) if isinstance(payload, dict) else model
@@ -201,7 +226,8 @@ def _summary_codex(path: Path) -> SourceEntry:
                 last = dict_at(info, "last_token_usage")
                 last_prompt = int_or_none(last.get("input_tokens"))
     project = Path(cwd).name if cwd else ""
-    return _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model)
+    return _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model,
+                  title)
 
 
 def _loads(raw: bytes) -> dict[str, Any]:
@@ -213,10 +239,10 @@ def _loads(raw: bytes) -> dict[str, Any]:
 
 
 def _entry(agent: Agent, project: str, session_id: str, path: Path, started: str, calls: int,
-           last_prompt: int | None, window: int | None, model: str) -> SourceEntry:
+           last_prompt: int | None, window: int | None, model: str, title: str = "") -> SourceEntry:
     full = round(100.0 * last_prompt / window, 1) if last_prompt is not None and window else None
     return SourceEntry(agent, project, session_id, str(path), started, _last_ts(path) or started, calls,
-                       last_prompt, window, full, model)
+                       last_prompt, window, full, model, title)
 
 
 def summarize(agent: Agent, path: Path) -> SourceEntry:

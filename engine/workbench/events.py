@@ -260,6 +260,40 @@ class LlmReady(WorkbenchEvent):
         return ()
 
 
+@dataclass
+class SourcesListed(WorkbenchEvent):
+    """The agent sessions on this machine (``engine.workbench.sources.source_dict`` dicts, newest first)."""
+
+    sources: list[dict[str, Any]]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.sources,)
+
+
+@dataclass
+class MessagesRetracted(WorkbenchEvent):
+    """A followed view's last messages changed (a response grew, a rewind): these ids leave the chat,
+    their new versions follow as ``MessageAdded`` (same ids where they are the same messages)."""
+
+    ids: list[str]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.ids,)
+
+
+@dataclass
+class FollowChanged(WorkbenchEvent):
+    """Following a source file started (``following``, its path) or stopped (False, ""); ``live``: the
+    agent wrote it in the last two minutes (sent again when that changes)."""
+
+    following: bool
+    path: str
+    live: bool = False
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.following, self.path, self.live)
+
+
 __all__ = [
     "ApprovalRequested",
     "ApprovalsWithdrawn",
@@ -274,9 +308,11 @@ __all__ = [
     "DraftTokens",
     "ErrorEvent",
     "FileLoaded",
+    "FollowChanged",
     "LastCall",
     "LlmReady",
     "MessageAdded",
+    "MessagesRetracted",
     "ModelSuggestions",
     "Notice",
     "NoticeLevel",
@@ -291,6 +327,7 @@ __all__ = [
     "SessionsListed",
     "SettingsChanged",
     "SnapshotChanged",
+    "SourcesListed",
     "StateChanged",
     "TextDelta",
     "ToolCallFinished",

@@ -13,7 +13,8 @@ run_command(name, arg), clear_session(), start_preview(instruction), regenerate_
 cancel_preview(), discard_preview(), edit_preview(summary), apply_preview(summary),
 undo_compaction(marker_id), restore_messages(ids), read_offloaded(path), load_archive_day(day),
 search_archive(query), count_draft(text), apply_settings(settings), store_api_key(key),
-forget_api_key(), api_key_status(), window_description(), shutdown() (async).
+forget_api_key(), api_key_status(), window_description(), scan_sources(refresh), start_source_scans(interval),
+open_source(path), continue_source(), open_subagent(rel), open_parent(), shutdown() (async).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from __future__ import annotations
 from engine.workbench.commands import Commands
 from engine.workbench.inspector import Inspector
 from engine.workbench.keys import Keys
+from engine.workbench.sources import Sources
 from engine.workbench.turns import Turns
 
 
-class Workbench(Commands, Turns, Inspector, Keys):
+class Workbench(Sources, Commands, Turns, Inspector, Keys):
     """One service per window (see the module docstring)."""
 
     async def shutdown(self) -> None:
@@ -34,6 +36,11 @@ class Workbench(Commands, Turns, Inspector, Keys):
         self.approvals.withdraw()
         if self.session is not None:
             self.session.close()
+        view, self._view = self._view, None
+        if view is not None:
+            from engine.workbench.source_views import remove_folder
+
+            remove_folder(view.root)
 
 
 __all__ = ["Workbench"]

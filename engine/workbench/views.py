@@ -6,7 +6,7 @@ changes when the history changes; :class:`Marker` one compaction as the chat sho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,8 @@ class SessionView:
     files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
     problems: str = ""  # the load report when the folder needed repairs, else ""
     last_call: tuple[int | None, int | None] = (None, None)
+    read_only: bool = False  # a view of another agent's session (or a subagent): nothing can be sent or changed
+    source: dict[str, Any] = field(default_factory=dict)  # what it is a view of (engine.workbench.sources)
 
 
 def session_dict(info: SessionInfo | Session) -> dict[str, Any]:

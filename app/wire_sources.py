@@ -1,0 +1,130 @@
+"""Wiring of the Sources part of the window (issue 13): the Sources tab of the sessions panel, the
+read-only line above the chat input, the live state in the status bar, subagent links.
+
+:func:`wire_sources` is called once from ``MainWindow._connect`` (after the window's own
+connections, so its slots run after the window's ``session_loaded``). It keeps its state on a
+:class:`SourcesWiring` stored as ``window.sources_wiring``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QLabel
+
+from engine.workbench.views import SessionView
+from widgets.readonly_bar import ReadOnlyBar
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+
+class SourcesWiring(QObject):
+    """The slots (see the module docstring)."""
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.controller = window.controller
+        self.bar = ReadOnlyBar()
+        self.live_label = QLabel()
+        self.live_label.hide()
+        window.status.addPermanentWidget(self.live_label)
+        column = window.input.parentWidget()
+        layout = column.layout() if column is not None else None
+        if layout is not None:
+            layout.insertWidget(layout.indexOf(window.input), self.bar)  # type: ignore[attr-defined]
+        self.view: SessionView | None = None
+        self._scanning = False
+        self._connect()
+
+    def _connect(self) -> None:
+        w, c = self.window, self.controller
+        sources = w.sessions.sources
+        sources.source_opened.connect(self._on_source_opened)
+        sources.continue_requested.connect(self._on_continue_path)
+        sources.refresh_requested.connect(self._on_refresh)
+        w.sessions.tabs.currentChanged.connect(self._on_tab_changed)
+        self.bar.continue_requested.connect(self._on_continue)
+        self.bar.parent_requested.connect(self._on_parent)
+        c.sources_listed.connect(self._on_sources_listed)
+        c.session_loaded.connect(self._on_session_loaded)
+        c.follow_changed.connect(self._on_follow_changed)
+        c.messages_retracted.connect(self._on_messages_retracted)
+        c.busy_changed.connect(self._on_busy_changed)
+        if hasattr(w.chat, "subagent_requested"):
+            w.chat.subagent_requested.connect(self._on_subagent_requested)
+
+    # --- intents
+    def _on_source_opened(self, path: str) -> None:
+        self.controller.open_source(path)
+
+    def _on_continue_path(self, path: str) -> None:
+        self.controller.continue_source(path)
+
+    def _on_continue(self) -> None:
+        self.controller.continue_source()
+
+    def _on_parent(self) -> None:
+        self.controller.open_parent()
+
+    def _on_refresh(self) -> None:
+        self.controller.scan_sources(True)
+
+    def _on_subagent_requested(self, rel: str) -> None:
+        self.controller.open_subagent(rel)
+
+    def _on_tab_changed(self, index: int) -> None:
+        if self.window.sessions.tabs.widget(index) is self.window.sessions.sources and not self._scanning:
+            self._scanning = True
+            self.controller.start_source_scans()  # now, then every 30 s (the index keeps rescans cheap)
+
+    # --- what the service says
+    def _on_sources_listed(self, rows: list[dict[str, Any]]) -> None:
+        self.window.sessions.sources.set_sources(rows)
+        if self.view is not None and self.view.source.get("path"):
+            self.window.sessions.sources.set_current(str(self.view.source["path"]))
+
+    def _on_session_loaded(self, view: SessionView) -> None:
+        self.view = view
+        w = self.window
+        read_only = view.read_only
+        self.bar.set_view(view.source if read_only else {}, view.title)
+        w.input.setEnabled(not read_only)
+        w.compact_action.setEnabled(not read_only and not self.controller.busy)
+        w.undo_action.setEnabled(w.undo_action.isEnabled() and not read_only)
+        if read_only:
+            w.sessions.remove_session(view.id)  # a view is not one of the ctxbench sessions
+            name = view.source.get("agent") or "agent"
+            w.setWindowTitle(f"{name}: {view.title} (read-only) — Context Workbench")
+            if view.source.get("path"):
+                w.sessions.sources.set_current(str(view.source["path"]))
+        source = view.source if read_only else {}
+        self._on_follow_changed(bool(source.get("following")), "", bool(source.get("live")))
+
+    def _on_follow_changed(self, following: bool, _path: str, live: bool) -> None:
+        self.bar.set_following(following, live)
+        self.live_label.setText(("● live" if live else "○ following") if following else "")
+        self.live_label.setStyleSheet(f"color: {'#2e9d4f' if live else 'gray'}; font-weight: bold; padding: 0 6px;")
+        self.live_label.setToolTip("following the agent's session file: new lines appear as they are written"
+                                   if following else "")
+        self.live_label.setVisible(following)
+
+    def _on_messages_retracted(self, ids: list[str]) -> None:
+        for key in ids:
+            self.window.chat.remove_message(key)
+
+    def _on_busy_changed(self, busy: bool) -> None:
+        if self.view is not None and self.view.read_only:
+            self.window.compact_action.setEnabled(False)
+
+
+def wire_sources(window: MainWindow) -> SourcesWiring:
+    """Connect the Sources part of ``window`` (see the module docstring)."""
+    wiring = SourcesWiring(window)
+    window.sources_wiring = wiring  # type: ignore[attr-defined]
+    return wiring
+
+
+__all__ = ["SourcesWiring", "wire_sources"]

@@ -1,0 +1,265 @@
+"""Read-only views of other agents' sessions: the private folders they are imported into, and the
+bookkeeping that makes a live refresh incremental. No asyncio, no events: the functions here run in
+worker threads (:mod:`engine.workbench.sources` calls them through ``asyncio.to_thread``).
+
+A view folder is ``data_dir()/views/<pid>-<hex>``: the source file imported by
+:func:`engine.ingest.import_source` (its subagents inside, under ``subagents/``). It belongs to the
+process named in it; folders of processes that are gone are removed by :func:`remove_stale_views`.
+
+Message ids: a reader gives each read's messages ids made of a random 24-hex prefix and a counter
+(:class:`engine.sources.model.IdMaker`). :func:`import_view` replaces that prefix in the folder's own
+files by the view's fixed prefix, so the same message (the same line of an append-only file) keeps its
+id from one read to the next, and the window can be told "these are new" rather than "here is
+everything again".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.model.messages import Message
+from engine.sources.follow import Tail
+from engine.store.config import Settings, data_dir
+
+VIEWS_DIR = "views"
+LIVE_SECONDS = 120.0  # a source file modified this recently is marked live
+_READ_ID = re.compile(rb'"id":\s*"([0-9a-f]{24})[0-9a-f]{8}"')
+_REWRITTEN = ("history.jsonl", "events.jsonl", "session.json")
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "openhands": "OpenHands", "swe-agent": "SWE-agent",
+               "mini-swe-agent": "mini-swe-agent", "openai": "an OpenAI-format log"}
+
+
+@dataclass
+class SourceView:
+    """The read-only view open in the service."""
+
+    root: Path | None  # the private folder removed when the view is left (None: inside a real session)
+    folder: Path  # the session folder open now (``root``, or a subagent folder)
+    source: str  # the agent's file it shows ("" when unknown)
+    format: str
+    prefix: str  # the message-id prefix of this view
+    tail: Tail | None = None  # set while the file is followed
+    parent: dict[str, Any] = field(default_factory=dict)  # {"kind": "source", "path"} | {"kind": "session", "id"}
+    subagent: str = ""  # the subagent's rel path when this is one
+    message_keys: list[str] = field(default_factory=list)  # what the window shows now, in order
+    message_ids: list[str] = field(default_factory=list)
+    call_keys: list[tuple[Any, ...]] = field(default_factory=list)
+    compaction_keys: list[str] = field(default_factory=list)  # the compactions shown
+    live: bool = False  # written in the last LIVE_SECONDS, as last told
+    title: str = ""  # as last shown
+
+    def describe(self) -> dict[str, Any]:
+        """The ``SessionView.source`` dict."""
+        return {
+            "path": self.source,
+            "format": self.format,
+            "agent": AGENT_NAMES.get(self.format, self.format),
+            "live": self.live,
+            "following": self.tail is not None,
+            "parent": dict(self.parent),
+            "subagent": self.subagent,
+        }
+
+
+def view_title(messages: list[Message], fallback: str, limit: int = 60) -> str:
+    """The first prompt of a person (one line, cut at ``limit``), else ``fallback``."""
+    for msg in messages:
+        content = msg.get("content")
+        if msg.get("role") == "user" and isinstance(content, str) and content.strip() \
+                and not content.lstrip().startswith("<"):
+            flat = " ".join(content.split())
+            return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return fallback
+
+
+def views_root() -> Path:
+    return data_dir() / VIEWS_DIR
+
+
+def is_live(path: str | Path, now: float | None = None) -> bool:
+    """Modified in the last :data:`LIVE_SECONDS` (an agent is writing it)."""
+    if not path:
+        return False
+    try:
+        mtime = Path(path).stat().st_mtime
+    except OSError:
+        return False
+    return (time.time() if now is None else now) - mtime < LIVE_SECONDS
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_views(root: Path) -> int:
+    """Remove the view folders of processes that are gone (a crash left them); how many."""
+    removed = 0
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return 0
+    for child in children:
+        head = child.name.split("-", 1)[0]
+        if head.isdigit() and _pid_alive(int(head)):
+            continue
+        shutil.rmtree(child, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def new_view_folder(root: Path) -> Path:
+    return root / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def import_view(path: Path, folder: Path, prefix: str, settings: Settings) -> str:
+    """Import ``path`` into ``folder`` (new) with message ids under ``prefix``; its format."""
+    from engine.ingest import import_source
+
+    report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None))
+    stabilise_ids(folder, prefix)
+    return str(report.format)
+
+
+def stabilise_ids(folder: Path, prefix: str) -> None:
+    """Give the read's messages ids under ``prefix`` (see the module docstring)."""
+    files = [folder / name for name in _REWRITTEN] + sorted((folder / "dialog").glob("*.jsonl"))
+    found: bytes | None = None
+    for f in files[:1] + files[3:]:  # the history and the archive hold the messages
+        try:
+            m = _READ_ID.search(f.read_bytes())
+        except OSError:
+            continue
+        if m:
+            found = m.group(1)
+            break
+    if found is None or found == prefix.encode():
+        return
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:
+            continue
+        if found in data:
+            f.write_bytes(data.replace(found, prefix.encode()))
+
+
+def swap_folders(stable: Path, fresh: Path) -> Path:
+    """Put ``fresh`` at ``stable``'s path; the old folder's new path (to remove)."""
+    old = stable.with_name(stable.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(stable, old)
+    os.rename(fresh, stable)
+    return old
+
+
+def new_prefix() -> str:
+    return uuid.uuid4().hex[:24]
+
+
+def read_to_end(tail: Tail) -> tuple[bool, bool]:
+    """Read everything appended (complete lines only): (any complete line came, the file was reset)."""
+    got = reset = False
+    more = True
+    while more:
+        lines, why, more = tail.read()
+        got = got or bool(lines)
+        reset = reset or why is not None
+    return got, reset
+
+
+def poll_tail(tail: Tail) -> tuple[bool, bool, bool]:
+    """:func:`read_to_end`, and whether the file is live now."""
+    got, reset = read_to_end(tail)
+    return got, reset, is_live(tail.path)
+
+
+def message_key(msg: Message) -> str:
+    """What a message is, its id aside (two reads of the same line give the same key)."""
+    return json.dumps({k: v for k, v in msg.items() if k != "id"}, sort_keys=True, default=str)
+
+
+def shown_compactions(compactions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The compaction records that have a marker (:func:`engine.workbench.views.markers`), in order."""
+    return [c for c in compactions if c.get("result") != "nothing"]
+
+
+def compaction_key(event: dict[str, Any]) -> str:
+    """What a compaction is, its id aside (random in each import)."""
+    return json.dumps({k: v for k, v in event.items() if k != "id"}, sort_keys=True, default=str)
+
+
+def call_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    return record.get("ts"), record.get("provider_prompt_tokens"), record.get("window")
+
+
+def common_prefix(old: list[Any], new: list[Any]) -> int:
+    """How many leading items the two lists share."""
+    n = 0
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def is_prefix(old: list[Any], new: list[Any]) -> bool:
+    return len(new) >= len(old) and new[: len(old)] == old
+
+
+def remove_folder(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def subagent_file(session_folder: Path, rel: str) -> str:
+    """The agent's own file of the subagent at ``rel`` (from the parent's import record), or ""."""
+    try:
+        meta = json.loads((session_folder / "session.json").read_bytes())
+    except (OSError, ValueError):
+        return ""
+    for sub in (meta.get("import") or {}).get("subagents") or []:
+        if isinstance(sub, dict) and sub.get("session") == rel:
+            return str(sub.get("file") or "")
+    return ""
+
+
+__all__ = [
+    "AGENT_NAMES",
+    "LIVE_SECONDS",
+    "SourceView",
+    "call_key",
+    "common_prefix",
+    "compaction_key",
+    "import_view",
+    "is_live",
+    "is_prefix",
+    "message_key",
+    "new_prefix",
+    "new_view_folder",
+    "poll_tail",
+    "read_to_end",
+    "remove_folder",
+    "remove_stale_views",
+    "shown_compactions",
+    "stabilise_ids",
+    "subagent_file",
+    "swap_folders",
+    "view_title",
+    "views_root",
+]

@@ -1,0 +1,185 @@
+"""Sources in the real window (offscreen): the Sources tab lists the agent sessions of a temp HOME,
+opening one shows it read-only (chat, timeline, inspector; input disabled; the service refuses to
+send), a file the test appends to is followed on screen, Continue makes a writable session, a
+subagent opens from its Task call and back."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.main_window import MainWindow
+from engine.sources.readers import read_source
+from engine.store.config import Settings
+from tests.app.test_main_window import close, make_window
+from widgets.sources_list import PATH_ROLE
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "sessions"
+BIG = SHARED / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+CODEX = SHARED / "codex" / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A HOME with one Claude Code project (short + tool_heavy) and one Codex rollout."""
+    h = tmp_path / "home"
+    project = h / ".claude" / "projects" / "-work-spotter"
+    project.mkdir(parents=True)
+    for name in ("short.jsonl", "tool_heavy.jsonl"):
+        shutil.copyfile(_need(SHARED / "claude-code" / name), project / name)
+    codex = h / ".codex" / "sessions" / "2026" / "02" / "23"
+    codex.mkdir(parents=True)
+    shutil.copyfile(_need(CODEX), codex / CODEX.name)
+    monkeypatch.setenv("HOME", str(h))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    return h
+
+
+@pytest.fixture
+def win(qtbot: Any, fake_settings: Settings, workspace: Path) -> Any:
+    window = make_window(qtbot, fake_settings, workspace)
+    yield window
+    close(qtbot, window)
+
+
+def open_source(qtbot: Any, win: MainWindow, path: Path) -> Any:
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000) as blocker:
+        win.controller.open_source(str(path))
+    return blocker.args[0]
+
+
+def test_the_sources_tab_lists_the_sessions_grouped(qtbot: Any, win: MainWindow, home: Path) -> None:
+    sources = win.sessions.sources
+    with qtbot.waitSignal(win.controller.sources_listed, timeout=20_000):
+        win.sessions.tabs.setCurrentWidget(sources)  # the first look scans (then every 30 s)
+    paths = sources.paths()
+    assert len(paths) == 3 and any(p.endswith(CODEX.name) for p in paths)
+    groups = [sources.tree.topLevelItem(i).text(0) for i in range(sources.tree.topLevelItemCount())]
+    assert sorted(groups) == ["Claude Code", "Codex"]
+    short = sources.item_for(str(home / ".claude" / "projects" / "-work-spotter" / "short.jsonl"))
+    assert short is not None
+    assert "mix phx.server doesnt seem to start" in short.text(0) and short.text(0).startswith("● ")
+    assert short.text(1) == "live" and short.text(2) == "13 %"
+    assert short.parent().text(0) == "spotter"
+    # opening from the list shows it read-only
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000):
+        sources.set_current(str(short.data(0, PATH_ROLE)))
+        sources.open_button.click()
+    assert win.controller.session is not None and win.sources_wiring.view.read_only  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", [
+    "claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl",
+    "claude-code/subagent.jsonl",
+    "codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+    "openhands/basic.json",
+    "swe-agent/marshmallow-1867.function_calling.traj",
+])
+def test_each_kind_opens_read_only_in_the_window(qtbot: Any, win: MainWindow, name: str) -> None:
+    path = _need(SHARED / name)
+    fmt = name.split("/")[0]
+    src = read_source(path, fmt)  # type: ignore[arg-type]
+    chart = win.ensure_chart()
+    view = open_source(qtbot, win, path)
+    chart.flush()
+    win.chat.flush()
+    assert len(win.chat.message_ids()) == len(src.messages)
+    assert chart.column_count() == len(src.calls) > 0
+    assert not win.input.isEnabled()
+    bar = win.sources_wiring.bar  # type: ignore[attr-defined]
+    assert bar.isVisible() and "Read-only view of" in bar.text() and "Continue in ctxbench" in bar.text()
+    assert view.id not in win.sessions.session_ids()
+    assert "(read-only)" in win.windowTitle()
+    assert win.inspector is not None
+    assert win.controller.send("hello") is False
+    qtbot.waitUntil(lambda: any("read-only" in t for _, t in win.notices), timeout=2000)
+    win.controller.run_command("compact")
+    assert win.controller.preview is None and win.controller.task("preview") is None
+
+
+def test_a_followed_file_grows_on_screen_nothing_twice(qtbot: Any, win: MainWindow, tmp_path: Path) -> None:
+    lines = _need(BIG).read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    start = len(lines) // 2
+    live.write_bytes(b"".join(lines[:start]))
+    chart = win.ensure_chart()
+    open_source(qtbot, win, live)
+    qtbot.waitUntil(lambda: "live" in win.sources_wiring.live_label.text(), timeout=5000)  # type: ignore[attr-defined]
+    at = start
+    for burst in (20, 1, 35):
+        with open(live, "ab") as fh:
+            fh.write(b"".join(lines[at:at + burst]))
+        at += burst
+        qtbot.wait(500)
+    line = lines[at]
+    with open(live, "ab") as fh:
+        fh.write(line[:40])
+    qtbot.wait(500)
+    with open(live, "ab") as fh:
+        fh.write(line[40:])
+        fh.write(b"".join(lines[at + 1:at + 30]))
+    final = read_source(live, "claude-code")
+
+    def caught_up() -> bool:
+        chart.flush()
+        return chart.column_count() == len(final.calls) and len(win.chat.message_ids()) == len(final.messages)
+
+    qtbot.waitUntil(caught_up, timeout=20_000)
+    qtbot.wait(600)
+    win.chat.flush()
+    ids = win.chat.message_ids()
+    assert len(ids) == len(set(ids)) == len(final.messages)
+    assert list(chart.provider_series()[-3:]) == [c.prompt_tokens for c in final.calls[-3:]]
+    # truncated and rewritten: read again
+    other = _need(SHARED / "claude-code" / "short.jsonl").read_bytes()
+    with open(live, "r+b") as fh:
+        fh.truncate(0)
+        fh.write(other)
+    want = read_source(live, "claude-code")
+    qtbot.waitUntil(lambda: len(win.chat.message_ids()) == len(want.messages), timeout=10_000)
+    chart.flush()
+    assert chart.column_count() == len(want.calls)
+
+
+def test_continue_in_ctxbench_and_the_preview(qtbot: Any, win: MainWindow) -> None:
+    path = _need(SHARED / "claude-code" / "tool_heavy.jsonl")
+    shown = open_source(qtbot, win, path)
+    bar = win.sources_wiring.bar  # type: ignore[attr-defined]
+    with qtbot.waitSignal(win.controller.preview_started, timeout=30_000):  # over the 8,000-token window
+        bar.continue_button.click()
+    qtbot.waitUntil(lambda: win.input.isEnabled(), timeout=10_000)
+    view = win.sources_wiring.view  # type: ignore[attr-defined]
+    assert not view.read_only and view.id in win.sessions.session_ids()
+    assert len(view.messages) == len(shown.messages)
+    assert not bar.isVisible() and win.sources_wiring.live_label.isHidden()  # type: ignore[attr-defined]
+
+
+def test_a_subagent_opens_and_back(qtbot: Any, win: MainWindow) -> None:
+    parent = open_source(qtbot, win, _need(BIG))
+    rel = next(m["subagent"]["session"] for m in parent.messages
+               if isinstance(m.get("subagent"), dict) and m["subagent"].get("session"))
+    chart = win.ensure_chart()
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000) as blocker:
+        if hasattr(win.chat, "subagent_requested"):
+            win.chat.subagent_requested.emit(rel)
+        else:
+            win.controller.open_subagent(rel)
+    child = blocker.args[0]
+    chart.flush()
+    assert child.read_only and chart.column_count() == len(child.timeline) == 13
+    bar = win.sources_wiring.bar  # type: ignore[attr-defined]
+    assert bar.parent_button.isVisible() and "subagent" in bar.text()
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000):
+        bar.parent_button.click()
+    chart.flush()
+    assert chart.column_count() == len(parent.timeline) and not bar.parent_button.isVisible()

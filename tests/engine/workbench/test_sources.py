@@ -1,0 +1,335 @@
+"""Sources in the service: read-only views of real agent sessions, live follow, Continue, subagents.
+
+Real shared session files (copied into tmp_path where a test writes them); the service on a plain
+asyncio loop with its events collected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.sources.readers import read_source
+from engine.workbench import events as ev
+from engine.workbench.source_views import views_root
+from tests.engine.workbench.test_workbench import Rig, rig, server, settings  # noqa: F401  (fixtures)
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "sessions"
+BIG = SHARED / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+KINDS = [
+    ("claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "claude-code"),
+    ("claude-code/subagent.jsonl", "claude-code"),
+    ("codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl", "codex"),
+    ("openhands/basic.json", "openhands"),
+    ("swe-agent/function_calling_simple.traj", "swe-agent"),
+]
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    return path
+
+
+class Shown:
+    """What a window following the events shows: message ids and timeline columns."""
+
+    def __init__(self, r: Rig) -> None:
+        self.rig = r
+        self.seen = 0
+        self.messages: list[str] = []
+        self.calls: list[Any] = []
+        self.loads = 0
+        self.incremental = 0
+        self.retracted = 0
+        self.compactions: list[dict[str, Any]] = []
+
+    def update(self) -> None:
+        for e in self.rig.events[self.seen:]:
+            if isinstance(e, ev.SessionLoaded):
+                self.loads += 1
+                self.messages = [str(m.get("id")) for m in e.view.messages]
+                self.calls = [r.get("provider_prompt_tokens") for r in e.view.timeline]
+                self.compactions = list(e.view.compactions)
+            elif isinstance(e, ev.CompactionFinished):
+                self.compactions.append(e.marker.event)
+            elif isinstance(e, ev.MessagesRetracted):
+                self.retracted += len(e.ids)
+                assert self.messages[-len(e.ids):] == e.ids, "only the last messages are retracted"
+                del self.messages[-len(e.ids):]
+            elif isinstance(e, ev.MessageAdded):
+                self.incremental += 1
+                self.messages.append(str(e.message.get("id")))
+            elif isinstance(e, ev.CallRecorded):
+                self.calls.append(e.record.get("provider_prompt_tokens"))
+        self.seen = len(self.rig.events)
+
+
+def _loaded(r: Rig) -> Any:
+    return r.of(ev.SessionLoaded)[-1].view
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("name", "fmt"), KINDS)
+async def test_each_shared_kind_opens_read_only(rig: Rig, name: str, fmt: str) -> None:  # noqa: F811
+    path = _need(SHARED / name)
+    src = read_source(path, fmt)  # type: ignore[arg-type]
+    await rig.wb.open_source(path)
+    view = _loaded(rig)
+    assert view.read_only and view.source["path"] == str(path) and view.source["format"] == fmt
+    assert view.source["following"] == (fmt in ("claude-code", "codex"))
+    assert len(view.messages) == len(src.messages)
+    assert len(view.timeline) == len(src.calls) > 0
+    assert view.path.parent == views_root()
+    # the service refuses what would change it
+    assert rig.wb.send("hello") is False
+    assert rig.wb.start_preview() is False
+    assert rig.wb.undo_compaction() is None
+    assert any("read-only" in t for t in rig.notices("warning"))
+    assert rig.wb.agent is not None and rig.wb.busy is False
+    # leaving the view removes its folder
+    folder = view.path
+    await rig.wb.new_session()
+    assert not folder.exists()
+    assert rig.wb.view is None
+    follows = [e.following for e in rig.of(ev.FollowChanged)]
+    assert follows == ([True, False] if fmt in ("claude-code", "codex") else [])
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.asyncio
+async def test_a_growing_file_is_followed_nothing_twice(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    lines = _lines(_need(BIG))
+    live = tmp_path / "live.jsonl"
+    start = len(lines) // 3
+    end = start + 120
+    live.write_bytes(b"".join(lines[:start]))
+    shown = Shown(rig)
+    await rig.wb.open_source(live)
+    shown.update()
+    first = list(shown.messages)
+    at = start
+    for burst in (30, 1, 25, 40):  # bursts of appended lines
+        with open(live, "ab") as fh:
+            fh.write(b"".join(lines[at:at + burst]))
+        at += burst
+        await asyncio.sleep(0.6)
+    line = lines[at]  # one line written in two pieces, the second later
+    with open(live, "ab") as fh:
+        fh.write(line[: len(line) // 2])
+    await asyncio.sleep(0.6)
+    with open(live, "ab") as fh:
+        fh.write(line[len(line) // 2:])
+    at += 1
+    with open(live, "ab") as fh:
+        fh.write(b"".join(lines[at:end]))
+    final = read_source(live, "claude-code")
+
+    def caught_up() -> bool:
+        shown.update()
+        return len(shown.messages) == len(final.messages) and len(shown.calls) == len(final.calls)
+
+    await rig.until(caught_up, timeout=20)
+    await asyncio.sleep(0.8)  # nothing more comes
+    shown.update()
+    assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
+    assert shown.calls == [c.prompt_tokens for c in final.calls]
+    assert len(shown.messages) > len(first)
+    assert shown.incremental > 0, "appended lines come as new messages, not only as whole reloads"
+    assert shown.loads == 1, "no whole reload when lines are only appended (no compaction in this range)"
+    # the view keeps its folder (refreshed in place), and only that one is on disk
+    assert rig.wb.session is not None and rig.wb.session.path == _loaded(rig).path
+    assert [p.name for p in views_root().iterdir()] == [rig.wb.session.path.name]
+
+
+@pytest.mark.asyncio
+async def test_a_truncated_and_rewritten_file_is_read_again(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    live = tmp_path / "live.jsonl"
+    shutil.copyfile(_need(SHARED / "claude-code" / "tool_heavy.jsonl"), live)
+    await rig.wb.open_source(live)
+    loads = len(rig.of(ev.SessionLoaded))
+    other = _need(SHARED / "claude-code" / "short.jsonl").read_bytes()
+    with open(live, "r+b") as fh:  # in place: same inode, shorter
+        fh.truncate(0)
+        fh.write(other)
+    want = read_source(live, "claude-code")
+    await rig.until(lambda: len(rig.of(ev.SessionLoaded)) > loads, timeout=10)
+    view = _loaded(rig)
+    assert [m.get("content") for m in view.messages] == [m.get("content") for m in want.messages]
+    assert len(view.timeline) == len(want.calls)
+
+
+@pytest.mark.asyncio
+async def test_continue_makes_a_writable_session_and_offers_the_preview(rig: Rig) -> None:  # noqa: F811
+    path = _need(SHARED / "claude-code" / "tool_heavy.jsonl")
+    await rig.wb.open_source(path)
+    shown = _loaded(rig)
+    task = rig.wb.continue_source()
+    assert task is not None
+    await task
+    view = _loaded(rig)
+    assert not view.read_only and view.path.parent == rig.wb.store.root
+    assert [m.get("content") for m in view.messages] == [m.get("content") for m in shown.messages]
+    assert not shown.path.exists()
+    # the test settings' window is 8,000 tokens: the preview is offered
+    assert rig.of(ev.PreviewStarted)
+    assert any("over the 8,000-token window" in t for t in rig.notices("warning"))
+    assert rig.wb.continue_source() is None  # nothing to continue now
+
+
+@pytest.mark.asyncio
+async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  # noqa: F811
+    await rig.wb.open_source(_need(BIG))
+    parent = _loaded(rig)
+    links = [m["subagent"] for m in parent.messages if isinstance(m.get("subagent"), dict)]
+    rel = next(s["session"] for s in links if s.get("session"))
+    task = rig.wb.open_subagent(rel)
+    assert task is not None
+    await task
+    child = _loaded(rig)
+    assert child.read_only and child.source["subagent"] == rel
+    assert child.source["parent"]["kind"] == "source" and child.title == f"subagent {rel.split('/')[-1]}"
+    assert parent.title.startswith("Work on bead spotter-fum") and child.source["parent"]["title"] == parent.title
+    assert 0 < len(child.timeline) < len(parent.timeline)
+    assert child.timeline[0].get("model", "").startswith("claude-haiku")
+    assert rig.wb.send("hi") is False
+    back = rig.wb.open_parent()
+    assert back is not None
+    await back
+    again = _loaded(rig)
+    assert again.read_only and again.source["path"] == str(BIG) and len(again.timeline) == len(parent.timeline)
+    assert [p.name for p in views_root().iterdir()] == [again.path.name]
+    assert rig.wb.open_subagent("../x") is None
+
+
+@pytest.mark.asyncio
+async def test_scan_lists_the_sources_with_their_figures(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    home = tmp_path / "home"
+    project = home / ".claude" / "projects" / "-work-spotter"
+    project.mkdir(parents=True)
+    shutil.copyfile(_need(SHARED / "claude-code" / "short.jsonl"), project / "short.jsonl")
+    codex = home / ".codex" / "sessions" / "2026" / "02" / "23"
+    codex.mkdir(parents=True)
+    name = "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+    shutil.copyfile(_need(SHARED / "codex" / name), codex / name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    rows = await rig.wb.scan_sources()
+    assert {r["agent"] for r in rows} == {"claude-code", "codex"}
+    claude = next(r for r in rows if r["agent"] == "claude-code")
+    assert claude["title"] == "mix phx.server doesnt seem to start"
+    assert claude["percent_full"] == 12.7 and claude["live"] is True  # just copied: modified now
+    assert rig.of(ev.SourcesListed)[-1].sources == rows
+
+
+@pytest.mark.asyncio
+async def test_a_subagent_of_an_imported_session_and_back(rig: Rig) -> None:  # noqa: F811
+    await rig.wb.import_transcript(_need(BIG))
+    await rig.until(lambda: bool(rig.of(ev.SessionLoaded)))
+    parent = _loaded(rig)
+    assert not parent.read_only
+    rel = next(m["subagent"]["session"] for m in parent.messages
+               if isinstance(m.get("subagent"), dict) and m["subagent"].get("session"))
+    task = rig.wb.open_subagent(rel)
+    assert task is not None
+    await task
+    child = _loaded(rig)
+    assert child.read_only and child.path == parent.path / rel
+    assert child.source["parent"] == {"kind": "session", "id": parent.id, "title": parent.title}
+    assert child.source["path"].endswith(".jsonl")  # the subagent's own file: it can be continued
+    assert rig.wb.send("hi") is False
+    back = rig.wb.open_parent()
+    assert back is not None
+    await back
+    again = _loaded(rig)
+    assert again.id == parent.id and not again.read_only and (parent.path / rel).is_dir()
+
+
+@pytest.mark.asyncio
+async def test_stale_view_folders_are_removed(rig: Rig) -> None:  # noqa: F811
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = views_root() / f"{gone.stdout.strip()}-abcdef123456"
+    (stale / "dialog").mkdir(parents=True)
+    ours = views_root() / f"{__import__('os').getpid()}-000000000000"  # this process's: in use, kept
+    ours.mkdir()
+    await rig.wb.open_source(_need(SHARED / "claude-code" / "short.jsonl"))
+    assert not stale.exists() and ours.exists()
+
+
+@pytest.mark.asyncio
+async def test_a_compaction_written_while_followed_shows(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    """The compaction comes once with its figures; the messages it archived are merged back by time,
+    which can reorder earlier messages (then the view is sent whole, as for a reset)."""
+    lines = _lines(_need(BIG))
+    boundary = next(i for i, ln in enumerate(lines) if b'"compact_boundary"' in ln)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"".join(lines[:boundary - 20]))
+    shown = Shown(rig)
+    await rig.wb.open_source(live)
+    assert _loaded(rig).compactions == []
+    at = boundary - 20
+    for burst in (15, 6, 3, 30, 30):  # the boundary, its summary, then the next calls
+        with open(live, "ab") as fh:
+            fh.write(b"".join(lines[at:at + burst]))
+        at += burst
+        await asyncio.sleep(0.6)
+    final = read_source(live, "claude-code")
+    assert len(final.compactions) == 1
+
+    def caught_up() -> bool:
+        shown.update()
+        return (len(shown.messages) == len(final.messages) and len(shown.calls) == len(final.calls)
+                and [c.get("tokens_after") for c in shown.compactions] == [final.compactions[0].tokens_after])
+
+    await rig.until(caught_up, timeout=20)
+    await asyncio.sleep(0.6)
+    shown.update()
+    assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
+    event = shown.compactions[0]
+    assert (event["tokens_before"], event["tokens_after"]) == (final.compactions[0].tokens_before,
+                                                               final.compactions[0].tokens_after)
+    state = rig.of(ev.ContextStateChanged)[-1].state
+    assert state.summary and len(state.live_ids) < len(shown.messages)  # what it took out is out of the context
+
+
+@pytest.mark.asyncio
+async def test_a_codex_compaction_written_while_followed_comes_as_a_marker(
+    rig: Rig, tmp_path: Path  # noqa: F811
+) -> None:
+    path = _need(SHARED / "codex" / "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl")
+    lines = _lines(path)
+    boundary = next(i for i, ln in enumerate(lines) if b'"type":"compacted"' in ln)
+    live = tmp_path / path.name
+    live.write_bytes(b"".join(lines[:boundary - 10]))
+    shown = Shown(rig)
+    await rig.wb.open_source(live)
+    at = boundary - 10
+    for burst in (5, 5, 5, 10, 40, 40):
+        with open(live, "ab") as fh:
+            fh.write(b"".join(lines[at:at + burst]))
+        at += burst
+        await asyncio.sleep(0.6)
+    final = read_source(live, "codex")
+
+    def caught_up() -> bool:
+        shown.update()
+        return len(shown.calls) == len(final.calls) and len(shown.compactions) == len(final.compactions) == 1
+
+    await rig.until(caught_up, timeout=20)
+    shown.update()
+    assert shown.loads == 1 and len(rig.of(ev.CompactionFinished)) == 1  # a marker, no reload
+    assert shown.compactions[0]["tokens_after"] == final.compactions[0].tokens_after is not None
+    assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)

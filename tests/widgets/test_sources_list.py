@@ -1,0 +1,107 @@
+"""The Sources list and the read-only line, as widgets (rows as the service sends them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from widgets.readonly_bar import ReadOnlyBar
+from widgets.sessions_panel import SessionsPanel
+from widgets.sources_list import SourcesList, age
+
+NOW = datetime.now(UTC)
+
+
+def row(path: str, agent: str, project: str, minutes: float, **kw: Any) -> dict[str, Any]:
+    ts = (NOW - timedelta(minutes=minutes)).isoformat()
+    return {"agent": agent, "project": project, "session_id": path.rsplit("/", 1)[-1], "path": path,
+            "started": ts, "last_activity": ts, "calls": 3, "last_prompt_tokens": 50_000, "window": 200_000,
+            "percent_full": 25.0, "model": "claude-opus-4-6", "title": "", "live": False, **kw}
+
+
+ROWS = [
+    row("/c/a.jsonl", "claude-code", "spotter", 1, live=True, title="fix the server"),
+    row("/x/r1.jsonl", "codex", "tool", 90),
+    row("/c/b.jsonl", "claude-code", "other", 60 * 30, percent_full=None),
+    row("/c/c.jsonl", "claude-code", "spotter", 60 * 24 * 3),
+]
+
+
+@pytest.fixture
+def sources(qtbot: Any) -> SourcesList:
+    w = SourcesList()
+    qtbot.addWidget(w)
+    w.resize(320, 400)
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_sources(ROWS)
+    return w
+
+
+def test_grouped_by_agent_then_project_newest_first(sources: SourcesList) -> None:
+    tree = sources.tree
+    assert [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())] == ["Claude Code", "Codex"]
+    claude = tree.topLevelItem(0)
+    assert [claude.child(i).text(0) for i in range(claude.childCount())] == ["spotter", "other"]
+    assert sources.paths() == ["/c/a.jsonl", "/c/c.jsonl", "/c/b.jsonl", "/x/r1.jsonl"]
+    live = sources.item_for("/c/a.jsonl")
+    assert live is not None and live.text(0) == "● fix the server" and live.text(1) == "live"
+    assert live.text(2) == "25 %" and "50,000 of 200,000 tokens" in live.toolTip(0)
+    old = sources.item_for("/c/c.jsonl")
+    assert old is not None and old.text(0) == "c.jsonl" and old.text(1) == "3 d"
+    b = sources.item_for("/c/b.jsonl")
+    assert b is not None and b.text(1) == "1 d" and b.text(2) == ""
+    assert not sources.empty_label.isVisible()
+
+
+def test_open_refresh_and_selection_kept(sources: SourcesList, qtbot: Any) -> None:
+    sources.set_current("/x/r1.jsonl")
+    with qtbot.waitSignal(sources.source_opened) as got:
+        sources.open_button.click()
+    assert got.args == ["/x/r1.jsonl"]
+    with qtbot.waitSignal(sources.refresh_requested):
+        sources.refresh_button.click()
+    sources.set_sources(list(reversed(ROWS)))
+    assert sources.current_path() == "/x/r1.jsonl"
+    sources.set_sources([])
+    assert sources.empty_label.isVisible() and not sources.open_button.isEnabled()
+
+
+def test_age() -> None:
+    assert age((NOW - timedelta(seconds=20)).isoformat(), NOW) == "now"
+    assert age((NOW - timedelta(minutes=7)).isoformat(), NOW) == "7 min"
+    assert age((NOW - timedelta(hours=5)).isoformat(), NOW) == "5 h"
+    assert age("not a date", NOW) == ""
+
+
+def test_the_sessions_panel_has_a_sources_tab(qtbot: Any) -> None:
+    panel = SessionsPanel()
+    qtbot.addWidget(panel)
+    assert [panel.tabs.tabText(i) for i in range(panel.tabs.count())] == ["Sessions", "Sources"]
+    assert panel.tabs.widget(1) is panel.sources
+
+
+def test_the_read_only_line(qtbot: Any) -> None:
+    bar = ReadOnlyBar()
+    qtbot.addWidget(bar)
+    bar.show()
+    source = {"path": "/c/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "agent": "Claude Code", "format": "claude-code",
+              "following": True, "live": True, "parent": {}, "subagent": ""}
+    bar.set_view(source, "t")
+    assert bar.isVisible() and bar.text().startswith("● live Read-only view of Claude Code session 8463c716-a2e")
+    assert bar.continue_button.isVisible() and not bar.parent_button.isVisible()
+    bar.set_following(True, False)
+    assert bar.text().startswith("○ following")
+    bar.set_following(False)
+    assert not bar.live_label.isVisible()
+    child = {**source, "path": "", "following": False, "subagent": "subagents/a7be", "parent": {
+        "kind": "source", "path": "/c/x.jsonl", "title": "spotter-fum"}}
+    bar.set_view(child)
+    assert "subagent a7be of spotter-fum" in bar.text() and bar.parent_button.isVisible()
+    assert not bar.continue_button.isVisible()
+    with qtbot.waitSignal(bar.parent_requested):
+        bar.parent_button.click()
+    bar.set_view({})
+    assert not bar.isVisible()

@@ -1,0 +1,203 @@
+"""The Sources list: the agent sessions on this machine, grouped by agent then project, newest first.
+
+Each row: the first prompt (or the session id), how long ago it was active, how full its window is;
+a session being written now is marked "● live". Rows are source dicts (``agent``, ``project``,
+``session_id``, ``path``, ``title``, ``last_activity``, ``percent_full``, ``live``…).
+
+Public API of :class:`SourcesList`
+----------------------------------
+Signals:
+    source_opened(str)           path: show it (double-click, Enter, or Open in the menu)
+    continue_requested(str)      path: fork it into a ctxbench session (context menu)
+    refresh_requested()
+Methods:
+    set_sources(rows)            replace the rows (grouping kept, the selection too)
+    set_current(path)            select without emitting
+    paths() -> list[str]         in display order (tests)
+    item_for(path)               the row's item (tests)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from widgets.formatting import local_datetime
+
+PATH_ROLE = Qt.ItemDataRole.UserRole + 1
+AGENTS = {"claude-code": "Claude Code", "codex": "Codex"}
+LIVE = QColor("#2e9d4f")
+
+
+def age(ts: Any, now: datetime | None = None) -> str:
+    """``5 min``, ``3 h``, ``2 d`` since ``ts`` (iso); "" when unknown."""
+    dt = local_datetime(ts)
+    if dt is None:
+        return ""
+    seconds = ((now or datetime.now(UTC)) - dt).total_seconds()
+    if seconds < 60:
+        return "now"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return ""
+
+
+def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
+    return [c for c in (item.child(i) for i in range(item.childCount())) if c is not None]
+
+
+class SourcesList(QWidget):
+    """See the module docstring."""
+
+    source_opened = Signal(str)
+    continue_requested = Signal(str)
+    refresh_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        self.tree = QTreeWidget()
+        self.tree.setColumnCount(3)
+        self.tree.setHeaderLabels(["Session", "Age", "Full"])
+        self.tree.setRootIsDecorated(True)
+        self.tree.setUniformRowHeights(True)
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        layout.addWidget(self.tree, 1)
+        self.empty_label = QLabel("No agent sessions found (Claude Code: ~/.claude/projects, "
+                                  "Codex: ~/.codex/sessions)")
+        self.empty_label.setWordWrap(True)
+        layout.addWidget(self.empty_label)
+        row = QHBoxLayout()
+        self.open_button = QPushButton("Open")
+        self.refresh_button = QPushButton("Refresh")
+        row.addWidget(self.open_button)
+        row.addWidget(self.refresh_button)
+        layout.addLayout(row)
+        self._suppress = False
+        self.tree.itemActivated.connect(self._on_activated)
+        self.tree.customContextMenuRequested.connect(self._on_menu)
+        self.open_button.clicked.connect(self._open_current)
+        self.refresh_button.clicked.connect(self.refresh_requested)
+        self.set_sources([])
+
+    # --- data
+    def set_sources(self, rows: Sequence[dict[str, Any]]) -> None:
+        current = self.current_path()
+        expanded = {g.text(0) for g in _children(self.tree.invisibleRootItem()) if g.isExpanded()}
+        self._suppress = True
+        self.tree.clear()
+        groups: dict[str, QTreeWidgetItem] = {}
+        projects: dict[tuple[str, str], QTreeWidgetItem] = {}
+        now = datetime.now(UTC)
+        for r in rows:  # newest first as given: groups appear in the order of their newest session
+            agent = str(r.get("agent") or "")
+            if agent not in groups:
+                groups[agent] = QTreeWidgetItem(self.tree, [AGENTS.get(agent, agent)])
+                self._bold(groups[agent])
+            key = (agent, str(r.get("project") or "(no project)"))
+            if key not in projects:
+                projects[key] = QTreeWidgetItem(groups[agent], [key[1]])
+            self._row(QTreeWidgetItem(projects[key]), r, now)
+        for item in groups.values():
+            item.setExpanded(not expanded or item.text(0) in expanded)
+            for project in _children(item):
+                project.setExpanded(True)
+        self._suppress = False
+        if current:
+            self.set_current(current)
+        self.empty_label.setVisible(not rows)
+        self.open_button.setEnabled(bool(rows))
+
+    @staticmethod
+    def _bold(item: QTreeWidgetItem) -> None:
+        f = QFont(item.font(0))
+        f.setBold(True)
+        item.setFont(0, f)
+
+    def _row(self, item: QTreeWidgetItem, r: dict[str, Any], now: datetime) -> None:
+        title = str(r.get("title") or "") or str(r.get("session_id") or "")
+        live = bool(r.get("live"))
+        item.setText(0, ("● " if live else "") + title)
+        item.setText(1, "live" if live else age(r.get("last_activity") or r.get("started"), now))
+        full = r.get("percent_full")
+        item.setText(2, "" if full is None else f"{float(full):.0f} %")
+        item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        item.setData(0, PATH_ROLE, str(r.get("path") or ""))
+        tokens = r.get("last_prompt_tokens")
+        window = r.get("window")
+        figures = f"{tokens:,} of {window:,} tokens" if tokens is not None and window else ""
+        item.setToolTip(0, "\n".join(s for s in (title, str(r.get("model") or ""), figures,
+                                                 f"{r.get('calls', 0)} calls", str(r.get("path") or "")) if s))
+        if live:
+            for col in (0, 1):
+                item.setForeground(col, QBrush(LIVE))
+
+    def _items(self) -> list[QTreeWidgetItem]:
+        return [row for group in _children(self.tree.invisibleRootItem()) for project in _children(group)
+                for row in _children(project)]
+
+    def paths(self) -> list[str]:
+        return [str(item.data(0, PATH_ROLE)) for item in self._items()]
+
+    def item_for(self, path: str) -> QTreeWidgetItem | None:
+        return next((i for i in self._items() if i.data(0, PATH_ROLE) == path), None)
+
+    def current_path(self) -> str:
+        item = self.tree.currentItem()
+        return str(item.data(0, PATH_ROLE) or "") if item is not None else ""
+
+    def set_current(self, path: str) -> None:
+        item = self.item_for(path)
+        if item is not None:
+            self._suppress = True
+            self.tree.setCurrentItem(item)
+            self._suppress = False
+
+    # --- slots
+    def _on_activated(self, item: QTreeWidgetItem, _column: int) -> None:
+        path = str(item.data(0, PATH_ROLE) or "")
+        if path and not self._suppress:
+            self.source_opened.emit(path)
+
+    def _open_current(self) -> None:
+        path = self.current_path()
+        if path:
+            self.source_opened.emit(path)
+
+    def _on_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        menu = QMenu(self)
+        path = str(item.data(0, PATH_ROLE) or "") if item is not None else ""
+        if path:
+            menu.addAction("Open (read-only)", lambda: self.source_opened.emit(path))
+            menu.addAction("Continue in ctxbench", lambda: self.continue_requested.emit(path))
+            menu.addSeparator()
+        menu.addAction("Refresh", self.refresh_requested.emit)
+        menu.popup(self.tree.viewport().mapToGlobal(pos))
+        self._menu = menu
+
+
+__all__ = ["SourcesList", "age"]
