@@ -370,8 +370,10 @@ def import_source(
     settings: Settings | None = None,
     estimator: Estimator | None = None,
     model_info: ModelInfo | None = None,
+    lines: Sequence[bytes] | None = None,
 ) -> SourceImportReport:
-    """Import ``path`` (of format ``fmt``, detected when None) as a new session at ``session_dir``."""
+    """Import ``path`` (of format ``fmt``, detected when None) as a new session at ``session_dir``;
+    ``lines``: a followed file's lines already read (see :func:`engine.sources.readers.read_source`)."""
     path = Path(path)
     settings = settings or Settings()
     estimator = estimator or HeuristicEstimator()
@@ -381,7 +383,7 @@ def import_source(
         raise SourceError(f"cannot import into {final}: it already exists")
     if fmt in ("mini-swe-agent", "openai"):
         return _import_openai(path, final, fmt, title, settings, estimator, model_info)
-    src = read_source(path, fmt)
+    src = read_source(path, fmt, lines)
     if not src.messages and not src.calls:
         raise SourceError(f"{path.name}: no message or provider call could be read as {fmt} "
                           f"({len(src.skipped)} line(s) skipped)")

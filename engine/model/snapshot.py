@@ -8,7 +8,7 @@ one window resolver (:mod:`engine.context.window`) returns.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -140,7 +140,9 @@ class ContextSnapshot:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # a shallow copy: every field but message_tokens is a str/int/None (asdict's deep copy of the
+        # per-message pairs was most of an import's time)
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["message_tokens"] = [list(p) for p in self.message_tokens]
         data["regions"] = self.regions()
         data["history"] = self.history

@@ -392,11 +392,14 @@ def window_for_model(model: str, largest_prompt: int) -> tuple[int, str]:
     return DEFAULT_WINDOW, "model"
 
 
-def read_claude_code(path: Path, *, subagents: bool = True) -> SourceSession:
-    """Read one Claude Code session file (and, with ``subagents``, its subagent files)."""
+def read_claude_code(
+    path: Path, *, subagents: bool = True, lines: Iterable[bytes] | None = None
+) -> SourceSession:
+    """Read one Claude Code session file (and, with ``subagents``, its subagent files); ``lines``: its
+    lines already read (a followed file's :class:`engine.sources.follow.LineLog`)."""
     path = Path(path)
     scan = _Scan()
-    for n, obj in read_json_lines(path, scan.skipped):
+    for n, obj in read_json_lines(path, scan.skipped, lines=lines):
         scan.count = n
         _scan_line(scan, n, obj)
     session = SourceSession("claude-code", path, scan.session_id or path.stem, skipped=scan.skipped,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -342,12 +343,14 @@ def _fast_path(state: _State, raw: bytes) -> bool:
     return False
 
 
-def read_codex(path: Path) -> SourceSession:
-    """Read one Codex rollout file."""
+def read_codex(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
+    """Read one Codex rollout file; ``lines``: its lines already read (a followed file's
+    :class:`engine.sources.follow.LineLog`)."""
     path = Path(path)
     session = SourceSession("codex", path, path.stem.removeprefix("rollout-"), project="")
     state = _State(session)
-    for n, obj in read_json_lines(path, session.skipped, skip=lambda raw: _fast_path(state, raw)):
+    for n, obj in read_json_lines(path, session.skipped, skip=lambda raw: _fast_path(state, raw),
+                                   lines=lines):
         session.lines = n
         _line(state, n, obj)
     if state.pending_reasoning:

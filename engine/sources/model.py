@@ -24,7 +24,7 @@ import itertools
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -254,30 +254,43 @@ def expand_redacted(text: str) -> str:
 
 
 def read_json_lines(
-    path: Path, skipped: list[Skipped], skip: Callable[[bytes], bool] | None = None
+    path: Path, skipped: list[Skipped], skip: Callable[[bytes], bool] | None = None,
+    lines: Iterable[bytes] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every JSON-object line of ``path``, streamed; bad lines go to
     ``skipped`` with the reason (a torn last line: the agent may still be writing). Lines for which
-    ``skip(raw)`` is true are known to be of no use and are not parsed."""
+    ``skip(raw)`` is true are known to be of no use and are not parsed.
+
+    ``lines``: the file's complete lines (each ending with its newline), already read — a followed
+    file's lines kept by :class:`engine.sources.follow.LineLog` — instead of reading ``path``."""
+    if lines is not None:
+        yield from _json_lines(lines, skipped, skip)
+        return
     with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
-                continue
-            try:
-                obj = _decode(raw.decode("utf-8"))
-            except RecursionError:
-                skipped.append(Skipped(n, "not JSON (nested too deeply)"))
-                continue
-            except ValueError as exc:
-                if not raw.endswith(b"\n"):
-                    skipped.append(Skipped(n, "truncated last line (the agent may still be writing it)"))
-                else:
-                    skipped.append(Skipped(n, f"not JSON ({str(exc)[:80]})"))
-                continue
-            if not isinstance(obj, dict):
-                skipped.append(Skipped(n, f"a JSON {type(obj).__name__}, not an object"))
-                continue
-            yield n, obj
+        yield from _json_lines(fh, skipped, skip)
+
+
+def _json_lines(
+    lines: Iterable[bytes], skipped: list[Skipped], skip: Callable[[bytes], bool] | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    for n, raw in enumerate(lines, start=1):
+        if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
+            continue
+        try:
+            obj = _decode(raw.decode("utf-8"))
+        except RecursionError:
+            skipped.append(Skipped(n, "not JSON (nested too deeply)"))
+            continue
+        except ValueError as exc:
+            if not raw.endswith(b"\n"):
+                skipped.append(Skipped(n, "truncated last line (the agent may still be writing it)"))
+            else:
+                skipped.append(Skipped(n, f"not JSON ({str(exc)[:80]})"))
+            continue
+        if not isinstance(obj, dict):
+            skipped.append(Skipped(n, f"a JSON {type(obj).__name__}, not an object"))
+            continue
+        yield n, obj
 
 
 def text_of(content: Any) -> str:

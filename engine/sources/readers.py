@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from engine.sources.claude_code import read_claude_code
@@ -19,13 +19,20 @@ READERS: dict[SourceFormat, Callable[[Path], SourceSession]] = {
 }
 
 
-def read_source(path: Path, fmt: SourceFormat) -> SourceSession:
+def read_source(path: Path, fmt: SourceFormat, lines: Sequence[bytes] | None = None) -> SourceSession:
     """Read ``path`` as ``fmt``; SourceError when it cannot be read at all (bad lines are skipped and
-    reported in the session's ``skipped`` list, never raised)."""
+    reported in the session's ``skipped`` list, never raised).
+
+    ``lines``: a line-oriented file's complete lines already read (a followed Claude Code or Codex
+    file's :class:`engine.sources.follow.LineLog`): the file itself is not read again."""
     reader = READERS.get(fmt)
     if reader is None:
         raise SourceError(f"{fmt} logs are imported by engine.importer, not read as a source")
     try:
+        if lines is not None and fmt == "claude-code":
+            return read_claude_code(Path(path), lines=lines)
+        if lines is not None and fmt == "codex":
+            return read_codex(Path(path), lines=lines)
         return reader(Path(path))
     except OSError as exc:
         raise SourceError(f"{Path(path).name}: cannot read: {exc.strerror or exc}") from None

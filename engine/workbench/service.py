@@ -38,9 +38,9 @@ class Workbench(Sources, Commands, Turns, Inspector, Keys):
             self.session.close()
         view, self._view = self._view, None
         if view is not None:
-            from engine.workbench.source_views import remove_folder
+            from engine.workbench.source_views import remove_view
 
-            remove_folder(view.root)
+            remove_view(view.root)
 
 
 __all__ = ["Workbench"]

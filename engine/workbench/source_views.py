@@ -2,7 +2,8 @@
 bookkeeping that makes a live refresh incremental. No asyncio, no events: the functions here run in
 worker threads (:mod:`engine.workbench.sources` calls them through ``asyncio.to_thread``).
 
-A view folder is ``data_dir()/views/<pid>-<hex>``: the source file imported by
+A view folder is ``<views_root()>/<pid>-<hex>`` (memory-backed ``/dev/shm/ctxbench-<uid>-<key>/views``
+where the system has it, else ``data_dir()/views``): the source file imported by
 :func:`engine.ingest.import_source` (its subagents inside, under ``subagents/``). It belongs to the
 process named in it; folders of processes that are gone are removed by :func:`remove_stale_views`.
 
@@ -15,6 +16,7 @@ everything again".
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,10 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.model.messages import Message
-from engine.sources.follow import Tail
+from engine.sources.detect import detect_format
+from engine.sources.follow import FOLLOWABLE, LineLog, Tail
+from engine.sources.model import SourceError
 from engine.store.config import Settings, data_dir
 
 VIEWS_DIR = "views"
+SHM = "/dev/shm"  # memory-backed on Linux
 LIVE_SECONDS = 120.0  # a source file modified this recently is marked live
 _READ_ID = re.compile(rb'"id":\s*"([0-9a-f]{24})[0-9a-f]{8}"')
 _REWRITTEN = ("history.jsonl", "events.jsonl", "session.json")
@@ -47,6 +52,7 @@ class SourceView:
     format: str
     prefix: str  # the message-id prefix of this view
     tail: Tail | None = None  # set while the file is followed
+    log: LineLog | None = None  # the followed file's lines, read once and then as they are appended
     parent: dict[str, Any] = field(default_factory=dict)  # {"kind": "source", "path"} | {"kind": "session", "id"}
     subagent: str = ""  # the subagent's rel path when this is one
     message_keys: list[str] = field(default_factory=list)  # what the window shows now, in order
@@ -81,7 +87,24 @@ def view_title(messages: list[Message], fallback: str, limit: int = 60) -> str:
 
 
 def views_root() -> Path:
-    return data_dir() / VIEWS_DIR
+    """Where view folders go. A followed view's folder is written again on every refresh, so when the
+    system has a memory-backed folder (``/dev/shm``) it goes there — in a folder only this user can
+    read, one per data dir — and no disk is worn by following all day; else under the data dir."""
+    base = data_dir() / VIEWS_DIR
+    shm = Path(SHM)
+    getuid = getattr(os, "getuid", None)
+    if getuid is None or not shm.is_dir() or not os.access(shm, os.W_OK | os.X_OK):
+        return base
+    key = hashlib.sha256(str(base).encode()).hexdigest()[:12]
+    private = shm / f"ctxbench-{getuid()}-{key}"
+    try:
+        private.mkdir(mode=0o700, exist_ok=True)
+        st = private.stat()
+    except OSError:
+        return base
+    if st.st_uid != getuid() or st.st_mode & 0o077:
+        return base  # not ours, or readable by others: never put a session there
+    return private / VIEWS_DIR
 
 
 def is_live(path: str | Path, now: float | None = None) -> bool:
@@ -120,6 +143,7 @@ def remove_stale_views(root: Path) -> int:
             continue
         shutil.rmtree(child, ignore_errors=True)
         removed += 1
+    prune(root)
     return removed
 
 
@@ -127,11 +151,13 @@ def new_view_folder(root: Path) -> Path:
     return root / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def import_view(path: Path, folder: Path, prefix: str, settings: Settings) -> str:
-    """Import ``path`` into ``folder`` (new) with message ids under ``prefix``; its format."""
+def import_view(path: Path, folder: Path, prefix: str, settings: Settings, log: LineLog | None = None) -> str:
+    """Import ``path`` into ``folder`` (new) with message ids under ``prefix``; its format. With
+    ``log`` (a followed file), the lines it holds are read instead of the file."""
     from engine.ingest import import_source
 
-    report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None))
+    lines = log.lines if log is not None else None
+    report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None), lines=lines)
     stabilise_ids(folder, prefix)
     return str(report.format)
 
@@ -172,21 +198,23 @@ def new_prefix() -> str:
     return uuid.uuid4().hex[:24]
 
 
-def read_to_end(tail: Tail) -> tuple[bool, bool]:
-    """Read everything appended (complete lines only): (any complete line came, the file was reset)."""
-    got = reset = False
-    more = True
-    while more:
-        lines, why, more = tail.read()
-        got = got or bool(lines)
-        reset = reset or why is not None
-    return got, reset
+def followed_log(path: Path) -> LineLog | None:
+    """A :class:`LineLog` holding the file's lines when its format can be followed, else None."""
+    try:
+        fmt = detect_format(path)
+    except SourceError:
+        return None
+    if fmt not in FOLLOWABLE:
+        return None
+    log = LineLog(Tail(path))
+    log.feed()
+    return log
 
 
-def poll_tail(tail: Tail) -> tuple[bool, bool, bool]:
-    """:func:`read_to_end`, and whether the file is live now."""
-    got, reset = read_to_end(tail)
-    return got, reset, is_live(tail.path)
+def poll_log(log: LineLog) -> tuple[bool, bool, bool]:
+    """Read what was appended to the followed file: (complete lines came, it was reset, it is live now)."""
+    got, reset = log.feed()
+    return got, reset, is_live(log.tail.path)
 
 
 def message_key(msg: Message) -> str:
@@ -227,6 +255,23 @@ def remove_folder(folder: Path | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def remove_view(folder: Path | None) -> None:
+    """Remove a view's folder, and the views folder (and its private parent in /dev/shm) once empty."""
+    if folder is None:
+        return
+    remove_folder(folder)
+    prune(folder.parent)
+
+
+def prune(root: Path) -> None:
+    """Remove the views folder ``root`` when it is empty, with its private parent in /dev/shm."""
+    for empty in (root, root.parent) if root.parent.parent == Path(SHM) else ():
+        try:
+            empty.rmdir()
+        except OSError:
+            return  # not empty: another view of this data dir is open
+
+
 def subagent_file(session_folder: Path, rel: str) -> str:
     """The agent's own file of the subagent at ``rel`` (from the parent's import record), or ""."""
     try:
@@ -246,16 +291,18 @@ __all__ = [
     "call_key",
     "common_prefix",
     "compaction_key",
+    "followed_log",
     "import_view",
     "is_live",
     "is_prefix",
     "message_key",
     "new_prefix",
     "new_view_folder",
-    "poll_tail",
-    "read_to_end",
+    "poll_log",
+    "prune",
     "remove_folder",
     "remove_stale_views",
+    "remove_view",
     "shown_compactions",
     "stabilise_ids",
     "subagent_file",

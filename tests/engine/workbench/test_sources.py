@@ -333,3 +333,21 @@ async def test_a_codex_compaction_written_while_followed_comes_as_a_marker(
     assert shown.loads == 1 and len(rig.of(ev.CompactionFinished)) == 1  # a marker, no reload
     assert shown.compactions[0]["tokens_after"] == final.compactions[0].tokens_after is not None
     assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
+
+
+def test_view_folders_are_private_and_memory_backed_where_the_system_allows() -> None:
+    """A followed view is rewritten on every refresh: on Linux it lives in /dev/shm, in a folder
+    only this user can enter (one per data dir); elsewhere under the data dir."""
+    import os
+    import stat
+
+    from engine.store.config import data_dir
+
+    root = views_root()
+    if not Path("/dev/shm").is_dir() or not hasattr(os, "getuid"):
+        assert root == data_dir() / "views"
+        return
+    assert root.parent.parent == Path("/dev/shm") and root.parent.name.startswith(f"ctxbench-{os.getuid()}-")
+    mode = stat.S_IMODE(root.parent.stat().st_mode)
+    assert mode == 0o700 and root.parent.stat().st_uid == os.getuid()
+    assert views_root() == root  # the same data dir: the same folder
