@@ -323,6 +323,9 @@ class Controller(QObject):
     def open_subagent(self, rel: str) -> None:
         self.service.open_subagent(rel)
 
+    def file_changed(self, path: str) -> None:
+        self.service.file_changed(path)
+
     def open_parent(self) -> None:
         self.service.open_parent()
 

@@ -8,9 +8,10 @@ connections, so its slots run after the window's ``session_loaded``). It keeps i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QFileSystemWatcher, QObject
 from PySide6.QtWidgets import QLabel
 
 from engine.workbench.views import SessionView
@@ -37,6 +38,10 @@ class SourcesWiring(QObject):
             layout.insertWidget(layout.indexOf(window.input), self.bar)  # type: ignore[attr-defined]
         self.view: SessionView | None = None
         self._scanning = False
+        # the followed file: its change notifications wake the service's follow loop at once (it also
+        # polls, for file systems that send none)
+        self.watcher = QFileSystemWatcher(self)
+        self.watcher.fileChanged.connect(self._on_file_changed)
         self._connect()
 
     def _connect(self) -> None:
@@ -101,9 +106,23 @@ class SourcesWiring(QObject):
             if view.source.get("path"):
                 w.sessions.sources.set_current(str(view.source["path"]))
         source = view.source if read_only else {}
-        self._on_follow_changed(bool(source.get("following")), "", bool(source.get("live")))
+        self._on_follow_changed(bool(source.get("following")), str(source.get("path") or ""), bool(source.get("live")))
 
-    def _on_follow_changed(self, following: bool, _path: str, live: bool) -> None:
+    def _on_file_changed(self, path: str) -> None:
+        if path not in self.watcher.files() and Path(path).exists():
+            self.watcher.addPath(path)  # replaced (a new inode): watch the new file
+        self.controller.file_changed(path)
+
+    def _watch(self, path: str) -> None:
+        if self.watcher.files() != ([path] if path else []):
+            if self.watcher.files():
+                self.watcher.removePaths(self.watcher.files())
+            if path and Path(path).exists():
+                self.watcher.addPath(path)
+
+    def _on_follow_changed(self, following: bool, path: str, live: bool) -> None:
+        if path or not following:
+            self._watch(path if following else "")
         self.bar.set_following(following, live)
         self.live_label.setText(("● live" if live else "○ following") if following else "")
         self.live_label.setStyleSheet(f"color: {'#2e9d4f' if live else 'gray'}; font-weight: bold; padding: 0 6px;")

@@ -87,6 +87,17 @@ class Sources(Commands, Turns):
 
     _view: sv.SourceView | None = None
     _views_cleaned = False
+    _wake: asyncio.Event | None = None  # set by file_changed: look at the followed file now
+
+    def file_changed(self, path: str) -> None:
+        """A file watcher (the window's QFileSystemWatcher) saw ``path`` change: when it is the
+        followed file, look now instead of at the next poll (polling stays as the fallback for
+        file systems that send no notifications)."""
+        view = self._view
+        if view is not None and view.log is not None and path == view.source:
+            if self._wake is None:
+                self._wake = asyncio.Event()  # before the follow loop's first wait: it sees it set
+            self._wake.set()
 
     def start(self) -> None:
         """As :meth:`Sessions.start`, and the view folders a crash left behind are removed."""
@@ -190,8 +201,15 @@ class Sources(Commands, Turns):
     async def _follow(self, view: sv.SourceView) -> None:
         log = view.log
         assert log is not None
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        wake = self._wake  # a change noticed before this loop began is already set: not lost
         while self._view is view:
-            await asyncio.sleep(FOLLOW_INTERVAL)
+            try:
+                await asyncio.wait_for(wake.wait(), FOLLOW_INTERVAL)
+            except TimeoutError:
+                pass
+            wake.clear()
             got, reset, live = await asyncio.to_thread(sv.poll_log, log)
             if self._view is not view:
                 return

@@ -183,3 +183,25 @@ def test_a_subagent_opens_and_back(qtbot: Any, win: MainWindow) -> None:
         bar.parent_button.click()
     chart.flush()
     assert chart.column_count() == len(parent.timeline) and not bar.parent_button.isVisible()
+
+
+def test_the_file_watcher_wakes_the_follow_at_once(
+    qtbot: Any, win: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With polling slowed to a minute, an appended line still reaches the chat: the window's
+    QFileSystemWatcher tells the service, which looks at the file at once."""
+    from engine.workbench import sources
+
+    monkeypatch.setattr(sources, "FOLLOW_INTERVAL", 60.0)
+    lines = _need(BIG).read_bytes().splitlines(keepends=True)
+    live = tmp_path / "watched.jsonl"
+    live.write_bytes(b"".join(lines[:100]))
+    open_source(qtbot, win, live)
+    wiring = win.sources_wiring  # type: ignore[attr-defined]
+    qtbot.waitUntil(lambda: wiring.watcher.files() == [str(live)], timeout=5000)
+    before = len(win.chat.message_ids())
+    with open(live, "ab") as fh:
+        fh.write(b"".join(lines[100:140]))
+    want = read_source(live, "claude-code")
+    assert len(want.messages) > before
+    qtbot.waitUntil(lambda: len(win.chat.message_ids()) == len(want.messages), timeout=10_000)
