@@ -41,6 +41,9 @@ Signals (payloads are engine dataclasses unless said otherwise):
     draft_tokens(int)              the draft's cost (calibrated like the chart)
     settings_changed(object)       Settings now in force
     model_suggestions(list)        model names for the settings dialog
+    diff_ready(object)             engine.context.diff.ContextDiff — the answer to diff_calls(a, b)
+    tools_ready(object, dict)      engine.context.attribution.Attribution, message id → "live" | archive day
+                                   of its largest results — the answer to tool_attribution()
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -96,6 +99,8 @@ SIGNALS: dict[type, str] = {
     ev.DraftTokens: "draft_tokens",
     ev.SettingsChanged: "settings_changed",
     ev.ModelSuggestions: "model_suggestions",
+    ev.DiffReady: "diff_ready",
+    ev.ToolsReady: "tools_ready",
 }
 """Which signal each service event becomes (events not listed reach no widget: ToolCallFinished,
 CompactionStarted, LlmReady)."""
@@ -143,6 +148,8 @@ class Controller(QObject):
     draft_tokens = Signal(int)
     settings_changed = Signal(object)
     model_suggestions = Signal(list)
+    diff_ready = Signal(object)
+    tools_ready = Signal(object, dict)
 
     def __init__(
         self,
@@ -294,6 +301,12 @@ class Controller(QObject):
 
     def window_description(self) -> str:
         return self.service.window_description()
+
+    def diff_calls(self, a: int, b: int) -> None:
+        self.service.diff_calls(a, b)
+
+    def tool_attribution(self) -> None:
+        self.service.tool_attribution()
 
     async def shutdown(self) -> None:
         """Cancel everything and close the session (the window is closing)."""

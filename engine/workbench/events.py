@@ -30,6 +30,8 @@ from engine.model.snapshot import ContextSnapshot
 from engine.store.config import Settings
 
 if TYPE_CHECKING:
+    from engine.context.attribution import Attribution
+    from engine.context.diff import ContextDiff
     from engine.context.compaction import CompactionPreview
     from engine.workbench.views import ContextState, Marker, SessionView
 
@@ -260,7 +262,32 @@ class LlmReady(WorkbenchEvent):
         return ()
 
 
+@dataclass
+class DiffReady(WorkbenchEvent):
+    """The context diff between two calls of the open session (:mod:`engine.workbench.analysis`)."""
+
+    diff: ContextDiff
+    session_id: str = ""
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.diff,)
+
+
+@dataclass
+class ToolsReady(WorkbenchEvent):
+    """Tokens by tool of the open session and its largest tool results, each with where it is."""
+
+    attribution: Attribution
+    locations: dict[str, str] = field(default_factory=dict)  # message id → "live" | archive day
+    session_id: str = ""
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.attribution, self.locations)
+
+
 __all__ = [
+    "DiffReady",
+    "ToolsReady",
     "ApprovalRequested",
     "ApprovalsWithdrawn",
     "ArchiveHits",

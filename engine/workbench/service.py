@@ -13,18 +13,20 @@ run_command(name, arg), clear_session(), start_preview(instruction), regenerate_
 cancel_preview(), discard_preview(), edit_preview(summary), apply_preview(summary),
 undo_compaction(marker_id), restore_messages(ids), read_offloaded(path), load_archive_day(day),
 search_archive(query), count_draft(text), apply_settings(settings), store_api_key(key),
-forget_api_key(), api_key_status(), window_description(), shutdown() (async).
+forget_api_key(), api_key_status(), window_description(), diff_calls(a, b), tool_attribution(),
+shutdown() (async).
 """
 
 from __future__ import annotations
 
+from engine.workbench.analysis import Analysis
 from engine.workbench.commands import Commands
 from engine.workbench.inspector import Inspector
 from engine.workbench.keys import Keys
 from engine.workbench.turns import Turns
 
 
-class Workbench(Commands, Turns, Inspector, Keys):
+class Workbench(Commands, Turns, Inspector, Keys, Analysis):
     """One service per window (see the module docstring)."""
 
     async def shutdown(self) -> None:

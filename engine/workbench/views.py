@@ -6,7 +6,7 @@ changes when the history changes; :class:`Marker` one compaction as the chat sho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
+from engine.workbench.subagents import subagent_marks
 
 if TYPE_CHECKING:
     from engine.context.offload import OffloadedFile
@@ -60,6 +61,8 @@ class SessionView:
     files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
     problems: str = ""  # the load report when the folder needed repairs, else ""
     last_call: tuple[int | None, int | None] = (None, None)
+    # the import's subagents, each with the parent's call_index (engine.workbench.subagents.subagent_marks)
+    subagents: list[dict[str, Any]] = field(default_factory=list)
 
 
 def session_dict(info: SessionInfo | Session) -> dict[str, Any]:
@@ -202,6 +205,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         files=offloaded_files(session),
         problems=report,
         last_call=last,
+        subagents=subagent_marks(session.meta, timeline, messages),
     )
 
 
