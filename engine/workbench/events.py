@@ -31,8 +31,8 @@ from engine.store.config import Settings
 
 if TYPE_CHECKING:
     from engine.context.attribution import Attribution
-    from engine.context.diff import ContextDiff
     from engine.context.compaction import CompactionPreview
+    from engine.context.diff import ContextDiff
     from engine.workbench.views import ContextState, Marker, SessionView
 
 NoticeLevel = Literal["info", "warning", "error"]
@@ -286,8 +286,6 @@ class ToolsReady(WorkbenchEvent):
 
 
 __all__ = [
-    "DiffReady",
-    "ToolsReady",
     "ApprovalRequested",
     "ApprovalsWithdrawn",
     "ArchiveHits",
@@ -298,6 +296,7 @@ __all__ = [
     "CompactionFinished",
     "CompactionStarted",
     "ContextStateChanged",
+    "DiffReady",
     "DraftTokens",
     "ErrorEvent",
     "FileLoaded",
@@ -322,6 +321,7 @@ __all__ = [
     "TextDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolsReady",
     "TurnFinished",
     "WorkbenchEvent",
 ]
