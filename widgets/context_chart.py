@@ -273,6 +273,7 @@ class ContextChart(QWidget):
     ) -> None:
         """Replace the timeline with these calls (in call order) and compaction events."""
         self._timeline.clear()
+        self._selection.index = None
         for record in records:
             self._timeline.append(record)
         self._compactions = []
