@@ -88,7 +88,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QSizePolicy
 
 from engine.model.snapshot import ContextSnapshot
 from widgets.chart_cache import CacheLayer, PercentAxis
-from widgets.chart_marks import SelectionLayer, SubagentLayer
+from widgets.chart_marks import SelectionLayer, SubagentLayer, subagent_color
 from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, CallRecord, TokenAxis
 from widgets.chart_parts import Legend as _Legend
 from widgets.chart_parts import Timeline as _Timeline
@@ -440,6 +440,7 @@ class ContextChart(QWidget):
     def set_subagents(self, marks: Sequence[dict[str, Any]]) -> None:
         """Mark where subagents ran (dicts of ``SessionView.subagents``: ``call_index``, ``id``, ``model``, …)."""
         self._subagents.set_marks(marks)
+        self._set_timeline_legend()
         self._dirty_timeline = True
         self.flush()
 
@@ -692,8 +693,10 @@ class ContextChart(QWidget):
 
     def _set_timeline_legend(self) -> None:
         pal = self._pal
+        sub = (f" &nbsp; <span style='white-space:nowrap'><span style='color:{subagent_color(pal)}'>◆</span>"
+               "&nbsp;subagent</span>") if self._subagents.marks else ""
         if self._cache.visible:
-            self._tl_legend.setText(self._cache.legend_html(pal))
+            self._tl_legend.setText(self._cache.legend_html(pal) + sub)
             return
         items = [
             (pal.provider, "━━", "reported by provider"),
@@ -706,7 +709,7 @@ class ContextChart(QWidget):
             " &nbsp; ".join(
                 f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"
                 for c, g, t in items
-            )
+            ) + sub
         )
 
     # ----------------------------------------------------------------- mouse

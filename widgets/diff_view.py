@@ -24,6 +24,10 @@ RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 ROLE = Qt.ItemDataRole.UserRole
 
 
+def items_text(n: int) -> str:
+    return f"{n:,} item{'s' if n != 1 else ''}"
+
+
 def signed(n: int) -> str:
     return f"{n:+,}".replace("-", "−")
 
@@ -52,8 +56,8 @@ def figures(diff: ContextDiff) -> list[str]:
         lines.append(f"Provider prompt: call {diff.a} {format_tokens(diff.prompt_a)}, "
                      f"call {diff.b} {format_tokens(diff.prompt_b)} (not known for both)")
     lines.append(f"Messages in the context: {diff.messages_a:,} → {diff.messages_b:,}")
-    lines.append(f"Entered {format_tokens(diff.entered_tokens)} tokens ({len(diff.entered):,} items), left "
-                 f"{format_tokens(diff.left_tokens)} ({len(diff.left):,} items), net {signed(diff.net_tokens)} "
+    lines.append(f"Entered {format_tokens(diff.entered_tokens)} tokens ({items_text(len(diff.entered))}), left "
+                 f"{format_tokens(diff.left_tokens)} ({items_text(len(diff.left))}), net {signed(diff.net_tokens)} "
                  "(estimated)")
     return lines
 
@@ -101,7 +105,7 @@ class DiffView(QWidget):
         self.tree.clear()
         for title, items, sign in (("Entered", diff.entered, "+"), ("Left", diff.left, "−")):
             total = sum(i.tokens for i in items)
-            top = QTreeWidgetItem([f"{sign}{format_tokens(total)}", f"{title} ({len(items):,} items)", "",
+            top = QTreeWidgetItem([f"{sign}{format_tokens(total)}", f"{title} ({items_text(len(items))})", "",
                                    "" if items else "nothing"])
             font = top.font(1)
             font.setBold(True)

@@ -92,7 +92,7 @@ class CompactionLogPanel(QWidget):
             str(ev.get("result") or "?"),
             f"{format_tokens(before)} → {format_tokens(after)}",
             f"{int(ev.get('messages_compacted') or 0):,} / {int(ev.get('messages_kept') or 0):,}",
-            f"{float(ev.get('duration_ms') or 0) / 1000:.1f} s",
+            "—" if ev.get("source_format") else f"{float(ev.get('duration_ms') or 0) / 1000:.1f} s",
         ]
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
