@@ -157,3 +157,47 @@ def test_the_subagent_mark_at_the_parent_call(qtbot: Any, win: MainWindow) -> No
         chart._on_timeline_mouse_clicked(Click(pos))
     assert blocker.args == ["subagents/a7be2f0"]
     assert (win.controller.session.path / blocker.args[0]).is_dir()
+
+
+def test_the_tools_tab_is_refreshed_after_a_turn(qtbot: Any, fake_settings: Settings, workspace: Path,
+                                                 server: Any) -> None:
+    from tests import fakeserver as fs
+
+    if not PARENT.exists():
+        pytest.skip(f"{PARENT} is not here")
+    win = make_window(qtbot, fake_settings.replace(context_window=400_000, auto_compact=False), workspace)
+    try:
+        open_transcript(qtbot, win, PARENT)
+        tools = win.inspector.tools
+        qtbot.waitUntil(lambda: tools.attribution is not None, timeout=20_000)
+        before = tools.attribution
+        assert before is not None
+        server.queue(fs.text_reply("continued here"))
+        assert win.controller.send("go on")
+        qtbot.waitUntil(lambda: win.controller.task("turn") is None, timeout=20_000)
+        assert win.controller.session.messages[-1]["content"] == "continued here"
+        qtbot.waitUntil(lambda: tools.attribution is not None and tools.attribution.messages == before.messages + 2,
+                        timeout=10_000)
+        figures = lambda a: [(t.tool, t.calls, t.argument_tokens, t.result_tokens) for t in a.tools]  # noqa: E731
+        assert figures(tools.attribution) == figures(before)  # a turn without tools changes no tool's tokens
+        assert tools.attribution.history_tokens > before.history_tokens
+    finally:
+        close(qtbot, win)
+
+
+@pytest.mark.slow
+def test_screenshot_of_a_diff_and_the_tools_tab(tmp_path: Path) -> None:
+    import os
+
+    from PySide6.QtGui import QImage
+
+    if not PARENT.exists():
+        pytest.skip(f"{PARENT} is not here")
+    out = tmp_path / "shot.png"
+    proc = subprocess.run([sys.executable, "-m", "app.screenshot", str(out), "--open", str(PARENT), "--tab", "tools",
+                           "--diff", "71", "72"], cwd=ROOT, env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert not QImage(str(out)).isNull()
+    diff = QImage(str(tmp_path / "shot-diff.png"))
+    assert not diff.isNull() and diff.width() >= 600
