@@ -19,8 +19,8 @@ from PySide6.QtGui import QColor
 from widgets.chart_parts import COLUMN_WIDTH
 from widgets.theme import Palette
 
-SUBAGENT_COLOR_LIGHT = "#0d9488"
-SUBAGENT_COLOR_DARK = "#2dd4bf"
+SUBAGENT_COLOR_LIGHT = "#c026d3"
+SUBAGENT_COLOR_DARK = "#f0abfc"
 HIT_PIXELS = 9
 
 

@@ -105,7 +105,8 @@ class DiffView(QWidget):
         self.tree.clear()
         for title, items, sign in (("Entered", diff.entered, "+"), ("Left", diff.left, "−")):
             total = sum(i.tokens for i in items)
-            top = QTreeWidgetItem([f"{sign}{format_tokens(total)}", f"{title} ({items_text(len(items))})", "",
+            count = f"{title} ({items_text(len(items))})"
+            top = QTreeWidgetItem([f"{sign if total else ''}{format_tokens(total)}", count, "",
                                    "" if items else "nothing"])
             font = top.font(1)
             font.setBold(True)
