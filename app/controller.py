@@ -46,6 +46,9 @@ Signals (payloads are engine dataclasses unless said otherwise):
                                    (False, "", False); sent again when ``live`` (written < 2 min ago) changes
     messages_retracted(list)       ids of a followed view's last messages that changed: removed from the chat,
                                    their new versions come as message_added
+    diff_ready(object)             engine.context.diff.ContextDiff — the answer to diff_calls(a, b)
+    tools_ready(object, dict)      engine.context.attribution.Attribution, message id → "live" | archive day
+                                   of its largest results — the answer to tool_attribution()
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -104,6 +107,8 @@ SIGNALS: dict[type, str] = {
     ev.SourcesListed: "sources_listed",
     ev.FollowChanged: "follow_changed",
     ev.MessagesRetracted: "messages_retracted",
+    ev.DiffReady: "diff_ready",
+    ev.ToolsReady: "tools_ready",
 }
 """Which signal each service event becomes (events not listed reach no widget: ToolCallFinished,
 CompactionStarted, LlmReady)."""
@@ -154,6 +159,8 @@ class Controller(QObject):
     sources_listed = Signal(list)
     follow_changed = Signal(bool, str, bool)
     messages_retracted = Signal(list)
+    diff_ready = Signal(object)
+    tools_ready = Signal(object, dict)
 
     def __init__(
         self,
@@ -328,6 +335,12 @@ class Controller(QObject):
 
     def open_parent(self) -> None:
         self.service.open_parent()
+
+    def diff_calls(self, a: int, b: int) -> None:
+        self.service.diff_calls(a, b)
+
+    def tool_attribution(self) -> None:
+        self.service.tool_attribution()
 
     async def shutdown(self) -> None:
         """Cancel everything and close the session (the window is closing)."""

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
+from app.wire_analysis import wire_analysis
 from app.wire_sources import wire_sources
 from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
 from engine.model.snapshot import ContextSnapshot
@@ -127,6 +128,7 @@ class MainWindow(QMainWindow):
         self.status.set_model(controller.settings.model)
         self._build_actions()
         self._connect()
+        self.analysis = wire_analysis(self)  # diff, Tools tab, subagent marks (app.wire_analysis)
         self._restore_window()
         self.set_busy(False)
 
@@ -257,6 +259,7 @@ class MainWindow(QMainWindow):
         chart.compaction_clicked.connect(self._on_chart_compaction_clicked)
         chart.call_clicked.connect(self._on_chart_call_clicked)
         self.chart = chart
+        self.analysis.attach_chart(chart)
         data = self._chart_data
         chart.set_timeline(data["timeline"], data["compactions"])
         chart.set_snapshot(data["snapshot"])

@@ -7,9 +7,12 @@ there and opened, the offloaded log is opened in the inspector, and the window (
 ``--size WxH``) is grabbed once the chart has drawn. ``make screenshot`` writes ``docs/screenshot.png``.
 
 ``--open FILE`` imports an agent's session file (Claude Code, Codex, … — whatever ``ctxbench import``
-reads) and shows it instead of the sample; ``--cache-view`` switches the timeline to its cache view.
+reads) and shows it instead of the sample; ``--cache-view`` switches the timeline to its cache view;
 ``--source FILE`` shows the file as a read-only source view (Sources → Open) with the Sources tab of
-the sessions panel listing the folder it is in (as ``source_dirs``).
+the sessions panel listing the folder it is in (as ``source_dirs``);
+``--tab NAME`` raises that inspector tab (``tools`` waits for its figures; ``compactions`` selects the
+first compaction); ``--diff A B`` computes the context diff from call A to call B and also writes the
+diff window to ``OUT-diff.png``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--open", type=Path, metavar="FILE", help="import this agent session file and show it")
     p.add_argument("--cache-view", action="store_true", help="show the timeline's cache view")
     p.add_argument("--source", type=Path, metavar="FILE", help="show this agent session file as a read-only view")
+    p.add_argument("--tab", choices=("files", "archive", "summary", "compactions", "tools"),
+                   help="raise this inspector tab")
+    p.add_argument("--diff", type=int, nargs=2, metavar=("A", "B"),
+                   help="show the context diff from call A to call B (also written to OUT-diff.png)")
     args = p.parse_args(argv)
     try:
         w, h = (int(x) for x in args.size.lower().split("x"))
@@ -148,16 +155,42 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         bar = window.chat.verticalScrollBar()
         bar.setValue(max(0, bar.value() - 90))
     await asyncio.sleep(0.3)
+    await _analysis_views(window, args)
     chart.flush()
     window.chat.flush()
     app.processEvents()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ok = bool(window.grab().save(str(args.out), "PNG"))
+    dialog = window.analysis.dialog
+    if ok and args.diff and dialog is not None:
+        ok = bool(dialog.grab().save(str(args.out.with_name(args.out.stem + "-diff.png")), "PNG"))
     window.close()
     await controller.shutdown()
     if not ok:
         print(f"screenshot: cannot write {args.out}", file=sys.stderr)
     return ok
+
+
+async def _until(check: Any, timeout: float = 30.0) -> bool:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def _analysis_views(window: Any, args: argparse.Namespace) -> None:
+    """--tab and --diff: the inspector tab raised (its figures in), the diff window shown."""
+    if args.tab:
+        window.inspector.show_tab(args.tab)
+        if args.tab == "tools":
+            await _until(lambda: window.inspector.tools.attribution is not None)
+        elif args.tab == "compactions" and window.inspector.log.events:
+            window.inspector.show_compaction(window.inspector.log.events[0])
+    if args.diff:
+        window.controller.diff_calls(*args.diff)
+        await _until(lambda: window.analysis.dialog is not None and window.analysis.dialog.isVisible())
+        await asyncio.sleep(0.2)
 
 
 if __name__ == "__main__":

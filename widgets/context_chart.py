@@ -23,6 +23,13 @@ cached prefix, whose tooltip says why the call cost more (``widgets.chart_cache`
 ``engine.context.cache``). A source whose system prompt + tools were inferred from the provider's first
 figure has that region labelled "inferred" (legend, timeline, tooltip).
 
+(c) **Marks**: ◆ above the parent call where a subagent ran (``set_subagents``; tooltip: id, model,
+calls, peak and total prompt tokens; a click emits ``subagent_requested(session)``), and the outline
+of the call picked as the first of a diff. Clicking a column picks it; Shift- or Ctrl-clicking a
+second emits ``diff_requested(a, b)``; right-clicking a column offers *Diff with previous call* and
+*Diff from call N* (the picked one). Compaction markers' tooltips say what compacting cost
+(``widgets.compaction_text``).
+
 Plot items are created once; updates only call ``setOpts``/``setData``. A setter draws at once: the
 caller throttles (the controller sends at most a few snapshots a second while a turn streams).
 
@@ -39,6 +46,9 @@ Methods:
     flush()                                     redraw what changed (the setters do it themselves)
     set_cache_view(on: bool)                    the cache view (b′) or the region view (b)
     export_image(fmt: "png" | "svg") -> bytes  the timeline plot as drawn, at its size (pyqtgraph exporters)
+    set_subagents(marks: Sequence[dict])        the subagents of SessionView.subagents (with ``call_index``)
+    select_call(index: int | None)              pick (outline) the first call of a diff (0-based)
+    call_menu(index) -> QMenu                   the right-click menu of a column (its actions emit diff_requested)
 Introspection (tests, accessibility):
     bar_segments() -> dict[str, tuple[float, float]]   region → (start, width) in tokens
     legend_text(region) -> str                 the legend row of a region ("12,345 · 9.6%")
@@ -54,9 +64,13 @@ Introspection (tests, accessibility):
     system_label() -> str                      the legend's name of the system region ("… (inferred)")
     compaction_tooltip(index) -> str
     compaction_x(index) -> float
+    subagent_count() -> int / subagent_positions() -> list[(x, y)] / subagent_tooltip(index) -> str
+    selected_call() -> int | None
 Signals:
     call_clicked(int)          a timeline column was clicked (0-based call index)
     compaction_clicked(dict)   a compaction marker was clicked (the event dict)
+    diff_requested(int, int)   diff call A → call B (numbered from 1, as the tooltips number them)
+    subagent_requested(str)    a subagent mark was clicked: its ``session`` path (relative to the session folder)
 """
 
 from __future__ import annotations
@@ -70,15 +84,18 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from engine.model.snapshot import ContextSnapshot
 from widgets.chart_cache import CacheLayer, PercentAxis
+from widgets.chart_marks import SelectionLayer, SubagentLayer, subagent_color
 from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, CallRecord, TokenAxis
 from widgets.chart_parts import Legend as _Legend
 from widgets.chart_parts import Timeline as _Timeline
 from widgets.chart_parts import num as _num
 from widgets.chart_parts import parse_ts as _parse_ts
+from widgets.compaction_text import compaction_tooltip as _compaction_tip
+from widgets.compaction_text import subagent_tooltip as _subagent_tip
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 ACCURACY_LABELS = {
@@ -98,6 +115,8 @@ class ContextChart(QWidget):
 
     call_clicked = Signal(int)
     compaction_clicked = Signal(dict)
+    diff_requested = Signal(int, int)
+    subagent_requested = Signal(str)
 
     def __init__(
         self, parent: QWidget | None = None, *, pal: Palette | None = None
@@ -221,6 +240,8 @@ class ContextChart(QWidget):
         ):
             tp.addItem(item)
         self._cache = CacheLayer(tp, self._tl_axis_right, self._pal)
+        self._subagents = SubagentLayer(tp, self._pal)
+        self._selection = SelectionLayer(tp, self._pal)
         self._inferred_label = pg.TextItem("inferred", anchor=(0, 0.5))
         self._inferred_label.setVisible(False)
         tp.addItem(self._inferred_label)
@@ -252,6 +273,7 @@ class ContextChart(QWidget):
     ) -> None:
         """Replace the timeline with these calls (in call order) and compaction events."""
         self._timeline.clear()
+        self._selection.index = None
         for record in records:
             self._timeline.append(record)
         self._compactions = []
@@ -279,6 +301,8 @@ class ContextChart(QWidget):
         self._timeline.clear()
         self._compactions = []
         self._compaction_x = []
+        self._subagents.set_marks([])
+        self._selection.index = None
         self._dirty_bar = self._dirty_timeline = True
         self.flush()
 
@@ -411,25 +435,46 @@ class ContextChart(QWidget):
         return "\n".join(lines)
 
     def compaction_tooltip(self, index: int) -> str:
-        ev = self._compactions[index]
-        before = _num(ev.get("tokens_before"))
-        after = _num(ev.get("tokens_after"))
-        change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
-        lines = [
-            f"Compaction ({ev.get('trigger', '?')}) · {ev.get('result', '?')}",
-            f"{format_tokens(before)} → {format_tokens(after)} tokens{change}",
-            f"{int(_num(ev.get('messages_compacted')))} messages compacted · "
-            f"{int(_num(ev.get('messages_kept')))} kept · {_num(ev.get('duration_ms')) / 1000:.1f} s",
-        ]
-        if ev.get("ts"):
-            lines.append(str(ev["ts"]))
-        if ev.get("reason"):
-            lines.append(f"Reason: {ev['reason']}")
-        summary = str(ev.get("summary") or "").strip()
-        if summary:
-            short = " ".join(summary.split())
-            lines.append("Summary: " + (short if len(short) <= 200 else short[:199] + "…"))
-        return "\n".join(lines)
+        return _compaction_tip(self._compactions[index])
+
+    def set_subagents(self, marks: Sequence[dict[str, Any]]) -> None:
+        """Mark where subagents ran (dicts of ``SessionView.subagents``: ``call_index``, ``id``, ``model``, …)."""
+        self._subagents.set_marks(marks)
+        self._set_timeline_legend()
+        self._dirty_timeline = True
+        self.flush()
+
+    def subagent_count(self) -> int:
+        return len(self._subagents.drawn)
+
+    def subagent_positions(self) -> list[tuple[float, float]]:
+        return list(zip(self._subagents.x, self._subagents.y, strict=True))
+
+    def subagent_tooltip(self, index: int) -> str:
+        return _subagent_tip(self._subagents.marks[self._subagents.drawn[index]])
+
+    def selected_call(self) -> int | None:
+        return self._selection.index
+
+    def select_call(self, index: int | None) -> None:
+        """Pick call ``index`` (0-based; None: none) as the first call of a diff."""
+        self._selection.index = index if index is None or 0 <= index < self._timeline.n else None
+        tl = self._timeline
+        self._selection.update(np.fmax(tl.values[:, : tl.n].sum(axis=0), tl.provider[: tl.n]))
+
+    def call_menu(self, index: int) -> QMenu:
+        """The right-click menu of column ``index``: diff with the previous call, diff from the picked one."""
+        menu = QMenu(self)
+        prev = menu.addAction(f"Diff with previous call ({index} → {index + 1})")
+        prev.setEnabled(index > 0)
+        prev.triggered.connect(lambda: self.diff_requested.emit(index, index + 1))
+        picked = self._selection.index
+        if picked is not None and picked != index:
+            frm = menu.addAction(f"Diff from call {picked + 1} (picked) → {index + 1}")
+            frm.triggered.connect(lambda: self.diff_requested.emit(picked + 1, index + 1))
+        pick = menu.addAction(f"Pick call {index + 1} for a diff (then Shift-click another)")
+        pick.triggered.connect(lambda: self.select_call(index))
+        return menu
 
     # ----------------------------------------------------------------- internals
     def _ghost_color(self, key: str) -> QColor:
@@ -484,6 +529,8 @@ class ContextChart(QWidget):
         self._markers.setPen(pg.mkPen(QColor(pal.background), width=1))
         self._legend.set_palette(pal)
         self._cache.set_palette(pal)
+        self._subagents.set_palette(pal)
+        self._selection.set_palette(pal)
         self._inferred_label.setColor(QColor(pal.background))
         self._set_timeline_legend()
 
@@ -578,6 +625,9 @@ class ContextChart(QWidget):
         else:
             self._markers.setData(x=[], y=[])
             self._drop_curve.setData([], [])
+        tops = np.fmax(values.sum(axis=0), tl.provider[:n])
+        self._subagents.update(tops)
+        self._selection.update(tops)
         if self._snapshot is not None:
             self._set_ghost(self._snapshot)
         self._update_view_mode()
@@ -643,8 +693,10 @@ class ContextChart(QWidget):
 
     def _set_timeline_legend(self) -> None:
         pal = self._pal
+        sub = (f" &nbsp; <span style='white-space:nowrap'><span style='color:{subagent_color(pal)}'>◆</span>"
+               "&nbsp;subagent</span>") if self._subagents.marks else ""
         if self._cache.visible:
-            self._tl_legend.setText(self._cache.legend_html(pal))
+            self._tl_legend.setText(self._cache.legend_html(pal) + sub)
             return
         items = [
             (pal.provider, "━━", "reported by provider"),
@@ -657,7 +709,7 @@ class ContextChart(QWidget):
             " &nbsp; ".join(
                 f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"
                 for c, g, t in items
-            )
+            ) + sub
         )
 
     # ----------------------------------------------------------------- mouse
@@ -666,7 +718,10 @@ class ContextChart(QWidget):
         if not vb.sceneBoundingRect().contains(scene_pos):
             return None
         p = vb.mapSceneToView(scene_pos)
-        px = vb.viewPixelSize()[0]
+        px, py = vb.viewPixelSize()
+        sub = self._subagents.hit(p.x(), p.y(), px, py)
+        if sub is not None:
+            return ("subagent", self._subagents.drawn.index(sub))
         tol = max(0.45, 6 * px)
         best: tuple[float, int] | None = None
         for i, cx in enumerate(self._compaction_x):
@@ -680,20 +735,40 @@ class ContextChart(QWidget):
             return ("call", col)
         return None
 
+    def _tooltip(self, hit: tuple[str, int]) -> str:
+        kind, index = hit
+        if kind == "compaction":
+            return self.compaction_tooltip(index)
+        if kind == "subagent":
+            return self.subagent_tooltip(index)
+        return self.column_tooltip(index)
+
     def _on_timeline_mouse_moved(self, scene_pos: QPointF) -> None:
         hit = self._hit(scene_pos)
         if hit is None:
             QToolTip.hideText()
             return
-        text = self.compaction_tooltip(hit[1]) if hit[0] == "compaction" else self.column_tooltip(hit[1])
         view_pos = self._tl_plot.mapFromScene(scene_pos)
-        QToolTip.showText(self._tl_plot.mapToGlobal(view_pos), text, self._tl_plot)
+        QToolTip.showText(self._tl_plot.mapToGlobal(view_pos), self._tooltip(hit), self._tl_plot)
 
     def _on_timeline_mouse_clicked(self, event: Any) -> None:
         hit = self._hit(event.scenePos())
         if hit is None:
             return
-        if hit[0] == "compaction":
-            self.compaction_clicked.emit(self._compactions[hit[1]])
+        kind, index = hit
+        button = event.button() if hasattr(event, "button") else Qt.MouseButton.LeftButton
+        mods = event.modifiers() if hasattr(event, "modifiers") else Qt.KeyboardModifier.NoModifier
+        if kind == "compaction":
+            self.compaction_clicked.emit(self._compactions[index])
+        elif kind == "subagent":
+            mark = self._subagents.marks[self._subagents.drawn[index]]
+            if mark.get("session"):
+                self.subagent_requested.emit(str(mark["session"]))
+        elif button == Qt.MouseButton.RightButton:
+            self.call_menu(index).popup(self._tl_plot.mapToGlobal(self._tl_plot.mapFromScene(event.scenePos())))
+        elif mods & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier) and \
+                self._selection.index is not None and self._selection.index != index:
+            self.diff_requested.emit(self._selection.index + 1, index + 1)
         else:
-            self.call_clicked.emit(hit[1])
+            self.select_call(index)
+            self.call_clicked.emit(index)

@@ -30,7 +30,9 @@ from engine.model.snapshot import ContextSnapshot
 from engine.store.config import Settings
 
 if TYPE_CHECKING:
+    from engine.context.attribution import Attribution
     from engine.context.compaction import CompactionPreview
+    from engine.context.diff import ContextDiff
     from engine.workbench.views import ContextState, Marker, SessionView
 
 NoticeLevel = Literal["info", "warning", "error"]
@@ -294,6 +296,29 @@ class FollowChanged(WorkbenchEvent):
         return (self.following, self.path, self.live)
 
 
+@dataclass
+class DiffReady(WorkbenchEvent):
+    """The context diff between two calls of the open session (:mod:`engine.workbench.analysis`)."""
+
+    diff: ContextDiff
+    session_id: str = ""
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.diff,)
+
+
+@dataclass
+class ToolsReady(WorkbenchEvent):
+    """Tokens by tool of the open session and its largest tool results, each with where it is."""
+
+    attribution: Attribution
+    locations: dict[str, str] = field(default_factory=dict)  # message id → "live" | archive day
+    session_id: str = ""
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.attribution, self.locations)
+
+
 __all__ = [
     "ApprovalRequested",
     "ApprovalsWithdrawn",
@@ -305,6 +330,7 @@ __all__ = [
     "CompactionFinished",
     "CompactionStarted",
     "ContextStateChanged",
+    "DiffReady",
     "DraftTokens",
     "ErrorEvent",
     "FileLoaded",
@@ -332,6 +358,7 @@ __all__ = [
     "TextDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolsReady",
     "TurnFinished",
     "WorkbenchEvent",
 ]

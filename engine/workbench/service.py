@@ -14,11 +14,13 @@ cancel_preview(), discard_preview(), edit_preview(summary), apply_preview(summar
 undo_compaction(marker_id), restore_messages(ids), read_offloaded(path), load_archive_day(day),
 search_archive(query), count_draft(text), apply_settings(settings), store_api_key(key),
 forget_api_key(), api_key_status(), window_description(), scan_sources(refresh), start_source_scans(interval),
-open_source(path), continue_source(), open_subagent(rel), open_parent(), shutdown() (async).
+open_source(path), continue_source(), open_subagent(rel), open_parent(), file_changed(path), diff_calls(a, b),
+tool_attribution(), shutdown() (async).
 """
 
 from __future__ import annotations
 
+from engine.workbench.analysis import Analysis
 from engine.workbench.commands import Commands
 from engine.workbench.inspector import Inspector
 from engine.workbench.keys import Keys
@@ -26,7 +28,7 @@ from engine.workbench.sources import Sources
 from engine.workbench.turns import Turns
 
 
-class Workbench(Sources, Commands, Turns, Inspector, Keys):
+class Workbench(Sources, Commands, Turns, Inspector, Keys, Analysis):
     """One service per window (see the module docstring)."""
 
     async def shutdown(self) -> None:

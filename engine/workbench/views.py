@@ -17,6 +17,7 @@ from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
+from engine.workbench.subagents import subagent_marks
 
 if TYPE_CHECKING:
     from engine.context.offload import OffloadedFile
@@ -62,6 +63,8 @@ class SessionView:
     last_call: tuple[int | None, int | None] = (None, None)
     read_only: bool = False  # a view of another agent's session (or a subagent): nothing can be sent or changed
     source: dict[str, Any] = field(default_factory=dict)  # what it is a view of (engine.workbench.sources)
+    # the import's subagents, each with the parent's call_index (engine.workbench.subagents.subagent_marks)
+    subagents: list[dict[str, Any]] = field(default_factory=list)
 
 
 def session_dict(info: SessionInfo | Session) -> dict[str, Any]:
@@ -204,6 +207,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         files=offloaded_files(session),
         problems=report,
         last_call=last,
+        subagents=subagent_marks(session.meta, timeline, messages),
     )
 
 

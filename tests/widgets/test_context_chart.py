@@ -272,3 +272,94 @@ def test_an_imported_claude_code_session_with_its_compaction(chart, tmp_path):
     rel = np.abs(tops[1:] - prov[1:]) / prov[1:]
     assert np.median(rel) < 0.01
     session.close()
+
+
+class _Click:
+    def __init__(self, pos, button=None, mods=None):
+        from PySide6.QtCore import Qt
+
+        self._pos = pos
+        self._button = button or Qt.MouseButton.LeftButton
+        self._mods = mods or Qt.KeyboardModifier.NoModifier
+
+    def scenePos(self):
+        return self._pos
+
+    def button(self):
+        return self._button
+
+    def modifiers(self):
+        return self._mods
+
+
+def test_picking_two_calls_asks_for_their_diff(chart, qtbot):
+    from PySide6.QtCore import Qt
+
+    chart.set_timeline([record(i) for i in range(20)])
+    chart.flush()
+    vb = chart._tl_plot.getPlotItem().getViewBox()
+    vb.autoRange()
+    col = lambda i: vb.mapViewToScene(QPointF(i + 1, 1_000))  # noqa: E731
+    chart._on_timeline_mouse_clicked(_Click(col(4)))
+    assert chart.selected_call() == 4
+    assert list(chart._selection._bar.opts["x"]) == [5.0]
+    with qtbot.waitSignal(chart.diff_requested) as blocker:
+        chart._on_timeline_mouse_clicked(_Click(col(9), mods=Qt.KeyboardModifier.ControlModifier))
+    assert blocker.args == [5, 10]
+    assert chart.selected_call() == 4  # the pick stays for another comparison
+    menu = chart.call_menu(9)
+    texts = [a.text() for a in menu.actions()]
+    assert texts[0] == "Diff with previous call (9 → 10)" and texts[1] == "Diff from call 5 (picked) → 10"
+    with qtbot.waitSignal(chart.diff_requested) as blocker:
+        menu.actions()[0].trigger()
+    assert blocker.args == [9, 10]
+    assert not chart.call_menu(0).actions()[0].isEnabled()  # no call before the first
+    chart.call_menu(12).actions()[-1].trigger()
+    assert chart.selected_call() == 12
+    chart.set_timeline([record(i) for i in range(3)])
+    assert chart.selected_call() is None  # another session: nothing picked
+
+
+def test_subagent_marks_sit_above_the_parent_call(chart, qtbot):
+    recs = [record(i) for i in range(10)]
+    chart.set_timeline(recs)
+    marks = [{"id": "a1", "model": "haiku", "calls": 3, "peak_prompt_tokens": 9_000, "total_prompt_tokens": 20_000,
+              "session": "subagents/a1", "call_index": 6},
+             {"id": "lost", "session": "subagents/lost", "call_index": None}]
+    chart.set_subagents(marks)
+    assert chart.subagent_count() == 1
+    x, y = chart.subagent_positions()[0]
+    top = max(chart.column_tops()[6], chart.provider_series()[6])
+    assert x == 7.0 and y > top
+    tip = chart.subagent_tooltip(0)
+    assert tip.splitlines() == ["Subagent a1", "model haiku", "3 calls", "peak prompt 9,000 tokens",
+                                "total prompt 20,000 tokens", "Click to open subagents/a1"]
+    assert "subagent" in chart._tl_legend.text()
+    vb = chart._tl_plot.getPlotItem().getViewBox()
+    vb.autoRange()
+    pos = vb.mapViewToScene(QPointF(x, y))
+    assert chart._hit(pos) == ("subagent", 0)
+    assert chart._hit(vb.mapViewToScene(QPointF(x, 1_000))) == ("call", 6)  # the column below is still a call
+    with qtbot.waitSignal(chart.subagent_requested) as blocker:
+        chart._on_timeline_mouse_clicked(_Click(pos))
+    assert blocker.args == ["subagents/a1"]
+    chart.clear()
+    assert chart.subagent_count() == 0 and "subagent" not in chart._tl_legend.text()
+
+
+def test_the_compaction_tooltip_says_what_compacting_cost(chart):
+    chart.set_timeline([record(i) for i in range(5)], [
+        {"trigger": "auto", "call_index": 2, "tokens_before": 167_731, "tokens_after": 42_603, "result": "summarized",
+         "source_format": "claude-code", "duration_ms": 0.0, "summary": "\n".join(f"line {k}" for k in range(20)),
+         "cost": {"prompt_tokens": 169_910, "completion_tokens": 6, "cache_read_tokens": 167_093,
+                  "cache_write_tokens": 2_814, "model": "claude-opus-4-6"}},
+        {"trigger": "manual", "tokens_before": 5_000, "tokens_after": 1_000, "result": "summarized",
+         "duration_ms": 1500, "messages_compacted": 4, "messages_kept": 1},
+    ])
+    tip = chart.compaction_tooltip(0)
+    assert "Compaction (auto) · summarized · by claude-code" in tip
+    assert ("Compacting cost: 169,910 prompt tokens (167,093 cache read, 2,814 cache write), 6 completion · "
+            "claude-opus-4-6") in tip
+    assert "line 3" in tip and "line 4" not in tip and tip.endswith("…")  # the summary's first lines
+    own = chart.compaction_tooltip(1)
+    assert "Compacting cost" not in own and "4 messages compacted · 1 kept · 1.5 s" in own

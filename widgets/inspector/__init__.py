@@ -1,6 +1,6 @@
 """The inspector: everything that left the context, and how it left (one module per tab).
 
-Four tabs, all fed with plain data by the app (the inspector never reads files itself):
+Five tabs, all fed with plain data by the app (the inspector never reads files itself):
 
 - **Tool results** — the session's offloaded ``tool_results/`` files (tool, size, lines, created,
   the message that refers to it) and a viewer with line numbers, search, copy and "open with the
@@ -9,7 +9,11 @@ Four tabs, all fed with plain data by the app (the inspector never reads files i
   search across days (the app answers ``archive_search_requested`` with hits) and restore of the
   checked messages into the context (``restore_requested`` with their ids).
 - **Summary** — the current summary (markdown, rendered without loading any resource).
-- **Compactions** — the compaction event log, with the summary / reason of the selected event.
+- **Compactions** — the compaction event log; the selected event's details: trigger, before → after,
+  what compacting cost (another agent's compaction call: prompt tokens, cache read / write, completion,
+  model), the reason, the whole summary, and *Show archived messages* (the Archive tab at its day).
+- **Tools** — tokens by tool (calls, argument tokens, result tokens, share) and the largest tool
+  results, each a link to its message (``message_activated``; archived ones also open the Archive tab).
 
 Public API of :class:`Inspector`
 --------------------------------
@@ -32,7 +36,11 @@ Methods:
     checked_archive_ids() -> list[str]
     set_summary(text, tokens=None)
     set_compaction_events(events) / add_compaction_event(event)   CompactionEvent dicts
-    show_tab(name)                  "files" | "archive" | "summary" | "compactions"
+    show_tab(name)                  "files" | "archive" | "summary" | "compactions" | "tools"
+    show_compaction(event)          the Compactions tab with that event (by id) selected
+    show_archived(day, message_id="")  the Archive tab at that day (asked for when not loaded), the message selected
+    tools.set_attribution(attribution, locations) / tools.clear()   the Tools tab (engine Attribution,
+                                    message id → "live" | archive day)
     set_palette(palette)
 Sub-widgets (tests): files_view, viewer, archive_tree, archive_view, summary_view, log_table.
 """
@@ -45,6 +53,7 @@ from widgets.inspector.container import Inspector
 from widgets.inspector.file_viewer import CodeView, FileViewer
 from widgets.inspector.files_tab import OffloadPanel
 from widgets.inspector.summary_tab import SummaryPanel
+from widgets.inspector.tools_tab import ToolsPanel
 
 __all__ = [
     "ArchivePanel",
@@ -54,4 +63,5 @@ __all__ = [
     "Inspector",
     "OffloadPanel",
     "SummaryPanel",
+    "ToolsPanel",
 ]

@@ -97,6 +97,7 @@ class ArchivePanel(QWidget):
         self._query = ""
         self._all_days: list[str] = []
         self._day_cache: dict[str, tuple[list[dict[str, Any]], dict[str, int]]] = {}
+        self._reveal: tuple[str, str] | None = None  # (day, message id) to select once the day is loaded
         self.search_edit.returnPressed.connect(self._on_search)
         self.search_button.clicked.connect(self._on_search)
         self.back_button.clicked.connect(self.show_days)
@@ -188,6 +189,27 @@ class ArchivePanel(QWidget):
         if expand:
             parent.setExpanded(True)
         self.tree.blockSignals(False)
+        if self._reveal is not None and self._reveal[0] == day:
+            self.reveal(*self._reveal)
+
+    def reveal(self, day: str, message_id: str = "") -> None:
+        """Show ``day`` (its messages asked for when not loaded yet) and select ``message_id`` in it."""
+        if self._hits_mode:
+            self.show_days()
+        item = self._days.get(day)
+        if item is None:
+            return
+        self._reveal = (day, message_id) if day not in self._loaded else None
+        item.setExpanded(True)  # asks for the day's messages (day_requested) the first time
+        target = item
+        for j in range(item.childCount()):
+            child = item.child(j)
+            data = (child.data(0, Qt.ItemDataRole.UserRole) or {}) if child is not None else {}
+            if child is not None and message_id and str((data.get("message") or {}).get("id") or "") == message_id:
+                target = child
+                break
+        self.tree.setCurrentItem(target)
+        self.tree.scrollToItem(target)
 
     def _on_expanded(self, item: QTreeWidgetItem) -> None:
         data = item.data(0, Qt.ItemDataRole.UserRole) or {}

@@ -1,17 +1,21 @@
-"""The "Compactions" tab: the compaction event log and the summary / reason of the selected event
-(:class:`CompactionLogPanel`)."""
+"""The "Compactions" tab: the compaction event log and the details of the selected event — trigger,
+before → after, what compacting cost (another agent's compaction call), the reason, the whole summary
+(:class:`CompactionLogPanel`); *Show archived messages* asks for the archive day that holds the
+messages it compacted (``archive_day_requested(str)``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QPlainTextEdit,
+    QPushButton,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -19,12 +23,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.compaction_text import compaction_details, cost_line
 from widgets.formatting import local_time_text
 from widgets.theme import Palette, format_tokens, palette
 
 
 class CompactionLogPanel(QWidget):
     COLS = ("Time", "Trigger", "Result", "Before → after", "Compacted / kept", "Duration")
+
+    archive_day_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -43,9 +50,21 @@ class CompactionLogPanel(QWidget):
         self.detail = QPlainTextEdit()
         self.detail.setReadOnly(True)
         self.detail.setPlaceholderText("Select an event to read its summary or the reason it failed")
+        self.archive_button = QPushButton("Show archived messages")
+        self.archive_button.setToolTip("The messages this compaction took out of the context, in the Archive tab")
+        self.archive_button.setEnabled(False)
+        self.archive_button.clicked.connect(self._on_archive_button)
+        lower = QWidget()
+        lower_layout = QVBoxLayout(lower)
+        lower_layout.setContentsMargins(0, 0, 0, 0)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.archive_button)
+        lower_layout.addLayout(row)
+        lower_layout.addWidget(self.detail, 1)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
-        split.addWidget(self.detail)
+        split.addWidget(lower)
         layout.addWidget(split, 1)
         self.events: list[dict[str, Any]] = []
         self._pal = palette()
@@ -73,24 +92,39 @@ class CompactionLogPanel(QWidget):
             str(ev.get("result") or "?"),
             f"{format_tokens(before)} → {format_tokens(after)}",
             f"{int(ev.get('messages_compacted') or 0):,} / {int(ev.get('messages_kept') or 0):,}",
-            f"{float(ev.get('duration_ms') or 0) / 1000:.1f} s",
+            "—" if ev.get("source_format") else f"{float(ev.get('duration_ms') or 0) / 1000:.1f} s",
         ]
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
             if col == 2 and ev.get("result") == "failed":
                 item.setForeground(QColor(self._pal.error))
-            if ev.get("reason"):
-                item.setToolTip(str(ev["reason"]))
+            tip = "\n".join(t for t in (str(ev.get("reason") or ""), cost_line(ev)) if t)
+            if tip:
+                item.setToolTip(tip)
             self.table.setItem(row, col, item)
+
+    def select_event(self, event_id: str) -> bool:
+        """Select the event with that id (its details show); False when it is not in the log."""
+        for row, ev in enumerate(self.events):
+            if event_id and ev.get("id") == event_id:
+                self.table.selectRow(row)
+                self._on_current(row, 0, -1, -1)
+                return True
+        return False
+
+    def current_event(self) -> dict[str, Any] | None:
+        row = self.table.currentRow()
+        return self.events[row] if 0 <= row < len(self.events) else None
+
+    def _on_archive_button(self) -> None:
+        ev = self.current_event()
+        if ev is not None and ev.get("archive_day"):
+            self.archive_day_requested.emit(str(ev["archive_day"]))
 
     def _on_current(self, row: int, _c: int, _pr: int, _pc: int) -> None:
         if not 0 <= row < len(self.events):
+            self.archive_button.setEnabled(False)
             return
         ev = self.events[row]
-        parts = []
-        if ev.get("reason"):
-            parts.append(f"Reason: {ev['reason']}")
-        if ev.get("archive_day"):
-            parts.append(f"Archived to dialog/{ev['archive_day']}.jsonl")
-        parts.append(str(ev.get("summary") or "(no summary)"))
-        self.detail.setPlainText("\n\n".join(parts))
+        self.archive_button.setEnabled(bool(ev.get("archive_day")))
+        self.detail.setPlainText(compaction_details(ev))

@@ -22,11 +22,12 @@ from widgets.inspector.compactions_tab import CompactionLogPanel
 from widgets.inspector.file_viewer import FileViewer
 from widgets.inspector.files_tab import OffloadPanel
 from widgets.inspector.summary_tab import SummaryPanel
+from widgets.inspector.tools_tab import ToolsPanel
 from widgets.theme import Palette, palette
 
 
 class Inspector(QTabWidget):
-    """Tabs: Tool results, Archive, Summary, Compactions (see the module docstring)."""
+    """Tabs: Tool results, Archive, Summary, Compactions, Tools (see the module docstring)."""
 
     file_requested = Signal(str)
     message_activated = Signal(str)
@@ -34,7 +35,7 @@ class Inspector(QTabWidget):
     archive_search_requested = Signal(str)
     restore_requested = Signal(list)
 
-    TABS = ("files", "archive", "summary", "compactions")
+    TABS = ("files", "archive", "summary", "compactions", "tools")
 
     def __init__(self, parent: QWidget | None = None, pal: Palette | None = None) -> None:
         super().__init__(parent)
@@ -46,6 +47,11 @@ class Inspector(QTabWidget):
         self.addTab(self.archive, "Archive")
         self.addTab(self.summary, "Summary")
         self.addTab(self.log, "Compactions")
+        self.tools = ToolsPanel()
+        self.addTab(self.tools, "Tools")
+        self.tools.message_activated.connect(self.message_activated)
+        self.tools.archived_message_requested.connect(self.show_archived)
+        self.log.archive_day_requested.connect(self.show_archived)
         self.files.file_requested.connect(self.file_requested)
         self.files.message_activated.connect(self.message_activated)
         self.archive.day_requested.connect(self.archive_day_requested)
@@ -125,4 +131,14 @@ class Inspector(QTabWidget):
 
     def add_compaction_event(self, event: dict[str, Any]) -> None:
         self.log.add_event(event)
+
+    def show_archived(self, day: str, message_id: str = "") -> None:
+        """The Archive tab at ``day`` (its messages asked for when not loaded), ``message_id`` selected."""
+        self.show_tab("archive")
+        self.archive.reveal(day, message_id)
+
+    def show_compaction(self, event: dict[str, Any]) -> None:
+        """The Compactions tab with ``event`` selected (its details: cost, summary, archive day)."""
+        self.show_tab("compactions")
+        self.log.select_event(str(event.get("id") or ""))
 

@@ -24,3 +24,31 @@ def test_compaction_log(ins):
     assert "dialog/2025-11-21.jsonl" in ins.log.detail.toPlainText()
     ins.add_compaction_event({"trigger": "manual", "result": "undone"})
     assert t.rowCount() == 3
+
+
+def test_another_agents_compaction_shows_what_compacting_cost(ins, qtbot):
+    ev = {"id": "c1", "trigger": "auto", "tokens_before": 167_731, "tokens_after": 42_603, "messages_compacted": 160,
+          "messages_kept": 0, "duration_ms": 0.0, "result": "summarized", "summary": "line one\n\nline two",
+          "archive_day": "2026-02-11", "ts": "2026-02-11T22:31:35.739+00:00", "source_format": "claude-code",
+          "cost": {"prompt_tokens": 169_910, "completion_tokens": 6, "cache_read_tokens": 167_093,
+                   "cache_write_tokens": 2_814, "model": "claude-opus-4-6"}}
+    own = {"id": "c2", "trigger": "manual", "tokens_before": 9_000, "tokens_after": 2_000, "messages_compacted": 8,
+           "messages_kept": 2, "duration_ms": 1200, "result": "summarized", "summary": "s"}
+    ins.set_compaction_events([ev, own])
+    log = ins.log
+    assert log.table.item(0, 5).text() == "—" and log.table.item(1, 5).text() == "1.2 s"  # an import has no duration
+    assert "169,910 prompt tokens" in log.table.item(0, 1).toolTip()
+    assert not log.archive_button.isEnabled()
+    ins.show_compaction(ev)
+    assert ins.currentWidget() is log
+    text = log.detail.toPlainText()
+    assert ("Compacting cost: 169,910 prompt tokens (167,093 cache read, 2,814 cache write), 6 completion · "
+            "claude-opus-4-6") in text
+    assert "167,731 → 42,603 tokens (-75%)" in text and "by claude-code" in text and "line one\n\nline two" in text
+    ins.set_archive_days(["2026-02-11"])
+    with qtbot.waitSignal(ins.archive_day_requested) as asked:
+        log.archive_button.click()
+    assert asked.args == ["2026-02-11"] and ins.currentWidget() is ins.archive
+    ins.show_compaction(own)
+    text = log.detail.toPlainText()
+    assert "Compacting cost" not in text and "1.2 s" in text and not log.archive_button.isEnabled()

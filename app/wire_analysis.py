@@ -1,0 +1,98 @@
+"""The window's wiring of the analyses: the context diff, the Tools tab, the subagent marks.
+
+:func:`wire_analysis` (one line in ``MainWindow.__init__``) returns an :class:`AnalysisWiring`;
+``MainWindow.ensure_chart`` hands it the chart when the chart is built (:meth:`attach_chart`).
+
+- The chart's ``diff_requested(a, b)`` (Shift/Ctrl-click a second column, or a column's context menu)
+  → ``controller.diff_calls(a, b)`` → ``diff_ready`` → the non-modal :class:`widgets.diff_view.DiffDialog`;
+  its message rows scroll the chat (``chat.scroll_to_message``), its summary row opens the compaction
+  in the Compactions tab.
+- A loaded session, a finished turn and a compaction → ``controller.tool_attribution()`` →
+  ``tools_ready`` → the inspector's Tools tab (its links scroll the chat; archived results also open
+  the Archive tab at their day).
+- ``SessionView.subagents`` → ◆ marks on the chart; a click re-emits ``subagent_requested(str)``
+  here with the subagent's ``session`` path, relative to the open session's folder (another part of
+  the window opens it: connect to ``window.analysis.subagent_requested``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Signal
+
+if TYPE_CHECKING:
+    from engine.context.attribution import Attribution
+    from engine.context.diff import ContextDiff
+    from engine.workbench.views import SessionView
+    from widgets.context_chart import ContextChart
+    from widgets.diff_view import DiffDialog
+
+
+class AnalysisWiring(QObject):
+    """Connections between the controller, the chart, the diff dialog and the Tools tab."""
+
+    subagent_requested = Signal(str)  # the subagent's session folder, relative to the open session's
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.window = window
+        self.controller = window.controller
+        self.dialog: DiffDialog | None = None
+        self.subagents: list[dict[str, Any]] = []
+        c = self.controller
+        c.session_loaded.connect(self._on_session_loaded)
+        c.turn_finished.connect(lambda _event: c.tool_attribution())
+        c.compaction_finished.connect(lambda _marker: c.tool_attribution())
+        c.call_recorded.connect(lambda _record: c.tool_attribution())  # a followed view grew
+        self.subagent_requested.connect(c.open_subagent)  # its own chat and chart (engine.workbench.sources)
+        c.diff_ready.connect(self.show_diff)
+        c.tools_ready.connect(self._on_tools_ready)
+        if window.chart is not None:
+            self.attach_chart(window.chart)
+
+    def attach_chart(self, chart: ContextChart) -> None:
+        chart.diff_requested.connect(self.controller.diff_calls)
+        chart.subagent_requested.connect(self.subagent_requested)
+        chart.set_subagents(self.subagents)
+
+    def _on_session_loaded(self, view: SessionView) -> None:
+        self.subagents = list(view.subagents)
+        if self.window.chart is not None:
+            self.window.chart.set_subagents(self.subagents)
+        self.window.inspector.tools.clear()
+        if self.dialog is not None:
+            self.dialog.hide()
+        self.controller.tool_attribution()
+
+    def _on_tools_ready(self, attribution: Attribution, locations: dict[str, str]) -> None:
+        self.window.inspector.tools.set_attribution(attribution, locations)
+
+    def ensure_dialog(self) -> DiffDialog:
+        if self.dialog is None:
+            from widgets.diff_view import DiffDialog
+
+            self.dialog = DiffDialog(self.window)
+            self.dialog.view.message_activated.connect(self.window.chat.scroll_to_message)
+            self.dialog.view.summary_activated.connect(self._on_summary_activated)
+        return self.dialog
+
+    def show_diff(self, diff: ContextDiff) -> None:
+        dialog = self.ensure_dialog()
+        dialog.set_diff(diff)
+        dialog.show()
+        dialog.raise_()
+
+    def _on_summary_activated(self, index: int) -> None:
+        """The compaction whose summary that is (the ``index``-th that put a summary in)."""
+        done = [e for e in self.window.inspector.log.events if e.get("result") in ("summarized", "replaced", "dropped")]
+        if 0 <= index < len(done):
+            self.window.inspector.show_compaction(done[index])
+
+
+def wire_analysis(window: Any) -> AnalysisWiring:
+    """Wire the analyses into ``window`` (a MainWindow); see the module docstring."""
+    return AnalysisWiring(window)
+
+
+__all__ = ["AnalysisWiring", "wire_analysis"]

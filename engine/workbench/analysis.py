@@ -1,0 +1,88 @@
+"""Analyses of the open session for the window: the context diff between two calls and tokens by tool.
+
+Both read the session folder as ``ctxbench diff`` / ``ctxbench tools`` do
+(:func:`engine.context.diff.history_from_folder`, the heuristic estimator, so the window's figures
+equal the CLI's), in a worker thread (a long session's folder is read off the loop thread), and send
+a typed event: :class:`DiffReady` (an :class:`engine.context.diff.ContextDiff`) and
+:class:`ToolsReady` (an :class:`engine.context.attribution.Attribution` plus where each of its
+largest results is: ``"live"`` or the archive day that holds it). A result for a session that was
+closed meanwhile is dropped; a call number out of range becomes a notice.
+
+Intents: ``diff_calls(a, b)`` (calls numbered from 1, as the timeline's tooltips number them),
+``tool_attribution()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from engine.context.attribution import Attribution, attribute
+from engine.context.diff import CallRangeError, ContextDiff, History, diff_calls, history_from_folder
+from engine.store import archive
+from engine.workbench.core import WorkbenchCore
+from engine.workbench.events import DiffReady, ToolsReady
+
+TOP_RESULTS = 15
+
+
+def message_locations(folder: Path, ids: list[str]) -> dict[str, str]:
+    """Where each message of ``ids`` is: ``"live"`` (the history) or the archive day that holds it."""
+    wanted = set(ids)
+    out: dict[str, str] = {}
+    for day in archive.list_days(folder):
+        try:
+            for msg in archive.read_day(folder, day, []):
+                mid = str(msg.get("id") or "")
+                if mid in wanted and mid not in out:
+                    out[mid] = day
+        except archive.ArchiveError:
+            continue
+    return {i: out.get(i, "live") for i in ids}
+
+
+def compute_diff(folder: Path, a: int, b: int) -> ContextDiff:
+    """The diff from call ``a`` to call ``b`` of the session folder (CallRangeError passes)."""
+    return diff_calls(history_from_folder(folder), a, b)
+
+
+def compute_tools(folder: Path, top: int = TOP_RESULTS) -> tuple[Attribution, dict[str, str]]:
+    history: History = history_from_folder(folder)
+    result = attribute(history, top)
+    return result, message_locations(folder, [r.message_id for r in result.largest if r.message_id])
+
+
+class Analysis(WorkbenchCore):
+    """The analysis part of the service (see the module docstring)."""
+
+    def diff_calls(self, a: int, b: int) -> asyncio.Task[Any] | None:
+        """Compute the context diff from call ``a`` to call ``b`` (1-based); sends DiffReady."""
+        session = self.session
+        if session is None:
+            return None
+        return self.tasks.spawn("diff", self._diff(session.id, session.path, a, b), replace=True)
+
+    async def _diff(self, session_id: str, folder: Path, a: int, b: int) -> None:
+        try:
+            diff = await asyncio.to_thread(compute_diff, folder, a, b)
+        except CallRangeError as exc:
+            self.notice("warning", str(exc))
+            return
+        if self.session is not None and self.session.id == session_id:
+            self.emit(DiffReady(diff, session_id))
+
+    def tool_attribution(self) -> asyncio.Task[Any] | None:
+        """Compute the tokens by tool of the open session; sends ToolsReady."""
+        session = self.session
+        if session is None:
+            return None
+        return self.tasks.spawn("tools", self._tools(session.id, session.path), replace=True)
+
+    async def _tools(self, session_id: str, folder: Path) -> None:
+        result, where = await asyncio.to_thread(compute_tools, folder)
+        if self.session is not None and self.session.id == session_id:
+            self.emit(ToolsReady(result, where, session_id))
+
+
+__all__ = ["TOP_RESULTS", "Analysis", "compute_diff", "compute_tools", "message_locations"]

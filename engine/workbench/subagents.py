@@ -1,0 +1,66 @@
+"""Where an imported session's subagents ran, for the parent's timeline.
+
+The import records each subagent in the session's meta ``import`` → ``subagents`` (id, model, calls,
+its calls' prompt tokens, the relative ``session`` folder, the parent's Task ``parent_tool_call_id``).
+:func:`subagent_marks` adds what the timeline needs: ``call_index`` — the 0-based parent call that
+issued the Task call (the call whose first produced message is the assistant message carrying that
+tool call; failing that, the last call before the message) — and ``peak_prompt_tokens`` /
+``total_prompt_tokens``. Nothing is invented: a figure the import did not record stays absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.model.messages import Message
+
+
+def _tool_call_message(messages: Sequence[Message], call_id: str) -> str | None:
+    for msg in messages:
+        for call in msg.get("tool_calls") or []:
+            if isinstance(call, dict) and call.get("id") == call_id:
+                return str(msg.get("id") or "")
+    return None
+
+
+def _call_index(timeline: Sequence[dict[str, Any]], messages: Sequence[Message], message_id: str) -> int | None:
+    for i, rec in enumerate(timeline):
+        if rec.get("message_id") == message_id:
+            return i
+    pos = {str(m.get("id")): i for i, m in enumerate(messages)}
+    where = pos.get(message_id)
+    if where is None:
+        return None
+    best: int | None = None
+    for i, rec in enumerate(timeline):
+        p = pos.get(str(rec.get("message_id")))
+        if p is not None and p <= where:
+            best = i
+    return best
+
+
+def subagent_marks(meta: dict[str, Any], timeline: Sequence[dict[str, Any]],
+                   messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The meta's subagents, each with ``call_index`` (None: not found) and its prompt figures."""
+    imp = meta.get("import")
+    subs = imp.get("subagents") if isinstance(imp, dict) else None
+    if not isinstance(subs, list):
+        return []
+    out: list[dict[str, Any]] = []
+    for sub in subs:
+        if not isinstance(sub, dict):
+            continue
+        mark = {k: v for k, v in sub.items() if k != "prompt_tokens"}
+        prompts = [p for p in sub.get("prompt_tokens") or [] if isinstance(p, int) and not isinstance(p, bool)]
+        if prompts:
+            mark["peak_prompt_tokens"] = max(prompts)
+            mark["total_prompt_tokens"] = sum(prompts)
+        parent = sub.get("parent_tool_call_id")
+        mid = _tool_call_message(messages, parent) if isinstance(parent, str) and parent else None
+        mark["call_index"] = _call_index(timeline, messages, mid) if mid else None
+        out.append(mark)
+    return out
+
+
+__all__ = ["subagent_marks"]

@@ -1,0 +1,84 @@
+"""The service's analyses of the open session: the context diff between two calls, tokens by tool,
+the subagents on the parent's timeline — on a real Claude Code session imported through the service,
+compared with what ``ctxbench diff`` / ``ctxbench tools`` compute on the same folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.context.diff import ContextDiff
+from engine.workbench import events as ev
+from tests.engine.workbench.test_workbench import Rig, rig, server, settings  # noqa: F401  (fixtures)
+
+ROOT = Path(__file__).resolve().parents[3]
+SHARED = ROOT.parent / "shared" / "data" / "sessions"
+PARENT = SHARED / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+
+
+async def _imported(rig: Rig) -> Path:  # noqa: F811
+    if not PARENT.exists():
+        pytest.skip(f"{PARENT} is not here")
+    await rig.wb.import_transcript(PARENT)
+    await rig.until(lambda: bool(rig.of(ev.SessionLoaded)))
+    assert rig.wb.session is not None
+    return rig.wb.session.path
+
+
+@pytest.mark.asyncio
+async def test_diff_across_the_compaction(rig: Rig) -> None:  # noqa: F811
+    await _imported(rig)
+    rig.wb.diff_calls(71, 72)
+    await rig.until(lambda: bool(rig.of(ev.DiffReady)))
+    diff = rig.of(ev.DiffReady)[-1].diff
+    assert isinstance(diff, ContextDiff)
+    assert (diff.a, diff.b) == (71, 72)
+    assert [i.kind for i in diff.entered][:1] == ["summary"]
+    assert len(diff.left) == 158
+    assert (diff.prompt_a, diff.prompt_b) == (167_094, 42_603)
+    assert diff.compactions == (0,)
+
+
+@pytest.mark.asyncio
+async def test_a_call_out_of_range_is_a_notice(rig: Rig) -> None:  # noqa: F811
+    await _imported(rig)
+    rig.wb.diff_calls(1, 999)
+    await rig.until(lambda: any("out of range" in n.text for n in rig.of(ev.Notice)))
+    assert not rig.of(ev.DiffReady)
+
+
+@pytest.mark.asyncio
+async def test_tools_equal_the_cli(rig: Rig) -> None:  # noqa: F811
+    folder = await _imported(rig)
+    rig.wb.tool_attribution()
+    await rig.until(lambda: bool(rig.of(ev.ToolsReady)))
+    got = rig.of(ev.ToolsReady)[-1]
+    out = subprocess.run([sys.executable, "-m", "app.cli", "tools", str(folder), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    cli = json.loads(out)
+    mine = got.attribution.to_json()
+    assert mine["tools"] == cli["tools"]
+    assert mine["history_tokens"] == cli["history_tokens"]
+    assert [r["message_id"] for r in mine["largest"][:len(cli["largest"])]] == \
+        [r["message_id"] for r in cli["largest"]][:len(mine["largest"])]
+    assert set(got.locations) == {r.message_id for r in got.attribution.largest}
+    assert set(got.locations.values()) <= {"live", *(p.stem for p in (folder / "dialog").glob("*.jsonl"))}
+    assert "live" in got.locations.values() and len(set(got.locations.values())) > 1  # both kinds here
+
+
+@pytest.mark.asyncio
+async def test_subagents_in_the_view(rig: Rig) -> None:  # noqa: F811
+    await _imported(rig)
+    view = rig.of(ev.SessionLoaded)[-1].view
+    assert len(view.subagents) == 1
+    sub = view.subagents[0]
+    assert sub["session"] == "subagents/a7be2f0"
+    assert sub["model"] == "claude-haiku-4-5-20251001"
+    assert sub["calls"] == 13 and sub["peak_prompt_tokens"] == 29_065 and sub["total_prompt_tokens"] == 313_135
+    rec = view.timeline[sub["call_index"]]
+    issuing = next(m for m in view.messages if m.get("id") == rec["message_id"])
+    assert any(c.get("id") == sub["parent_tool_call_id"] for c in issuing.get("tool_calls") or [])

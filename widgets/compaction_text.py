@@ -1,0 +1,134 @@
+"""Text of a compaction (the chart marker's tooltip, the Compactions tab's details) and of a subagent
+mark: plain functions on the event dicts, showing only the fields an event has.
+
+An import of another agent (Claude Code) records ``trigger``, ``tokens_before``/``tokens_after``,
+``summary`` and ``cost`` — what the compaction call itself cost: ``prompt_tokens`` (of which
+``cache_read_tokens`` / ``cache_write_tokens``), ``completion_tokens``, ``model``; ctxbench's own
+compactions record ``duration_ms``, ``messages_compacted``/``messages_kept``, ``result``, ``reason``.
+Nothing is invented: a field that is absent is not shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from widgets.theme import format_tokens
+
+TOOLTIP_SUMMARY_LINES = 4
+TOOLTIP_LINE_CHARS = 110
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def cost_line(event: Mapping[str, Any]) -> str:
+    """"Compacting cost: 169,910 prompt tokens (167,093 cache read, 2,814 cache write), 6 completion ·
+    claude-opus-4-6", or "" when the event carries no cost."""
+    cost = event.get("cost")
+    if not isinstance(cost, Mapping):
+        return ""
+    parts: list[str] = []
+    prompt = _int(cost.get("prompt_tokens"))
+    cached = [f"{format_tokens(v)} {label}" for key, label in
+              (("cache_read_tokens", "cache read"), ("cache_write_tokens", "cache write"))
+              if (v := _int(cost.get(key))) is not None]
+    if prompt is not None:
+        parts.append(f"{format_tokens(prompt)} prompt tokens" + (f" ({', '.join(cached)})" if cached else ""))
+    elif cached:
+        parts.append(", ".join(cached))
+    completion = _int(cost.get("completion_tokens"))
+    if completion is not None:
+        parts.append(f"{format_tokens(completion)} completion")
+    if not parts:
+        return ""
+    model = str(cost.get("model") or "")
+    return "Compacting cost: " + ", ".join(parts) + (f" · {model}" if model else "")
+
+
+def head_lines(event: Mapping[str, Any]) -> list[str]:
+    """Trigger and result, before → after, what was compacted, when, why."""
+    trigger = str(event.get("trigger") or "?")
+    result = str(event.get("result") or "")
+    source = str(event.get("source_format") or "")
+    lines = [f"Compaction ({trigger})" + (f" · {result}" if result else "") + (f" · by {source}" if source else "")]
+    before, after = _num(event.get("tokens_before")), _num(event.get("tokens_after"))
+    if before is not None and after is not None:
+        change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
+        lines.append(f"{format_tokens(before)} → {format_tokens(after)} tokens{change}")
+    counts = []
+    if (n := _int(event.get("messages_compacted"))) is not None:
+        counts.append(f"{n:,} messages compacted")
+    if (k := _int(event.get("messages_kept"))) is not None:
+        counts.append(f"{k:,} kept")
+    duration = _num(event.get("duration_ms"))
+    if duration and not source:  # an import records no duration of its own (0)
+        counts.append(f"{duration / 1000:.1f} s")
+    if counts:
+        lines.append(" · ".join(counts))
+    if event.get("ts"):
+        lines.append(str(event["ts"]))
+    if event.get("reason"):
+        lines.append(f"Reason: {event['reason']}")
+    cost = cost_line(event)
+    if cost:
+        lines.append(cost)
+    return lines
+
+
+def summary_head(summary: str, lines: int = TOOLTIP_SUMMARY_LINES, chars: int = TOOLTIP_LINE_CHARS) -> list[str]:
+    """The first ``lines`` non-blank lines of a summary, each cut to ``chars``."""
+    out: list[str] = []
+    for raw in summary.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if len(out) == lines:
+            out.append("…")
+            break
+        out.append(line if len(line) <= chars else line[: chars - 1] + "…")
+    return out
+
+
+def compaction_tooltip(event: Mapping[str, Any]) -> str:
+    """The marker's tooltip: the head lines and the summary's first lines."""
+    lines = head_lines(event)
+    summary = str(event.get("summary") or "").strip()
+    if summary:
+        lines.append("Summary:")
+        lines += ["  " + s for s in summary_head(summary)]
+    return "\n".join(lines)
+
+
+def compaction_details(event: Mapping[str, Any]) -> str:
+    """The Compactions tab's details: the head lines, where the compacted messages went, the whole summary."""
+    parts = ["\n".join(head_lines(event))]
+    if event.get("archive_day"):
+        parts.append(f"The compacted messages are archived to dialog/{event['archive_day']}.jsonl "
+                     f"(Archive tab, day {event['archive_day']})")
+    parts.append(str(event.get("summary") or "(no summary)"))
+    return "\n\n".join(parts)
+
+
+def subagent_tooltip(mark: Mapping[str, Any]) -> str:
+    """A subagent mark's tooltip: id, model, calls, peak and total prompt tokens, and that a click opens it."""
+    lines = [f"Subagent {mark.get('id') or '?'}"]
+    if mark.get("model"):
+        lines.append(f"model {mark['model']}")
+    if (calls := _int(mark.get("calls"))) is not None:
+        lines.append(f"{calls:,} call{'s' if calls != 1 else ''}")
+    if (peak := _int(mark.get("peak_prompt_tokens"))) is not None:
+        lines.append(f"peak prompt {format_tokens(peak)} tokens")
+    if (total := _int(mark.get("total_prompt_tokens"))) is not None:
+        lines.append(f"total prompt {format_tokens(total)} tokens")
+    if mark.get("session"):
+        lines.append(f"Click to open {mark['session']}")
+    return "\n".join(lines)
+
+
+__all__ = ["compaction_details", "compaction_tooltip", "cost_line", "head_lines", "subagent_tooltip", "summary_head"]
