@@ -40,7 +40,7 @@ bench: $(STAMP)
 SHOT_SESSION := ../shared/data/sessions/claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl
 screenshot: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.screenshot docs/screenshot.png \
-		$(if $(wildcard $(SHOT_SESSION)),--open $(SHOT_SESSION) --cache-view,)
+		$(if $(wildcard $(SHOT_SESSION)),--source $(SHOT_SESSION) --cache-view,)
 
 # Regenerate the lock (needs pip-tools): make lock
 lock:

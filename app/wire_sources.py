@@ -97,6 +97,8 @@ class SourcesWiring(QObject):
         read_only = view.read_only
         self.bar.set_view(view.source if read_only else {}, view.title)
         w.input.setEnabled(not read_only)
+        w.input.set_placeholder("Read-only: this is the agent's own session — Continue in ctxbench to talk to it"
+                                if read_only else None)
         w.compact_action.setEnabled(not read_only and not self.controller.busy)
         w.undo_action.setEnabled(w.undo_action.isEnabled() and not read_only)
         if read_only:

@@ -96,6 +96,9 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return cmd.name, arg
 
 
+PLACEHOLDER = "Message the agent…   Ctrl+Enter to send · Esc to stop · / for commands"
+
+
 class DraftEdit(QPlainTextEdit):
     """Plain-text editor: Ctrl+Enter sends, Esc stops (or closes the completion popup)."""
 
@@ -105,7 +108,7 @@ class DraftEdit(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setTabChangesFocus(True)
-        self.setPlaceholderText("Message the agent…   Ctrl+Enter to send · Esc to stop · / for commands")
+        self.setPlaceholderText(PLACEHOLDER)
         self._completer: QCompleter | None = None
 
     def set_completer(self, completer: QCompleter) -> None:
@@ -181,6 +184,13 @@ class ChatInput(QWidget):
     command_requested = Signal(str, str)
     stop_requested = Signal()
     draft_changed = Signal(str)
+
+    def set_placeholder(self, text: str | None) -> None:
+        """What the empty box says (None: the default — how to send); a read-only view says why it takes nothing."""
+        self._edit.setPlaceholderText(PLACEHOLDER if text is None else text)
+
+    def placeholder(self) -> str:
+        return self._edit.placeholderText()
 
     def __init__(self, parent: QWidget | None = None, pal: Palette | None = None) -> None:
         super().__init__(parent)

@@ -95,7 +95,7 @@ def test_each_kind_opens_read_only_in_the_window(qtbot: Any, win: MainWindow, na
     win.chat.flush()
     assert len(win.chat.message_ids()) == len(src.messages)
     assert chart.column_count() == len(src.calls) > 0
-    assert not win.input.isEnabled()
+    assert not win.input.isEnabled() and win.input.placeholder().startswith("Read-only")
     bar = win.sources_wiring.bar  # type: ignore[attr-defined]
     assert bar.isVisible() and "Read-only view of" in bar.text() and "Continue in ctxbench" in bar.text()
     assert view.id not in win.sessions.session_ids()
