@@ -140,9 +140,12 @@ class FindMixin:
 
     _finder: ChatFinder
 
-    def find_text(self, query: str) -> tuple[int, int]:
-        """Search the conversation; shows the first hit. Returns ``(current index, count)``."""
-        self._finder.search(query)
+    def find_text(self, query: str, keep: int = -1) -> tuple[int, int]:
+        """Search the conversation and show the first hit (or the ``keep``-th, clamped: searching
+        again after the conversation changed). Returns ``(current index, count)``."""
+        total = self._finder.search(query)
+        if keep >= 0 and total:
+            self._finder.current = min(keep, total - 1)
         self._show_hit()
         return self._finder.current, self._finder.total
 

@@ -643,7 +643,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         return list(self._layouter.layout(item, self.row_width()).hotspots)
 
     def _base_key_press(self, event: QKeyEvent) -> None:
-        super().keyPressEvent(event)
+        QAbstractScrollArea.keyPressEvent(self, event)
 
     def activate(self, item: ChatItem, action: str, payload: str) -> None:
         """Carry out a click on a hotspot."""
