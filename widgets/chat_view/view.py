@@ -368,6 +368,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         return h
 
     def _on_reset(self) -> None:
+        self._selection.clear()
         width = self.row_width()
         self._width = width
         self._heights.reset(self._layouter.estimate_height(it, width) for it in self._model.items())
@@ -375,6 +376,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         self.viewport().update()
 
     def _on_rows_inserted(self, _parent: QModelIndex, first: int, last: int) -> None:
+        self._selection.shift_rows(first, last - first + 1)
         width = self.row_width()
         items = self._model.items()
         if first == len(self._heights):
@@ -415,6 +417,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
             vp.update(QRect(0, max(0, top), vp.width(), vp.height() - max(0, top)))
 
     def _on_rows_removed(self, _parent: QModelIndex, first: int, last: int) -> None:
+        self._selection.shift_rows(first, first - last - 1)
         a = self._heights.a
         self._heights.reset(a[:first] + a[last + 1:])
         if self._current is not None and self._model.item(self._current) is None:

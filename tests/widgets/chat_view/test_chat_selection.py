@@ -15,6 +15,7 @@ from PySide6.QtTest import QTest
 
 from tests.widgets.chat_view.rows import hotspot, msg
 from widgets.chat_view import ChatView
+from widgets.chat_view.selection import TextPos
 
 CODE_MSG = "Here is the fix:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nThat is **all**."
 
@@ -165,3 +166,18 @@ def test_task_link_on_the_imported_session_emits_subagent_requested(view, qtbot,
         QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
                          QPointF(local.x(), top + local.y()).toPoint())
     assert blocker.args == ["subagents/a7be2f0"]
+
+
+def test_selection_follows_rows_inserted_and_removed_above(view):
+    view.set_messages([msg(1, "user", "one two"), msg(2, "user", "three four")])
+    row = view.chat_model().row_of("m2")
+    view.select(TextPos(row, 0, 0), TextPos(row, 0, 5))
+    assert view.selected_text() == "three"
+    view.add_compaction_marker({"id": "mk", "trigger": "manual"}, after_message_id="m1")
+    assert view.selected_text() == "three"
+    view.remove_message("m1")
+    assert view.selected_text() == "three"
+    view.remove_message("m2")
+    assert not view.has_selection()
+    view.set_messages([msg(3)])
+    assert not view.has_selection()
