@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMenu
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtWidgets import QApplication, QMenu, QWidget
 
 from widgets.find_bar import FindBar
 
@@ -48,6 +48,10 @@ class ChatWiring(QObject):
         self.bar.next_requested.connect(lambda: self._step(True))
         self.bar.previous_requested.connect(lambda: self._step(False))
         self.bar.closed.connect(self._on_closed)
+        self._key = QKeySequence(QKeySequence.StandardKey.Find)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            app.focusChanged.connect(self._on_focus_changed)
         model = self.chat.chat_model()
         model.modelReset.connect(self._on_model_changed)
         model.rowsInserted.connect(self._on_model_changed)
@@ -59,6 +63,19 @@ class ChatWiring(QObject):
             if isinstance(menu, QMenu) and action.text().replace("&", "") == "Edit":
                 return menu
         return None
+
+    def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
+        """A widget with its own Ctrl+F (the inspector's file viewer) keeps it: the window's shortcut
+        steps aside while the focus is inside it (two matching shortcuts would both be ambiguous)."""
+        own = False
+        w = new
+        while w is not None and w is not self.window and not own:
+            own = any(sc.key().matches(self._key) == QKeySequence.SequenceMatch.ExactMatch
+                      for sc in w.findChildren(QShortcut, options=Qt.FindChildOption.FindDirectChildrenOnly))
+            w = w.parentWidget()
+        want = QKeySequence() if own else self._key
+        if self.find_action.shortcut() != want:
+            self.find_action.setShortcut(want)
 
     def open(self) -> None:
         self.bar.open_bar()

@@ -79,3 +79,18 @@ def test_new_messages_are_found_at_the_next_step(qtbot: Any, win: MainWindow) ->
     qtbot.keyClick(bar.edit, Qt.Key.Key_Return)
     assert bar.count.text() == "2 of 2"
     assert win.chat.current_hit() == ("late", 0)
+
+
+def test_ctrl_f_in_the_file_viewer_stays_there(qtbot: Any, win: MainWindow) -> None:
+    """The inspector's file viewer has its own Ctrl+F: there it focuses the viewer's search field
+    (the window's action steps aside, else both would be ambiguous and neither would fire)."""
+    viewer = win.inspector.viewer
+    viewer.text_view.setFocus()
+    qtbot.waitUntil(viewer.text_view.hasFocus, timeout=2000)
+    qtbot.keyClick(viewer.text_view, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert viewer.search_edit.hasFocus()
+    assert not win.chat_wiring.bar.isVisible()  # type: ignore[attr-defined]
+    win.chat.setFocus()
+    qtbot.waitUntil(win.chat.hasFocus, timeout=2000)
+    qtbot.keyClick(win.chat, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert win.chat_wiring.bar.isVisible()  # type: ignore[attr-defined]
