@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
 from app.wire_analysis import wire_analysis
+from app.wire_chat import wire_chat
 from app.wire_sources import wire_sources
 from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
 from engine.model.snapshot import ContextSnapshot
@@ -246,6 +247,7 @@ class MainWindow(QMainWindow):
         c.settings_changed.connect(self._on_controller_settings_changed)
         c.model_suggestions.connect(self._on_controller_model_suggestions)
         wire_sources(self)  # app/wire_sources.py: Sources tab, read-only views, live follow, subagents
+        wire_chat(self)  # app/wire_chat.py: Edit → Find… (Ctrl+F) and the find bar above the chat
 
     # ------------------------------------------------------------------ chart (built lazily)
 

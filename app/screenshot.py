@@ -46,6 +46,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--theme", choices=("light", "dark"), default="light")
     p.add_argument("--open", type=Path, metavar="FILE", help="import this agent session file and show it")
     p.add_argument("--cache-view", action="store_true", help="show the timeline's cache view")
+    p.add_argument("--find", metavar="TEXT", help="open the chat's find bar on TEXT (Ctrl+F) at its first hit")
     p.add_argument("--source", type=Path, metavar="FILE", help="show this agent session file as a read-only view")
     p.add_argument("--tab", choices=("files", "archive", "summary", "compactions", "tools"),
                    help="raise this inspector tab")
@@ -154,6 +155,9 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         window.chat.scroll_to_message(marker)
         bar = window.chat.verticalScrollBar()
         bar.setValue(max(0, bar.value() - 90))
+    if args.find:  # the find bar on its first hit (app/wire_chat.py)
+        window.chat_wiring.open()  # type: ignore[attr-defined]
+        window.chat_wiring.bar.edit.setText(args.find)  # type: ignore[attr-defined]
     await asyncio.sleep(0.3)
     await _analysis_views(window, args)
     chart.flush()

@@ -38,7 +38,10 @@ def main(argv: list[str]) -> int:
     except ImportError:
         gui_bench = None
     if gui_bench is not None:
+        from benchmarks import chat_find_bench
+
         suites.update(gui_bench.ALL)
+        suites.update(chat_find_bench.ALL)
     chosen = [a for a in argv if not a.startswith("-")] or [*suites, "accuracy"]
     unknown = [c for c in chosen if c not in suites and c != "accuracy"]
     if unknown:

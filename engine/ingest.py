@@ -353,7 +353,7 @@ def _write_subagents(src: SourceSession, folder: Path, settings: Settings, estim
         rel = f"{SUBAGENTS_DIR}/{ref.id}"
         for msg in src.messages:
             if isinstance(msg.get("subagent"), dict) and msg["subagent"].get("id") == ref.id:
-                msg["subagent"]["session"] = rel
+                msg["subagent"].update(session=rel, model=child.model, calls=child.calls)
         out.append({"id": ref.id, "path": rel, "session": rel, "file": str(ref.path),
                     "parent_tool_call_id": ref.parent_tool_call_id, "calls": child.calls,
                     "reported_calls": child.reported_calls, "messages": child.messages, "model": child.model,

@@ -19,6 +19,23 @@ Rows:
 - **compaction markers** — inline where the compaction happened: trigger, tokens before → after,
   messages compacted / kept, "Open summary" and "Undo" links.
 
+- **selection** — press and drag selects text (within a message and across messages), painted with
+  the palette's highlight; a click without a drag still activates links; double-click selects a
+  word, triple-click a paragraph; Ctrl+A selects the current (last clicked) message's text; Ctrl+C
+  or the context menu's "Copy" copies the selection as plain text (``interaction.py``,
+  ``selection.py``).
+- **code blocks** — fenced / indented code in markdown messages and the blocks of an expanded tool
+  result have a light background and a "Copy" link at their top-right that copies exactly the
+  code (no fences, no language; a tool result's full text as in the context); right-click inside
+  one: "Copy code block".
+- **find** — ``find_text(query)`` searches every row's plain text (not the laid-out documents),
+  case-insensitively; ``find_step(forward)`` moves to the next / previous hit, scrolls it into
+  view (expanding a collapsed tool result) and paints all hits lightly, the current one strongly
+  (``find.py``). The find bar is :class:`widgets.find_bar.FindBar`, wired in ``app/wire_chat.py``.
+- **subagents** — a message carrying ``msg["subagent"] = {"id", "session", "model"?, "calls"?}``
+  (an imported Claude Code Task call's result) shows "Open subagent session ▸ (id, model, N calls)";
+  a click emits ``subagent_requested(session)``.
+
 Markdown never loads a resource (no remote or local images, no HTML): see :class:`SafeTextDocument`.
 
 Public API of :class:`ChatView`
@@ -41,6 +58,11 @@ Methods:
     set_palette(palette)
     clear(); flush() (lay out and paint now); row_count(); message_ids(); marker_ids(); item(key) -> ChatItem | None
     copy_item(key) -> str                copy a row's text to the clipboard
+    selected_text() -> str; has_selection(); copy_selection(); clear_selection(); select(a, b);
+    select_message(key); text_pos_at(pos, clamp=False) -> TextPos | None
+    copy_code_at(key, doc, pos) -> str | None   copy the code block there (None: not in one)
+    find_text(query, keep=-1) -> (current, total); find_step(forward=True) -> (current, total)
+    find_state() -> (current, total); current_hit() -> (key, k) | None; find_clear()
 Introspection (tests, accessibility):
     row_rect(key) -> QRectF; visible_keys() -> list[str]; is_at_bottom() -> bool
     hotspots(key) -> [(QRectF, action, payload)]; click(key, local_pos) -> bool
@@ -49,6 +71,7 @@ Signals:
     summary_requested(dict)      "Open summary" on a compaction marker (the event dict)
     undo_requested(str)          "Undo" on a compaction marker (the marker id)
     link_activated(str)          an http(s) link in a message was clicked (the app decides)
+    subagent_requested(str)      "Open subagent session ▸" (the ``session`` string, "subagents/<id>")
 """
 
 from __future__ import annotations

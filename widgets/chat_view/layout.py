@@ -15,7 +15,7 @@ from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QTextDocument, QTe
 
 from engine.model.messages import content_text, media_count
 from engine.model.text import format_bytes
-from widgets.chat_view.document import SafeTextDocument
+from widgets.chat_view.document import SafeTextDocument, block_rect, code_blocks
 from widgets.chat_view.model import ChatItem, ChatModel
 from widgets.formatting import local_datetime, parse_arguments, pretty_arguments
 from widgets.theme import Palette, format_tokens, palette
@@ -24,6 +24,7 @@ RESULT_MAX_LINES = 300
 RESULT_MAX_CHARS = 30_000
 ARGS_MAX_LINES = 80
 LAYOUT_CACHE = 400
+COPY_LABEL = "Copy"
 PAD = 10
 MARGIN_X = 10
 MARGIN_Y = 4
@@ -44,13 +45,21 @@ class Op:
 class RowLayout:
     """A row laid out: drawing operations, clickable hotspots, documents (for link hit tests), height."""
 
-    __slots__ = ("docs", "height", "hotspots", "ops")
+    __slots__ = ("codes", "docs", "height", "hotspots", "ops")
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.hotspots: list[tuple[QRectF, str, str]] = []  # rect, action, payload
         self.docs: list[tuple[QPointF, QTextDocument]] = []
+        self.codes: list[tuple[int, int, int, str]] = []  # doc index, start, end, the code to copy
         self.height = 0
+
+    def code_at(self, doc: int, pos: int) -> str | None:
+        """The code of the code block holding position ``pos`` of document ``doc``, if any."""
+        for d, start, end, code in self.codes:
+            if d == doc and start <= pos <= end:
+                return code
+        return None
 
 
 def _time_of(ts: Any) -> str:
@@ -152,6 +161,8 @@ class RowLayouter:
                 h += self.fm_small.height()
             if isinstance(msg.get("offload"), dict):
                 h += self.fm_small.height() + 4
+            if isinstance(msg.get("subagent"), dict):
+                h += self.fm_small_bold.height() + 4
             return h
         tw = self._text_width(row_width)
         cpl = max(10, int(tw / max(1.0, self.fm.averageCharWidth() * 1.05)))
@@ -163,6 +174,8 @@ class RowLayouter:
             h += self.fm_small.height() + 4
         if media_count(msg.get("content")):
             h += self.fm_small.height() + 2
+        if isinstance(msg.get("subagent"), dict):
+            h += self.fm_small_bold.height() + 6
         return int(h)
 
     def layout(self, item: ChatItem, row_width: int) -> RowLayout:
@@ -297,6 +310,8 @@ class RowLayouter:
             doc = self._doc(text, tw, markdown=(role != "user"))
             lay.docs.append((QPointF(x, y), doc))
             lay.ops.append(Op("doc", QPointF(x, y), doc, pal.text))
+            if role != "user" and ("```" in text or "~~~" in text or "    " in text):
+                self._code_affordances(lay, doc, QPointF(x, y))
             y += doc.size().height()
         elif not msg.get("tool_calls") and not reasoning:
             placeholder = "…" if item.streaming else "(empty)"
@@ -323,6 +338,8 @@ class RowLayouter:
                 line = f"⚙ {fn.get('name', '?')}({_args_preview(str(fn.get('arguments') or ''))}){status}"
                 self._text_line(lay, x, y, tw, line, self.mono, pal.muted)
                 y += self.fm_mono.lineSpacing() + 2
+        if isinstance(msg.get("subagent"), dict):
+            y = self._subagent_link(lay, msg["subagent"], x, y + 4, tw)
         y += self.PAD
         lay.height = math.ceil(y + self.MARGIN_Y)
         self._frame(lay, item, row_width, y - self.MARGIN_Y)
@@ -341,6 +358,8 @@ class RowLayouter:
         offload = msg.get("offload") if isinstance(msg.get("offload"), dict) else None
         if offload and offload.get("path"):
             y = self._offload_note(lay, offload, x, y, tw)
+        if isinstance(msg.get("subagent"), dict):
+            y = self._subagent_link(lay, msg["subagent"], x, y, tw)
         if not item.expanded:
             y = self._tool_preview(lay, x, y, tw, arguments, result)
         else:
@@ -414,23 +433,63 @@ class RowLayouter:
             text, more = _cap_lines(pretty_arguments(arguments), ARGS_MAX_LINES, RESULT_MAX_CHARS)
             if more:
                 text += f"\n… {more:,} more lines"
-            y = self._code_block(lay, x, y, tw, text) + 6
+            y = self._code_block(lay, x, y, tw, text, copy=pretty_arguments(arguments)) + 6
         self._text_line(lay, x, y, tw, "Result (as sent in the context)", self.small_bold, self.pal.muted)
         y += self.fm_small_bold.height() + 2
         text, more = _cap_lines(result.rstrip("\n"), RESULT_MAX_LINES, RESULT_MAX_CHARS)
         if more:
             text += f"\n… {more:,} more lines not shown here"
-        return self._code_block(lay, x, y, tw, text or "(empty result)")
+        return self._code_block(lay, x, y, tw, text or "(empty result)", copy=result)
 
-    def _code_block(self, lay: RowLayout, x: float, y: float, tw: float, text: str) -> float:
-        """Monospace text on a framed background; returns the y under it."""
+    def _code_block(self, lay: RowLayout, x: float, y: float, tw: float, text: str, copy: str | None = None) -> float:
+        """Monospace text on a framed background with a "Copy" link (copies ``copy``, else the text);
+        returns the y under it."""
         pal = self.pal
         doc = self._doc(text, int(tw) - 12, markdown=False, mono=True)
         h = doc.size().height()
         lay.ops.append(Op("codebg", QRectF(x, y, tw, h + 8), pal.background, pal.border))
+        lay.codes.append((len(lay.docs), 0, max(0, doc.characterCount() - 1), text if copy is None else copy))
         lay.docs.append((QPointF(x + 6, y + 4), doc))
         lay.ops.append(Op("doc", QPointF(x + 6, y + 4), doc, pal.text))
+        self._copy_link(lay, x + tw - 4, y + 2, len(lay.codes) - 1)
         return y + h + 8
+
+    def _copy_link(self, lay: RowLayout, right: float, y: float, code_index: int) -> None:
+        """A small "Copy" link whose right edge is at ``right`` on a plate (over the code's first line)."""
+        fm = self.fm_small_bold
+        w = fm.horizontalAdvance(COPY_LABEL) + 2
+        plate = QRectF(right - w - 6, y, w + 6, fm.height() + 2)
+        lay.ops.append(Op("codebg", plate, self.pal.panel, self.pal.border))
+        self._link(lay, right - w - 3, y + 1, COPY_LABEL, "copycode", str(code_index), self.small_bold)
+
+    def _code_affordances(self, lay: RowLayout, doc: QTextDocument, origin: QPointF) -> None:
+        """The code blocks of a markdown document (the last of ``lay.docs``): a light background and
+        a "Copy" link at the top-right of each (backgrounds go under the document, the last op)."""
+        index = len(lay.docs) - 1
+        width = doc.textWidth()
+        doc_op = len(lay.ops) - 1
+        for start, end, code in code_blocks(doc):
+            rect = block_rect(doc, start, end).translated(origin)
+            doc_op += 1
+            bg = QRectF(origin.x() - 4, rect.top() - 2, width + 8, rect.height() + 4)
+            lay.ops.insert(doc_op - 1, Op("codebg", bg, self.pal.panel, self.pal.border))
+            lay.codes.append((index, start, end, code))
+            self._copy_link(lay, origin.x() + width, rect.top(), len(lay.codes) - 1)
+
+    def _subagent_link(self, lay: RowLayout, sub: dict[str, Any], x: float, y: float, tw: float) -> float:
+        """"Open subagent session ▸ (id, model, N calls)": emits the subagent's ``session``."""
+        session = str(sub.get("session") or "")
+        if not session:
+            return y
+        parts = [str(sub.get("id") or session.rsplit("/", 1)[-1])]
+        if sub.get("model"):
+            parts.append(str(sub["model"]))
+        if sub.get("calls") is not None:
+            parts.append(f"{int(sub['calls']):,} calls")
+        label = f"Open subagent session ▸ ({', '.join(parts)})"
+        label = self.fm_small_bold.elidedText(label, Qt.TextElideMode.ElideRight, int(tw))
+        self._link(lay, x, y, label, "subagent", session, self.small_bold)
+        return y + self.fm_small_bold.height() + 4
 
     def _layout_marker(self, item: ChatItem, row_width: int) -> RowLayout:
         lay = RowLayout()

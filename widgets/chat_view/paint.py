@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPalette, QPen, QTextDocument
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QColor,
+    QPainter,
+    QPalette,
+    QPen,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+)
 
 from widgets.chat_view.layout import ACCENT, RADIUS, Op, RowLayout
+from widgets.chat_view.selection import Highlight
 from widgets.theme import Palette
 
 DIMMED_OPACITY = 0.55  # a message no longer in the context
 
 
 def paint_row(painter: QPainter, top_left: QPointF, lay: RowLayout, pal: Palette, *, selected: bool,
-              dimmed: bool) -> None:
-    """Paint one laid-out row with its top-left corner at ``top_left``."""
+              dimmed: bool, highlights: dict[int, list[Highlight]] | None = None) -> None:
+    """Paint one laid-out row with its top-left corner at ``top_left``; ``highlights`` are ranges of
+    its documents (by index in ``lay.docs``) painted with their own colours (selection, find hits)."""
+    doc_index = {id(doc): i for i, (_o, doc) in enumerate(lay.docs)} if highlights else {}
     painter.save()
     painter.translate(top_left)
     if dimmed:
@@ -36,7 +50,8 @@ def paint_row(painter: QPainter, top_left: QPointF, lay: RowLayout, pal: Palette
             flags = int(align | Qt.AlignmentFlag.AlignVCenter) | int(Qt.TextFlag.TextSingleLine)
             painter.drawText(op.a, flags, op.b)
         elif op.kind == "doc":
-            _document(painter, op.a, op.b, op.c, pal.link)
+            marks = (highlights or {}).get(doc_index.get(id(op.b), -1), ())
+            _document(painter, op.a, op.b, op.c, pal.link, marks)
     painter.restore()
 
 
@@ -69,7 +84,8 @@ def _marker(p: QPainter, op: Op) -> None:
     p.drawRoundedRect(inner, RADIUS, RADIUS)
 
 
-def _document(p: QPainter, origin: QPointF, doc: QTextDocument, color: str, link: str) -> None:
+def _document(p: QPainter, origin: QPointF, doc: QTextDocument, color: str, link: str,
+              marks: Sequence[Highlight] = ()) -> None:
     p.save()
     p.translate(origin)
     ctx = QAbstractTextDocumentLayout.PaintContext()
@@ -77,5 +93,20 @@ def _document(p: QPainter, origin: QPointF, doc: QTextDocument, color: str, link
     qp.setColor(QPalette.ColorRole.Text, QColor(color))
     qp.setColor(QPalette.ColorRole.Link, QColor(link))
     ctx.palette = qp
+    if marks:
+        sels = []
+        for start, end, bg, fg in marks:
+            sel = QAbstractTextDocumentLayout.Selection()
+            cur = QTextCursor(doc)
+            cur.setPosition(start)
+            cur.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            fmt = QTextCharFormat()
+            fmt.setBackground(QColor(bg))
+            if fg is not None:
+                fmt.setForeground(QColor(fg))
+            sel.cursor = cur
+            sel.format = fmt
+            sels.append(sel)
+        ctx.selections = sels
     doc.documentLayout().draw(p, ctx)
     p.restore()

@@ -12,26 +12,30 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QPointF, QRect, QRectF, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QKeyEvent, QKeySequence, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QGuiApplication, QKeyEvent, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QMenu, QWidget
 
 from engine.model.messages import content_text
+from widgets.chat_view.find import ChatFinder, FindMixin
 from widgets.chat_view.height_index import HeightIndex
-from widgets.chat_view.layout import RowLayouter
+from widgets.chat_view.interaction import InteractionMixin
+from widgets.chat_view.layout import RowLayout, RowLayouter
 from widgets.chat_view.model import ChatItem, ChatModel
 from widgets.chat_view.paint import paint_row
+from widgets.chat_view.selection import ChatSelection, Highlight
 from widgets.theme import Palette, palette
 
 RESIZE_DELAY_MS = 60  # rows are re-measured once a resize settles
 
 
-class ChatView(QAbstractScrollArea):
+class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
     """The conversation view (see :mod:`widgets.chat_view` for the API)."""
 
     open_offload = Signal(str)
     summary_requested = Signal(dict)
     undo_requested = Signal(str)
     link_activated = Signal(str)
+    subagent_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, pal: Palette | None = None) -> None:
         super().__init__(parent)
@@ -62,6 +66,12 @@ class ChatView(QAbstractScrollArea):
         self._marker_seq = 0
         self._painting = False
         self.paints = 0
+        self._selection = ChatSelection()
+        self._press: QPointF | None = None
+        self._dragging = False
+        self._triple_until = False
+        self._last_menu: QMenu | None = None
+        self._finder = ChatFinder(self._model)
         self.set_palette(pal or palette())
 
     # --- helpers
@@ -358,6 +368,7 @@ class ChatView(QAbstractScrollArea):
         return h
 
     def _on_reset(self) -> None:
+        self._selection.clear()
         width = self.row_width()
         self._width = width
         self._heights.reset(self._layouter.estimate_height(it, width) for it in self._model.items())
@@ -365,6 +376,7 @@ class ChatView(QAbstractScrollArea):
         self.viewport().update()
 
     def _on_rows_inserted(self, _parent: QModelIndex, first: int, last: int) -> None:
+        self._selection.shift_rows(first, last - first + 1)
         width = self.row_width()
         items = self._model.items()
         if first == len(self._heights):
@@ -405,6 +417,7 @@ class ChatView(QAbstractScrollArea):
             vp.update(QRect(0, max(0, top), vp.width(), vp.height() - max(0, top)))
 
     def _on_rows_removed(self, _parent: QModelIndex, first: int, last: int) -> None:
+        self._selection.shift_rows(first, first - last - 1)
         a = self._heights.a
         self._heights.reset(a[:first] + a[last + 1:])
         if self._current is not None and self._model.item(self._current) is None:
@@ -510,9 +523,38 @@ class ChatView(QAbstractScrollArea):
             it = items[r]
             lay = self._layouter.layout(it, width)
             dimmed = it.out_of_context and it.kind == "message"
-            paint_row(p, QPointF(0, y), lay, pal, selected=it.key == self._current, dimmed=dimmed)
+            paint_row(p, QPointF(0, y), lay, pal, selected=it.key == self._current, dimmed=dimmed,
+                      highlights=self._highlights(r, it, lay))
             y += self._heights.a[r]
             r += 1
+
+    def _highlights(self, row: int, item: ChatItem, lay: RowLayout) -> dict[int, list[Highlight]] | None:
+        """Find hits and the selection of a row, by document index (None: nothing to mark)."""
+        marks = self._find_highlights(item, lay, self._pal.dark)
+        ranges = self._selection.ranges(row, lay)
+        if ranges:
+            qp = self.palette()
+            bg = qp.color(QPalette.ColorRole.Highlight).name()
+            fg = qp.color(QPalette.ColorRole.HighlightedText).name()
+            for i, (start, end) in ranges.items():
+                marks.setdefault(i, []).append((start, end, bg, fg))
+        return marks or None
+
+    def scroll_to_hit(self, key: str, y: float | None) -> None:
+        """Scroll so that row ``key`` — the line at ``y`` in it, if given — is visible."""
+        row = self._model.row_of(key)
+        if row < 0:
+            return
+        self._measure(row, exact=True)
+        self._stick = False
+        top = self._heights.prefix(row)
+        vh = self.viewport().height()
+        sb = self.verticalScrollBar()
+        target = top + (y if y is not None else 0)
+        visible = sb.value() <= target and target + 24 <= sb.value() + vh
+        if not visible:
+            self._set_scroll(int(max(0, target - vh / 3)))
+        self.viewport().update()
 
     def _measure_around_viewport(self, width: int) -> bool:
         """Measure exactly the rows on screen and one page above and below, so that a row is exact
@@ -603,47 +645,8 @@ class ChatView(QAbstractScrollArea):
             return []
         return list(self._layouter.layout(item, self.row_width()).hotspots)
 
-    def mousePressEvent(self, event: QMouseEvent) -> None:
-        event.accept()  # the click is handled on release
-
-    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
-        if event.button() != Qt.MouseButton.LeftButton:
-            return super().mouseReleaseEvent(event)
-        self.setFocus(Qt.FocusReason.MouseFocusReason)
-        found = self._hit_at(event.position())
-        if found is None:
-            return
-        item, hit = found
-        self._current = item.key
-        if hit is not None:
-            self.activate(item, hit[0], hit[1])
-        self.viewport().update()
-
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:
-        found = self._hit_at(event.position())
-        hand = found is not None and found[1] is not None
-        self.viewport().setCursor(Qt.CursorShape.PointingHandCursor if hand else Qt.CursorShape.ArrowCursor)
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        sb = self.verticalScrollBar()
-        key = event.key()
-        if event.matches(QKeySequence.StandardKey.Copy) and self._current:
-            self.copy_item(self._current)
-        elif key == Qt.Key.Key_Home:
-            self._stick = False
-            sb.setValue(0)
-        elif key == Qt.Key.Key_End:
-            self.scroll_to_bottom()
-        elif key == Qt.Key.Key_PageDown:
-            sb.setValue(sb.value() + sb.pageStep())
-        elif key == Qt.Key.Key_PageUp:
-            sb.setValue(sb.value() - sb.pageStep())
-        elif key == Qt.Key.Key_Down:
-            sb.setValue(sb.value() + sb.singleStep())
-        elif key == Qt.Key.Key_Up:
-            sb.setValue(sb.value() - sb.singleStep())
-        else:
-            super().keyPressEvent(event)
+    def _base_key_press(self, event: QKeyEvent) -> None:
+        QAbstractScrollArea.keyPressEvent(self, event)
 
     def activate(self, item: ChatItem, action: str, payload: str) -> None:
         """Carry out a click on a hotspot."""
@@ -659,27 +662,33 @@ class ChatView(QAbstractScrollArea):
             self.summary_requested.emit(dict(item.event or {}))
         elif action == "undo":
             self.undo_requested.emit(item.key)
+        elif action == "subagent":
+            self.subagent_requested.emit(payload)
+        elif action == "copycode":
+            lay = self._layouter.layout(item, self.row_width())
+            index = int(payload)
+            if 0 <= index < len(lay.codes):
+                QGuiApplication.clipboard().setText(lay.codes[index][3])
         elif action == "link":
             url = QUrl(payload)
             if url.scheme() in ("http", "https"):
                 self.link_activated.emit(url.toString())
 
-    def _on_context_menu(self, pos: Any) -> None:
-        found = self._hit_at(QPointF(pos))
-        if found is None:
-            return
-        item = found[0]
-        menu = QMenu(self)
-        menu.addAction("Copy text", lambda: self.copy_item(item.key))
+    def _row_actions(self, item: ChatItem) -> list[tuple[str, Any]]:
+        """The row's own context-menu actions (after the copy actions)."""
+        out: list[tuple[str, Any]] = []
         if item.kind == "message" and item.role == "tool":
-            menu.addAction("Collapse" if item.expanded else "Expand",
-                           lambda: self.set_tool_expanded(item.key, not item.expanded))
+            out.append(("Collapse" if item.expanded else "Expand",
+                        lambda: self.set_tool_expanded(item.key, not item.expanded)))
             off = (item.msg or {}).get("offload")
             if isinstance(off, dict) and off.get("path"):
-                menu.addAction("Open full output", lambda: self.open_offload.emit(str(off["path"])))
+                out.append(("Open full output", lambda: self.open_offload.emit(str(off["path"]))))
+        sub = (item.msg or {}).get("subagent") if item.kind == "message" else None
+        if isinstance(sub, dict) and sub.get("session"):
+            out.append(("Open subagent session", lambda: self.subagent_requested.emit(str(sub["session"]))))
         if item.kind == "marker" and (item.event or {}).get("summary"):
-            menu.addAction("Open summary", lambda: self.summary_requested.emit(dict(item.event or {})))
-        menu.popup(self.viewport().mapToGlobal(pos))
+            out.append(("Open summary", lambda: self.summary_requested.emit(dict(item.event or {}))))
+        return out
 
     def copy_item(self, key: str) -> str:
         it = self._model.item(key)
