@@ -62,6 +62,7 @@ SCRIPT = textwrap.dedent(
     from PySide6.QtWidgets import QApplication
 
     app = QApplication(["race"])
+    app.setQuitOnLastWindowClosed(False)  # as app.main: the main coroutine ends the loop
     result = {"notices": [], "preview": None, "turn": None}
 
     async def main():
