@@ -112,7 +112,8 @@ class CacheLayer:
         self._axis.picture = None  # the ticks depend on ``full``: redraw them
         self._axis.update()
         rate = np.array([c.hit_rate * full if c.hit_rate is not None else math.nan for c in calls])
-        self.rate.setData(x, rate, symbol="o" if n <= 150 else None, symbolSize=4)
+        dots = n <= 150 and bool(np.isfinite(rate).any())
+        self.rate.setData(x, rate, symbol="o" if dots else None, symbolSize=4)
         idx = self.summary.rewrites
         self.rewrites.setData(x=[i + 1.0 for i in idx], y=[base[i] + 0.04 * full for i in idx])
 

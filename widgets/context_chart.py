@@ -605,9 +605,9 @@ class ContextChart(QWidget):
         want_symbols = n <= 150
         if want_symbols != self._provider_symbols:
             self._provider_symbols = want_symbols
-        self._provider_curve.setData(
-            x, tl.provider[:n].copy(), symbol="o" if want_symbols else None, symbolSize=5
-        )
+        provider = tl.provider[:n].copy()
+        dots = want_symbols and bool(np.isfinite(provider).any())  # no figure at all (SWE-agent): no dots to bound
+        self._provider_curve.setData(x, provider, symbol="o" if dots else None, symbolSize=5)
         self._raw_curve.setData(x, tl.raw[:n].copy())
         self._window_curve.setData(x, tl.window[:n].copy())
         self._threshold_curve.setData(x, tl.threshold[:n].copy())

@@ -363,3 +363,20 @@ def test_the_compaction_tooltip_says_what_compacting_cost(chart):
     assert "line 3" in tip and "line 4" not in tip and tip.endswith("…")  # the summary's first lines
     own = chart.compaction_tooltip(1)
     assert "Compacting cost" not in own and "4 messages compacted · 1 kept · 1.5 s" in own
+
+
+def test_a_timeline_without_provider_figures_draws_without_warnings(chart, qtbot):
+    """SWE-agent trajectories report no prompt tokens: the provider line has no point, and drawing
+    it (and the cache view's hit rate) must not ask numpy for the bounds of nothing."""
+    import warnings
+
+    recs = [{**record(i), "provider_prompt_tokens": None} for i in range(12)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        chart.set_timeline(recs)
+        chart.flush()
+        chart.repaint()
+        qtbot.wait(50)
+        chart.grab()
+    assert chart.column_count() == 12
+    assert np.isnan(chart.provider_series()).all()
