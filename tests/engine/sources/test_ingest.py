@@ -116,7 +116,8 @@ def test_subagents_become_linked_child_sessions(capsys: pytest.CaptureFixture[st
     dialog = [m for day in archive.list_days(tmp_path / "s") for m in archive.read_day(tmp_path / "s", day)]
     linked = [m for m in history + dialog if m.get("subagent")]
     assert linked == [m for m in linked if m["tool_call_id"] == task] and len(linked) == 1
-    assert linked[0]["subagent"] == {"id": sub["id"], "session": f"subagents/{sub['id']}"}
+    assert linked[0]["subagent"] == {"id": sub["id"], "session": f"subagents/{sub['id']}", "model": sub["model"],
+                                     "calls": sub["calls"]}  # the Task link names the child's model and calls
 
 
 def test_persisted_output_is_copied_and_linked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
