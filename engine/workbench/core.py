@@ -7,6 +7,7 @@ The feature modules (sessions, turns, compaction UI, inspector, keys, commands) 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +113,8 @@ class WorkbenchCore:
         self._state: AgentState = AgentState.IDLE
         self._llm_ready = False
         self._agent_stale = False
-        self._import_calibration: tuple[int, tuple[type, str]] | None = None  # (session, estimator) it was made for
+        # the session (weakly: a closed one may go) and the estimator the import calibration was made for
+        self._import_calibration: tuple[weakref.ref[Session], tuple[type, str]] | None = None
 
     # ------------------------------------------------------------------ events out
 
@@ -301,13 +303,14 @@ class WorkbenchCore:
     ) -> None:
         """An imported session's next request is calibrated on its last call's provider figure (once
         per session and estimator; a call made here since then calibrates it as usual)."""
-        key = (id(session), _estimator_key(session.estimator))
-        ours = self._import_calibration is not None and self._import_calibration[0] == key[0]
-        if self._import_calibration == key or (session.calibrator.calibrated and not ours):
+        estimator = _estimator_key(session.estimator)
+        made = self._import_calibration
+        ours = made is not None and made[0]() is session  # the object, not id(): ids of freed sessions recur
+        if (ours and made is not None and made[1] == estimator) or (session.calibrator.calibrated and not ours):
             return
         from engine.agent import calibrate_imported
 
-        self._import_calibration = key
+        self._import_calibration = (weakref.ref(session), estimator)
         calibrate_imported(session, self.settings, agent.system_prompt, agent.tools,
                            own[0] if own else agent.window, prefix)
 

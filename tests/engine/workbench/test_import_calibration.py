@@ -64,3 +64,16 @@ async def test_a_native_session_is_not_calibrated_from_imports(rig: Rig) -> None
     assert session is not None and last_reported_request(session) is None
     snap = rig.wb.next_snapshot()
     assert snap is not None and snap.accuracy != CALIBRATED
+
+
+@pytest.mark.asyncio
+async def test_each_imported_session_opened_in_turn_is_calibrated(rig: Rig) -> None:  # noqa: F811
+    """The service remembers which session object it calibrated (not its id(), which a freed session's
+    successor may get): every imported session opened after another is calibrated too."""
+    paths = [SHARED / name for name in FILES[2:] + FILES[2:3]]
+    if not all(p.exists() for p in paths):
+        pytest.skip("the shared sessions are not here")
+    for path in paths:
+        await rig.wb.import_transcript(path)
+        snap = rig.wb.next_snapshot()
+        assert snap is not None and snap.accuracy == CALIBRATED, path.name
