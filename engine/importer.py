@@ -7,12 +7,11 @@ JSONL, or mini-swe-agent's ``.traj.json``) is read by :mod:`engine.transcript`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from engine.context.conversation import SessionStore
 from engine.context.tokens import Estimator, HeuristicEstimator
+from engine.context.window import ModelInfo
 from engine.ingest import SourceImportReport, import_source
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
@@ -23,8 +22,6 @@ from engine.transcript import (
     TranscriptError,
     import_openai_log,
 )
-
-ModelInfo = Callable[[str], dict[str, Any] | None]
 
 
 def import_transcript(

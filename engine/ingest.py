@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from engine.context.calibration import Calibrator
 from engine.context.conversation import Session
 from engine.context.snapshots import build_snapshot
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
-from engine.context.window import import_window
+from engine.context.window import ModelInfo, import_window
 from engine.model.messages import new_id, now_iso
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
@@ -50,7 +50,6 @@ from engine.transcript import TranscriptError, import_openai_log, parse_transcri
 
 SUBAGENTS_DIR = "subagents"
 RESULTS_DIR = "tool_results"  # engine.context.offload.RESULTS_DIR, without importing asyncio for it
-ModelInfo = Callable[[str], dict[str, Any] | None]
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.context.conversation import Session, SessionStore
 from engine.context.tokens import Estimator
-from engine.context.window import resolve_window
+from engine.context.window import ModelInfo, resolve_window
 from engine.model.events import AgentState, StateChanged
 from engine.model.messages import Message
 from engine.model.snapshot import ContextSnapshot, WindowInfo
@@ -192,6 +192,15 @@ class WorkbenchCore:
             if self._needs_llm_for_window():
                 self._make_agent()
             self._emit_state()  # windows looked up while litellm was loading were provisional
+
+    def _model_info(self) -> ModelInfo | None:
+        """litellm's model lookup once litellm is loaded (None before: an import then settles on the
+        window it observed, and the view is read again when litellm is ready)."""
+        if not self._llm_ready:
+            return None
+        from engine.llm import client as llm
+
+        return llm.model_info
 
     async def _await_llm(self) -> None:
         """Wait while litellm is being imported in the background: importing it from two threads at

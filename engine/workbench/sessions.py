@@ -107,11 +107,7 @@ class Sessions(WorkbenchCore):
         from engine.model.events import AgentState, StateChanged
         from engine.transcript import TranscriptError
 
-        model_info = None
-        if self._llm_ready:
-            from engine.llm import client as llm
-
-            model_info = llm.model_info
+        model_info = self._model_info()
         self.emit(StateChanged(AgentState.IMPORTING))
         try:
             # the window override is the running model's: the imported run is drawn against its own model

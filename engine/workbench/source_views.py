@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
 from engine.sources.follow import FOLLOWABLE, LineLog, Tail
@@ -151,13 +152,16 @@ def new_view_folder(root: Path) -> Path:
     return root / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def import_view(path: Path, folder: Path, prefix: str, settings: Settings, log: LineLog | None = None) -> str:
+def import_view(path: Path, folder: Path, prefix: str, settings: Settings, log: LineLog | None = None,
+                model_info: ModelInfo | None = None) -> str:
     """Import ``path`` into ``folder`` (new) with message ids under ``prefix``; its format. With
-    ``log`` (a followed file), the lines it holds are read instead of the file."""
+    ``log`` (a followed file), the lines it holds are read instead of the file; ``model_info`` looks up
+    the window of the model that made it (as File → Open does)."""
     from engine.ingest import import_source
 
     lines = log.lines if log is not None else None
-    report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None), lines=lines)
+    report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None), lines=lines,
+                           model_info=model_info)
     stabilise_ids(folder, prefix)
     return str(report.format)
 

@@ -89,6 +89,20 @@ class Sources(Commands, Turns):
     _views_cleaned = False
     _wake: asyncio.Event | None = None  # set by file_changed: look at the followed file now
 
+    async def _warm_up(self) -> None:
+        await super()._warm_up()
+        self._reread_observed_view()
+
+    def _reread_observed_view(self) -> None:
+        """A view opened before litellm was loaded whose file names no window (SWE-agent, OpenHands)
+        settled on the window it observed: read it again now that the model's window can be looked up."""
+        view, session = self._view, self.session
+        if not self._llm_ready or view is None or view.root is None or view.subagent or not view.source:
+            return
+        imported = session.meta.get("import") if session is not None else None
+        if isinstance(imported, dict) and imported.get("window_source") == "observed":
+            self.open_source(view.source)
+
     def file_changed(self, path: str) -> None:
         """A file watcher (the window's QFileSystemWatcher) saw ``path`` change: when it is the
         followed file, look now instead of at the next poll (polling stays as the fallback for
@@ -151,7 +165,8 @@ class Sources(Commands, Turns):
         folder, prefix = sv.new_view_folder(root), sv.new_prefix()
         try:
             log = await asyncio.to_thread(sv.followed_log, path)  # read once: then only what is appended
-            fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.settings, log)
+            fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.settings, log,
+                                      self._model_info())
             session = await asyncio.to_thread(Session.load, folder, estimator=self._estimator())
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
             sv.remove_view(folder)
@@ -225,7 +240,8 @@ class Sources(Commands, Turns):
         assert stable is not None
         fresh = sv.new_view_folder(stable.parent)
         try:
-            await asyncio.to_thread(sv.import_view, Path(view.source), fresh, view.prefix, self.settings, view.log)
+            await asyncio.to_thread(sv.import_view, Path(view.source), fresh, view.prefix, self.settings,
+                                    view.log, self._model_info())
         except Exception as exc:  # e.g. truncated to nothing: wait for the next lines
             sv.remove_folder(fresh)
             self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")

@@ -351,3 +351,35 @@ def test_view_folders_are_private_and_memory_backed_where_the_system_allows() ->
     mode = stat.S_IMODE(root.parent.stat().st_mode)
     assert mode == 0o700 and root.parent.stat().st_uid == os.getuid()
     assert views_root() == root  # the same data dir: the same folder
+
+
+@pytest.mark.asyncio
+async def test_a_view_opened_before_litellm_is_read_again_with_the_models_window(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """A SWE-agent trajectory names its model but no window and reports no prompt tokens: opened before
+    litellm is loaded it can only be drawn against the window it observed; once litellm is ready the
+    view is read again and drawn against the model's own window (as File → Open does)."""
+    from engine.llm import client as llm
+
+    path = _need(SHARED / "swe-agent" / "marshmallow-1867.function_calling.traj")
+    await rig.wb.open_source(path)
+    first = _loaded(rig)
+    assert first.state.snapshot.window < 16_384  # observed: the smallest multiple of 1024 that held it
+    seen: list[str] = []
+
+    def model_info(model: str, n_ctx: int | None = None) -> dict[str, int]:
+        seen.append(model)
+        return {"max_input_tokens": 128_000, "max_output_tokens": 16_384}
+
+    monkeypatch.setattr(llm, "model_info", model_info)
+    rig.wb._llm_ready = True
+    rig.wb._reread_observed_view()
+    await rig.until(lambda: _loaded(rig) is not first)
+    await rig.idle()
+    again = _loaded(rig)
+    assert seen == ["gpt-4o"] and again.read_only and again.state.snapshot.window == 128_000
+    assert len(again.messages) == len(first.messages)
+    rig.wb._reread_observed_view()  # the window is the model's now: nothing to read again
+    await rig.idle()
+    assert _loaded(rig) is again
