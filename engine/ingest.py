@@ -29,7 +29,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,14 @@ from engine.context.window import ModelInfo, import_window
 from engine.model.messages import new_id, now_iso
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
-from engine.sources.model import INFERRED, SourceError, SourceFormat, SourceSession
+from engine.sources.model import (
+    INFERRED,
+    ProviderCall,
+    RequestPrefix,
+    SourceError,
+    SourceFormat,
+    SourceSession,
+)
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
@@ -49,6 +56,7 @@ from engine.store.fsutil import append_lines, fsync_dir
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
 SUBAGENTS_DIR = "subagents"
+FILE = "file"  # a prefix read from the file as it was sent (Claude Code's request shapes, Codex's instructions)
 RESULTS_DIR = "tool_results"  # engine.context.offload.RESULTS_DIR, without importing asyncio for it
 
 
@@ -79,6 +87,12 @@ class SourceImportReport:
     off_chain: int = 0
     layout: str = ""  # the container shape of an OpenAI-format log (json-list | json-object | jsonl)
     snapshots: int = 0
+    ignored: dict[str, int] = field(default_factory=dict)  # record type -> lines left out on purpose
+    prefix_source: str = ""  # "file" (the system prompt and tools as sent), "inferred", or "" (none)
+    system_prompt_tokens: int | None = None  # the last call's, where the file holds the prefix
+    tool_definitions: list[dict[str, Any]] = field(default_factory=list)  # the last request's, largest first
+    agent_cost_usd: float | None = None  # the agent's own cost (Claude Code's cost-state)
+    agent_cost_by_model: dict[str, float] = field(default_factory=dict)
 
     def describe(self) -> str:
         lines = [
@@ -91,8 +105,16 @@ class SourceImportReport:
             lines.append(
                 f"{self.inferred_prefix_label} (not in the file): {self.inferred_prefix_tokens} tokens, inferred."
             )
+        if self.prefix_source == "file":
+            lines.append(f"System prompt {self.system_prompt_tokens} tokens and {len(self.tool_definitions)} tool "
+                         f"definition(s) {sum(t['tokens'] for t in self.tool_definitions)} tokens, as sent (from the file).")
+        if self.agent_cost_usd is not None:
+            lines.append(f"The agent's own cost: ${self.agent_cost_usd:,.4f}.")
         if self.subagents:
             lines.append(f"{len(self.subagents)} subagent session(s).")
+        if self.ignored:
+            lines.append(f"Left out on purpose {sum(self.ignored.values())} line(s): " + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.ignored.items(), key=lambda kv: -kv[1])))
         if self.skipped:
             lines.append(f"Skipped {len(self.skipped)}: " + "; ".join(self.skipped[:5]))
         return "\n".join(lines)
@@ -100,7 +122,7 @@ class SourceImportReport:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.update(type="import", path=str(self.path), source=str(self.source), skipped_lines=len(self.skipped),
-                    description=self.describe())
+                    ignored_lines=sum(self.ignored.values()), description=self.describe())
         return data
 
 
@@ -154,9 +176,43 @@ def _window(src: SourceSession, settings: Settings, model_info: ModelInfo | None
     return import_window(settings, None, src.model, model_info, largest)
 
 
+def tool_server(name: str) -> str:
+    """The MCP server of a tool named ``mcp__<server>__<tool>``; "" for the agent's own tools."""
+    if name.startswith("mcp__"):
+        server, sep, _ = name[5:].partition("__")
+        return server if sep else ""
+    return ""
+
+
+def tool_definitions(prefix: RequestPrefix, estimator: Estimator) -> list[dict[str, Any]]:
+    """Each tool definition of a request with its tokens, largest first (as Claude Code's /context lists
+    them), ``server`` for MCP tools."""
+    out = [{"name": str(t.get("name") or "?"), "tokens": estimator.tools([t]), "server": tool_server(str(t.get("name") or ""))}
+           for t in prefix.tools]
+    return sorted(out, key=lambda t: (-t["tokens"], t["name"]))
+
+
+@dataclass
+class _Prefixes:
+    """Tokens of the exact request prefixes of a source (system prompt, tool definitions), counted once each."""
+
+    src: SourceSession
+    estimator: Estimator
+    counted: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def of(self, call: ProviderCall) -> tuple[int, int] | None:
+        prefix = self.src.prefixes.get(call.prefix_key) if call.prefix_key else None
+        if prefix is None:
+            return None
+        if prefix.key not in self.counted:
+            self.counted[prefix.key] = (self.estimator.text(prefix.system) if prefix.system else 0,
+                                        self.estimator.tools(prefix.tools) if prefix.tools else 0)
+        return self.counted[prefix.key]
+
+
 def _infer_prefix(src: SourceSession, ctx: _Ctx, counts: list[int], cache: TokenCache) -> None:
     """System prompt + tool definitions the file lacks = first reported prompt − what we can count."""
-    if src.tools or not src.calls:
+    if src.tools or src.prefixes or not src.calls:
         return
     first = next((c for c in src.calls if c.prompt_tokens), None)
     if first is None:
@@ -178,8 +234,17 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
     tools = ctx.tools_tokens + (ctx.prefix or 0 if not ctx.prefix_in_system else 0)
     calibrator = PrefixCalibrator(exact_prefix=system + tools) if ctx.prefix is not None else Calibrator()
     summaries: dict[int, int] = {}
+    prefixes = _Prefixes(src, ctx.estimator)
+    base_system, base_tools = system, tools
     out: list[dict[str, Any]] = []
     for call in src.calls:
+        exact = prefixes.of(call)
+        system, tools = exact if exact is not None else (base_system, base_tools)
+        if exact is not None:
+            if not isinstance(calibrator, PrefixCalibrator):
+                calibrator = PrefixCalibrator()
+            calibrator.exact_prefix = system + tools
+        win = replace(ctx.win, max_tokens=call.max_tokens) if call.max_tokens else ctx.win
         end = min(call.message_index, len(src.messages))
         if call.input_messages is not None:
             history = call.input_messages
@@ -193,11 +258,12 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
         summary = summaries.get(comp.index, 0) if comp is not None else 0
         actual = call.prompt_tokens
         snap = build_snapshot(
-            window=ctx.win, system_tokens=system, summary_tokens=summary, tools_tokens=tools, history=history,
+            window=win, system_tokens=system, summary_tokens=summary, tools_tokens=tools, history=history,
             history_counts=hcounts, estimator_name=ctx.estimator.name,
             threshold_ratio=ctx.settings.compact_threshold_ratio, calibrator=calibrator,
             provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts, call_index=call.index,
-            exact_system=ctx.prefix is not None and ctx.prefix_in_system and not ctx.system_tokens)
+            exact_system=exact is not None or (ctx.prefix is not None and ctx.prefix_in_system and not ctx.system_tokens),
+            exact_tools=exact is not None)
         data = snap.to_json()
         data.update(
             type="context", message_count=len(history), message_tokens=[],
@@ -207,7 +273,9 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
             reasoning_tokens=call.reasoning_tokens, window=call.window or ctx.win.context_window,
             request_id=call.request_id, segment=comp.index + 1 if comp is not None else 0,
             exact_input=call.input_messages is not None, source_format=src.format,
-            prefix_tokens=ctx.prefix, prefix_source=INFERRED if ctx.prefix is not None else None,
+            prefix_tokens=ctx.prefix if exact is None else system + tools,
+            prefix_source=FILE if exact is not None else (INFERRED if ctx.prefix is not None else None),
+            prefix_key=call.prefix_key or None, max_tokens=call.max_tokens,
         )
         out.append(data)
         if isinstance(actual, int) and actual > 0:
@@ -239,6 +307,7 @@ def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
             "tokens_before_source": comp.tokens_before_source if comp.tokens_before is not None else "",
             "tokens_after_source": "first provider call after the compaction" if comp.tokens_after is not None else "",
             "messages_compacted": len(archived), "messages_kept": comp.messages_after, "duration_ms": 0.0,
+            "post_tokens": comp.post_tokens, "cost_usd": comp.cost_usd, "placed_by": comp.placed_by,
             "result": "summarized" if comp.summary else "replaced", "summary": comp.summary, "reason": "",
             "archive_day": str(archived[-1].get("ts") or "")[:10] if archived else "", "ts": comp.ts,
             "calls_before": comp.calls_before, "source_format": src.format,
@@ -319,13 +388,27 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
             subagents=subagents, offloaded=offloaded, skipped=[s.describe() for s in src.skipped], notes=src.notes,
             model=src.model, window=win.context_window, window_source=win.source,
             inferred_prefix_tokens=ctx.prefix, inferred_prefix_label=src.prefix_label if ctx.prefix is not None else "",
-            aggregate=src.aggregate, off_chain=src.off_chain, snapshots=len(src.calls))
-        session.set_meta(tools_source="log" if src.tools else (INFERRED if ctx.prefix is not None else "none"),
+            aggregate=src.aggregate, off_chain=src.off_chain, snapshots=len(src.calls), ignored=dict(src.ignored),
+            agent_cost_usd=src.agent_cost_usd, agent_cost_by_model=dict(src.agent_cost_by_model))
+        _report_prefix(src, report, estimator, ctx)
+        session.set_meta(tools_source=FILE if report.prefix_source == FILE else (
+                             "log" if src.tools else (INFERRED if ctx.prefix is not None else "none")),
                          calibrator=None, **{"import": _import_meta(src, report)})
         session.save_meta()
     finally:
         session.close()
     return report
+
+
+def _report_prefix(src: SourceSession, report: SourceImportReport, estimator: Estimator, ctx: _Ctx) -> None:
+    last = next((c for c in reversed(src.calls) if c.prefix_key in src.prefixes), None)
+    if last is not None:
+        prefix = src.prefixes[last.prefix_key]
+        report.prefix_source = FILE
+        report.system_prompt_tokens = estimator.text(prefix.system) if prefix.system else 0
+        report.tool_definitions = tool_definitions(prefix, estimator)
+    elif ctx.prefix is not None:
+        report.prefix_source = INFERRED
 
 
 def _import_meta(src: SourceSession, report: SourceImportReport) -> dict[str, Any]:
@@ -337,6 +420,9 @@ def _import_meta(src: SourceSession, report: SourceImportReport) -> dict[str, An
             "tokens": report.inferred_prefix_tokens, "label": report.inferred_prefix_label, "source": INFERRED,
             "region": "system" if not src.system_prompt else "tools"},
         "subagents": report.subagents, "offloaded": report.offloaded, "cwd": src.cwd, "project": src.project,
+        "ignored": report.ignored, "prefix_source": report.prefix_source,
+        "system_prompt_tokens": report.system_prompt_tokens, "tool_definitions": report.tool_definitions,
+        "agent_cost_usd": report.agent_cost_usd, "agent_cost_by_model": report.agent_cost_by_model,
     }
 
 

@@ -120,11 +120,14 @@ def build_snapshot(
     ts: str = "",
     call_index: int | None = None,
     exact_system: bool = False,
+    exact_tools: bool = False,
 ) -> ContextSnapshot:
     """Assemble a snapshot from raw per-region estimates, calibrated when a provider report exists.
 
     ``exact_system``: the system region is already the provider's count (another agent's system
-    prompt and tools, inferred from its first call): calibration scales the other regions only."""
+    prompt and tools, inferred from its first call): calibration scales the other regions only.
+    ``exact_tools`` (with ``exact_system``): the tool definitions are held too (both read from the file as
+    they were sent), so only the summary and the history absorb the calibration."""
     by_role = {"user": 0, "assistant": 0, "tool": 0}
     for msg, tokens in zip(history, history_counts, strict=True):
         role = msg.get("role")
@@ -138,7 +141,10 @@ def build_snapshot(
     if calibrator is not None and calibrator.calibrated:
         fixed = (system_tokens, summary_tokens, tools_tokens)
         calibrated_total = calibrator.calibrate(raw_total, ids, fixed)
-        if exact_system and 0 < system_tokens <= calibrated_total:
+        held = system_tokens + (tools_tokens if exact_tools else 0)
+        if exact_system and exact_tools and 0 < held <= calibrated_total:
+            parts = [system_tokens, *_scale_parts(raw_parts[1:5], calibrated_total - held), tools_tokens]
+        elif exact_system and 0 < system_tokens <= calibrated_total:
             parts = [system_tokens, *_scale_parts(raw_parts[1:], calibrated_total - system_tokens)]
         else:
             parts = _scale_parts(raw_parts, calibrated_total)

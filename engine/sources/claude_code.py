@@ -21,12 +21,23 @@ One JSON object a line. What matters for the context:
 - Subagents: ``<session>/subagents/agent-<id>.jsonl`` (linked to the Task call by ``progress``
   lines' ``data.agentId`` and ``parentToolUseID``); ``agent-acompact-*.jsonl`` is the compaction's
   own summarisation call: its usage is what the compaction cost.
-- The system prompt and tool definitions are not in the file: their size is inferred from the
-  first call (provider prompt − the messages' estimate) by the importer, and labelled so.
+- Since 2.1.3xx the file holds what was sent: ``api-request-shape`` (the request's ``system`` blocks and
+  every tool definition, keyed by ``shapeHash``), ``api-request`` (one per provider request: ``params``
+  with ``max_tokens`` — the output reserve — and the ``shapeHash``; assistant lines name it as
+  ``requestRef``), ``attachment`` lines (what Claude Code injects: environment, skill and agent
+  listings, reminders; ``rendered`` is the text sent, ``renderedRole`` its role) and ``cost-state``
+  (the agent's own running cost in USD, total and per model). With a shape, the system prompt and the
+  tool definitions are exact per call (:class:`RequestPrefix`); without one (files before 2.1.3xx)
+  their size is inferred from the first call (provider prompt − the messages' estimate) by the
+  importer, and labelled so.
+- ``compact_boundary.compactMetadata`` may name ``preservedMessages`` (messages kept across the
+  compaction: they stay in the context after the summary) and ``postTokens``. A boundary whose
+  ``logicalParentUuid`` names no line of the file is placed by file order.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,6 +47,7 @@ from typing import Any
 from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
+    RequestPrefix,
     OffloadedResult,
     ProviderCall,
     Skipped,
@@ -50,23 +62,48 @@ from engine.sources.model import (
     trigger_of,
 )
 
-KNOWN_TYPES = frozenset(
-    {"user", "assistant", "system", "progress", "summary", "file-history-snapshot", "queue-operation",
-     "custom-title", "tag", "agent-name", "pr-link", "last-prompt"}
-)
+READ_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment", "api-request-shape",
+                        "api-request", "cost-state"})
+# Record types left out on purpose, and why (counted by type in the import report).
+IGNORED_TYPES: dict[str, str] = {
+    "summary": "a session title Claude Code shows in its resume list; not sent to the model",
+    "file-history-snapshot": "Claude Code's backup of edited files for rewinds; not sent to the model",
+    "queue-operation": "the prompt queue of the terminal (enqueue/dequeue); the prompt itself is a user line",
+    "custom-title": "a title the user gave the session; not sent to the model",
+    "tag": "a user's tag on the session; not sent to the model",
+    "agent-name": "the session's display name; not sent to the model",
+    "pr-link": "a pull request linked to the session; not sent to the model",
+    "last-prompt": "the last prompt typed, kept for the terminal's history; it is also a user line",
+    "tools-used": "the names of the tools a turn used; the calls themselves are in the assistant lines",
+    "atis-latch": "an internal latch of the terminal; no content",
+    "mode": "the permission mode the terminal was in; not sent to the model",
+    "api-request-blob": "the wire form of injected messages; the same text is read from the attachment lines",
+}
+KNOWN_TYPES = READ_TYPES | frozenset(IGNORED_TYPES)
+# attachments with nothing sent to the model (no ``rendered`` text), and why they are left out
+IGNORED_ATTACHMENTS: dict[str, str] = {
+    "prompt_snapshot": "the system prompt and tools, which api-request-shape gives exactly as sent",
+    "session_context": "context the terminal keeps for itself; nothing of it is rendered to the model",
+}
 PERSISTED_RE = re.compile(r"<persisted-output>.*?Full output saved to:\s*(\S+)", re.DOTALL)
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
 SYNTHETIC_MODEL = "<synthetic>"
+_FAMILY_RE = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)")
 
 
 @dataclass(slots=True)
 class _Line:
     n: int
     uuid: str
-    kind: str  # "user" | "assistant" | "boundary"
+    kind: str  # "user" | "assistant" | "boundary" | "attachment"
     ts: str
     content: Any = None
+    role: str = ""  # an attachment's role as sent (``renderedRole``)
+    attachment: str = ""  # an attachment's type
+    preserved: tuple[str, ...] = ()  # a boundary's kept messages (uuids)
+    post_tokens: int | None = None
+    logical_parent: str | None = None
     key: tuple[str, str] | None = None
     sidechain: bool = False
     compact_summary: bool = False
@@ -81,6 +118,12 @@ class _Scan:
     calls: dict[tuple[str, str], ProviderCall] = field(default_factory=dict)
     agent_links: dict[str, str] = field(default_factory=dict)  # agentId -> Task tool_use id
     skipped: list[Skipped] = field(default_factory=list)
+    ignored: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, RequestPrefix] = field(default_factory=dict)  # shapeHash -> what it holds
+    requests: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # id -> (shapeHash, max_tokens)
+    costs: list[tuple[int, float, dict[str, Any]]] = field(default_factory=list)  # (line, total USD, per model)
+    call_lines: dict[tuple[str, str], int] = field(default_factory=dict)  # call -> line of its first record
+    large_beta: bool = False  # a request asked for the 1M window beta
     models: list[str] = field(default_factory=list)
     cwd: str = ""
     session_id: str = ""
@@ -105,6 +148,72 @@ def merge_usage(call: ProviderCall, usage: dict[str, Any]) -> None:
         call.cache_read_tokens = max(call.cache_read_tokens or 0, read)
 
 
+def _ignore(scan: _Scan, kind: str) -> None:
+    scan.ignored[kind] = scan.ignored.get(kind, 0) + 1
+
+
+def _rendered_text(rendered: Any) -> str:
+    """The text an attachment was sent as: ``rendered`` is a string or a list of ``{content|text}`` parts."""
+    if isinstance(rendered, str):
+        return rendered
+    out = []
+    for part in rendered if isinstance(rendered, list) else []:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            value = part.get("content", part.get("text"))
+            out.append(value if isinstance(value, str) else text_of(value))
+    return "\n\n".join(t for t in out if t)
+
+
+def _shape(scan: _Scan, obj: dict[str, Any]) -> None:
+    key, shape = obj.get("shapeHash"), dict_at(obj, "shape")
+    if not isinstance(key, str):
+        return
+    system = shape.get("system")
+    text = "\n\n".join(str(b.get("text") or "") for b in system if isinstance(b, dict)) if isinstance(
+        system, list) else str(system or "")
+    tools = [t for t in shape.get("tools") or [] if isinstance(t, dict)] if isinstance(shape.get("tools"), list) else []
+    scan.shapes[key] = RequestPrefix(key, text, tools)
+
+
+def _request(scan: _Scan, obj: dict[str, Any]) -> None:
+    rid, key = obj.get("id"), obj.get("shapeHash")
+    betas = dict_at(obj, "params").get("betas")
+    if isinstance(betas, list) and any(isinstance(b, str) and b.startswith("context-1m") for b in betas):
+        scan.large_beta = True
+    if isinstance(rid, str):
+        scan.requests[rid] = (key if isinstance(key, str) else "", int_or_none(dict_at(obj, "params").get("max_tokens")))
+
+
+def _cost(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
+    total = obj.get("totalCostUSD")
+    if isinstance(total, int | float) and not isinstance(total, bool):
+        scan.costs.append((n, float(total), dict_at(obj, "modelUsage")))
+
+
+def _attachment(scan: _Scan, n: int, obj: dict[str, Any], uid: Any, ts: str) -> None:
+    att = dict_at(obj, "attachment")
+    atype = str(att.get("type") or "")
+    text = _rendered_text(obj.get("rendered"))
+    role = obj.get("renderedRole")
+    if not isinstance(uid, str) or not text or role not in ("system", "user"):
+        _ignore(scan, f"attachment:{atype or '?'}")  # IGNORED_ATTACHMENTS, or nothing rendered to the model
+        return
+    scan.lines.append(_Line(n, uid, "attachment", ts, content=text, role=str(role), attachment=atype,
+                            sidechain=bool(obj.get("isSidechain"))))
+
+
+def _boundary(scan: _Scan, n: int, obj: dict[str, Any], uid: str, ts: str) -> None:
+    meta = dict_at(obj, "compactMetadata")
+    kept = dict_at(meta, "preservedMessages").get("uuids")
+    logical = obj.get("logicalParentUuid")
+    scan.lines.append(_Line(
+        n, uid, "boundary", ts, trigger=str(meta.get("trigger") or ""), pre_tokens=int_or_none(meta.get("preTokens")),
+        preserved=tuple(u for u in kept if isinstance(u, str)) if isinstance(kept, list) else (),
+        post_tokens=int_or_none(meta.get("postTokens")), logical_parent=logical if isinstance(logical, str) else None))
+
+
 def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
     kind = obj.get("type") if isinstance(obj.get("type"), str) else repr(obj.get("type"))
     uid = obj.get("uuid")
@@ -122,6 +231,9 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
     if kind not in KNOWN_TYPES:
         scan.skipped.append(Skipped(n, f"record type {kind!r} is not one this reader knows"))
         return
+    if kind in IGNORED_TYPES:
+        _ignore(scan, kind)
+        return
     if kind == "progress":
         data = obj.get("data")
         if isinstance(data, dict) and isinstance(data.get("agentId"), str):
@@ -129,15 +241,23 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
             if isinstance(tool, str):
                 scan.agent_links.setdefault(data["agentId"], tool)
         return
+    if kind == "api-request-shape":
+        _shape(scan, obj)
+        return
+    if kind == "api-request":
+        _request(scan, obj)
+        return
+    if kind == "cost-state":
+        _cost(scan, n, obj)
+        return
+    if kind == "attachment":
+        _attachment(scan, n, obj, uid, ts)
+        return
     if kind == "system":
         if obj.get("subtype") == "compact_boundary" and isinstance(uid, str):
-            meta = dict_at(obj, "compactMetadata")
-            scan.lines.append(
-                _Line(n, uid, "boundary", ts, trigger=str(meta.get("trigger") or ""),
-                      pre_tokens=int_or_none(meta.get("preTokens")))
-            )
-        return
-    if kind not in ("user", "assistant"):
+            _boundary(scan, n, obj, uid, ts)
+        else:
+            _ignore(scan, f"system:{obj.get('subtype') or '?'}")  # notices of the terminal, not sent to the model
         return
     msg = obj.get("message")
     if not isinstance(uid, str) or not isinstance(msg, dict):
@@ -145,8 +265,15 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
         return
     line = _Line(n, uid, kind, ts, content=msg.get("content"), sidechain=bool(obj.get("isSidechain")),
                  compact_summary=bool(obj.get("isCompactSummary")))
+    if kind == "user":
+        result = obj.get("toolUseResult")
+        if isinstance(result, dict) and isinstance(result.get("agentId"), str):
+            tool_ids = _tool_ids(msg.get("content"), "tool_result", "tool_use_id")
+            if tool_ids:  # the Agent/Task call's result names the subagent it started (2.1.3xx)
+                scan.agent_links.setdefault(result["agentId"], tool_ids[0])
     if kind == "assistant":
-        line.key = (str(msg.get("id") or uid), str(obj.get("requestId") or ""))
+        request = obj.get("requestId") or obj.get("requestRef")
+        line.key = (str(msg.get("id") or uid), str(request or ""))
         model = str(msg.get("model") or "")
         usage = msg.get("usage")
         if model != SYNTHETIC_MODEL and isinstance(usage, dict):
@@ -154,10 +281,30 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
             if call is None:
                 call = ProviderCall(len(scan.calls), None, None, None, None, model=model, ts=ts,
                                     request_id=line.key[1])
+                shape, max_tokens = scan.requests.get(str(obj.get("requestRef") or ""), ("", None))
+                call.prefix_key, call.max_tokens = (shape if shape in scan.shapes else ""), max_tokens
                 scan.calls[line.key] = call
+                scan.call_lines[line.key] = n
                 scan.models.append(model)
             merge_usage(call, usage)
     scan.lines.append(line)
+
+
+def _place_orphan_boundaries(scan: _Scan) -> set[str]:
+    """A boundary whose ``logicalParentUuid`` names no line of the file (or names none) is linked to the
+    conversation line before it in the file: the file order says where the compaction happened.
+    Returns those boundaries' uuids."""
+    placed: set[str] = set()
+    last: str | None = None
+    for ln in scan.lines:
+        if ln.kind == "boundary":
+            if last is not None and (ln.logical_parent is None or ln.logical_parent not in scan.parents):
+                scan.parents[ln.uuid] = last
+                placed.add(ln.uuid)
+            last = ln.uuid
+        elif not ln.sidechain:
+            last = ln.uuid
+    return placed
 
 
 def _chain(scan: _Scan) -> set[str]:
@@ -268,15 +415,36 @@ class _Build:
     session: SourceSession
     open_assistant: dict[tuple[str, str], Message] = field(default_factory=dict)
     calls_seen: set[tuple[str, str]] = field(default_factory=set)
+    by_uuid: dict[str, list[Message]] = field(default_factory=dict)  # the messages each line became
+    talk_since_boundary: bool = False  # a user or assistant message came after the last boundary
 
 
 def _add(build: _Build, msg: Message, line: _Line) -> None:
     msg["id"] = build.session.make_id()
     msg["ts"] = line.ts or build.session.last_activity
     build.session.messages.append(msg)
+    build.by_uuid.setdefault(line.uuid, []).append(msg)
 
 
-def _build_messages(scan: _Scan, session: SourceSession, kept: set[int]) -> None:
+def _compaction_at(build: _Build, line: _Line, placed: set[str]) -> None:
+    """The boundary: messages before it leave the context; the ones it preserved are kept after it."""
+    session = build.session
+    comp = Compaction(index=len(session.compactions), trigger=trigger_of(line.trigger), trigger_source=line.trigger,
+                      ts=line.ts, message_index=len(session.messages), calls_before=0,
+                      tokens_before=line.pre_tokens, post_tokens=line.post_tokens,
+                      placed_by="file order" if line.uuid in placed else "chain")
+    session.compactions.append(comp)
+    build.open_assistant.clear()
+    build.talk_since_boundary = False
+    for uid in line.preserved:
+        for msg in build.by_uuid.get(uid, []):
+            kept = {k: v for k, v in msg.items() if k not in ("id", "subagent")}
+            kept.update(id=session.make_id(), preserved=True)  # the same message, still in the context
+            session.messages.append(kept)
+            comp.messages_after += 1
+
+
+def _build_messages(scan: _Scan, session: SourceSession, kept: set[int], placed: set[str]) -> None:
     build = _Build(session)
     for line in scan.lines:
         if line.key is not None and line.key not in build.calls_seen:
@@ -289,14 +457,15 @@ def _build_messages(scan: _Scan, session: SourceSession, kept: set[int]) -> None
                 session.off_chain += 1
             continue
         if line.kind == "boundary":
-            session.compactions.append(Compaction(
-                index=len(session.compactions), trigger=trigger_of(line.trigger), trigger_source=line.trigger,
-                ts=line.ts, message_index=len(session.messages), calls_before=0,
-                tokens_before=line.pre_tokens))
-            build.open_assistant.clear()
+            _compaction_at(build, line, placed)
+        elif line.kind == "attachment":
+            # the history holds user/assistant/tool roles: an attachment sent as a system message is a user
+            # message with its kind and the role it was sent as
+            _add(build, {"role": "user", "content": str(line.content), "attachment": line.attachment,
+                         "sent_as": line.role}, line)
         elif line.kind == "user" and line.compact_summary:
             last = session.compactions[-1] if session.compactions else None
-            if last is None or last.summary or last.message_index != len(session.messages):
+            if last is None or last.summary or build.talk_since_boundary:
                 # a summary without its boundary line (how Claude Code wrote compactions before 2.0)
                 last = Compaction(index=len(session.compactions), trigger="unknown", trigger_source="",
                                   ts=line.ts, message_index=len(session.messages), calls_before=0,
@@ -304,15 +473,59 @@ def _build_messages(scan: _Scan, session: SourceSession, kept: set[int]) -> None
                 session.compactions.append(last)
             last.summary = text_of(line.content)
         elif line.kind == "user":
+            build.talk_since_boundary = True
             for msg in _user_messages(line):
                 _add(build, msg, line)
         elif line.key is not None:
+            build.talk_since_boundary = True
             found = build.open_assistant.get(line.key)
             if found is None:
                 found = {"role": "assistant", "content": None}
                 build.open_assistant[line.key] = found
                 _add(build, found, line)
             _merge_assistant(found, line.content)
+
+
+def _usage_total(usage: dict[str, Any], model: str) -> tuple[int, int, int, int]:
+    """(input, output, cache read, cache write) of one model in a cost-state's ``modelUsage``."""
+    entry = dict_at(usage, model)
+    return tuple(int_or_none(entry.get(k)) or 0 for k in (  # type: ignore[return-value]
+        "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"))
+
+
+def _compaction_costs(scan: _Scan, session: SourceSession) -> None:
+    """What each compaction cost, from the agent's own ``cost-state`` lines around its boundary: the
+    summarising request is not a line of the file (2.1.3xx), but the running totals before and after it
+    differ by exactly that request plus the calls recorded between them."""
+    boundaries = [ln.n for ln in scan.lines if ln.kind == "boundary"]
+    if not scan.costs or len(boundaries) != len(session.compactions):
+        return
+    for comp, at in zip(session.compactions, boundaries, strict=True):
+        before = next((c for c in reversed(scan.costs) if c[0] < at), None)
+        after = next((c for c in scan.costs if c[0] > at), None)
+        if after is None:
+            continue
+        lo = before[0] if before else 0
+        between = [call for key, call in scan.calls.items() if lo < scan.call_lines.get(key, 0) < after[0]]
+        if not between:
+            comp.cost_usd = round(after[1] - (before[1] if before else 0.0), 10)
+        if comp.cost is not None:
+            continue
+        models = [m for m in after[2] if _usage_total(after[2], m) != _usage_total(before[2] if before else {}, m)]
+        if len(models) != 1:
+            continue
+        model = models[0]
+        now, then = _usage_total(after[2], model), _usage_total(before[2] if before else {}, model)
+        mine = [c for c in between if c.model == model]
+        inp = now[0] - then[0] - sum((c.prompt_tokens or 0) - (c.cache_read_tokens or 0) - (c.cache_write_tokens or 0)
+                                     for c in mine)
+        out = now[1] - then[1] - sum(c.completion_tokens or 0 for c in mine)
+        read = now[2] - then[2] - sum(c.cache_read_tokens or 0 for c in mine)
+        write = now[3] - then[3] - sum(c.cache_write_tokens or 0 for c in mine)
+        if min(inp, out, read, write) < 0 or inp + read + write == 0:
+            continue
+        comp.cost = ProviderCall(-1, inp + read + write, out, read, write, model=model, ts=comp.ts,
+                                 request_id="(from cost-state)")
 
 
 def _offloaded(session: SourceSession, folder: Path) -> None:
@@ -368,7 +581,7 @@ def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
             _attach_compaction_cost(session, child, path)
             session.subagents.append(SubagentRef(agent_id, "compaction", path, None, child))
             continue
-        tool_id = scan.agent_links.get(agent_id)
+        tool_id = scan.agent_links.get(agent_id) or _meta_tool_id(path)
         session.subagents.append(SubagentRef(agent_id, "task", path, tool_id, child))
         _link_task(session, agent_id, tool_id)
     for agent_id, tool_id in scan.agent_links.items():
@@ -385,10 +598,29 @@ def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
             session.skipped.append(Skipped(0, problem))
 
 
-def window_for_model(model: str, largest_prompt: int) -> tuple[int, str]:
-    """Claude models' window: 200k, or 1M when a prompt was larger than 200k (the 1M beta)."""
+def _meta_tool_id(path: Path) -> str | None:
+    """The Agent call that started a subagent, from ``agent-<id>.meta.json`` beside its file (2.1.3xx)."""
+    meta = path.with_name(path.stem + ".meta.json")
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else None
+    except (OSError, ValueError):
+        return None
+    tool = data.get("toolUseId") if isinstance(data, dict) else None
+    return tool if isinstance(tool, str) and tool else None
+
+
+def window_for_model(model: str, largest_prompt: int, *, large_beta: bool = False) -> tuple[int, str]:
+    """Claude models' window as Claude Code runs them: 1M for Opus and Sonnet from the 5 family on (Claude
+    Code 2.1.328's own result reports ``contextWindow: 1000000`` for claude-opus-5-5, and litellm's table
+    agrees), or when the requests asked for the 1M beta (``context-1m-*``), or when a prompt was larger than
+    200k; else 200k (earlier models run in Claude Code with 200k unless the 1M beta is asked for)."""
     if largest_prompt > DEFAULT_WINDOW:
         return LARGE_WINDOW, "observed"
+    if large_beta:
+        return LARGE_WINDOW, "request"
+    match = _FAMILY_RE.search(model)
+    if match and match.group(1) != "haiku" and int(match.group(2)) >= 5:
+        return LARGE_WINDOW, "model"
     return DEFAULT_WINDOW, "model"
 
 
@@ -405,8 +637,18 @@ def read_claude_code(
     session = SourceSession("claude-code", path, scan.session_id or path.stem, skipped=scan.skipped,
                             cwd=scan.cwd, started=scan.first_ts, last_activity=scan.last_ts,
                             project=path.parent.name, lines=scan.count)
-    _build_messages(scan, session, _kept(scan))
+    placed = _place_orphan_boundaries(scan)
+    _build_messages(scan, session, _kept(scan), placed)
     session.calls = list(scan.calls.values())
+    session.ignored = scan.ignored
+    session.prefixes = {k: v for k, v in scan.shapes.items() if any(c.prefix_key == k for c in session.calls)}
+    if scan.costs:
+        _, total, per_model = scan.costs[-1]
+        session.agent_cost_usd = total
+        session.agent_cost_by_model = {
+            m: float(v["costUSD"]) for m, v in per_model.items()
+            if isinstance(v, dict) and isinstance(v.get("costUSD"), int | float)}
+    _compaction_costs(scan, session)
     for comp in session.compactions:
         comp.calls_before = sum(1 for c in session.calls if c.message_index < comp.message_index)
         after = next((c for c in session.calls if c.index >= comp.calls_before and c.prompt_tokens), None)
@@ -414,10 +656,13 @@ def read_claude_code(
     session.live_start = session.compactions[-1].message_index if session.compactions else 0
     session.model = _most_common(scan.models)
     largest = max((c.prompt_tokens or 0 for c in session.calls), default=0)
-    session.window, session.window_source = window_for_model(session.model, largest)
+    session.window, session.window_source = window_for_model(session.model, largest, large_beta=scan.large_beta)
     for call in session.calls:
         call.window = session.window
     session.prefix_label = "system prompt and tool definitions"
+    if placed:
+        session.notes.append(f"{len(placed)} compaction boundary(ies) name a message not in the file as the one "
+                             "before them: placed by file order")
     folder = path.with_suffix("")
     _offloaded(session, folder)
     if subagents:

@@ -99,6 +99,8 @@ class ProviderCall:
     request_id: str = ""
     reasoning_tokens: int | None = None
     input_messages: list[Message] | None = None  # the exact model input, where the source keeps it
+    max_tokens: int | None = None  # the request's output reserve (``max_tokens``), where the source records it
+    prefix_key: str = ""  # key in SourceSession.prefixes of this request's system prompt + tools (exact)
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -127,7 +129,10 @@ class Compaction:
     tokens_after_source: str = PROVIDER  # the first provider call after the compaction
     summary: str = ""
     cost: ProviderCall | None = None  # the summarisation call itself, where the source records it
-    messages_after: int = 0  # messages the compaction put in place of the old context (Codex)
+    messages_after: int = 0  # messages kept or put in place of the old context (Codex; Claude Code's preserved)
+    post_tokens: int | None = None  # the agent's own count of the context right after the compaction
+    cost_usd: float | None = None  # what compacting cost in USD, as the agent's own cost records give it
+    placed_by: str = "chain"  # "chain" (linked to the message before it) or "file order" (the link is missing)
 
 
 @dataclass
@@ -154,6 +159,17 @@ class SubagentRef:
 
 
 @dataclass
+class RequestPrefix:
+    """The system prompt and tool definitions of a request exactly as the agent recorded them sent
+    (Claude Code's ``api-request-shape``; Codex's ``base_instructions``). ``tools`` are the provider's own
+    tool objects (``name``, ``description``, ``input_schema`` or ``parameters``)."""
+
+    key: str
+    system: str
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class SourceSession:
     format: SourceFormat
     path: Path
@@ -167,6 +183,10 @@ class SourceSession:
     subagents: list[SubagentRef] = field(default_factory=list)
     offloaded: list[OffloadedResult] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    ignored: dict[str, int] = field(default_factory=dict)  # record type -> lines ignored on purpose
+    prefixes: dict[str, RequestPrefix] = field(default_factory=dict)  # exact request prefixes, by key
+    agent_cost_usd: float | None = None  # the agent's own running cost (Claude Code's last cost-state)
+    agent_cost_by_model: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     model: str = ""
     window: int | None = None
@@ -188,6 +208,10 @@ class SourceSession:
     @property
     def reported_calls(self) -> int:
         return sum(1 for c in self.calls if c.prompt_tokens is not None)
+
+    def ignore(self, kind: str) -> None:
+        """Count a line of a record type this reader knows and leaves out on purpose."""
+        self.ignored[kind] = self.ignored.get(kind, 0) + 1
 
     def segment_start(self, message_index: int) -> int:
         """Where the context that held message ``message_index`` began (the last compaction before it)."""
