@@ -220,3 +220,84 @@ def test_two_compactions_manual_then_auto(tmp_path: Path, capsys: pytest.Capture
     summaries = [e["summary"] for e in events if e["type"] == "context"]
     assert summaries[0] == 0 and summaries[1] > 0 and summaries[2] > 0  # the summary region after each
     assert [e["messages_compacted"] for e in events if e["type"] == "compaction"] == [2, 2]
+
+
+@pytest.mark.parametrize("path", [BIG_CLAUDE, PERSISTED_CLAUDE], ids=lambda p: p.name[:8])
+def test_a_boundary_naming_a_missing_message_is_placed_by_file_order(path: Path, tmp_path: Path) -> None:
+    raw = lines(path)
+    whole = read_claude_code(path, subagents=False)
+    b = next(i for i, o in enumerate(raw) if o.get("subtype") == "compact_boundary")
+    raw[b]["logicalParentUuid"] = "0000dead-0000-0000-0000-000000000000"  # not a line of the file
+    broken = tmp_path / path.name
+    broken.write_text("".join(json.dumps(o) + "\n" for o in raw), encoding="utf-8")
+    src = read_claude_code(broken, subagents=False)
+    (comp,) = src.compactions
+    (orig,) = whole.compactions
+    assert comp.placed_by == "file order" and orig.placed_by == "chain"
+    assert comp.calls_before == orig.calls_before > 0
+    assert comp.message_index == orig.message_index == src.live_start > 0
+    assert [c.prompt_tokens for c in src.calls] == [c.prompt_tokens for c in whole.calls]
+    assert any("placed by file order" in n for n in src.notes)
+
+
+def _today(uid: str, parent: str | None, kind: str, **extra: object) -> dict[str, object]:
+    return {"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s", "isSidechain": False,
+            "timestamp": f"2026-11-25T10:00:{len(uid):02d}.000Z", "version": "2.1.328", **extra}
+
+
+def _request_lines(req: str, shape: str, max_tokens: int) -> list[dict[str, object]]:
+    return [
+        {"type": "api-request-shape", "sessionId": "s", "shapeHash": shape, "shape": {
+            "system": [{"type": "text", "text": "You are an agent."}, {"type": "text", "text": "Be brief."}],
+            "tools": [{"name": "Bash", "description": "run a command " * 40, "input_schema": {"type": "object"}},
+                      {"name": "mcp__files__read", "description": "read", "input_schema": {"type": "object"}}]}},
+        {"type": "api-request-blob", "sessionId": "s", "hash": "h1", "message": {"role": "system", "content": "x"}},
+        {"type": "api-request", "sessionId": "s", "id": req, "shapeHash": shape,
+         "params": {"model": "claude-opus-5-5", "max_tokens": max_tokens}, "tail": ["h1"]},
+    ]
+
+
+def test_request_shapes_attachments_and_cost_state(tmp_path: Path) -> None:
+    usage = {"input_tokens": 3, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 900, "output_tokens": 9}
+    rows = [
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": "s"},
+        _today("u1", None, "user", message={"role": "user", "content": "hello"}),
+        _today("t1", "u1", "attachment", attachment={"type": "skill_listing"}, renderedRole="system",
+               rendered=[{"content": "<system-reminder>skills: a, b</system-reminder>"}]),
+        _today("t2", "t1", "attachment", attachment={"type": "prompt_snapshot", "systemPrompt": ["x"]}),
+        *_request_lines("r1", "S1", 64_000),
+        {"type": "atis-latch", "atis": "", "sessionId": "s"},
+        _today("a1", "t2", "assistant", requestRef="r1", message={
+            "id": "m1", "model": "claude-opus-5-5", "role": "assistant", "usage": usage,
+            "content": [{"type": "text", "text": "hi"}]}),
+        {"type": "cost-state", "sessionId": "s", "totalCostUSD": 0.25,
+         "modelUsage": {"claude-opus-5-5": {"inputTokens": 3, "outputTokens": 9, "cacheReadInputTokens": 900,
+                                            "cacheCreationInputTokens": 100, "costUSD": 0.25}}},
+        {"type": "brand-new-record", "sessionId": "s"},
+    ]
+    path = tmp_path / "today.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    src = read_claude_code(path)
+    (call,) = src.calls
+    assert call.prompt_tokens == 1003 and call.max_tokens == 64_000 and call.prefix_key == "S1"
+    prefix = src.prefixes["S1"]
+    assert prefix.system == "You are an agent.\n\nBe brief." and [t["name"] for t in prefix.tools] == [
+        "Bash", "mcp__files__read"]
+    assert src.agent_cost_usd == 0.25 and src.agent_cost_by_model == {"claude-opus-5-5": 0.25}
+    assert src.window == 1_000_000
+    (att,) = [m for m in src.messages if m.get("attachment")]
+    assert att["attachment"] == "skill_listing" and att["sent_as"] == "system" and "skills: a, b" in att["content"]
+    assert src.ignored == {"queue-operation": 1, "attachment:prompt_snapshot": 1, "api-request-blob": 1,
+                           "atis-latch": 1}
+    # a record type a new version brings is not silently dropped: it is skipped, with its name
+    assert [s.describe() for s in src.skipped] == ["line 11: record type 'brand-new-record' is not one this reader knows"]
+
+    from engine.ingest import import_source
+
+    report = import_source(path, session_dir=tmp_path / "out").to_json()
+    assert report["prefix_source"] == "file" and report["agent_cost_usd"] == 0.25
+    assert [(t["name"], t["server"]) for t in report["tool_definitions"]] == [("Bash", ""), ("mcp__files__read", "files")]
+    assert report["ignored"] == src.ignored and report["ignored_lines"] == 4
+    (ctx,) = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
+    assert ctx["prefix_source"] == "file" and ctx["max_tokens"] == 64_000 and ctx["provider_prompt_tokens"] == 1003
+    assert ctx["system"] > 0 and ctx["tools"] > 0

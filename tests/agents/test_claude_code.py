@@ -1,0 +1,219 @@
+"""The real Claude Code (pinned in package.json) run headless and offline against the scripted Anthropic
+Messages API server; its session files read by :mod:`engine.sources.claude_code` and imported, and every
+figure checked against the server's log of what was sent and what it answered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.ingest import import_source, tool_server
+from engine.sources.claude_code import IGNORED_TYPES, READ_TYPES, read_claude_code
+from engine.sources.model import SourceSession
+from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
+from tests.agents.scripted import AnthropicServer, Logged, Reply, ToolCall, last_user_text
+
+MODEL = "claude-opus-5-5"
+BILLING_PREFIX = "x-anthropic-billing-header"
+
+
+def tool_results_since_prompt(body: dict[str, Any]) -> int:
+    """Tool results since the last prompt the user typed (the turn's progress)."""
+    n = 0
+    for msg in reversed(body.get("messages") or []):
+        content = msg.get("content")
+        if msg.get("role") == "user" and isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            n += 1
+        elif msg.get("role") in ("assistant", "system"):
+            continue
+        else:
+            break
+    return n
+
+
+def script(body: dict[str, Any]) -> Reply:
+    """TOOLS<n>: n Bash calls, then an answer; SUBAGENT: one Agent call (the subagent runs one Bash call);
+    FILL: every answer reports a prompt near the 1M window, so Claude Code compacts by itself."""
+    prompt = last_user_text(body)
+    done = tool_results_since_prompt(body)
+    fill = 960_000 if "FILL" in prompt else 0
+    if "sub-task" in prompt:  # the subagent's own prompt
+        if done < 1:
+            return Reply(tool_calls=[ToolCall("Bash", {"command": "echo sub", "description": "echo"})])
+        return Reply(text="Sub-task done.")
+    if "SUBAGENT" in prompt and done < 1:
+        return Reply(tool_calls=[ToolCall("Agent", {"description": "sub task", "subagent_type": "general-purpose",
+                                                    "prompt": "Do the sub-task: run one command"})])
+    wanted = next((int(w[5:]) for w in prompt.split() if w.startswith("TOOLS") and w[5:].isdigit()), 0)
+    if done < wanted:
+        return Reply(tool_calls=[ToolCall("Bash", {"command": f"echo step{done}", "description": "echo"})],
+                     extra_prompt_tokens=fill)
+    return Reply(text="All done.", extra_prompt_tokens=fill)
+
+
+def claude_env(home: AgentHome, server: AnthropicServer) -> dict[str, str]:
+    return {**home.base_env(), "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "sk-ant-test",
+            "IS_SANDBOX": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"}
+
+
+def claude(home: AgentHome, server: AnthropicServer, *args: str) -> dict[str, Any]:
+    run: Run = home.run(agent_bin("claude"), [*args, "--model", MODEL, "--dangerously-skip-permissions",
+                                              "--output-format", "json"], claude_env(home, server)).check()
+    return dict(json.loads(run.stdout))
+
+
+def session_file(home: AgentHome) -> Path:
+    files = sorted((home.home / ".claude" / "projects").glob("*/*.jsonl"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def prompt_of(usage: dict[str, Any]) -> int:
+    return int(usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"])
+
+
+def assert_calls_match(src: SourceSession, logged: list[Logged]) -> None:
+    """One call per request the server answered, with exactly the figures it answered."""
+    assert len(src.calls) == len(logged)
+    for call, entry in zip(src.calls, logged, strict=True):
+        assert call.prompt_tokens == prompt_of(entry.usage)
+        assert call.cache_read_tokens == entry.usage["cache_read_input_tokens"]
+        assert call.cache_write_tokens == entry.usage["cache_creation_input_tokens"]
+        assert call.completion_tokens == entry.usage["output_tokens"]
+        assert call.model == entry.body["model"]
+        assert call.max_tokens == entry.body["max_tokens"]
+
+
+def assert_prefix_matches(src: SourceSession, logged: list[Logged]) -> None:
+    """The system prompt and tool definitions in the file are what the server received, call by call."""
+    for call, entry in zip(src.calls, logged, strict=True):
+        prefix = src.prefixes[call.prefix_key]
+        sent = [b["text"] for b in entry.body["system"] if not b["text"].startswith(BILLING_PREFIX)]
+        assert prefix.system == "\n\n".join(sent)
+        assert [t["name"] for t in prefix.tools] == [t["name"] for t in entry.body["tools"]]
+        assert prefix.tools == [{k: v for k, v in t.items() if k != "cache_control"} for t in entry.body["tools"]]
+
+
+def assert_every_line_known(src: SourceSession) -> None:
+    assert src.skipped == [], [s.describe() for s in src.skipped]
+    for kind in src.ignored:
+        base = kind.split(":", 1)[0]
+        assert base in IGNORED_TYPES or base in READ_TYPES, kind
+
+
+def test_pinned_version(agent_home: AgentHome) -> None:
+    run = agent_home.run(agent_bin("claude"), ["--version"], agent_home.base_env()).check()
+    assert run.stdout.split()[0] == pinned_version("claude")
+
+
+def test_tool_calls_read_exactly(agent_home: AgentHome, tmp_path: Path) -> None:
+    with AnthropicServer(script) as server:
+        result = claude(agent_home, server, "-p", "TOOLS3 run three commands")
+    main = server.calls("main")
+    assert len(main) == 4 and not server.calls("summary")
+    src = read_claude_code(session_file(agent_home))
+    assert_every_line_known(src)
+    assert src.ignored  # the pinned version writes lines the reader leaves out on purpose, counted by type
+    assert_calls_match(src, main)
+    assert_prefix_matches(src, main)
+    assert src.model == MODEL and src.window == result["modelUsage"][MODEL]["contextWindow"] == 1_000_000
+    assert src.agent_cost_usd == pytest.approx(result["total_cost_usd"])
+    assert src.agent_cost_by_model == pytest.approx({MODEL: result["total_cost_usd"]})
+    tools = [m for m in src.messages if m["role"] == "tool"]
+    assert [m["content"] for m in tools] == ["step0", "step1", "step2"]
+    kinds = {m.get("attachment") for m in src.messages if m.get("attachment")}
+    assert {"skill_listing", "agent_listing_delta", "environment"} <= kinds
+
+    report = import_source(session_file(agent_home), session_dir=tmp_path / "imported").to_json()
+    assert report["prefix_source"] == "file" and report["skipped_lines"] == 0
+    assert report["ignored_lines"] == sum(src.ignored.values()) > 0
+    assert [t["name"] for t in report["tool_definitions"]] == sorted(
+        [t["name"] for t in main[-1].body["tools"]],
+        key=lambda n: -next(d["tokens"] for d in report["tool_definitions"] if d["name"] == n))
+    assert all(t["server"] == tool_server(t["name"]) == "" for t in report["tool_definitions"])
+    assert report["agent_cost_usd"] == pytest.approx(result["total_cost_usd"])
+    events = [json.loads(line) for line in (tmp_path / "imported" / "events.jsonl").read_text().splitlines()]
+    contexts = [e for e in events if e["type"] == "context"]
+    assert [e["provider_prompt_tokens"] for e in contexts] == [prompt_of(e.usage) for e in main]
+    assert {e["prefix_source"] for e in contexts} == {"file"}
+    assert {e["max_tokens"] for e in contexts} == {main[0].body["max_tokens"]}
+    # the prefix regions are the file's, the same on every call; the server's own count is within 25 %
+    assert len({(e["system"], e["tools"]) for e in contexts}) == 1
+    served = main[0].system_tokens + main[0].tools_tokens
+    assert abs(contexts[0]["system"] + contexts[0]["tools"] - served) < 0.25 * served
+
+
+def test_manual_compaction_and_cost(agent_home: AgentHome, tmp_path: Path) -> None:
+    with AnthropicServer(script) as server:
+        first = claude(agent_home, server, "-p", "TOOLS2 run two")
+        after_compact = claude(agent_home, server, "-p", "/compact", "--continue")
+        claude(agent_home, server, "-p", "TOOLS1 again", "--continue")
+    summary = server.calls("summary")
+    assert len(summary) == 1
+    src = read_claude_code(session_file(agent_home))
+    assert_every_line_known(src)
+    assert_calls_match(src, server.calls("main"))
+    assert_prefix_matches(src, server.calls("main"))
+    [comp] = src.compactions
+    assert comp.trigger == "manual" and comp.placed_by == "chain"
+    assert comp.messages_after == 1  # the last answer is preserved across the compaction
+    assert comp.post_tokens is not None and comp.post_tokens > 0
+    assert comp.calls_before == 3
+    assert comp.summary.startswith("This session is being continued")
+    # what compacting cost: the cost-state lines before and after the boundary
+    assert comp.cost_usd == pytest.approx(after_compact["total_cost_usd"] - first["total_cost_usd"])
+    assert comp.cost is not None
+    assert comp.cost.prompt_tokens == prompt_of(summary[0].usage)
+    assert comp.cost.completion_tokens == summary[0].usage["output_tokens"]
+    kept = [m for m in src.messages[comp.message_index:] if m.get("preserved")]
+    assert len(kept) == 1 and kept[0]["role"] == "assistant"
+
+    report = import_source(session_file(agent_home), session_dir=tmp_path / "imported").to_json()
+    [rec] = report["compactions"]
+    assert rec["messages_kept"] == 1 and rec["post_tokens"] == comp.post_tokens
+    assert rec["cost_usd"] == pytest.approx(comp.cost_usd)
+    assert rec["messages_compacted"] == comp.message_index > 0
+
+
+def test_auto_compaction(agent_home: AgentHome) -> None:
+    with AnthropicServer(script) as server:
+        claude(agent_home, server, "-p", "TOOLS2 FILL the window")
+    summary = server.calls("summary")
+    assert len(summary) == 1
+    src = read_claude_code(session_file(agent_home))
+    assert_every_line_known(src)
+    assert_calls_match(src, server.calls("main"))
+    [comp] = src.compactions
+    assert comp.trigger == "auto"
+    assert comp.tokens_before is not None and comp.tokens_before > 900_000
+    assert comp.calls_before == 2
+    # the summarising request is not a line of the file: its tokens come from the cost-state totals
+    assert comp.cost is not None and comp.cost.prompt_tokens == prompt_of(summary[0].usage)
+    assert comp.cost.completion_tokens == summary[0].usage["output_tokens"]
+
+
+def test_agent_subagent_linked(agent_home: AgentHome, tmp_path: Path) -> None:
+    with AnthropicServer(script) as server:
+        claude(agent_home, server, "-p", "SUBAGENT please")
+    agent_calls = [b for e in server.calls("main") for b in [e.reply] if any(c.name == "Agent" for c in b.tool_calls)]
+    assert len(agent_calls) == 1
+    src = read_claude_code(session_file(agent_home))
+    assert_every_line_known(src)
+    [sub] = [s for s in src.subagents if s.kind == "task"]
+    assert sub.session is not None and sub.problem == ""
+    started = next(m for m in src.messages if m["role"] == "assistant" and any(
+        c["function"]["name"] == "Agent" for c in m.get("tool_calls") or []))
+    assert sub.parent_tool_call_id == started["tool_calls"][0]["id"]
+    assert_every_line_known(sub.session)
+    sub_requests = [e for e in server.calls("main") if "sub-task" in last_user_text(e.body)]
+    assert_calls_match(sub.session, sub_requests)
+    linked = [m for m in src.messages if isinstance(m.get("subagent"), dict)]
+    assert [m["subagent"]["id"] for m in linked] == [sub.id]
+    report = import_source(session_file(agent_home), session_dir=tmp_path / "imported").to_json()
+    [entry] = report["subagents"]
+    assert entry["parent_tool_call_id"] == sub.parent_tool_call_id and entry["calls"] == len(sub_requests)
