@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    -> creates .venv from the hash-checked lock the first time, then starts the app
-#   make test   -> the same set-up, then the whole test suite (engine and GUI as two pytest processes)
+#   make test   -> the same set-up, then the whole test suite (engine and GUI as two pytest processes);
+#                  the real agents of tests/agents are installed from their npm lock (needs Node >= 20, npm)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,6 +10,9 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export QT_API := pyside6
+
+AGENTS := tests/agents
+AGENTS_STAMP := $(AGENTS)/node_modules/.installed
 
 .PHONY: run test test-engine test-gui lint bench screenshot lock clean
 
@@ -19,13 +23,22 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip check
 	touch $(STAMP)
 
+# The real agents (pinned npm packages, native binaries inside) that tests/agents runs offline.
+$(AGENTS_STAMP): $(AGENTS)/package.json $(AGENTS)/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		echo "make test: the real-agent tests (tests/agents) need Node >= 20 and npm; install them (Debian/Ubuntu: apt install nodejs npm)" >&2; exit 2; }
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { \
+		echo "make test: the real-agent tests (tests/agents) need Node >= 20; found $$(node --version)" >&2; exit 2; }
+	npm ci --prefix $(AGENTS) --no-audit --no-fund --loglevel=error
+	touch $@
+
 run: $(STAMP)
 	$(BIN)/ctxbench $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(AGENTS_STAMP)
 	$(BIN)/python -m ruff check app engine widgets tests benchmarks
 	$(BIN)/python -m mypy
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/engine tests/benchmarks tests/test_boundary.py tests/test_supply_chain.py tests/test_kill_harness.py $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/engine tests/agents tests/benchmarks tests/test_boundary.py tests/test_supply_chain.py tests/test_kill_harness.py $(PYTEST_ARGS)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/app tests/widgets -p no:asyncio $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -47,4 +60,4 @@ lock:
 	$(BIN)/python -m piptools compile --generate-hashes --allow-unsafe --strip-extras -o requirements.lock requirements.in
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(AGENTS)/node_modules
