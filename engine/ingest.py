@@ -275,7 +275,7 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
             exact_input=call.input_messages is not None, source_format=src.format,
             prefix_tokens=ctx.prefix if exact is None else system + tools,
             prefix_source=FILE if exact is not None else (INFERRED if ctx.prefix is not None else None),
-            prefix_key=call.prefix_key or None, max_tokens=call.max_tokens,
+            prefix_key=call.prefix_key or None,
         )
         out.append(data)
         if isinstance(actual, int) and actual > 0:
