@@ -107,7 +107,8 @@ class SourceImportReport:
             )
         if self.prefix_source == "file":
             lines.append(f"System prompt {self.system_prompt_tokens} tokens and {len(self.tool_definitions)} tool "
-                         f"definition(s) {sum(t['tokens'] for t in self.tool_definitions)} tokens, as sent (from the file).")
+                         f"definition(s) {sum(t['tokens'] for t in self.tool_definitions)} tokens, "
+                         "as sent (from the file).")
         if self.agent_cost_usd is not None:
             lines.append(f"The agent's own cost: ${self.agent_cost_usd:,.4f}.")
         if self.subagents:
@@ -187,8 +188,8 @@ def tool_server(name: str) -> str:
 def tool_definitions(prefix: RequestPrefix, estimator: Estimator) -> list[dict[str, Any]]:
     """Each tool definition of a request with its tokens, largest first (as Claude Code's /context lists
     them), ``server`` for MCP tools."""
-    out = [{"name": str(t.get("name") or "?"), "tokens": estimator.tools([t]), "server": tool_server(str(t.get("name") or ""))}
-           for t in prefix.tools]
+    out = [{"name": str(t.get("name") or "?"), "tokens": estimator.tools([t]),
+            "server": tool_server(str(t.get("name") or ""))} for t in prefix.tools]
     return sorted(out, key=lambda t: (-t["tokens"], t["name"]))
 
 
@@ -262,7 +263,8 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
             history_counts=hcounts, estimator_name=ctx.estimator.name,
             threshold_ratio=ctx.settings.compact_threshold_ratio, calibrator=calibrator,
             provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts, call_index=call.index,
-            exact_system=exact is not None or (ctx.prefix is not None and ctx.prefix_in_system and not ctx.system_tokens),
+            exact_system=exact is not None or (
+                ctx.prefix is not None and ctx.prefix_in_system and not ctx.system_tokens),
             exact_tools=exact is not None)
         data = snap.to_json()
         data.update(

@@ -47,9 +47,9 @@ from typing import Any
 from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
-    RequestPrefix,
     OffloadedResult,
     ProviderCall,
+    RequestPrefix,
     Skipped,
     SourceSession,
     SubagentRef,
@@ -183,7 +183,8 @@ def _request(scan: _Scan, obj: dict[str, Any]) -> None:
     if isinstance(betas, list) and any(isinstance(b, str) and b.startswith("context-1m") for b in betas):
         scan.large_beta = True
     if isinstance(rid, str):
-        scan.requests[rid] = (key if isinstance(key, str) else "", int_or_none(dict_at(obj, "params").get("max_tokens")))
+        max_tokens = int_or_none(dict_at(obj, "params").get("max_tokens"))
+        scan.requests[rid] = (key if isinstance(key, str) else "", max_tokens)
 
 
 def _cost(scan: _Scan, n: int, obj: dict[str, Any]) -> None:

@@ -1,19 +1,31 @@
 """OpenAI Codex CLI rollouts: ``${CODEX_HOME:-~/.codex}/sessions/YYYY/MM/DD/rollout-*.jsonl``.
 
-``{timestamp, type, payload}`` lines:
+``{timestamp, [ordinal,] type, payload}`` lines:
 
-- ``session_meta`` (id, cwd, ``base_instructions``), ``turn_context`` (the model of each turn);
+- ``session_meta`` (id, cwd, ``base_instructions``: the system prompt, ``{"text": ...}`` or a string;
+  it is also the exact request prefix :data:`PREFIX_KEY` of every call, without tool definitions, which
+  rollouts do not record), ``turn_context`` (the model of each turn);
 - ``response_item``: Responses-API items, which become messages: ``message`` (user / assistant;
   ``developer`` instructions before the conversation join the system prompt), ``reasoning``
   (summary text, and encrypted content shown as such, sized by its length), ``function_call`` /
   ``function_call_output`` and ``custom_tool_call`` / ``custom_tool_call_output`` paired by
   ``call_id``, ``web_search_call``;
+- ``token_usage_record`` (Codex 0.1xx and later): one per response, with its ``response_id`` and
+  ``usage``: the call's figures, cache write included (``cache_write_input_tokens``; 0 stays 0);
 - ``event_msg``: ``token_count`` carries ``last_token_usage`` (one call) and ``total_token_usage``
-  (the running sum) and ``model_context_window``. Codex writes each one twice: a call is a
+  (the running sum) and ``model_context_window``. Older versions write each one twice: a call is a
   ``token_count`` whose ``total_token_usage`` changed. ``input_tokens`` is the whole prompt and
-  includes ``cached_input_tokens`` (the cache read); there is no cache-write figure (None, not 0);
+  includes ``cached_input_tokens`` (the cache read); older files have no cache-write figure (None,
+  not 0). A ``token_count`` with the figures of the ``token_usage_record`` just before it (or after
+  it) is that response's, not another call (:class:`Pairing`);
+- ``world_state`` (Codex 0.1xx): the environment the model is told about; its cwd is used when
+  ``session_meta`` has none;
 - ``compacted`` (with ``event_msg`` ``context_compacted``): a compaction whose
   ``replacement_history`` is the context after it.
+
+Every record type, item type and event type is read, or left out on purpose (:data:`IGNORED_RECORDS`,
+:data:`IGNORED_ITEMS`, :data:`IGNORED_EVENTS`, each with its reason; counted in ``session.ignored``);
+any other goes to ``session.skipped``.
 
 Text a publisher redacted as ``[REDACTED_TEXT len=N …]`` is estimated from N.
 """
@@ -31,6 +43,7 @@ from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
     ProviderCall,
+    RequestPrefix,
     Skipped,
     SourceSession,
     dict_at,
@@ -41,8 +54,46 @@ from engine.sources.model import (
     text_of,
 )
 
-KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
-OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call", "local_shell_call"})
+PREFIX_KEY = "base_instructions"  # the key of session_meta's system prompt in SourceSession.prefixes
+
+READ_RECORDS = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted",
+                          "token_usage_record", "world_state"})
+# Record types left out on purpose, and why (counted by type in the import report).
+IGNORED_RECORDS: dict[str, str] = {}
+KNOWN_TYPES = READ_RECORDS | frozenset(IGNORED_RECORDS)
+
+READ_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call", "function_call_output",
+                        "custom_tool_call_output", "web_search_call", "local_shell_call", "compaction",
+                        "compaction_summary"})
+# ``response_item`` types left out on purpose, and why.
+IGNORED_ITEMS: dict[str, str] = {
+    "ghost_snapshot": "a git snapshot Codex keeps to undo a turn; never sent to the model",
+}
+KNOWN_ITEMS = READ_ITEMS | frozenset(IGNORED_ITEMS)
+
+READ_EVENTS = frozenset({"token_count", "task_started", "context_compacted"})
+_ECHO = "the terminal's copy of a response item, which is read instead"
+_TOOL_END = "a tool's end as the terminal shows it; what the model saw is the call's output item"
+# ``event_msg`` types left out on purpose, and why.
+IGNORED_EVENTS: dict[str, str] = {
+    "user_message": _ECHO,
+    "agent_message": _ECHO,
+    "agent_reasoning": _ECHO,
+    "agent_reasoning_raw_content": _ECHO,
+    "item_completed": "the terminal's record of a finished turn item (user message, command, agent message); "
+                      "what the model saw is its response item",
+    "task_complete": "the end of a turn; its last agent message is also a response item",
+    "turn_aborted": "a turn the user interrupted; the calls it made have their own usage lines",
+    "thread_settings_applied": "the thread's settings (model, cwd, approvals); each turn's model is read "
+                               "from turn_context",
+    "thread_goal_updated": "a goal's status shown by the terminal; not sent as such",
+    "exec_command_end": _TOOL_END,
+    "patch_apply_end": _TOOL_END,
+    "mcp_tool_call_end": _TOOL_END,
+    "web_search_end": _TOOL_END,
+    "image_generation_end": _TOOL_END,
+}
+KNOWN_EVENTS = READ_EVENTS | frozenset(IGNORED_EVENTS)
 
 
 @dataclass
@@ -59,6 +110,9 @@ class _State:
     started: bool = False  # a user or assistant message has been seen
     turn_open: bool = False  # a turn started and has had a call since
     compaction_pending: bool = False
+    summarising: bool = False  # the summariser's answer was read: the next call is the compaction's own
+    compaction_cost: ProviderCall | None = None  # that call, for the compaction line that follows it
+    pairing: Pairing = field(default_factory=lambda: Pairing())
 
 
 def _text(parts: Any) -> str:
@@ -185,21 +239,81 @@ def _response_item(state: _State, n: int, payload: dict[str, Any]) -> None:
             head = f"[encrypted compaction summary: {size} characters]"
             text = (text + "\n" if text else "") + head + " " + "." * max(0, size - len(head) - 1)
         state.session.compactions[-1].summary = text
+    elif kind in IGNORED_ITEMS:
+        if n > 0:  # a line of its own (not an item of a compaction's replacement history)
+            state.session.ignore(f"response_item/{kind}")
     else:
         state.session.skipped.append(Skipped(n, f"response item type {kind!r} is not one this reader knows"))
+
+
+def _call(usage: dict[str, Any], *, index: int, model: str, ts: str, window: int | None, message_index: int,
+          request_id: str = "") -> ProviderCall:
+    return ProviderCall(
+        index=index, prompt_tokens=int_or_none(usage.get("input_tokens")),
+        completion_tokens=int_or_none(usage.get("output_tokens")),
+        cache_read_tokens=int_or_none(usage.get("cached_input_tokens")),
+        cache_write_tokens=int_or_none(usage.get("cache_write_input_tokens")),
+        model=model, ts=ts, window=window, message_index=message_index, request_id=request_id,
+        reasoning_tokens=int_or_none(usage.get("reasoning_output_tokens")))
 
 
 def call_from_usage(info: dict[str, Any], *, index: int, model: str, ts: str, window: int | None,
                     message_index: int = 0) -> ProviderCall:
     """The provider call a ``token_count`` event's ``last_token_usage`` reports: its prompt includes
-    the cached part (cache read); Codex reports no cache write (None, not 0)."""
-    last = dict_at(info, "last_token_usage")
-    return ProviderCall(
-        index=index, prompt_tokens=int_or_none(last.get("input_tokens")),
-        completion_tokens=int_or_none(last.get("output_tokens")),
-        cache_read_tokens=int_or_none(last.get("cached_input_tokens")), cache_write_tokens=None,
-        model=model, ts=ts, window=window, message_index=message_index,
-        reasoning_tokens=int_or_none(last.get("reasoning_output_tokens")))
+    the cached part (cache read); the cache write where the file gives it (newer versions), else None
+    (not 0)."""
+    return _call(dict_at(info, "last_token_usage"), index=index, model=model, ts=ts, window=window,
+                 message_index=message_index)
+
+
+def call_from_record(payload: dict[str, Any], *, index: int, model: str, ts: str, window: int | None,
+                     message_index: int = 0) -> ProviderCall | None:
+    """The provider call a ``token_usage_record`` reports (None when it has no ``usage``): the prompt
+    includes the cached part, the cache write is the file's (0 stays 0), ``request_id`` is the
+    response's id."""
+    usage = dict_at(payload, "usage")
+    if not usage:
+        return None
+    return _call(usage, index=index, model=model, ts=ts, window=window, message_index=message_index,
+                 request_id=str(payload.get("response_id") or ""))
+
+
+def _figures(call: ProviderCall) -> tuple[int | None, int | None, int | None]:
+    return call.prompt_tokens, call.cache_read_tokens, call.completion_tokens
+
+
+@dataclass
+class Pairing:
+    """One response, two lines: newer Codex writes a ``token_usage_record`` and a ``token_count`` for
+    each response (the record first). The call one of them made waits here until the other comes: when
+    the other has the same figures (prompt, cache read, output) it is that call's, not another call."""
+
+    from_record: ProviderCall | None = None  # a call a record made, its token_count not seen yet
+    from_count: ProviderCall | None = None  # a call a token_count made, its record not seen yet
+
+    def record(self, call: ProviderCall) -> ProviderCall | None:
+        """The earlier call (from a ``token_count``) that ``call`` is, now with the record's figures
+        (request id, cache write, reasoning); None when ``call`` is a new one."""
+        prev, self.from_count = self.from_count, None
+        if prev is not None and _figures(prev) == _figures(call):
+            prev.request_id = call.request_id or prev.request_id
+            prev.cache_write_tokens = call.cache_write_tokens if call.cache_write_tokens is not None \
+                else prev.cache_write_tokens
+            prev.reasoning_tokens = call.reasoning_tokens if call.reasoning_tokens is not None \
+                else prev.reasoning_tokens
+            return prev
+        self.from_record = call
+        return None
+
+    def count(self, call: ProviderCall) -> ProviderCall | None:
+        """The earlier call (from a ``token_usage_record``) that this ``token_count``'s ``call`` is (its
+        window filled in when it had none); None when ``call`` is a new one."""
+        prev, self.from_record = self.from_record, None
+        if prev is not None and _figures(prev) == _figures(call):
+            prev.window = prev.window if prev.window is not None else call.window
+            return prev
+        self.from_count = call
+        return None
 
 
 @dataclass(frozen=True)
@@ -230,14 +344,47 @@ def _token_count(state: _State, payload: dict[str, Any]) -> None:
     if not count.new:
         return
     state.last_total = count.total
-    info = count.info
     session = state.session
     start = state.response_start if state.response_start is not None else len(session.messages)
-    session.calls.append(call_from_usage(info, index=len(session.calls), model=state.model, ts=state.ts,
-                                         window=state.window, message_index=start))
+    call = call_from_usage(count.info, index=len(session.calls), model=state.model, ts=state.ts,
+                           window=state.window, message_index=start)
+    if state.pairing.count(call) is None:
+        _take_call(state, call)
+
+
+def _token_usage_record(state: _State, n: int, payload: dict[str, Any]) -> None:
+    session = state.session
+    start = state.response_start if state.response_start is not None else len(session.messages)
+    call = call_from_record(payload, index=len(session.calls), model=state.model, ts=state.ts,
+                            window=state.window, message_index=start)
+    if call is None:
+        session.skipped.append(Skipped(n, "a token_usage_record without usage"))
+        return
+    if state.pairing.record(call) is None:
+        _take_call(state, call)
+
+
+def _take_call(state: _State, call: ProviderCall) -> None:
+    """A new call: one of the conversation's, or the summarisation of a compaction (its cost)."""
+    if state.summarising:
+        call.index = -1
+        state.compaction_cost = call
+        state.summarising = False
+        return
+    state.session.calls.append(call)
     state.response_start = None
     state.turn_open = True
     state.compaction_pending = False
+
+
+def _world_state(state: _State, payload: dict[str, Any]) -> None:
+    """The environment the model is told about: its cwd stands in for a missing session_meta cwd (the
+    rest — skills, permissions, date — reaches the model as the developer and user messages read)."""
+    envs = dict_at(dict_at(dict_at(payload, "state"), "environments"), "environments")
+    for env in envs.values():
+        cwd = env.get("cwd") if isinstance(env, dict) else None
+        if isinstance(cwd, str) and cwd and not state.session.cwd:
+            state.session.cwd = cwd
 
 
 def _compacted(state: _State, payload: dict[str, Any]) -> None:
@@ -248,7 +395,9 @@ def _compacted(state: _State, payload: dict[str, Any]) -> None:
         index=len(session.compactions), trigger="auto" if state.turn_open else "manual",
         trigger_source="inferred: mid-turn" if state.turn_open else "inferred: own turn",
         ts=state.ts, message_index=len(session.messages), calls_before=len(session.calls),
-        tokens_before=before, summary="" if summary.startswith("[redacted: 0 ") else summary)
+        tokens_before=before, summary="" if summary.startswith("[redacted: 0 ") else summary,
+        cost=state.compaction_cost)
+    state.compaction_cost = None
     session.compactions.append(comp)
     state.response_start = None
     state.pending_reasoning.clear()
@@ -270,19 +419,33 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
     if state.ts:
         session.started = session.started or state.ts
         session.last_activity = state.ts
-    if kind not in KNOWN_TYPES:
+    if kind in IGNORED_RECORDS:
+        session.ignore(kind)
+    elif kind not in READ_RECORDS:
         session.skipped.append(Skipped(n, f"record type {kind!r} is not one this reader knows"))
     elif kind == "session_meta":
         session.session_id = str(payload.get("id") or session.session_id)
-        session.cwd = str(payload.get("cwd") or "")
-        base = payload.get("base_instructions")
-        text = base.get("text") if isinstance(base, dict) else base
-        if isinstance(text, str) and text:
-            state.system_parts.insert(0, expand_redacted(text))
+        session.cwd = str(payload.get("cwd") or session.cwd)
+        text = base_instructions(payload)
+        if text:
+            shown = expand_redacted(text)
+            state.system_parts.insert(0, shown)
+            if shown == text:  # the text itself, not a publisher's stand-in: the exact prefix
+                session.prefixes[PREFIX_KEY] = RequestPrefix(PREFIX_KEY, text, [])
+    elif kind == "token_usage_record":
+        _token_usage_record(state, n, payload)
+    elif kind == "world_state":
+        _world_state(state, payload)
     elif kind == "turn_context":
         state.model = str(payload.get("model") or state.model)
     elif kind == "response_item":
-        _response_item(state, n, payload)
+        if dict_at(obj, "metadata").get("compaction_output") is True:
+            # the summariser's answer in a local compaction: not part of the conversation; its text is
+            # the compacted line's summary, and the call that follows it is the compaction's cost
+            state.summarising = True
+            session.ignore("response_item/compaction_output")
+        else:
+            _response_item(state, n, payload)
     elif kind == "compacted":
         _compacted(state, payload)
     elif kind == "event_msg":
@@ -292,17 +455,32 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
         elif etype == "task_started":
             state.window = int_or_none(payload.get("model_context_window")) or state.window
             state.turn_open = False
-        elif etype == "context_compacted" and not state.compaction_pending:
-            _compacted(state, {})  # a compaction announced without its ``compacted`` line
+        elif etype == "context_compacted":
+            if not state.compaction_pending:
+                _compacted(state, {})  # a compaction announced without its ``compacted`` line
+        elif etype in IGNORED_EVENTS:
+            session.ignore(f"event_msg/{etype}")
+        else:
+            session.skipped.append(Skipped(n, f"event type {etype!r} is not one this reader knows"))
+
+
+def base_instructions(payload: dict[str, Any]) -> str:
+    """``session_meta``'s system prompt: ``base_instructions`` as ``{"text": ...}`` or a string ("" if none)."""
+    base = payload.get("base_instructions")
+    text = base.get("text") if isinstance(base, dict) else base
+    return text if isinstance(text, str) else ""
 
 
 _NEEDED_EVENTS = (b'"token_count"', b'"task_started"', b'"context_compacted"')
 _MODEL_RE = re.compile(rb'"model":"([^"\\]{1,200})"')
 _RAW_DECODE = json.JSONDecoder().raw_decode
 _TOTAL_RE = re.compile(rb'"total_token_usage":(\{[^{}]*\})')
+# a compact line's head: its timestamp, then (Codex 0.1xx) its ordinal, then its type
+_HEAD_RE = re.compile(rb'\{"timestamp":"([^"]{1,40})",(?:"ordinal":\d+,)?"type":"(\w{1,40})"')
+_PAYLOAD_TYPE_RE = re.compile(rb',"payload":\{"type":"(\w{1,60})"')
 
 
-def _token_count_info(state: _State, raw: bytes) -> bool:
+def _token_count_info(state: _State, raw: bytes, stamp: bytes) -> bool:
     """A new ``token_count``: parse only its ``info`` object (not the rate limits after it)."""
     at = raw.find(b'"info":{')
     if at < 0:
@@ -311,34 +489,40 @@ def _token_count_info(state: _State, raw: bytes) -> bool:
         info, _ = _RAW_DECODE(raw[at + 7:].decode("utf-8"))
     except ValueError:
         return False
-    stamp = iso(raw[14:38].decode("ascii", "replace"))
-    if stamp:
-        state.ts = stamp
-        state.session.last_activity = stamp
+    ts = iso(stamp.decode("ascii", "replace"))
+    if ts:
+        state.ts = ts
+        state.session.last_activity = ts
     _token_count(state, {"info": info})
     return True
 
 
 def _fast_path(state: _State, raw: bytes) -> bool:
     """Handle, from its bytes, a compact line that needs no parsing (True when handled): event lines
-    that only echo a response item, ``turn_context`` (only its model matters here), and the second
-    ``token_count`` of each pair. On a large rollout this halves the reading time."""
-    if not raw.startswith(b'{"timestamp":"') or raw[38:48] != b'","type":"':
+    that only echo a response item (counted as ignored), ``turn_context`` (only its model matters
+    here), and the second ``token_count`` of each pair. On a large rollout this halves the reading time."""
+    head = _HEAD_RE.match(raw)
+    if head is None:
         return False
-    kind = raw[48:62]
-    if kind.startswith(b'event_msg"'):
+    stamp, kind = head.group(1), head.group(2)
+    if kind == b"event_msg":
         if not any(key in raw for key in _NEEDED_EVENTS):
-            return True
+            etype = _PAYLOAD_TYPE_RE.match(raw, head.end())
+            name = etype.group(1).decode("ascii") if etype is not None else ""
+            if name in IGNORED_EVENTS:
+                state.session.ignore(f"event_msg/{name}")
+                return True
+            return False  # read in full: unknown (or not in this compact form)
         if b'"token_count"' in raw and (total := _TOTAL_RE.search(raw)) is not None:
             if total.group(1) == state.last_total_raw:
                 return True
             state.last_total_raw = total.group(1)
-            return _token_count_info(state, raw)
+            return _token_count_info(state, raw, stamp)
         return False
-    if kind.startswith(b'turn_context"') and (model := _MODEL_RE.search(raw)) is not None:
+    if kind == b"turn_context" and (model := _MODEL_RE.search(raw)) is not None:
         state.model = model.group(1).decode("utf-8", "replace")
-        state.ts = raw[14:38].decode("ascii", "replace")
-        state.ts = iso(state.ts) or state.ts
+        ts = stamp.decode("ascii", "replace")
+        state.ts = iso(ts) or ts
         return True
     return False
 
@@ -356,6 +540,9 @@ def read_codex(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSes
     if state.pending_reasoning:
         _assistant(state, None)
     session.system_prompt = "\n\n".join(p for p in state.system_parts if p)
+    if PREFIX_KEY in session.prefixes:
+        for call in session.calls:
+            call.prefix_key = PREFIX_KEY
     for comp in session.compactions:
         after = next((c for c in session.calls[comp.calls_before:] if c.prompt_tokens), None)
         comp.tokens_after = after.prompt_tokens if after else None

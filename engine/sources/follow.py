@@ -17,9 +17,12 @@ Three layers, none of them holding the file's lines:
     call is *final* once an assistant line of another call appears (a response's lines never come
     back after the next request's). Compactions: ``compact_boundary`` lines (and, as before Claude
     Code 2.0, a summary without one); ``tokens_after`` is the prompt of the first call after it.
-  * Codex: one call per ``token_count`` event whose ``total_token_usage`` changed (each is final at
-    once); ``compacted`` / ``context_compacted`` are compactions, their trigger inferred as the
-    reader does (mid-turn: auto, in its own turn: manual).
+  * Codex: one call per ``token_usage_record`` (newer versions) or ``token_count`` event whose
+    ``total_token_usage`` changed, the two lines of one response paired as the reader does (each call
+    is final at once; a record read after its ``token_count`` updates the call); ``compacted`` /
+    ``context_compacted`` are compactions, their trigger inferred as the reader does (mid-turn: auto,
+    in its own turn: manual), and the call after the summariser's answer (``compaction_output``) is
+    the compaction's cost, not a call.
 
 - :class:`Follower` joins them and decides when to report:
 
@@ -57,7 +60,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.sources.claude_code import SYNTHETIC_MODEL, merge_usage, window_for_model
-from engine.sources.codex import call_from_usage, read_token_count
+from engine.sources.codex import (
+    PREFIX_KEY,
+    Pairing,
+    base_instructions,
+    call_from_record,
+    call_from_usage,
+    read_token_count,
+)
 from engine.sources.detect import HEAD_BYTES, detect_format
 from engine.sources.model import (
     Compaction,
@@ -65,6 +75,7 @@ from engine.sources.model import (
     SourceError,
     SourceFormat,
     dict_at,
+    expand_redacted,
     int_or_none,
     iso,
     text_of,
@@ -321,6 +332,9 @@ class ClaudeCodeParser(_Parser):
 
 
 class CodexParser(_Parser):
+    _WANTED = (b'"token_count"', b'"turn_context"', b"compacted", b'"task_started"', b'"token_usage_record"',
+               b'"session_meta"', b'"compaction_output":true')
+
     def __init__(self) -> None:
         super().__init__()
         self.ts = ""
@@ -330,18 +344,38 @@ class CodexParser(_Parser):
         self.last_prompt: int | None = None
         self.turn_open = False
         self.compaction_pending = False
+        self.prefix_key = ""  # PREFIX_KEY once session_meta gave the system prompt itself
+        self.pairing = Pairing()
+        self.summarising = False  # the summariser's answer was read: the next call is the compaction's
+        self.compaction_cost: ProviderCall | None = None
 
     def feed(self, raw: bytes) -> None:
         # only these lines matter for calls and compactions; the rest (messages, tool output) is skipped unparsed
-        if b'"token_count"' in raw or b'"turn_context"' in raw or b"compacted" in raw or b'"task_started"' in raw:
+        if any(key in raw for key in self._WANTED):
             super().feed(raw)
 
     def line(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
         payload = dict_at(obj, "payload")
         self.ts = iso(obj.get("timestamp")) or self.ts
-        if kind == "turn_context":
+        if kind == "session_meta":
+            text = base_instructions(payload)
+            if text and expand_redacted(text) == text:  # the text itself, not a publisher's stand-in
+                self.prefix_key = PREFIX_KEY
+        elif kind == "turn_context":
             self.model = str(payload.get("model") or self.model)
+        elif kind == "response_item":
+            if dict_at(obj, "metadata").get("compaction_output") is True:
+                self.summarising = True
+        elif kind == "token_usage_record":
+            record = call_from_record(payload, index=self.call_count, model=self.model, ts=self.ts,
+                                      window=self.window)
+            if record is not None:
+                same = self.pairing.record(record)
+                if same is None:
+                    self._take(record)
+                elif same.index >= 0:
+                    self.out.changed_calls[same.index] = same
         elif kind == "compacted":
             self._compacted()
         elif kind == "event_msg":
@@ -363,6 +397,23 @@ class CodexParser(_Parser):
             return
         self.last_total = count.total
         call = call_from_usage(count.info, index=self.call_count, model=self.model, ts=self.ts, window=self.window)
+        waiting = self.pairing.from_record
+        window_before = waiting.window if waiting is not None else None
+        same = self.pairing.count(call)
+        if same is None:
+            self._take(call)
+        elif same.index >= 0 and same.window != window_before:  # the record's call learnt its window
+            self.out.changed_calls[same.index] = same
+
+    def _take(self, call: ProviderCall) -> None:
+        """A new call: the conversation's, or the summarisation of a compaction (its cost)."""
+        call.prefix_key = self.prefix_key
+        if self.summarising:
+            call.index = -1
+            call.prefix_key = ""
+            self.compaction_cost = call
+            self.summarising = False
+            return
         self._new_call(call.index, call)
         if call.prompt_tokens:
             self.last_prompt = call.prompt_tokens
@@ -374,7 +425,8 @@ class CodexParser(_Parser):
         comp = Compaction(
             index=self.compaction_count, trigger="auto" if self.turn_open else "manual",
             trigger_source="inferred: mid-turn" if self.turn_open else "inferred: own turn", ts=self.ts,
-            message_index=0, calls_before=self.call_count, tokens_before=self.last_prompt)
+            message_index=0, calls_before=self.call_count, tokens_before=self.last_prompt, cost=self.compaction_cost)
+        self.compaction_cost = None
         self._new_compaction(comp)
         self.compaction_pending = True
 

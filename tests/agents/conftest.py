@@ -47,7 +47,8 @@ class Run:
     seconds: float
 
     def check(self) -> Run:
-        assert self.returncode == 0, f"{self.args[:3]} exited {self.returncode}:\n{self.stdout[-2000:]}\n{self.stderr[-3000:]}"
+        assert self.returncode == 0, (
+            f"{self.args[:3]} exited {self.returncode}:\n{self.stdout[-2000:]}\n{self.stderr[-3000:]}")
         return self
 
 

@@ -290,13 +290,15 @@ def test_request_shapes_attachments_and_cost_state(tmp_path: Path) -> None:
     assert src.ignored == {"queue-operation": 1, "attachment:prompt_snapshot": 1, "api-request-blob": 1,
                            "atis-latch": 1}
     # a record type a new version brings is not silently dropped: it is skipped, with its name
-    assert [s.describe() for s in src.skipped] == ["line 11: record type 'brand-new-record' is not one this reader knows"]
+    assert [s.describe() for s in src.skipped] == [
+        "line 11: record type 'brand-new-record' is not one this reader knows"]
 
     from engine.ingest import import_source
 
     report = import_source(path, session_dir=tmp_path / "out").to_json()
     assert report["prefix_source"] == "file" and report["agent_cost_usd"] == 0.25
-    assert [(t["name"], t["server"]) for t in report["tool_definitions"]] == [("Bash", ""), ("mcp__files__read", "files")]
+    assert [(t["name"], t["server"]) for t in report["tool_definitions"]] == [
+        ("Bash", ""), ("mcp__files__read", "files")]
     assert report["ignored"] == src.ignored and report["ignored_lines"] == 4
     (ctx,) = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
     assert ctx["prefix_source"] == "file" and ctx["max_tokens"] == 64_000 and ctx["provider_prompt_tokens"] == 1003

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +108,199 @@ def test_developer_messages_before_the_conversation_are_the_system_prompt(tmp_pa
     assert [m["role"] for m in src.messages] == ["user", "assistant"]
     (call,) = src.calls
     assert call.message_index == 1 and call.cache_read_tokens == 0 and call.cache_write_tokens is None
+
+
+# --------------------------------------------------------------------------- newer rollouts (Codex 0.1xx)
+# Hand-made lines in the shape Codex 0.169 writes: ``ordinal`` after the timestamp, a ``token_usage_record``
+# per response before its ``token_count``, ``world_state``, and the terminal's own event copies.
+
+def _usage(prompt: int, read: int, out: int, write: int = 0) -> dict[str, int]:
+    return {"input_tokens": prompt, "cached_input_tokens": read, "cache_write_input_tokens": write,
+            "output_tokens": out, "reasoning_output_tokens": 0, "total_tokens": prompt + out}
+
+
+def _record(response_id: str, usage: dict[str, int]) -> dict[str, Any]:
+    return {"type": "token_usage_record", "payload": {"response_id": response_id, "usage": usage,
+                                                       "turn_token_usage": usage, "thread_token_usage": usage}}
+
+
+def _count(last: dict[str, int], total: dict[str, int], window: int = 258400) -> dict[str, Any]:
+    return {"type": "event_msg", "payload": {"type": "token_count", "info": {
+        "total_token_usage": total, "last_token_usage": last, "model_context_window": window}, "rate_limits": {}}}
+
+
+def _item(payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "response_item", "payload": payload, **extra}
+
+
+def _event(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"type": "event_msg", "payload": {"type": kind, **fields}}
+
+
+def _write(tmp_path: Path, rows: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "rollout-2026-11-25T00-00-00-new.jsonl"
+    out = []
+    for i, row in enumerate(rows):  # the compact form Codex writes: timestamp, ordinal, type, payload
+        line = {"timestamp": f"2026-11-25T00:00:{i:02d}.000Z", "ordinal": i, **row}
+        out.append(json.dumps(line, separators=(",", ":")) + "\n")
+    path.write_text("".join(out), encoding="utf-8")
+    return path
+
+
+META = {"type": "session_meta", "payload": {"id": "new", "cwd": "", "cli_version": "0.169.0",
+                                            "base_instructions": {"text": "You are Codex.", "provenance": {}}}}
+WORLD = {"type": "world_state", "payload": {"full": True, "state": {"environments": {"environments": {
+    "local": {"cwd": "/w/proj", "status": "available", "shell": "bash"}}}, "model": "gpt-5.5"}}}
+TURN = {"type": "turn_context", "payload": {"turn_id": "t", "cwd": "/w/proj", "model": "gpt-5.5"}}
+USER = _item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run it"}]})
+
+
+def _call_item(n: int) -> dict[str, Any]:
+    return _item({"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "ls"}', "call_id": f"c{n}"})
+
+
+def _output_item(n: int) -> dict[str, Any]:
+    return _item({"type": "function_call_output", "call_id": f"c{n}", "output": "ok"})
+
+
+def _three_calls() -> list[dict[str, Any]]:
+    u1, u2, u3 = _usage(100, 0, 5), _usage(120, 98, 5), _usage(140, 118, 7)
+    t1 = u1
+    t2 = {k: u1[k] + u2[k] for k in u1}
+    t3 = {k: t2[k] + u3[k] for k in u1}
+    return [
+        META, _event("task_started", model_context_window=258400), WORLD, TURN,
+        _event("thread_settings_applied", thread_settings={"model": "gpt-5.5"}), USER,
+        _event("item_completed", item={"type": "UserMessage"}),
+        _call_item(1), _record("resp_1", u1), _event("item_completed", item={"type": "CommandExecution"}),
+        _output_item(1), _count(u1, t1),
+        _call_item(2), _record("resp_2", u2), _output_item(2), _count(u2, t2),
+        _item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}),
+        _record("resp_3", u3), _count(u3, t3),
+        _event("task_complete", last_agent_message="done"),
+    ]
+
+
+def test_token_usage_records_are_the_calls_and_their_token_counts_are_not_more(tmp_path: Path) -> None:
+    src = read_codex(_write(tmp_path, _three_calls()))
+    assert src.skipped == []
+    assert [(c.prompt_tokens, c.cache_read_tokens, c.completion_tokens) for c in src.calls] == [
+        (100, 0, 5), (120, 98, 5), (140, 118, 7)]
+    assert [c.request_id for c in src.calls] == ["resp_1", "resp_2", "resp_3"]
+    assert all(c.cache_write_tokens == 0 and isinstance(c.cache_write_tokens, int) for c in src.calls)
+    assert all(c.reasoning_tokens == 0 and c.window == 258400 and c.model == "gpt-5.5" for c in src.calls)
+    assert src.ignored == {"event_msg/thread_settings_applied": 1, "event_msg/item_completed": 2,
+                           "event_msg/task_complete": 1}
+    assert src.cwd == "/w/proj" and src.project == "proj"  # from world_state: session_meta's cwd is empty
+
+
+def test_a_token_count_before_its_record_is_one_call_that_the_record_completes(tmp_path: Path) -> None:
+    u1, u2 = _usage(100, 0, 5, write=40), _usage(120, 98, 5)
+    rows = [META, TURN, USER, _call_item(1), _count(u1, u1), _record("resp_1", u1),
+            _count(u2, {k: u1[k] + u2[k] for k in u1})]  # the second call has no record: a call of its own
+    src = read_codex(_write(tmp_path, rows))
+    assert [(c.prompt_tokens, c.request_id, c.cache_write_tokens) for c in src.calls] == [
+        (100, "resp_1", 40), (120, "", 0)]
+
+
+def test_records_with_other_figures_than_the_token_count_are_not_merged(tmp_path: Path) -> None:
+    u1, u2 = _usage(100, 0, 5), _usage(300, 0, 9)
+    src = read_codex(_write(tmp_path, [META, TURN, USER, _record("resp_1", u1), _count(u2, u2)]))
+    assert [c.prompt_tokens for c in src.calls] == [100, 300]
+
+
+@pytest.mark.parametrize("base", [{"text": "You are Codex."}, "You are Codex."], ids=["object", "string"])
+def test_base_instructions_are_the_system_prompt_and_every_calls_exact_prefix(tmp_path: Path, base: Any) -> None:
+    from engine.sources.codex import PREFIX_KEY
+
+    rows = _three_calls()
+    rows[0] = {"type": "session_meta", "payload": {"id": "new", "cwd": "/p/x", "base_instructions": base}}
+    src = read_codex(_write(tmp_path, rows))
+    assert src.system_prompt == "You are Codex."
+    prefix = src.prefixes[PREFIX_KEY]
+    assert (prefix.key, prefix.system, prefix.tools) == (PREFIX_KEY, "You are Codex.", [])
+    assert {c.prefix_key for c in src.calls} == {PREFIX_KEY}
+    assert src.cwd == "/p/x"  # session_meta's cwd wins over world_state's
+
+
+def test_redacted_base_instructions_are_no_exact_prefix(tmp_path: Path) -> None:
+    rows = _three_calls()
+    rows[0] = {"type": "session_meta", "payload": {"id": "new", "base_instructions": {
+        "text": "[REDACTED_TEXT len=300 sha=0123abcd]"}}}
+    src = read_codex(_write(tmp_path, rows))
+    assert src.prefixes == {} and {c.prefix_key for c in src.calls} == {""}
+    assert len(src.system_prompt) == 300
+
+
+def test_types_this_reader_does_not_know_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    rows = [*_three_calls(), {"type": "brand_new_record", "payload": {}}, _event("brand_new_event"),
+            _item({"type": "brand_new_item"})]
+    src = read_codex(_write(tmp_path, rows))
+    assert [s.reason for s in src.skipped] == [
+        "record type 'brand_new_record' is not one this reader knows",
+        "event type 'brand_new_event' is not one this reader knows",
+        "response item type 'brand_new_item' is not one this reader knows"]
+    assert len(src.calls) == 3
+
+
+def test_the_known_type_lists_cover_every_type_of_the_real_rollouts() -> None:
+    from engine.sources.codex import KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES
+
+    for path in codex_files():
+        for obj in lines(path):
+            assert obj["type"] in KNOWN_TYPES
+            kind = (obj.get("payload") or {}).get("type")
+            if obj["type"] == "event_msg":
+                assert kind in KNOWN_EVENTS
+            elif obj["type"] == "response_item":
+                assert kind in KNOWN_ITEMS
+        src = read_codex(path)
+        assert src.skipped == [] and src.ignored and src.prefixes == {}
+
+
+def test_the_summarisers_answer_and_call_are_the_compactions_not_the_conversations(tmp_path: Path) -> None:
+    u1, u2 = _usage(9000, 0, 11), _usage(7000, 1, 5)
+    u3 = _usage(8000, 1, 5)
+    t1 = u1
+    t2 = {k: t1[k] + u2[k] for k in u1}
+    t3 = {k: t2[k] + u3[k] for k in u1}
+    rows = [META, TURN, USER, _call_item(1), _record("resp_1", u1), _output_item(1), _count(u1, t1),
+            _item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "SUM"}]},
+                  metadata={"compaction_output": True}),
+            _record("resp_sum", u2), _count(u2, t2),
+            {"type": "compacted", "payload": {"message": "summary: SUM", "replacement_history": [
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run it"}]}]}},
+            _count(_usage(0, 0, 0), t2),  # Codex repeats the total after a compaction: not a call
+            _item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}),
+            _record("resp_2", u3), _count(u3, t3)]
+    src = read_codex(_write(tmp_path, rows))
+    assert src.skipped == [] and src.ignored == {"response_item/compaction_output": 1}
+    assert [c.request_id for c in src.calls] == ["resp_1", "resp_2"]
+    assert "SUM" not in [m.get("content") for m in src.messages[:src.live_start]]
+    (comp,) = src.compactions
+    assert comp.cost is not None and (comp.cost.prompt_tokens, comp.cost.request_id) == (7000, "resp_sum")
+    assert (comp.tokens_before, comp.tokens_after, comp.trigger, comp.summary) == (9000, 8000, "auto", "summary: SUM")
+
+
+def test_the_follower_gives_the_readers_calls_and_compaction_cost(tmp_path: Path) -> None:
+    from engine.sources.follow import Follower
+
+    u1, u2, u3 = _usage(9000, 0, 11), _usage(7000, 1, 5), _usage(8000, 1, 5)
+    t2 = {k: u1[k] + u2[k] for k in u1}
+    rows = [*_three_calls()[:-1],
+            _item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "S"}]},
+                  metadata={"compaction_output": True}),
+            _record("resp_sum", u2), _count(u2, t2), {"type": "compacted", "payload": {"message": "S"}},
+            _count(u3, u1), _record("resp_4", u3)]  # a record after its token_count: an update of that call
+    path = _write(tmp_path, rows)
+    src = read_codex(path)
+    events = Follower(path).poll()
+    calls = [e.call for e in events if e.kind == "call" and e.call is not None]
+    key = [(c.index, c.prompt_tokens, c.cache_read_tokens, c.cache_write_tokens, c.window, c.request_id, c.prefix_key)
+           for c in src.calls]
+    assert [(c.index, c.prompt_tokens, c.cache_read_tokens, c.cache_write_tokens, c.window, c.request_id,
+             c.prefix_key) for c in calls] == key
+    assert len(key) == 4 and key[-1][5] == "resp_4"
+    (comp,) = [e.compaction for e in events if e.kind == "compaction"]
+    assert comp is not None and comp.cost is not None and comp.cost.prompt_tokens == 7000
+    assert comp.tokens_before == src.compactions[0].tokens_before == 140
