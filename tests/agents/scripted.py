@@ -345,8 +345,12 @@ class ResponsesServer(ScriptedServer):
         usage = {"input_tokens": total, "input_tokens_details": {"cached_tokens": cached},
                  "output_tokens": out_tokens, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": total + out_tokens}
+        system = instructions
+        if system is None and isinstance(items, list) and items and isinstance(items[0], dict) and items[0].get(
+                "role") == "developer":
+            system = items[0].get("content")  # Codex sends its system prompt as the first developer item
         self.record(Logged(path, body, json.loads(json.dumps(usage)), reply, time.time(), kind,
-                           count_tokens(instructions), count_tokens(tools), count_tokens(items)))
+                           count_tokens(system), count_tokens(tools), count_tokens(items)))
         resp_id = "resp_" + uuid.uuid4().hex[:24]
         output: list[dict[str, Any]] = []
         if reply.text:

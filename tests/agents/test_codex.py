@@ -161,7 +161,7 @@ def assert_system_prompt_is_the_sent_one(src: SourceSession, answered: list[Logg
         names = {t.get("name") for t in entry.body.get("tools") or []}
         recorded = prefix.system if "update_plan" in names else prefix.system.replace(DROPPED_WITHOUT_UPDATE_PLAN, "")
         assert sent == recorded
-        assert entry.system_tokens == count_tokens(entry.body.get("instructions"))
+        assert entry.system_tokens == count_tokens((entry.body.get("input") or [{}])[0].get("content"))
     assert DROPPED_WITHOUT_UPDATE_PLAN in prefix.system  # what Codex 0.169 records and does not send
 
 
