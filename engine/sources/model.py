@@ -32,7 +32,8 @@ from typing import Any, Literal, get_args
 
 from engine.model.messages import Message
 
-SourceFormat = Literal["claude-code", "codex", "openhands", "swe-agent", "mini-swe-agent", "openai"]
+SourceFormat = Literal["claude-code", "codex", "gemini-cli", "opencode", "openhands", "swe-agent", "mini-swe-agent",
+                       "openai"]
 FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)
 
 Trigger = Literal["auto", "manual", "unknown"]
@@ -227,6 +228,31 @@ class SourceSession:
             if comp.message_index <= message_index:
                 found = comp
         return found
+
+
+@dataclass
+class SourceChanges:
+    """What one feed of an incremental reader changed in its :class:`SourceSession` (lines or rows in,
+    changes out): the import feeds a reader the whole file, following feeds it what was appended.
+
+    ``messages_from``: ``session.messages[messages_from:]`` are new or replaced (a message that grew, a
+    rewind: everything from there is sent again); ``len(session.messages)`` when none changed.
+    ``calls_from``: ``session.calls[calls_from:]`` are new; ``calls_updated``: indices of earlier calls whose
+    figures changed. ``compactions_from`` / ``subagents_from`` likewise. ``reset``: the reader started over
+    (a truncated or rewritten source): everything is new."""
+
+    messages_from: int = 0
+    calls_from: int = 0
+    calls_updated: list[int] = field(default_factory=list)
+    compactions_from: int = 0
+    subagents_from: int = 0
+    reset: bool = False
+
+    def nothing(self, session: SourceSession) -> bool:
+        """True when this feed changed nothing in ``session``."""
+        return not self.reset and not self.calls_updated and (
+            self.messages_from, self.calls_from, self.compactions_from, self.subagents_from) == (
+            len(session.messages), len(session.calls), len(session.compactions), len(session.subagents))
 
 
 # --------------------------------------------------------------------------- helpers for readers
