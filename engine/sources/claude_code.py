@@ -51,13 +51,14 @@ from engine.sources.model import (
     ProviderCall,
     RequestPrefix,
     Skipped,
+    SourceChanges,
     SourceSession,
     SubagentRef,
     dict_at,
     int_or_none,
     iso,
     json_args,
-    read_json_lines,
+    json_lines,
     text_of,
     trigger_of,
 )
@@ -413,78 +414,88 @@ def _merge_assistant(msg: Message, content: Any) -> None:
 
 @dataclass
 class _Build:
+    """Turns the conversation's lines into messages, one line at a time (the whole file, or what was
+    appended)."""
+
     session: SourceSession
-    open_assistant: dict[tuple[str, str], Message] = field(default_factory=dict)
+    calls: dict[tuple[str, str], ProviderCall]
+    placed: set[str] = field(default_factory=set)
+    open_assistant: dict[tuple[str, str], int] = field(default_factory=dict)  # response -> its message's index
     calls_seen: set[tuple[str, str]] = field(default_factory=set)
-    by_uuid: dict[str, list[Message]] = field(default_factory=dict)  # the messages each line became
+    by_uuid: dict[str, list[int]] = field(default_factory=dict)  # the messages each line became (indices)
     talk_since_boundary: bool = False  # a user or assistant message came after the last boundary
+    touched: int = -1  # the lowest index of an existing message changed since the last look (-1: none)
+    comp_touched: int = -1  # the same for compactions (a summary line completing its boundary)
 
+    def add(self, msg: Message, line: _Line) -> None:
+        msg["id"] = self.session.make_id()
+        msg["ts"] = line.ts or self.session.last_activity
+        self.by_uuid.setdefault(line.uuid, []).append(len(self.session.messages))
+        self.session.messages.append(msg)
 
-def _add(build: _Build, msg: Message, line: _Line) -> None:
-    msg["id"] = build.session.make_id()
-    msg["ts"] = line.ts or build.session.last_activity
-    build.session.messages.append(msg)
-    build.by_uuid.setdefault(line.uuid, []).append(msg)
-
-
-def _compaction_at(build: _Build, line: _Line, placed: set[str]) -> None:
-    """The boundary: messages before it leave the context; the ones it preserved are kept after it."""
-    session = build.session
-    comp = Compaction(index=len(session.compactions), trigger=trigger_of(line.trigger), trigger_source=line.trigger,
-                      ts=line.ts, message_index=len(session.messages), calls_before=0,
-                      tokens_before=line.pre_tokens, post_tokens=line.post_tokens,
-                      placed_by="file order" if line.uuid in placed else "chain")
-    session.compactions.append(comp)
-    build.open_assistant.clear()
-    build.talk_since_boundary = False
-    for uid in line.preserved:
-        for msg in build.by_uuid.get(uid, []):
-            kept = {k: v for k, v in msg.items() if k not in ("id", "subagent")}
-            kept.update(id=session.make_id(), preserved=True)  # the same message, still in the context
-            session.messages.append(kept)
-            comp.messages_after += 1
-
-
-def _build_messages(scan: _Scan, session: SourceSession, kept: set[int], placed: set[str]) -> None:
-    build = _Build(session)
-    for line in scan.lines:
-        if line.key is not None and line.key not in build.calls_seen:
-            build.calls_seen.add(line.key)
-            call = scan.calls.get(line.key)
+    def take(self, line: _Line, kept: bool) -> None:
+        session = self.session
+        if line.key is not None and line.key not in self.calls_seen:
+            self.calls_seen.add(line.key)
+            call = self.calls.get(line.key)
             if call is not None:
                 call.message_index = len(session.messages)
-        if line.n not in kept:
+        if not kept:
             if line.kind != "boundary":
                 session.off_chain += 1
-            continue
+            return
         if line.kind == "boundary":
-            _compaction_at(build, line, placed)
+            self._compaction_at(line)
         elif line.kind == "attachment":
             # the history holds user/assistant/tool roles: an attachment sent as a system message is a user
             # message with its kind and the role it was sent as
-            _add(build, {"role": "user", "content": str(line.content), "attachment": line.attachment,
-                         "sent_as": line.role}, line)
+            self.add({"role": "user", "content": str(line.content), "attachment": line.attachment,
+                      "sent_as": line.role}, line)
         elif line.kind == "user" and line.compact_summary:
             last = session.compactions[-1] if session.compactions else None
-            if last is None or last.summary or build.talk_since_boundary:
+            if last is None or last.summary or self.talk_since_boundary:
                 # a summary without its boundary line (how Claude Code wrote compactions before 2.0)
                 last = Compaction(index=len(session.compactions), trigger="unknown", trigger_source="",
                                   ts=line.ts, message_index=len(session.messages), calls_before=0,
                                   tokens_before=None)
                 session.compactions.append(last)
             last.summary = text_of(line.content)
+            if self.comp_touched < 0 or last.index < self.comp_touched:
+                self.comp_touched = last.index
         elif line.kind == "user":
-            build.talk_since_boundary = True
+            self.talk_since_boundary = True
             for msg in _user_messages(line):
-                _add(build, msg, line)
+                self.add(msg, line)
         elif line.key is not None:
-            build.talk_since_boundary = True
-            found = build.open_assistant.get(line.key)
-            if found is None:
-                found = {"role": "assistant", "content": None}
-                build.open_assistant[line.key] = found
-                _add(build, found, line)
-            _merge_assistant(found, line.content)
+            self.talk_since_boundary = True
+            at = self.open_assistant.get(line.key)
+            if at is None:
+                at = len(session.messages)
+                self.open_assistant[line.key] = at
+                self.add({"role": "assistant", "content": None}, line)
+            else:
+                if self.touched < 0 or at < self.touched:
+                    self.touched = at
+                self.by_uuid.setdefault(line.uuid, []).append(at)
+            _merge_assistant(session.messages[at], line.content)
+
+    def _compaction_at(self, line: _Line) -> None:
+        """The boundary: messages before it leave the context; the ones it preserved are kept after it."""
+        session = self.session
+        comp = Compaction(index=len(session.compactions), trigger=trigger_of(line.trigger),
+                          trigger_source=line.trigger, ts=line.ts, message_index=len(session.messages),
+                          calls_before=0, tokens_before=line.pre_tokens, post_tokens=line.post_tokens,
+                          placed_by="file order" if line.uuid in self.placed else "chain")
+        session.compactions.append(comp)
+        self.open_assistant.clear()
+        self.talk_since_boundary = False
+        indices = dict.fromkeys(i for uid in line.preserved for i in self.by_uuid.get(uid, []))
+        for i in indices:
+            if i < len(session.messages):
+                kept = {k: v for k, v in session.messages[i].items() if k not in ("id", "subagent")}
+                kept.update(id=session.make_id(), preserved=True)  # the same message, still in the context
+                session.messages.append(kept)
+                comp.messages_after += 1
 
 
 def _usage_total(usage: dict[str, Any], model: str) -> tuple[int, int, int, int]:
@@ -625,50 +636,210 @@ def window_for_model(model: str, largest_prompt: int, *, large_beta: bool = Fals
     return DEFAULT_WINDOW, "model"
 
 
+class ClaudeCodeReader:
+    """The incremental reader of one Claude Code session file: bytes (or complete lines) in, changes out.
+
+    ``feed`` takes what was appended (a partial last line waits for the rest) and returns a
+    :class:`SourceChanges`. A line that extends the conversation — its parent is the conversation's last
+    line, it is another block of a response already in it, or it answers tool calls already in it — is
+    added as it comes; anything else (a rewind to an earlier message, a second chain in the file) makes the
+    reader rebuild the conversation from the lines it has scanned (never reading the file again): the same
+    result as reading the whole file, which :func:`read_claude_code` does by scanning everything first
+    (``bulk``) and building once. ``finish`` adds what lives beside the file (persisted tool results,
+    subagent files)."""
+
+    def __init__(self, path: Path, *, bulk: bool = False) -> None:
+        self.path = Path(path)
+        self.scan = _Scan()
+        self.session = SourceSession("claude-code", self.path, self.path.stem, skipped=self.scan.skipped,
+                                     project=self.path.parent.name,
+                                     prefix_label="system prompt and tool definitions")
+        self.bulk = bulk
+        self.rebuilds = 0  # conversations rebuilt from the scanned lines (rewinds)
+        self._pending = b""
+        self._n = 0
+        self._done = 0  # scan.lines the build has taken
+        self._build = _Build(self.session, self.scan.calls)
+        self._tip: str | None = None  # the conversation's last line
+        self._last_main: str | None = None  # the last line not on a sidechain (where an orphan boundary goes)
+        self._keys: set[tuple[str, str]] = set()  # responses in the conversation
+        self._uses: set[str] = set()  # tool calls in the conversation
+        self._window = (0, "")
+
+    # ------------------------------------------------------------------ input
+    def feed(self, data: bytes) -> SourceChanges:
+        """Take appended bytes; a partial last line is kept until its newline arrives."""
+        data = self._pending + data
+        cut = data.rfind(b"\n") + 1
+        self._pending = data[cut:]
+        return self.feed_lines([line + b"\n" for line in data[:cut].split(b"\n")[:-1]] if cut else [])
+
+    def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
+        """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
+        session, scan = self.session, self.scan
+        mark = (len(session.messages), len(session.calls), len(session.compactions))
+        seen_keys: set[tuple[str, str]] = set()
+        rebuilt = False
+        for n, obj in json_lines(lines, scan.skipped, start=self._n + 1):
+            scan.count = n
+            before = len(scan.lines)
+            _scan_line(scan, n, obj)
+            self._n = n
+            if len(scan.lines) > before:
+                if scan.lines[-1].key is not None:
+                    seen_keys.add(scan.lines[-1].key)
+                if not self.bulk:
+                    rebuilt = self._take_new() or rebuilt
+            elif not self.bulk:
+                self._pass_through(obj)
+        self._n = max(self._n, scan.count)
+        window = self._derive()
+        old_calls = mark[1]
+        updated = sorted(c.index for k in seen_keys if (c := scan.calls.get(k)) is not None and c.index < old_calls)
+        if window != self._window:
+            updated = list(range(old_calls))
+            self._window = window
+        touched, comp_touched = self._build.touched, self._build.comp_touched
+        self._build.touched = self._build.comp_touched = -1
+        return SourceChanges(
+            messages_from=0 if rebuilt else min(mark[0], touched if touched >= 0 else mark[0]),
+            calls_from=old_calls, calls_updated=updated,
+            compactions_from=0 if rebuilt else min(mark[2], comp_touched if comp_touched >= 0 else mark[2]),
+            subagents_from=len(session.subagents))
+
+    def finish(self, *, subagents: bool = True) -> SourceSession:
+        """The whole session: a torn last line read as such, the conversation built (once, in bulk mode),
+        persisted tool results and subagent files beside the file read."""
+        if self._pending:
+            pending, self._pending = self._pending, b""
+            self.feed_lines([pending])
+        if self.bulk:
+            self._rebuild()
+            self._derive()
+        folder = self.path.with_suffix("")
+        _offloaded(self.session, folder)
+        if subagents:
+            _subagents(self.session, self.scan, folder)
+        return self.session
+
+    # ------------------------------------------------------------------ the conversation
+    def _extends(self, line: _Line) -> bool:
+        """Whether ``line`` continues the conversation as it stands (else the conversation is rebuilt)."""
+        parent = self.scan.parents.get(line.uuid)
+        if parent == self._tip:
+            return True
+        if line.kind == "assistant" and line.key in self._keys:
+            return True
+        if line.kind == "user" and not line.compact_summary:
+            results = _tool_ids(line.content, "tool_result", "tool_use_id")
+            return bool(results) and all(r in self._uses for r in results)
+        return False
+
+    def _pass_through(self, obj: dict[str, Any]) -> None:
+        """A line that is no message but is a link of the chain (``progress``, a notice of the terminal, an
+        attachment with nothing sent): the conversation's next line may name it as its parent."""
+        uid = obj.get("uuid")
+        if isinstance(uid, str) and not obj.get("isSidechain"):
+            if self.scan.parents.get(uid) == self._tip:
+                self._tip = uid
+
+    def _keep(self, line: _Line) -> None:
+        self._tip = line.uuid
+        if line.key is not None:
+            self._keys.add(line.key)
+        if line.kind == "assistant":
+            self._uses.update(_tool_ids(line.content, "tool_use", "id"))
+
+    def _take_new(self) -> bool:
+        """Add the lines scanned since the last feed; True when the conversation had to be rebuilt."""
+        lines = self.scan.lines
+        while self._done < len(lines):
+            line = lines[self._done]
+            if line.kind == "boundary" and (line.logical_parent is None or line.logical_parent not in
+                                            self.scan.parents) and self._last_main is not None:
+                self.scan.parents[line.uuid] = self._last_main
+                self._build.placed.add(line.uuid)
+            if not line.sidechain:
+                self._last_main = line.uuid
+            if line.sidechain and line.kind != "boundary":
+                self._build.take(line, False)
+            elif self._extends(line):
+                self._build.take(line, True)
+                self._keep(line)
+            else:
+                self._rebuild()
+                return True
+            self._done += 1
+        return False
+
+    def _rebuild(self) -> None:
+        """The conversation from every line scanned so far, as a whole-file read builds it."""
+        self.rebuilds += not self.bulk
+        session, scan = self.session, self.scan
+        session.messages.clear()
+        session.compactions.clear()
+        session.off_chain = 0
+        placed = _place_orphan_boundaries(scan)
+        self._build = _Build(session, scan.calls, placed)
+        kept = _kept(scan)
+        self._keys, self._uses = set(), set()
+        for line in scan.lines:
+            self._build.take(line, line.n in kept)
+            if line.n in kept:
+                self._keep(line)
+        main = [ln for ln in scan.lines if ln.kind != "boundary" and not ln.sidechain]
+        self._tip = main[-1].uuid if main else (scan.lines[-1].uuid if scan.lines else None)
+        self._last_main = next((ln.uuid for ln in reversed(scan.lines) if not ln.sidechain), None)
+        self._done = len(scan.lines)
+        self._build.touched = self._build.comp_touched = -1
+
+    def _derive(self) -> tuple[int, str]:
+        """The figures that follow from the lines so far: calls, compactions' calls and sizes, model, window,
+        the agent's cost. Returns the window."""
+        session, scan = self.session, self.scan
+        session.session_id = scan.session_id or self.path.stem
+        session.cwd, session.started, session.last_activity = scan.cwd, scan.first_ts, scan.last_ts
+        session.lines = scan.count
+        session.calls = list(scan.calls.values())
+        session.ignored = scan.ignored
+        session.prefixes = {k: v for k, v in scan.shapes.items() if any(c.prefix_key == k for c in session.calls)}
+        if scan.costs:
+            _, total, per_model = scan.costs[-1]
+            session.agent_cost_usd = total
+            session.agent_cost_by_model = {
+                m: float(v["costUSD"]) for m, v in per_model.items()
+                if isinstance(v, dict) and isinstance(v.get("costUSD"), int | float)}
+        _compaction_costs(scan, session)
+        for comp in session.compactions:
+            comp.calls_before = sum(1 for c in session.calls if c.message_index < comp.message_index)
+            after = next((c for c in session.calls if c.index >= comp.calls_before and c.prompt_tokens), None)
+            comp.tokens_after = after.prompt_tokens if after else None
+        session.live_start = session.compactions[-1].message_index if session.compactions else 0
+        session.model = _most_common(scan.models)
+        largest = max((c.prompt_tokens or 0 for c in session.calls), default=0)
+        session.window, session.window_source = window_for_model(session.model, largest, large_beta=scan.large_beta)
+        for call in session.calls:
+            call.window = session.window
+        placed = self._build.placed
+        session.notes = [n for n in session.notes if not n.endswith("placed by file order")]
+        if placed:
+            session.notes.append(f"{len(placed)} compaction boundary(ies) name a message not in the file as the "
+                                 "one before them: placed by file order")
+        return session.window or 0, session.window_source
+
+
 def read_claude_code(
     path: Path, *, subagents: bool = True, lines: Iterable[bytes] | None = None
 ) -> SourceSession:
     """Read one Claude Code session file (and, with ``subagents``, its subagent files); ``lines``: its
     lines already read (a followed file's :class:`engine.sources.follow.LineLog`)."""
-    path = Path(path)
-    scan = _Scan()
-    for n, obj in read_json_lines(path, scan.skipped, lines=lines):
-        scan.count = n
-        _scan_line(scan, n, obj)
-    session = SourceSession("claude-code", path, scan.session_id or path.stem, skipped=scan.skipped,
-                            cwd=scan.cwd, started=scan.first_ts, last_activity=scan.last_ts,
-                            project=path.parent.name, lines=scan.count)
-    placed = _place_orphan_boundaries(scan)
-    _build_messages(scan, session, _kept(scan), placed)
-    session.calls = list(scan.calls.values())
-    session.ignored = scan.ignored
-    session.prefixes = {k: v for k, v in scan.shapes.items() if any(c.prefix_key == k for c in session.calls)}
-    if scan.costs:
-        _, total, per_model = scan.costs[-1]
-        session.agent_cost_usd = total
-        session.agent_cost_by_model = {
-            m: float(v["costUSD"]) for m, v in per_model.items()
-            if isinstance(v, dict) and isinstance(v.get("costUSD"), int | float)}
-    _compaction_costs(scan, session)
-    for comp in session.compactions:
-        comp.calls_before = sum(1 for c in session.calls if c.message_index < comp.message_index)
-        after = next((c for c in session.calls if c.index >= comp.calls_before and c.prompt_tokens), None)
-        comp.tokens_after = after.prompt_tokens if after else None
-    session.live_start = session.compactions[-1].message_index if session.compactions else 0
-    session.model = _most_common(scan.models)
-    largest = max((c.prompt_tokens or 0 for c in session.calls), default=0)
-    session.window, session.window_source = window_for_model(session.model, largest, large_beta=scan.large_beta)
-    for call in session.calls:
-        call.window = session.window
-    session.prefix_label = "system prompt and tool definitions"
-    if placed:
-        session.notes.append(f"{len(placed)} compaction boundary(ies) name a message not in the file as the one "
-                             "before them: placed by file order")
-    folder = path.with_suffix("")
-    _offloaded(session, folder)
-    if subagents:
-        _subagents(session, scan, folder)
-    return session
+    reader = ClaudeCodeReader(Path(path), bulk=True)
+    if lines is not None:
+        reader.feed_lines(lines)
+    else:
+        with open(reader.path, "rb") as fh:
+            reader.feed_lines(fh)
+    return reader.finish(subagents=subagents)
 
 
 def _most_common(values: Iterable[str]) -> str:

@@ -314,16 +314,18 @@ def read_json_lines(
     ``lines``: the file's complete lines (each ending with its newline), already read — a followed
     file's lines kept by :class:`engine.sources.follow.LineLog` — instead of reading ``path``."""
     if lines is not None:
-        yield from _json_lines(lines, skipped, skip)
+        yield from json_lines(lines, skipped, skip)
         return
     with open(path, "rb") as fh:
-        yield from _json_lines(fh, skipped, skip)
+        yield from json_lines(fh, skipped, skip)
 
 
-def _json_lines(
-    lines: Iterable[bytes], skipped: list[Skipped], skip: Callable[[bytes], bool] | None
+def json_lines(
+    lines: Iterable[bytes], skipped: list[Skipped], skip: Callable[[bytes], bool] | None = None, start: int = 1
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    for n, raw in enumerate(lines, start=1):
+    """(line number, object) for every JSON-object line of ``lines`` (numbered from ``start``); bad lines go
+    to ``skipped`` with the reason. An incremental reader feeds it what was appended, numbering on."""
+    for n, raw in enumerate(lines, start=start):
         if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
             continue
         try:

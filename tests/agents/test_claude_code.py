@@ -15,6 +15,7 @@ from engine.sources.claude_code import IGNORED_TYPES, READ_TYPES, read_claude_co
 from engine.sources.model import SourceSession
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
 from tests.agents.scripted import AnthropicServer, Logged, Reply, ToolCall, last_user_text
+from tests.engine.sources.test_incremental import by_line, feed_in_pieces, random_chunks, state
 
 MODEL = "claude-opus-5-5"
 BILLING_PREFIX = "x-anthropic-billing-header"
@@ -99,6 +100,15 @@ def assert_prefix_matches(src: SourceSession, logged: list[Logged]) -> None:
         assert prefix.tools == [{k: v for k, v in t.items() if k != "cache_control"} for t in entry.body["tools"]]
 
 
+def assert_fed_equals_whole(path: Path) -> None:
+    """The incremental reader fed what the agent appended, line by line or in byte chunks, ends where the
+    whole read does."""
+    whole = read_claude_code(path, subagents=False)
+    for pieces in (by_line, random_chunks(3)):
+        fed, _, _ = feed_in_pieces(path, pieces)
+        assert state(fed) == state(whole)
+
+
 def assert_every_line_known(src: SourceSession) -> None:
     assert src.skipped == [], [s.describe() for s in src.skipped]
     for kind in src.ignored:
@@ -118,6 +128,7 @@ def test_tool_calls_read_exactly(agent_home: AgentHome, tmp_path: Path) -> None:
     assert len(main) == 4 and not server.calls("summary")
     src = read_claude_code(session_file(agent_home))
     assert_every_line_known(src)
+    assert_fed_equals_whole(session_file(agent_home))
     assert src.ignored  # the pinned version writes lines the reader leaves out on purpose, counted by type
     assert_calls_match(src, main)
     assert_prefix_matches(src, main)
@@ -159,6 +170,7 @@ def test_manual_compaction_and_cost(agent_home: AgentHome, tmp_path: Path) -> No
     assert_every_line_known(src)
     assert_calls_match(src, server.calls("main"))
     assert_prefix_matches(src, server.calls("main"))
+    assert_fed_equals_whole(session_file(agent_home))
     [comp] = src.compactions
     assert comp.trigger == "manual" and comp.placed_by == "chain"
     assert comp.messages_after == 1  # the last answer is preserved across the compaction
@@ -188,6 +200,7 @@ def test_auto_compaction(agent_home: AgentHome) -> None:
     src = read_claude_code(session_file(agent_home))
     assert_every_line_known(src)
     assert_calls_match(src, server.calls("main"))
+    assert_fed_equals_whole(session_file(agent_home))
     [comp] = src.compactions
     assert comp.trigger == "auto"
     assert comp.tokens_before is not None and comp.tokens_before > 900_000
