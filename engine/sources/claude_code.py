@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -680,11 +680,9 @@ class ClaudeCodeReader:
         mark = (len(session.messages), len(session.calls), len(session.compactions))
         seen_keys: set[tuple[str, str]] = set()
         rebuilt = False
-        for n, obj in json_lines(lines, scan.skipped, start=self._n + 1):
-            scan.count = n
+        for n, obj in json_lines(self._counted(lines), scan.skipped, start=self._n + 1):
             before = len(scan.lines)
             _scan_line(scan, n, obj)
-            self._n = n
             if len(scan.lines) > before:
                 if scan.lines[-1].key is not None:
                     seen_keys.add(scan.lines[-1].key)
@@ -692,7 +690,7 @@ class ClaudeCodeReader:
                     rebuilt = self._take_new() or rebuilt
             elif not self.bulk:
                 self._pass_through(obj)
-        self._n = max(self._n, scan.count)
+        scan.count = self._n
         window = self._derive()
         old_calls = mark[1]
         updated = sorted(c.index for k in seen_keys if (c := scan.calls.get(k)) is not None and c.index < old_calls)
@@ -706,6 +704,11 @@ class ClaudeCodeReader:
             calls_from=old_calls, calls_updated=updated,
             compactions_from=0 if rebuilt else min(mark[2], comp_touched if comp_touched >= 0 else mark[2]),
             subagents_from=len(session.subagents))
+
+    def _counted(self, lines: Iterable[bytes]) -> Iterator[bytes]:
+        for raw in lines:
+            self._n += 1
+            yield raw
 
     def finish(self, *, subagents: bool = True) -> SourceSession:
         """The whole session: a torn last line read as such, the conversation built (once, in bulk mode),

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,12 +45,13 @@ from engine.sources.model import (
     ProviderCall,
     RequestPrefix,
     Skipped,
+    SourceChanges,
     SourceSession,
     dict_at,
     expand_redacted,
     int_or_none,
     iso,
-    read_json_lines,
+    json_lines,
     text_of,
 )
 
@@ -527,30 +528,90 @@ def _fast_path(state: _State, raw: bytes) -> bool:
     return False
 
 
+def _figures_of(call: ProviderCall) -> tuple[Any, ...]:
+    return (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens,
+            call.reasoning_tokens, call.request_id)
+
+
+class CodexReader:
+    """The incremental reader of one Codex rollout: bytes (or complete lines) in, :class:`SourceChanges`
+    out. A rollout only grows at its end: each line is read once, as it comes; the messages a feed may
+    change are those of the response in progress (a tool call joins its assistant message, reasoning waits
+    for the message it belongs to) and the last compaction (its summary item follows it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.session = SourceSession("codex", self.path, self.path.stem.removeprefix("rollout-"), project="",
+                                     prefix_label="tool definitions")
+        self.state = _State(self.session)
+        self._pending = b""
+        self._n = 0
+
+    def feed(self, data: bytes) -> SourceChanges:
+        """Take appended bytes; a partial last line is kept until its newline arrives."""
+        data = self._pending + data
+        cut = data.rfind(b"\n") + 1
+        self._pending = data[cut:]
+        return self.feed_lines([line + b"\n" for line in data[:cut].split(b"\n")[:-1]] if cut else [])
+
+    def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
+        """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
+        session, state = self.session, self.state
+        old_messages, old_calls, old_comps = len(session.messages), len(session.calls), len(session.compactions)
+        touched = state.response_start if state.response_start is not None else old_messages
+        before = [_figures_of(c) for c in session.calls]
+        for n, obj in json_lines(self._counted(lines), session.skipped, skip=lambda raw: _fast_path(state, raw),
+                                 start=self._n + 1):
+            session.lines = n
+            _line(state, n, obj)
+        session.lines = self._n
+        self._derive()
+        return SourceChanges(
+            messages_from=min(old_messages, touched),
+            calls_from=old_calls,
+            calls_updated=[i for i, figures in enumerate(before) if _figures_of(session.calls[i]) != figures],
+            compactions_from=max(0, old_comps - 1) if old_comps else 0,
+            subagents_from=len(session.subagents))
+
+    def _counted(self, lines: Iterable[bytes]) -> Iterator[bytes]:
+        for raw in lines:
+            self._n += 1
+            yield raw
+
+    def finish(self) -> SourceSession:
+        """The whole session: a torn last line read as such, reasoning still waiting for its message kept."""
+        if self._pending:
+            pending, self._pending = self._pending, b""
+            self.feed_lines([pending])
+        if self.state.pending_reasoning:
+            _assistant(self.state, None)
+        self._derive()
+        return self.session
+
+    def _derive(self) -> None:
+        session, state = self.session, self.state
+        session.system_prompt = "\n\n".join(p for p in state.system_parts if p)
+        if PREFIX_KEY in session.prefixes:
+            for call in session.calls:
+                call.prefix_key = PREFIX_KEY
+        for comp in session.compactions:
+            after = next((c for c in session.calls[comp.calls_before:] if c.prompt_tokens), None)
+            comp.tokens_after = after.prompt_tokens if after else None
+        session.live_start = session.compactions[-1].message_index if session.compactions else 0
+        models = [c.model for c in session.calls if c.model]
+        session.model = models[-1] if models else state.model
+        session.window = state.window
+        session.window_source = "source" if state.window else ""
+        session.project = Path(session.cwd).name if session.cwd else ""
+
+
 def read_codex(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
     """Read one Codex rollout file; ``lines``: its lines already read (a followed file's
     :class:`engine.sources.follow.LineLog`)."""
-    path = Path(path)
-    session = SourceSession("codex", path, path.stem.removeprefix("rollout-"), project="")
-    state = _State(session)
-    for n, obj in read_json_lines(path, session.skipped, skip=lambda raw: _fast_path(state, raw),
-                                   lines=lines):
-        session.lines = n
-        _line(state, n, obj)
-    if state.pending_reasoning:
-        _assistant(state, None)
-    session.system_prompt = "\n\n".join(p for p in state.system_parts if p)
-    if PREFIX_KEY in session.prefixes:
-        for call in session.calls:
-            call.prefix_key = PREFIX_KEY
-    for comp in session.compactions:
-        after = next((c for c in session.calls[comp.calls_before:] if c.prompt_tokens), None)
-        comp.tokens_after = after.prompt_tokens if after else None
-    session.live_start = session.compactions[-1].message_index if session.compactions else 0
-    models = [c.model for c in session.calls if c.model]
-    session.model = models[-1] if models else state.model
-    session.window = state.window
-    session.window_source = "source" if state.window else ""
-    session.project = Path(session.cwd).name if session.cwd else ""
-    session.prefix_label = "tool definitions"
-    return session
+    reader = CodexReader(Path(path))
+    if lines is not None:
+        reader.feed_lines(lines)
+    else:
+        with open(reader.path, "rb") as fh:
+            reader.feed_lines(fh)
+    return reader.finish()

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from engine.sources.claude_code import ClaudeCodeReader, read_claude_code
+from engine.sources.codex import CodexReader, read_codex
 from engine.sources.model import SourceChanges, SourceSession
-from tests.engine.sources.conftest import CLAUDE, claude_files
+from tests.engine.sources.conftest import CLAUDE, CODEX, claude_files
 
 
 def _message(msg: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +59,16 @@ def feed_in_pieces(path: Path, pieces: Callable[[bytes], list[bytes]]) -> tuple[
     return reader.finish(subagents=False), mirror, reader.rebuilds
 
 
+def feed_codex_in_pieces(path: Path, pieces: Callable[[bytes], list[bytes]]) -> tuple[SourceSession, Mirror]:
+    reader = CodexReader(path)
+    mirror = Mirror()
+    for piece in pieces(path.read_bytes()):
+        mirror.apply(reader.feed(piece), reader.session)
+    session = reader.finish()
+    mirror.apply(SourceChanges(len(mirror.messages), len(mirror.calls)), session)  # reasoning left at the end
+    return session, mirror
+
+
 def by_line(data: bytes) -> list[bytes]:
     return data.splitlines(keepends=True)
 
@@ -83,6 +94,22 @@ def test_claude_code_fed_in_pieces_equals_read_whole(path: Path, how: str) -> No
     assert state(fed) == state(whole)
     assert mirror.messages == [_message(m) for m in whole.messages]
     assert mirror.calls == [(c.index, c.prompt_tokens, c.completion_tokens, c.window) for c in whole.calls]
+
+
+def codex_files() -> list[Path]:
+    return sorted(CODEX.glob("rollout-*.jsonl"))
+
+
+@pytest.mark.parametrize("path", codex_files(), ids=lambda p: p.name[-14:-6])
+@pytest.mark.parametrize("how", ["lines", "chunks-1", "chunks-2"])
+def test_codex_fed_in_pieces_equals_read_whole(path: Path, how: str) -> None:
+    whole = read_codex(path)
+    pieces = by_line if how == "lines" else random_chunks(int(how[-1]))
+    fed, mirror = feed_codex_in_pieces(path, pieces)
+    assert state(fed) == state(whole)
+    assert fed.system_prompt == whole.system_prompt
+    assert mirror.calls == [(c.index, c.prompt_tokens, c.completion_tokens, c.window) for c in whole.calls]
+    assert mirror.messages[:len(whole.messages) - 1] == [_message(m) for m in whole.messages][:-1]
 
 
 def test_a_rewind_rebuilds_the_conversation_from_the_scanned_lines(tmp_path: Path) -> None:
