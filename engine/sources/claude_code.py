@@ -636,6 +636,11 @@ def window_for_model(model: str, largest_prompt: int, *, large_beta: bool = Fals
     return DEFAULT_WINDOW, "model"
 
 
+def _figures(call: ProviderCall) -> tuple[Any, ...]:
+    return (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens,
+            call.window, call.max_tokens)
+
+
 class ClaudeCodeReader:
     """The incremental reader of one Claude Code session file: bytes (or complete lines) in, changes out.
 
@@ -664,7 +669,6 @@ class ClaudeCodeReader:
         self._last_main: str | None = None  # the last line not on a sidechain (where an orphan boundary goes)
         self._keys: set[tuple[str, str]] = set()  # responses in the conversation
         self._uses: set[str] = set()  # tool calls in the conversation
-        self._window = (0, "")
 
     # ------------------------------------------------------------------ input
     def feed(self, data: bytes) -> SourceChanges:
@@ -678,25 +682,20 @@ class ClaudeCodeReader:
         """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
         session, scan = self.session, self.scan
         mark = (len(session.messages), len(session.calls), len(session.compactions))
-        seen_keys: set[tuple[str, str]] = set()
+        before = [_figures(c) for c in session.calls]
         rebuilt = False
         for n, obj in json_lines(self._counted(lines), scan.skipped, start=self._n + 1):
-            before = len(scan.lines)
+            lines_before = len(scan.lines)
             _scan_line(scan, n, obj)
-            if len(scan.lines) > before:
-                if scan.lines[-1].key is not None:
-                    seen_keys.add(scan.lines[-1].key)
+            if len(scan.lines) > lines_before:
                 if not self.bulk:
                     rebuilt = self._take_new() or rebuilt
             elif not self.bulk:
                 self._pass_through(obj)
         scan.count = self._n
-        window = self._derive()
+        self._derive()
         old_calls = mark[1]
-        updated = sorted(c.index for k in seen_keys if (c := scan.calls.get(k)) is not None and c.index < old_calls)
-        if window != self._window:
-            updated = list(range(old_calls))
-            self._window = window
+        updated = [i for i, figures in enumerate(before) if _figures(session.calls[i]) != figures]
         touched, comp_touched = self._build.touched, self._build.comp_touched
         self._build.touched = self._build.comp_touched = -1
         return SourceChanges(
@@ -796,9 +795,9 @@ class ClaudeCodeReader:
         self._done = len(scan.lines)
         self._build.touched = self._build.comp_touched = -1
 
-    def _derive(self) -> tuple[int, str]:
+    def _derive(self) -> None:
         """The figures that follow from the lines so far: calls, compactions' calls and sizes, model, window,
-        the agent's cost. Returns the window."""
+        the agent's cost."""
         session, scan = self.session, self.scan
         session.session_id = scan.session_id or self.path.stem
         session.cwd, session.started, session.last_activity = scan.cwd, scan.first_ts, scan.last_ts
@@ -828,7 +827,6 @@ class ClaudeCodeReader:
         if placed:
             session.notes.append(f"{len(placed)} compaction boundary(ies) name a message not in the file as the "
                                  "one before them: placed by file order")
-        return session.window or 0, session.window_source
 
 
 def read_claude_code(

@@ -8,21 +8,12 @@ Three layers, none of them holding the file's lines:
   (smaller than the offset) or rewritten in place (its first bytes, or the bytes just before the
   offset, changed) is read again from the start, and the reset is reported. The file is opened for
   each read and closed again: never written, locked or held open.
-- A parser per format turns complete lines into calls and compactions, with the same figures as the
-  full readers (:mod:`engine.sources.claude_code`, :mod:`engine.sources.codex`):
-
-  * Claude Code: one call per (``message.id``, ``requestId``). The prompt figures are on the first
-    line of a response; its later lines (one per content block, possibly after tool results) may
-    raise ``output_tokens``; each figure is the largest seen (:func:`claude_code.merge_usage`). A
-    call is *final* once an assistant line of another call appears (a response's lines never come
-    back after the next request's). Compactions: ``compact_boundary`` lines (and, as before Claude
-    Code 2.0, a summary without one); ``tokens_after`` is the prompt of the first call after it.
-  * Codex: one call per ``token_usage_record`` (newer versions) or ``token_count`` event whose
-    ``total_token_usage`` changed, the two lines of one response paired as the reader does (each call
-    is final at once; a record read after its ``token_count`` updates the call); ``compacted`` /
-    ``context_compacted`` are compactions, their trigger inferred as the reader does (mid-turn: auto,
-    in its own turn: manual), and the call after the summariser's answer (``compaction_output``) is
-    the compaction's cost, not a call.
+- The format's own incremental reader (:class:`engine.sources.claude_code.ClaudeCodeReader`,
+  :class:`engine.sources.codex.CodexReader`, the same code the import runs: the format is known in one
+  place) takes the complete lines, and its changes become calls and compactions: a Claude Code call's
+  later lines (one per content block) may raise ``output_tokens``, so the last call stays open until
+  another call appears; a Codex call is final at once (a ``token_usage_record`` read after its
+  ``token_count`` updates it); a compaction's ``tokens_after`` is the prompt of the first call after it.
 
 - :class:`Follower` joins them and decides when to report:
 
@@ -35,13 +26,12 @@ Three layers, none of them holding the file's lines:
     learnt later (the next call), a ``compaction_update`` carries it;
   * ``reset``: the file was truncated, replaced or rewritten; what follows is read from its start.
 
-Differences from the full readers, by construction: a Claude Code call's ``window`` is the one known
-when it is reported (1M once a prompt above 200k has been seen, as the reader infers for the whole
-file); lines off the conversation's chain (rewinds) cannot be told apart while the file grows, so a
-compaction on an abandoned branch is reported (the reader drops it).
+Differences from the whole read, by construction: a Claude Code call's ``window`` is the one known when
+it is reported (1M once a prompt above 200k has been seen, as the reader infers for the whole file); a
+compaction reported on a branch a later rewind abandons stays reported.
 
-Memory stays flat: the parsers keep only the open calls of the last :data:`MAX_OPEN_CALLS` keys, the
-compactions still waiting for their ``tokens_after``, and a few figures.
+Memory: the reader keeps the conversation it has read (what a view of the file shows), not the file's
+lines.
 
 Watching is polling: :data:`POLL_INTERVAL` seconds (a ``stat`` per poll, the file opened only when it
 changed). No watcher library is a dependency of the engine.
@@ -52,40 +42,24 @@ from __future__ import annotations
 import json
 import os
 import time
-from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.sources.claude_code import SYNTHETIC_MODEL, merge_usage, window_for_model
-from engine.sources.codex import (
-    PREFIX_KEY,
-    Pairing,
-    base_instructions,
-    call_from_record,
-    call_from_usage,
-    read_token_count,
-)
+from engine.sources.claude_code import ClaudeCodeReader
+from engine.sources.codex import CodexReader
 from engine.sources.detect import HEAD_BYTES, detect_format
 from engine.sources.model import (
     Compaction,
     ProviderCall,
     SourceError,
     SourceFormat,
-    dict_at,
-    expand_redacted,
-    int_or_none,
-    iso,
-    text_of,
-    trigger_of,
 )
 
 POLL_INTERVAL = 0.2  # seconds between two looks at the file
 CHUNK = 1 << 20  # bytes read at a time
 SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
-MAX_OPEN_CALLS = 64  # call keys remembered for de-duplication (a response's lines never outlive the next call)
 FOLLOWABLE: tuple[SourceFormat, ...] = ("claude-code", "codex")
 
 EventKind = Literal["call", "call_update", "compaction", "compaction_update", "reset"]
@@ -210,228 +184,72 @@ class _Parsed:
     changed_compactions: dict[int, Compaction] = field(default_factory=dict)
 
 
-class _Parser(ABC):
-    """Common part: the calls still open, the compactions waiting for ``tokens_after``."""
+class _Parser:
+    """The format's own incremental reader (:class:`ClaudeCodeReader`, :class:`CodexReader`: the same code
+    the import runs), its changes turned into the follower's terms: new calls and compactions, calls whose
+    figures changed, compactions whose ``tokens_after`` came."""
 
-    def __init__(self) -> None:
-        self.calls: OrderedDict[Any, ProviderCall] = OrderedDict()  # key -> call, the last few only
-        self.last_compaction: Compaction | None = None
+    def __init__(self, reader: ClaudeCodeReader | CodexReader, *, open_last: bool) -> None:
+        self.reader = reader
+        self.open_last = open_last  # the last call stays open until another call appears (Claude Code)
+        self.out = _Parsed()
         self.call_count = 0
         self.compaction_count = 0
-        self.waiting: list[Compaction] = []  # compactions without tokens_after yet
-        self.open_index: int | None = None  # a call later lines may still change
-        self.out = _Parsed()
-        self.skipped = 0  # complete lines that are not JSON objects
+        self._after: dict[int, int | None] = {}  # compaction -> the tokens_after reported with it
+
+    @property
+    def open_index(self) -> int | None:
+        """A call later lines may still change."""
+        return self.call_count - 1 if self.open_last and self.call_count else None
+
+    @property
+    def waiting(self) -> list[Compaction]:
+        """Compactions still without their ``tokens_after``."""
+        return [c for c in self.reader.session.compactions if c.tokens_after is None]
+
+    @property
+    def skipped(self) -> int:
+        return len(self.reader.session.skipped)
 
     def take(self) -> _Parsed:
         out, self.out = self.out, _Parsed()
         return out
 
-    def _new_call(self, key: Any, call: ProviderCall) -> None:
-        self.calls[key] = call
-        while len(self.calls) > MAX_OPEN_CALLS:
-            self.calls.popitem(last=False)
-        self.call_count += 1
-        self.out.new.append(call)
+    def feed(self, raw: bytes) -> None:
+        """One complete line (without its newline, as :class:`Tail` gives it)."""
+        self.feed_lines([raw + b"\n"])
 
-    def _new_compaction(self, comp: Compaction) -> None:
-        self.compaction_count += 1
-        self.waiting.append(comp)
-        self.last_compaction = comp
-        self.out.new.append(comp)
-
-    def _settle_after(self, call: ProviderCall) -> None:
-        """``tokens_after`` of the compactions before ``call`` (the first call after them with a prompt)."""
-        if not self.waiting or not call.prompt_tokens:
-            return
-        still = []
-        for comp in self.waiting:
-            if call.index >= comp.calls_before:
-                comp.tokens_after = call.prompt_tokens
+    def feed_lines(self, lines: list[bytes]) -> None:
+        changes = self.reader.feed_lines(lines)
+        session = self.reader.session
+        for index in changes.calls_updated:
+            self.out.changed_calls[index] = session.calls[index]
+        for call in session.calls[self.call_count:]:
+            self.call_count += 1
+            self._add_new(call)
+        for comp in session.compactions[self.compaction_count:]:
+            self.compaction_count += 1
+            self._after[comp.index] = comp.tokens_after
+            self._add_new(comp)
+        for comp in session.compactions[:self.compaction_count]:
+            if self._after.get(comp.index) != comp.tokens_after:
+                self._after[comp.index] = comp.tokens_after
                 self.out.changed_compactions[comp.index] = comp
-            else:
-                still.append(comp)
-        self.waiting = still
 
-    def feed(self, raw: bytes) -> None:
-        if not raw.strip():
-            return
-        try:
-            obj = _decode(raw.decode("utf-8"))
-        except (ValueError, RecursionError):
-            self.skipped += 1
-            return
-        if isinstance(obj, dict):
-            self.line(obj)
+    def _add_new(self, item: ProviderCall | Compaction) -> None:
+        """New items in file order: a compaction goes before the calls made after it."""
+        if isinstance(item, Compaction):
+            at = next((i for i, x in enumerate(self.out.new) if isinstance(x, ProviderCall)
+                       and x.index >= item.calls_before), len(self.out.new))
+            self.out.new.insert(at, item)
         else:
-            self.skipped += 1
-
-    @abstractmethod
-    def line(self, obj: dict[str, Any]) -> None:
-        """Take one line's object (a JSON object of the format)."""
+            self.out.new.append(item)
 
 
-class ClaudeCodeParser(_Parser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.largest_prompt = 0
-        self.messages_since_boundary = 0
-
-    def line(self, obj: dict[str, Any]) -> None:
-        kind = obj.get("type")
-        uid = obj.get("uuid")
-        ts = iso(obj.get("timestamp"))
-        if kind == "system":
-            if obj.get("subtype") == "compact_boundary" and isinstance(uid, str):
-                meta = dict_at(obj, "compactMetadata")
-                trigger = str(meta.get("trigger") or "")
-                self._compaction(trigger, ts, int_or_none(meta.get("preTokens")))
-                self.messages_since_boundary = 0
-            return
-        msg = obj.get("message")
-        if kind not in ("user", "assistant") or not isinstance(uid, str) or not isinstance(msg, dict):
-            return
-        if kind == "user" and obj.get("isCompactSummary"):
-            last = self.last_compaction
-            if last is None or last.summary or self.messages_since_boundary:
-                last = self._compaction("", ts, None)  # a summary without its boundary line (before 2.0)
-            last.summary = text_of(msg.get("content"))
-            return
-        self.messages_since_boundary += 1
-        if kind == "assistant":
-            self._assistant(obj, msg, uid, ts)
-
-    def _compaction(self, trigger: str, ts: str, before: int | None) -> Compaction:
-        comp = Compaction(index=self.compaction_count, trigger=trigger_of(trigger), trigger_source=trigger, ts=ts,
-                          message_index=0, calls_before=self.call_count, tokens_before=before)
-        self._new_compaction(comp)
-        self.open_index = None
-        return comp
-
-    def _assistant(self, obj: dict[str, Any], msg: dict[str, Any], uid: str, ts: str) -> None:
-        key = (str(msg.get("id") or uid), str(obj.get("requestId") or ""))
-        model = str(msg.get("model") or "")
-        usage = msg.get("usage")
-        if model == SYNTHETIC_MODEL or not isinstance(usage, dict):
-            return
-        call = self.calls.get(key)
-        if call is None:
-            call = ProviderCall(self.call_count, None, None, None, None, model=model, ts=ts, request_id=key[1])
-            self._new_call(key, call)
-        before = (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens)
-        merge_usage(call, usage)
-        self.largest_prompt = max(self.largest_prompt, call.prompt_tokens or 0)
-        window, _ = window_for_model(call.model, self.largest_prompt)
-        if call.window is None or window > call.window:
-            call.window = window
-        after = (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens)
-        if after != before:
-            self.out.changed_calls[call.index] = call
-        self.open_index = call.index
-        self._settle_after(call)
-
-
-class CodexParser(_Parser):
-    _WANTED = (b'"token_count"', b'"turn_context"', b"compacted", b'"task_started"', b'"token_usage_record"',
-               b'"session_meta"', b'"compaction_output":true')
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ts = ""
-        self.model = ""
-        self.window: int | None = None
-        self.last_total: Any = None
-        self.last_prompt: int | None = None
-        self.turn_open = False
-        self.compaction_pending = False
-        self.prefix_key = ""  # PREFIX_KEY once session_meta gave the system prompt itself
-        self.pairing = Pairing()
-        self.summarising = False  # the summariser's answer was read: the next call is the compaction's
-        self.compaction_cost: ProviderCall | None = None
-
-    def feed(self, raw: bytes) -> None:
-        # only these lines matter for calls and compactions; the rest (messages, tool output) is skipped unparsed
-        if any(key in raw for key in self._WANTED):
-            super().feed(raw)
-
-    def line(self, obj: dict[str, Any]) -> None:
-        kind = obj.get("type")
-        payload = dict_at(obj, "payload")
-        self.ts = iso(obj.get("timestamp")) or self.ts
-        if kind == "session_meta":
-            text = base_instructions(payload)
-            if text and expand_redacted(text) == text:  # the text itself, not a publisher's stand-in
-                self.prefix_key = PREFIX_KEY
-        elif kind == "turn_context":
-            self.model = str(payload.get("model") or self.model)
-        elif kind == "response_item":
-            if dict_at(obj, "metadata").get("compaction_output") is True:
-                self.summarising = True
-        elif kind == "token_usage_record":
-            record = call_from_record(payload, index=self.call_count, model=self.model, ts=self.ts,
-                                      window=self.window)
-            if record is not None:
-                same = self.pairing.record(record)
-                if same is None:
-                    self._take(record)
-                elif same.index >= 0:
-                    self.out.changed_calls[same.index] = same
-        elif kind == "compacted":
-            self._compacted()
-        elif kind == "event_msg":
-            etype = payload.get("type")
-            if etype == "token_count":
-                self._token_count(payload)
-            elif etype == "task_started":
-                self.window = int_or_none(payload.get("model_context_window")) or self.window
-                self.turn_open = False
-            elif etype == "context_compacted" and not self.compaction_pending:
-                self._compacted()
-
-    def _token_count(self, payload: dict[str, Any]) -> None:
-        count = read_token_count(payload, self.last_total)
-        if count is None:
-            return
-        self.window = count.window or self.window
-        if not count.new:
-            return
-        self.last_total = count.total
-        call = call_from_usage(count.info, index=self.call_count, model=self.model, ts=self.ts, window=self.window)
-        waiting = self.pairing.from_record
-        window_before = waiting.window if waiting is not None else None
-        same = self.pairing.count(call)
-        if same is None:
-            self._take(call)
-        elif same.index >= 0 and same.window != window_before:  # the record's call learnt its window
-            self.out.changed_calls[same.index] = same
-
-    def _take(self, call: ProviderCall) -> None:
-        """A new call: the conversation's, or the summarisation of a compaction (its cost)."""
-        call.prefix_key = self.prefix_key
-        if self.summarising:
-            call.index = -1
-            call.prefix_key = ""
-            self.compaction_cost = call
-            self.summarising = False
-            return
-        self._new_call(call.index, call)
-        if call.prompt_tokens:
-            self.last_prompt = call.prompt_tokens
-        self.turn_open = True
-        self.compaction_pending = False
-        self._settle_after(call)
-
-    def _compacted(self) -> None:
-        comp = Compaction(
-            index=self.compaction_count, trigger="auto" if self.turn_open else "manual",
-            trigger_source="inferred: mid-turn" if self.turn_open else "inferred: own turn", ts=self.ts,
-            message_index=0, calls_before=self.call_count, tokens_before=self.last_prompt, cost=self.compaction_cost)
-        self.compaction_cost = None
-        self._new_compaction(comp)
-        self.compaction_pending = True
-
-
-PARSERS: dict[SourceFormat, Callable[[], _Parser]] = {"claude-code": ClaudeCodeParser, "codex": CodexParser}
+PARSERS: dict[SourceFormat, Callable[[], _Parser]] = {
+    "claude-code": lambda: _Parser(ClaudeCodeReader(Path("followed.jsonl")), open_last=True),
+    "codex": lambda: _Parser(CodexReader(Path("followed.jsonl")), open_last=False),
+}
 
 
 # --------------------------------------------------------------------------- the follower
@@ -491,8 +309,8 @@ class Follower:
                 self._held.clear()
                 self._backlog = 0
                 events.append(FollowEvent("reset", reason=reset))
-            for raw in lines:
-                parser.feed(raw)
+            if lines:
+                parser.feed_lines([raw + b"\n" for raw in lines])
             events += self._flush(parser, at_end=not more, quiet=0 < self.tail.offset <= self._backlog)
         return events
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from engine.sources import follow as fw
 from engine.sources.follow import Follower, FollowEvent, Tail
 from engine.sources.model import Compaction, ProviderCall, SourceError
 from engine.sources.readers import read_source
@@ -143,8 +142,9 @@ def test_a_file_appended_in_bursts_is_followed_nothing_twice(tmp_path: Path) -> 
 # --------------------------------------------------------------------------- lines and calls
 
 
-def claude_line(uid: str, msg_id: str, out: int, *, req: str = "req_1", prompt: int = 1000) -> bytes:
-    obj = {"type": "assistant", "uuid": uid, "parentUuid": None, "sessionId": "s", "requestId": req,
+def claude_line(uid: str, msg_id: str, out: int, *, req: str = "req_1", prompt: int = 1000,
+                parent: str | None = None) -> bytes:
+    obj = {"type": "assistant", "uuid": uid, "parentUuid": parent, "sessionId": "s", "requestId": req,
            "timestamp": "2026-02-10T22:57:57.941Z",
            "message": {"id": msg_id, "model": "claude-opus-4-6", "role": "assistant",
                        "content": [{"type": "text", "text": "hello"}],
@@ -210,11 +210,11 @@ def test_a_compaction_is_reported_then_its_tokens_after(tmp_path: Path) -> None:
     comp = events[1].compaction
     assert comp is not None and (comp.trigger, comp.tokens_before, comp.tokens_after) == ("auto", 167_000, None)
     assert comp.summary == "the summary" and comp.calls_before == 1
-    append(target, claude_line("u2", "msg_2", 5, req="req_2", prompt=30_000))
+    append(target, claude_line("u2", "msg_2", 5, req="req_2", prompt=30_000, parent="s1"))
     events = seen.take(follower.poll())
     assert [e.kind for e in events] == ["compaction_update", "call"]
     assert events[0].compaction is not None and events[0].compaction.tokens_after == 30_000
-    append(target, claude_line("u3", "msg_3", 5, req="req_3", prompt=31_000))
+    append(target, claude_line("u3", "msg_3", 5, req="req_3", prompt=31_000, parent="u2"))
     assert [e.kind for e in seen.take(follower.poll())] == ["call"]  # tokens_after is reported once
 
 
@@ -331,8 +331,7 @@ def test_formats_that_are_not_appended_are_refused() -> None:
         Follower(traj).poll()
 
 
-def test_memory_stays_bounded_over_many_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fw, "MAX_OPEN_CALLS", 8)
+def test_many_calls_followed_one_by_one_are_each_reported_once(tmp_path: Path) -> None:
     target = tmp_path / "s.jsonl"
     target.touch()
     follower, seen = Follower(target, "claude-code"), Seen()
@@ -341,17 +340,15 @@ def test_memory_stays_bounded_over_many_calls(tmp_path: Path, monkeypatch: pytes
         seen.take(follower.poll())
     parser = follower.parser
     assert parser is not None and len(seen.calls) == 200
-    assert len(parser.calls) == 8
+    assert len(parser.reader.session.calls) == 200  # the reader the import runs, fed only what was appended
     assert follower._held == [] and follower._reported_calls == {199}
 
 
-def test_many_calls_read_at_once_are_all_reported_when_few_are_remembered(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fw, "MAX_OPEN_CALLS", 4)
+def test_many_calls_read_at_once_are_all_reported(tmp_path: Path) -> None:
     target = tmp_path / "s.jsonl"
     target.write_bytes(b"".join(claude_line(f"u{i}", f"msg_{i}", 1, req=f"r{i}", prompt=1000 + i) for i in range(50)))
     seen = Seen()
-    seen.take(Follower(target, "claude-code").poll())  # one read: 50 calls, 4 remembered
+    seen.take(Follower(target, "claude-code").poll())
     assert [c[1] for c in seen.call_list()] == [1000 + i for i in range(50)]
 
 
