@@ -49,6 +49,8 @@ Signals (payloads are engine dataclasses unless said otherwise):
     diff_ready(object)             engine.context.diff.ContextDiff — the answer to diff_calls(a, b)
     tools_ready(object, dict)      engine.context.attribution.Attribution, message id → "live" | archive day
                                    of its largest results — the answer to tool_attribution()
+    imported_changed(object)       engine.workbench.imported.ImportFacts | None — a followed view's import
+                                   record changed (the agent's own cost, its tool definitions)
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -109,6 +111,7 @@ SIGNALS: dict[type, str] = {
     ev.MessagesRetracted: "messages_retracted",
     ev.DiffReady: "diff_ready",
     ev.ToolsReady: "tools_ready",
+    ev.ImportChanged: "imported_changed",
 }
 """Which signal each service event becomes (events not listed reach no widget: ToolCallFinished,
 CompactionStarted, LlmReady)."""
@@ -161,6 +164,7 @@ class Controller(QObject):
     messages_retracted = Signal(list)
     diff_ready = Signal(object)
     tools_ready = Signal(object, dict)
+    imported_changed = Signal(object)
 
     def __init__(
         self,

@@ -162,7 +162,9 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     await _analysis_views(window, args)
     chart.flush()
     window.chat.flush()
-    app.processEvents()
+    # let the loop process Qt's events (app.processEvents() inside this task could run a followed view's
+    # wake-up callback re-entrantly: "Cannot enter into task … while another task is being executed")
+    await asyncio.sleep(0.1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ok = bool(window.grab().save(str(args.out), "PNG"))
     dialog = window.analysis.dialog

@@ -10,6 +10,8 @@
 - A loaded session, a finished turn and a compaction → ``controller.tool_attribution()`` →
   ``tools_ready`` → the inspector's Tools tab (its links scroll the chat; archived results also open
   the Archive tab at their day).
+- ``SessionView.imported`` (an imported session's system prompt and tool definitions) → the Tools tab's
+  definitions section (again on ``imported_changed`` while a followed file grows).
 - ``SessionView.subagents`` → ◆ marks on the chart; a click re-emits ``subagent_requested(str)``
   here with the subagent's ``session`` path, relative to the open session's folder (another part of
   the window opens it: connect to ``window.analysis.subagent_requested``).
@@ -48,6 +50,7 @@ class AnalysisWiring(QObject):
         self.subagent_requested.connect(c.open_subagent)  # its own chat and chart (engine.workbench.sources)
         c.diff_ready.connect(self.show_diff)
         c.tools_ready.connect(self._on_tools_ready)
+        c.imported_changed.connect(window.inspector.tools.set_definitions)
         if window.chart is not None:
             self.attach_chart(window.chart)
 
@@ -61,6 +64,7 @@ class AnalysisWiring(QObject):
         if self.window.chart is not None:
             self.window.chart.set_subagents(self.subagents)
         self.window.inspector.tools.clear()
+        self.window.inspector.tools.set_definitions(view.imported)
         if self.dialog is not None:
             self.dialog.hide()
         self.controller.tool_attribution()

@@ -1,5 +1,6 @@
 """Wiring of the Sources part of the window (issue 13): the Sources tab of the sessions panel, the
-read-only line above the chat input, the live state in the status bar, subagent links.
+read-only line above the chat input, the live state in the status bar, subagent links, and the
+agent's own cost of an imported session (its cost records) in the status bar.
 
 :func:`wire_sources` is called once from ``MainWindow._connect`` (after the window's own
 connections, so its slots run after the window's ``session_loaded``). It keeps its state on a
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QFileSystemWatcher, QObject
 from PySide6.QtWidgets import QLabel
 
+from engine.workbench.imported import ImportFacts
 from engine.workbench.views import SessionView
 from widgets.readonly_bar import ReadOnlyBar
 
@@ -56,6 +58,7 @@ class SourcesWiring(QObject):
         c.sources_listed.connect(self._on_sources_listed)
         c.session_loaded.connect(self._on_session_loaded)
         c.follow_changed.connect(self._on_follow_changed)
+        c.imported_changed.connect(self._on_imported_changed)
         c.messages_retracted.connect(self._on_messages_retracted)
         c.busy_changed.connect(self._on_busy_changed)
         if hasattr(w.chat, "subagent_requested"):
@@ -107,8 +110,16 @@ class SourcesWiring(QObject):
             w.setWindowTitle(f"{name}: {view.title} (read-only) — Context Workbench")
             if view.source.get("path"):
                 w.sessions.sources.set_current(str(view.source["path"]))
+        self._on_imported_changed(view.imported)
         source = view.source if read_only else {}
         self._on_follow_changed(bool(source.get("following")), str(source.get("path") or ""), bool(source.get("live")))
+
+    def _on_imported_changed(self, facts: ImportFacts | None) -> None:
+        """The agent's own cost of an imported session (None: not imported, or no cost records)."""
+        if facts is None:
+            self.window.status.set_agent_cost(None)
+        else:
+            self.window.status.set_agent_cost(facts.agent_cost_usd, facts.agent_cost_by_model)
 
     def _on_file_changed(self, path: str) -> None:
         if path not in self.watcher.files() and Path(path).exists():

@@ -5,6 +5,10 @@ An import of another agent (Claude Code) records ``trigger``, ``tokens_before``/
 ``summary`` and ``cost`` — what the compaction call itself cost: ``prompt_tokens`` (of which
 ``cache_read_tokens`` / ``cache_write_tokens``), ``completion_tokens``, ``model``; ctxbench's own
 compactions record ``duration_ms``, ``messages_compacted``/``messages_kept``, ``result``, ``reason``.
+Claude Code 2.1.3xx imports add ``post_tokens`` (the agent's own count of the context right after
+compacting, shown beside ``tokens_after`` — the first call after), ``cost_usd`` (what compacting cost,
+from the agent's cost records), ``messages_kept`` (messages preserved across it) and ``placed_by``
+("file order" when the boundary's link was missing and the file's order placed it).
 Nothing is invented: a field that is absent is not shown.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from widgets.formatting import format_usd
 from widgets.theme import format_tokens
 
 TOOLTIP_SUMMARY_LINES = 4
@@ -51,6 +56,25 @@ def cost_line(event: Mapping[str, Any]) -> str:
     return "Compacting cost: " + ", ".join(parts) + (f" · {model}" if model else "")
 
 
+def usd_line(event: Mapping[str, Any]) -> str:
+    """"Compacting cost $0.0121 (the agent's cost records)", or "" when not known."""
+    usd = _num(event.get("cost_usd"))
+    return "" if usd is None else f"Compacting cost {format_usd(usd)} (the agent's cost records)"
+
+
+def post_line(event: Mapping[str, Any]) -> str:
+    """"Right after compacting: 2,649 tokens (the agent's own count)", or "" when not recorded."""
+    post = _int(event.get("post_tokens"))
+    return "" if post is None else f"Right after compacting: {format_tokens(post)} tokens (the agent's own count)"
+
+
+def placed_line(event: Mapping[str, Any]) -> str:
+    """"Placed by file order …" when the boundary was placed by the file's order, else ""."""
+    if event.get("placed_by") != "file order":
+        return ""
+    return "Placed by file order (its link to the message before it is missing in the file)"
+
+
 def head_lines(event: Mapping[str, Any]) -> list[str]:
     """Trigger and result, before → after, what was compacted, when, why."""
     trigger = str(event.get("trigger") or "?")
@@ -58,9 +82,15 @@ def head_lines(event: Mapping[str, Any]) -> list[str]:
     source = str(event.get("source_format") or "")
     lines = [f"Compaction ({trigger})" + (f" · {result}" if result else "") + (f" · by {source}" if source else "")]
     before, after = _num(event.get("tokens_before")), _num(event.get("tokens_after"))
+    post = _int(event.get("post_tokens"))
     if before is not None and after is not None:
         change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
-        lines.append(f"{format_tokens(before)} → {format_tokens(after)} tokens{change}")
+        first = " (the first call after)" if post is not None else ""
+        lines.append(f"{format_tokens(before)} → {format_tokens(after)} tokens{change}{first}")
+    elif before is not None:
+        lines.append(f"{format_tokens(before)} tokens before")
+    if post is not None:
+        lines.append(post_line(event))
     counts = []
     if (n := _int(event.get("messages_compacted"))) is not None:
         counts.append(f"{n:,} messages compacted")
@@ -75,9 +105,7 @@ def head_lines(event: Mapping[str, Any]) -> list[str]:
         lines.append(str(event["ts"]))
     if event.get("reason"):
         lines.append(f"Reason: {event['reason']}")
-    cost = cost_line(event)
-    if cost:
-        lines.append(cost)
+    lines += [t for t in (usd_line(event), cost_line(event), placed_line(event)) if t]
     return lines
 
 
@@ -131,4 +159,5 @@ def subagent_tooltip(mark: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["compaction_details", "compaction_tooltip", "cost_line", "head_lines", "subagent_tooltip", "summary_head"]
+__all__ = ["compaction_details", "compaction_tooltip", "cost_line", "head_lines", "placed_line", "post_line",
+           "subagent_tooltip", "summary_head", "usd_line"]

@@ -43,3 +43,17 @@ def local_time_text(ts: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
     if dt is None:
         return ts if isinstance(ts, str) else ""
     return dt.strftime(fmt)
+
+
+def format_usd(value: float) -> str:
+    """"$0.0670" below a dollar, "$12.34" from a dollar on."""
+    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def cost_tooltip(total: float | None, by_model: dict[str, float] | None = None) -> str:
+    """The agent's own cost (from its cost records), total then per model, largest first; "" when unknown."""
+    if total is None:
+        return ""
+    lines = [f"The agent's own cost, from its cost records: {format_usd(total)}"]
+    lines += [f"  {m}: {format_usd(v)}" for m, v in sorted((by_model or {}).items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines)

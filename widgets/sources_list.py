@@ -1,8 +1,9 @@
 """The Sources list: the agent sessions on this machine, grouped by agent then project, newest first.
 
-Each row: the first prompt (or the session id), how long ago it was active, how full its window is;
-a session being written now is marked "● live". Rows are source dicts (``agent``, ``project``,
-``session_id``, ``path``, ``title``, ``last_activity``, ``percent_full``, ``live``…).
+Each row: the first prompt (or the session id), how long ago it was active, how full its window is,
+what it cost (the agent's own cost records, when its file has them: Claude Code 2.1.3xx); a session
+being written now is marked "● live". Rows are source dicts (``agent``, ``project``, ``session_id``,
+``path``, ``title``, ``last_activity``, ``percent_full``, ``agent_cost_usd``, ``live``…).
 
 Public API of :class:`SourcesList`
 ----------------------------------
@@ -37,7 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from widgets.formatting import local_datetime
+from widgets.formatting import cost_tooltip, format_usd, local_datetime
 
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
 AGENTS = {"claude-code": "Claude Code", "codex": "Codex"}
@@ -58,6 +59,13 @@ def age(ts: Any, now: datetime | None = None) -> str:
     return ""
 
 
+def short_usd(value: float) -> str:
+    """A cost for a narrow column: "$0.09", "$12.34", "$1,234"; "<$0.01" for less than a cent."""
+    if 0 < value < 0.005:
+        return "<$0.01"
+    return f"${value:,.0f}" if value >= 1000 else f"${value:,.2f}"
+
+
 def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
     return [c for c in (item.child(i) for i in range(item.childCount())) if c is not None]
 
@@ -75,8 +83,9 @@ class SourcesList(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         self.tree = QTreeWidget()
-        self.tree.setColumnCount(3)
-        self.tree.setHeaderLabels(["Session", "Age", "Full"])
+        self.tree.setColumnCount(4)
+        self.tree.setHeaderLabels(["Session", "Age", "Full", "Cost"])
+        self.tree.headerItem().setToolTip(3, "The agent's own cost in USD, from its cost records (Claude Code)")
         self.tree.setRootIsDecorated(True)
         self.tree.setUniformRowHeights(True)
         header = self.tree.header()
@@ -84,6 +93,7 @@ class SourcesList(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         layout.addWidget(self.tree, 1)
         self.empty_label = QLabel("No agent sessions found (Claude Code: ~/.claude/projects, "
@@ -145,12 +155,19 @@ class SourcesList(QWidget):
         full = r.get("percent_full")
         item.setText(2, "" if full is None else f"{float(full):.0f} %")
         item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        cost = r.get("agent_cost_usd")
+        cost = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+        item.setText(3, "" if cost is None else short_usd(cost))
+        item.setTextAlignment(3, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        item.setToolTip(3, cost_tooltip(cost))
         item.setData(0, PATH_ROLE, str(r.get("path") or ""))
         tokens = r.get("last_prompt_tokens")
         window = r.get("window")
         figures = f"{tokens:,} of {window:,} tokens" if tokens is not None and window else ""
+        spent = f"the agent's own cost {format_usd(cost)}" if cost is not None else ""
         item.setToolTip(0, "\n".join(s for s in (title, str(r.get("model") or ""), figures,
-                                                 f"{r.get('calls', 0)} calls", str(r.get("path") or "")) if s))
+                                                 f"{r.get('calls', 0)} calls", spent, str(r.get("path") or ""))
+                                      if s))
         if live:
             for col in (0, 1):
                 item.setForeground(col, QBrush(LIVE))
@@ -200,4 +217,4 @@ class SourcesList(QWidget):
         self._menu = menu
 
 
-__all__ = ["SourcesList", "age"]
+__all__ = ["SourcesList", "age", "short_usd"]

@@ -7,6 +7,8 @@ Methods:
     set_snapshot(snapshot)              a ContextSnapshot (or None): used / window, %, accuracy
     set_last_call(estimated, reported)  the last call's estimate against what the provider reported
     set_state(state)                    "idle" | "streaming" | "tool" | "compacting" (others shown as is)
+    set_agent_cost(usd, by_model=None)  an imported session's agent's own cost (its cost records),
+                                        per model in the tooltip; None hides it
     set_palette(palette)
     texts() -> dict[str, str]           the shown texts by part (tests, accessibility)
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from engine.model.snapshot import ContextSnapshot
+from widgets.formatting import cost_tooltip, format_usd
 from widgets.theme import Palette, format_tokens, palette, percent
 
 STATE_LABELS = {
@@ -38,9 +41,12 @@ class ContextStatusBar(QStatusBar):
         self.tokens_label = QLabel("— / — tokens")
         self.calls_label = QLabel("last call: —")
         self.state_label = QLabel()
-        for w in (self.model_label, self.tokens_label, self.calls_label, self.state_label):
+        self.cost_label = QLabel()
+        for w in (self.model_label, self.tokens_label, self.calls_label, self.state_label, self.cost_label):
             w.setContentsMargins(6, 0, 6, 0)
         self.addWidget(self.model_label)
+        self.addPermanentWidget(self.cost_label)
+        self.cost_label.hide()
         self.addPermanentWidget(self.tokens_label)
         self.addPermanentWidget(self.calls_label)
         self.addPermanentWidget(self.state_label)
@@ -106,8 +112,19 @@ class ContextStatusBar(QStatusBar):
         }.get(state, pal.muted)
         self.state_label.setText(f"<span style='color:{color}'>●</span> {STATE_LABELS.get(state, state)}")
 
+    def set_agent_cost(self, usd: float | None, by_model: dict[str, float] | None = None) -> None:
+        if usd is None:
+            self.cost_label.clear()
+            self.cost_label.setToolTip("")
+            self.cost_label.hide()
+            return
+        self.cost_label.setText(f"agent's cost: {format_usd(usd)}")
+        self.cost_label.setToolTip(cost_tooltip(usd, by_model))
+        self.cost_label.show()
+
     def texts(self) -> dict[str, str]:
         return {
+            "agent_cost": self.cost_label.text(),
             "model": self.model_label.text(),
             "tokens": self.tokens_label.text(),
             "last_call": self.calls_label.text(),

@@ -8,7 +8,9 @@ Where each agent keeps them:
 - any folder named in the ``source_dirs`` setting (``os.pathsep``-separated), searched for both.
 
 Each file is summarised by a light pass (only the lines that carry usage are parsed): started,
-last activity, provider calls, last prompt tokens, window and how full it is. The summaries are
+last activity, provider calls, last prompt tokens, window and how full it is, and — for Claude Code
+files that have ``cost-state`` lines (2.1.3xx) — the agent's own cost in USD (the last line's
+``totalCostUSD``). The summaries are
 kept in ``sources-index.json`` in the data dir with each file's size and mtime, so a second scan
 re-reads only the files that changed. Files are only read, never locked or moved.
 """
@@ -29,7 +31,7 @@ from engine.store.fsutil import atomic_write_json
 
 Agent = Literal["claude-code", "codex"]
 INDEX_FILE = "sources-index.json"
-INDEX_VERSION = 2  # 2: entries carry the first prompt (title)
+INDEX_VERSION = 3  # 2: entries carry the first prompt (title); 3: the agent's own cost
 TAIL_BYTES = 65536
 
 
@@ -47,6 +49,7 @@ class SourceEntry:
     percent_full: float | None
     model: str = ""
     title: str = ""  # the first prompt (one line, cut), "" when none was found
+    agent_cost_usd: float | None = None  # the agent's own cost (Claude Code's last cost-state), None: unknown
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,8 +148,12 @@ def _summary_claude(path: Path) -> SourceEntry:
     started, cwd, session_id, model, title = "", "", "", "", ""
     last_prompt: int | None = None
     largest = 0
+    cost: float | None = None
     with open(path, "rb") as fh:
         for raw in fh:
+            if b'"cost-state"' in raw:
+                cost = _cost_state(raw, cost)
+                continue
             if not title and b'"user"' in raw:
                 title = _claude_prompt(_loads(raw))
             if (not started and b'"timestamp"' in raw) or (not session_id and b'"sessionId"' in raw):
@@ -171,8 +178,20 @@ def _summary_claude(path: Path) -> SourceEntry:
             largest = max(largest, prompt)
     window, _ = window_for_model(model, largest)
     project = Path(cwd).name if cwd else path.parent.name
-    return _entry("claude-code", project, session_id or path.stem, path, started, len(keys), last_prompt,
-                  window, model, title)
+    entry = _entry("claude-code", project, session_id or path.stem, path, started, len(keys), last_prompt,
+                   window, model, title)
+    entry.agent_cost_usd = cost
+    return entry
+
+
+def _cost_state(raw: bytes, previous: float | None) -> float | None:
+    """The ``totalCostUSD`` of a ``cost-state`` line (a running total: the last one is the session's
+    cost), else ``previous``."""
+    obj = _loads(raw)
+    total = obj.get("totalCostUSD")
+    if obj.get("type") != "cost-state" or not isinstance(total, int | float) or isinstance(total, bool):
+        return previous
+    return float(total)
 
 
 def _claude_prompt(obj: dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from engine.context.attribution import Attribution
     from engine.context.compaction import CompactionPreview
     from engine.context.diff import ContextDiff
+    from engine.workbench.imported import ImportFacts
     from engine.workbench.views import ContextState, Marker, SessionView
 
 NoticeLevel = Literal["info", "warning", "error"]
@@ -319,6 +320,17 @@ class ToolsReady(WorkbenchEvent):
         return (self.attribution, self.locations)
 
 
+@dataclass
+class ImportChanged(WorkbenchEvent):
+    """A followed view's import record changed (its agent's cost grew, its tools changed):
+    the new :class:`engine.workbench.imported.ImportFacts` (``SessionView.imported``)."""
+
+    facts: ImportFacts | None
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.facts,)
+
+
 __all__ = [
     "ApprovalRequested",
     "ApprovalsWithdrawn",
@@ -335,6 +347,7 @@ __all__ = [
     "ErrorEvent",
     "FileLoaded",
     "FollowChanged",
+    "ImportChanged",
     "LastCall",
     "LlmReady",
     "MessageAdded",

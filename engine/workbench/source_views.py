@@ -62,6 +62,7 @@ class SourceView:
     compaction_keys: list[str] = field(default_factory=list)  # the compactions shown
     live: bool = False  # written in the last LIVE_SECONDS, as last told
     title: str = ""  # as last shown
+    imported: Any = None  # the ImportFacts last shown (SessionView.imported)
 
     def describe(self) -> dict[str, Any]:
         """The ``SessionView.source`` dict."""
@@ -77,11 +78,12 @@ class SourceView:
 
 
 def view_title(messages: list[Message], fallback: str, limit: int = 60) -> str:
-    """The first prompt of a person (one line, cut at ``limit``), else ``fallback``."""
+    """The first prompt of a person (one line, cut at ``limit``; not text the agent injected, an
+    ``attachment``), else ``fallback``."""
     for msg in messages:
         content = msg.get("content")
         if msg.get("role") == "user" and isinstance(content, str) and content.strip() \
-                and not content.lstrip().startswith("<"):
+                and not msg.get("attachment") and not content.lstrip().startswith("<"):
             flat = " ".join(content.split())
             return flat if len(flat) <= limit else flat[: limit - 1] + "…"
     return fallback

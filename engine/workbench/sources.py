@@ -29,7 +29,8 @@ usual session events (``SessionLoaded`` whose view says ``read_only`` and ``sour
   message grows; a rewind drops the last few), only the difference is sent: ``MessagesRetracted``
   for the shown messages that changed, ``MessageAdded`` for the new and changed ones,
   ``CallRecorded`` for the new calls, ``CompactionFinished`` for a new compaction (once the call
-  after it gave its ``tokens_after``), ``LastCall``, then ``ContextStateChanged`` and
+  after it gave its ``tokens_after``), ``LastCall``, ``ImportChanged`` when the import record changed
+  (the agent's own cost grew), then ``ContextStateChanged`` and
   ``SnapshotChanged``. Otherwise (a reset, a larger rewind) the whole view is sent
   again (``SessionLoaded``). Message ids stay the same from one read to the next
   (:func:`engine.workbench.source_views.stabilise_ids`). One refresh at a time (the loop awaits it); the
@@ -60,6 +61,7 @@ from engine.workbench.events import (
     CompactionFinished,
     ContextStateChanged,
     FollowChanged,
+    ImportChanged,
     LastCall,
     MessagesRetracted,
     SessionLoaded,
@@ -195,6 +197,7 @@ class Sources(Commands, Turns):
         view.message_ids = [str(m.get("id")) for m in out.messages]
         view.call_keys = [sv.call_key(r) for r in out.timeline]
         view.compaction_keys = [sv.compaction_key(c) for c in sv.shown_compactions(out.compactions)]
+        view.imported = out.imported
         if view.subagent:
             title = f"subagent {view.subagent.rsplit('/', 1)[-1]}"
         else:
@@ -262,7 +265,7 @@ class Sources(Commands, Turns):
             return
         old_session = self.session
         shown = list(zip(view.message_ids, view.message_keys, strict=True))
-        shown_calls, shown_compactions = view.call_keys, view.compaction_keys
+        shown_calls, shown_compactions, shown_imported = view.call_keys, view.compaction_keys, view.imported
         self.session = session
         self._make_agent()
         out = self.session_view()
@@ -282,6 +285,8 @@ class Sources(Commands, Turns):
         view.compaction_keys = shown_compactions + self._new_markers(out, len(shown_compactions))
         if len(out.timeline) > len(shown_calls):
             self.emit(LastCall(*out.last_call))
+        if out.imported != shown_imported:
+            self.emit(ImportChanged(out.imported))
         self.emit(ContextStateChanged(out.state))
         self.emit(SnapshotChanged(out.state.snapshot))
 

@@ -17,6 +17,7 @@ from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
+from engine.workbench.imported import ImportFacts, import_facts
 from engine.workbench.subagents import subagent_marks
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class SessionView:
     source: dict[str, Any] = field(default_factory=dict)  # what it is a view of (engine.workbench.sources)
     # the import's subagents, each with the parent's call_index (engine.workbench.subagents.subagent_marks)
     subagents: list[dict[str, Any]] = field(default_factory=list)
+    # what the imported file said of the agent itself: system prompt and tool definitions, its own cost
+    # (engine.workbench.imported); None for a session that was not imported
+    imported: ImportFacts | None = None
 
 
 def session_dict(info: SessionInfo | Session) -> dict[str, Any]:
@@ -208,6 +212,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         problems=report,
         last_call=last,
         subagents=subagent_marks(session.meta, timeline, messages),
+        imported=import_facts(session.meta),
     )
 
 

@@ -205,3 +205,27 @@ def test_the_file_watcher_wakes_the_follow_at_once(
     want = read_source(live, "claude-code")
     assert len(want.messages) > before
     qtbot.waitUntil(lambda: len(win.chat.message_ids()) == len(want.messages), timeout=10_000)
+
+
+def test_a_claude_code_2_1_file_its_tools_cost_attachments_and_compaction(qtbot: Any, win: MainWindow,
+                                                                            tmp_path: Path) -> None:
+    from tests.engine.workbench import claude_file as cf
+
+    path = cf.write_session(tmp_path / "proj")
+    view = open_source(qtbot, win, path)
+    assert view.imported is not None and view.imported.agent_cost_usd == pytest.approx(cf.TOTAL_USD)
+    assert win.status.texts()["agent_cost"] == f"agent's cost: ${cf.TOTAL_USD:.4f}"
+    assert cf.MODEL in win.status.cost_label.toolTip()
+    tools = win.inspector.tools
+    assert not tools.definitions_pane.isHidden() and "from the file (as sent)" in tools.definitions_label.text()
+    assert [r[0] for r in tools.definition_rows() if not r[0].startswith(" ")] == [
+        "System prompt", "Built-in tools (2)", "MCP server github (2)", "MCP server slack (1)"]
+    win.chat.flush()
+    attachments = [k for k in win.chat.message_ids() if (win.chat.item(k).msg or {}).get("attachment")]
+    assert len(attachments) == 2
+    marker = win.chat.item(win.chat.marker_ids()[0])
+    assert marker is not None and (marker.event or {}).get("post_tokens") == cf.POST_TOKENS
+    # a ctxbench session (not imported): no cost, no definitions
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000):
+        win.controller.new_session()
+    assert win.status.cost_label.isHidden() and tools.definitions_pane.isHidden()

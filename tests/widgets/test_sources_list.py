@@ -105,3 +105,18 @@ def test_the_read_only_line(qtbot: Any) -> None:
         bar.parent_button.click()
     bar.set_view({})
     assert not bar.isVisible()
+
+
+def test_the_agents_own_cost_column(sources: SourcesList) -> None:
+    from widgets.sources_list import short_usd
+
+    assert sources.tree.headerItem().text(3) == "Cost"
+    sources.set_sources([row("/c/a.jsonl", "claude-code", "spotter", 1, agent_cost_usd=0.0912),
+                         row("/c/d.jsonl", "claude-code", "spotter", 2, agent_cost_usd=None)])
+    paid = sources.item_for("/c/a.jsonl")
+    assert paid is not None and paid.text(3) == "$0.09"
+    assert paid.toolTip(3) == "The agent's own cost, from its cost records: $0.0912"
+    assert "the agent's own cost $0.0912" in paid.toolTip(0)
+    unknown = sources.item_for("/c/d.jsonl")
+    assert unknown is not None and unknown.text(3) == "" and unknown.toolTip(3) == ""
+    assert [short_usd(v) for v in (0.001, 0.0, 3.456, 1234.5)] == ["<$0.01", "$0.00", "$3.46", "$1,234"]

@@ -63,3 +63,16 @@ def test_estimate_against_reported(bar):
 def test_states(bar, state, label):
     bar.set_state(state)
     assert bar.texts()["state"].endswith(label)
+
+
+def test_the_agents_own_cost(bar):
+    assert bar.cost_label.isHidden() and bar.texts()["agent_cost"] == ""
+    bar.set_agent_cost(0.0912, {"claude-opus-4-6": 0.08, "claude-haiku-4-5": 0.0112})
+    assert bar.texts()["agent_cost"] == "agent's cost: $0.0912" and not bar.cost_label.isHidden()
+    tip = bar.cost_label.toolTip().splitlines()
+    assert tip == ["The agent's own cost, from its cost records: $0.0912", "  claude-opus-4-6: $0.0800",
+                   "  claude-haiku-4-5: $0.0112"]
+    bar.set_agent_cost(12.5)
+    assert bar.texts()["agent_cost"] == "agent's cost: $12.50"
+    bar.set_agent_cost(None)
+    assert bar.cost_label.isHidden() and bar.texts()["agent_cost"] == ""

@@ -16,8 +16,13 @@ Rows:
 - **tool results** — a collapsible tool-call block: tool name and arguments, the result as it stands
   in the context (cut), and, when the full output was offloaded, a link that emits
   ``open_offload(path)``.
+- **attachments** — text the agent injected into the context (``msg["attachment"]``: Claude Code's
+  skill and agent listings, environment, date, …; ``sent_as`` the role it was sent as): one compact,
+  muted row "▸ ◇ skill listing · 1,620 tokens · injected as system"; a click shows its text.
+  A message a compaction kept (``msg["preserved"]``) says "kept across the compaction".
 - **compaction markers** — inline where the compaction happened: trigger, tokens before → after,
-  messages compacted / kept, "Open summary" and "Undo" links.
+  messages compacted / kept (an import: the agent's own count right after compacting, what it cost,
+  "placed by file order"), "Open summary" and "Undo" links.
 
 - **selection** — press and drag selects text (within a message and across messages), painted with
   the palette's highlight; a click without a drag still activates links; double-click selects a

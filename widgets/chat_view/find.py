@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import QPointF
 
 from engine.model.messages import content_text
-from widgets.chat_view.layout import RowLayout
+from widgets.chat_view.layout import RowLayout, is_attachment
 from widgets.chat_view.model import ChatItem, ChatModel
 from widgets.chat_view.selection import Highlight
 
@@ -172,7 +172,7 @@ class FindMixin:
             return
         key, k = hit
         item = view.item(key)
-        if item is not None and item.role == "tool" and not item.expanded:
+        if item is not None and (item.role == "tool" or is_attachment(item)) and not item.expanded:
             view.set_tool_expanded(key, True)
         view.scroll_to_hit(key, hit_y(view.layouter().layout(item, view.row_width()), self._finder.query.lower(), k))
 

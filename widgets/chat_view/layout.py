@@ -17,7 +17,7 @@ from engine.model.messages import content_text, media_count
 from engine.model.text import format_bytes
 from widgets.chat_view.document import SafeTextDocument, block_rect, code_blocks
 from widgets.chat_view.model import ChatItem, ChatModel
-from widgets.formatting import local_datetime, parse_arguments, pretty_arguments
+from widgets.formatting import format_usd, local_datetime, parse_arguments, pretty_arguments
 from widgets.theme import Palette, format_tokens, palette
 
 RESULT_MAX_LINES = 300
@@ -30,6 +30,9 @@ MARGIN_X = 10
 MARGIN_Y = 4
 ACCENT = 3
 RADIUS = 6.0
+ATTACHMENT_PAD = 5
+MARKER_INSET = 0.08  # of the row's width, each side of a compaction marker's box
+PRESERVED_FLAG = "kept across the compaction"
 
 
 class Op:
@@ -91,6 +94,54 @@ def _cap_lines(text: str, max_lines: int, max_chars: int) -> tuple[str, int]:
     return text, 1 if cut_chars else 0
 
 
+def is_attachment(item: ChatItem) -> bool:
+    """A message the agent injected into the context (Claude Code's attachments: skill and agent
+    listings, environment, date, …), not one a person wrote."""
+    return item.kind == "message" and bool((item.msg or {}).get("attachment"))
+
+
+def attachment_title(msg: dict[str, Any], tokens: int, expanded: bool = False) -> str:
+    """"▸ ◇ skill listing · 1,620 tokens · injected as system"."""
+    kind = str(msg.get("attachment") or "attachment").replace("_", " ").replace("-", " ")
+    parts = [f"{'▾' if expanded else '▸'} ◇ {kind}"]
+    if tokens:
+        parts.append(f"{format_tokens(tokens)} tokens")
+    if msg.get("sent_as") in ("system", "user"):
+        parts.append(f"injected as {msg['sent_as']}")
+    return " · ".join(parts)
+
+
+def marker_line(ev: dict[str, Any]) -> str:
+    """A compaction marker's figures: before → after (the first call after, for an import), messages
+    compacted and kept, and — for ctxbench's own compactions — how long it took."""
+    before = int(ev.get("tokens_before") or 0)
+    after = int(ev.get("tokens_after") or 0)
+    change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
+    line = (
+        f"{format_tokens(before)} → {format_tokens(after)} tokens{change} · "
+        f"{int(ev.get('messages_compacted') or 0):,} messages compacted, "
+        f"{int(ev.get('messages_kept') or 0):,} kept"
+    )
+    if not ev.get("source_format"):  # an import records no duration of its own
+        line += f" · {float(ev.get('duration_ms') or 0) / 1000:.1f} s"
+    return line
+
+
+def marker_agent_line(ev: dict[str, Any]) -> str:
+    """What the agent's own records add to an imported compaction (its count right after compacting,
+    what compacting cost in USD, placed by file order), or ""."""
+    parts = []
+    post = ev.get("post_tokens")
+    if isinstance(post, int) and not isinstance(post, bool):
+        parts.append(f"{format_tokens(post)} right after (the agent's count)")
+    usd = ev.get("cost_usd")
+    if isinstance(usd, int | float) and not isinstance(usd, bool):
+        parts.append(f"cost {format_usd(usd)}")
+    if ev.get("placed_by") == "file order":
+        parts.append("placed by file order")
+    return " · ".join(parts)
+
+
 class RowLayouter:
     """Lays out rows (one cached layout per row), estimates heights and answers hit tests."""
 
@@ -142,8 +193,8 @@ class RowLayouter:
 
     def estimate_height(self, item: ChatItem, row_width: int) -> int:
         """A cheap height for a row not laid out yet; corrected when the row is first painted."""
-        if item.kind == "marker" or item.expanded or item.reasoning_expanded:
-            return self.layout(item, row_width).height
+        if item.kind == "marker" or item.expanded or item.reasoning_expanded or is_attachment(item):
+            return self.layout(item, row_width).height  # a collapsed attachment is one line: no document
         msg = item.msg or {}
         if item.paras is None or item.paras_version != item.version:
             if item.role == "tool":
@@ -188,6 +239,8 @@ class RowLayouter:
             return cached[1]
         if item.kind == "marker":
             lay = self._layout_marker(item, row_width)
+        elif is_attachment(item):
+            lay = self._layout_attachment(item, row_width)
         elif item.role == "tool":
             lay = self._layout_tool(item, row_width)
         else:
@@ -263,6 +316,8 @@ class RowLayouter:
             flags.append("pinned")
         if item.out_of_context:
             flags.append("archived — not in the context")
+        if msg.get("preserved"):
+            flags.append(PRESERVED_FLAG)
         if flags:
             fx = x + tw + 8
             avail = max(10, w - rw - (fx - x) - 8)
@@ -345,6 +400,46 @@ class RowLayouter:
         self._frame(lay, item, row_width, y - self.MARGIN_Y)
         return lay
 
+    def _layout_attachment(self, item: ChatItem, row_width: int) -> RowLayout:
+        """Text the agent injected (an ``attachment``): one muted line naming its kind and tokens, a
+        click on it shows the text (as sent)."""
+        lay = RowLayout()
+        pal = self.pal
+        msg = item.msg or {}
+        pad = ATTACHMENT_PAD
+        x = self.MARGIN_X + self.ACCENT + self.PAD
+        y = float(self.MARGIN_Y + pad)
+        tw = self._text_width(row_width)
+        right_parts = [p for p in (_time_of(msg.get("ts")),
+                                   "archived — not in the context" if item.out_of_context else "",
+                                   PRESERVED_FLAG if msg.get("preserved") else "") if p]
+        right = " · ".join(right_parts)
+        rw = self.fm_small.horizontalAdvance(right) + 4 if right else 0
+        head_w = max(10, tw - rw - 8)
+        self._text_line(lay, x, y, head_w, attachment_title(msg, item.tokens, item.expanded), self.small, pal.muted)
+        if right:
+            lay.ops.append(Op("text", QRectF(x + tw - rw, y, rw, self.fm_small.height()), right, self.small,
+                              (pal.muted, Qt.AlignmentFlag.AlignRight)))
+        lay.hotspots.append((QRectF(x - self.PAD, y - pad, head_w + self.PAD, self.fm_small.height() + 2 * pad),
+                             "toggle", item.key))
+        y += self.fm_small.height()
+        if item.expanded:
+            y += 4
+            text, more = _cap_lines(content_text(msg.get("content")).rstrip("\n"), RESULT_MAX_LINES, RESULT_MAX_CHARS)
+            if more:
+                text += f"\n… {more:,} more lines"
+            doc = self._doc(text or "(empty)", tw, markdown=False)
+            doc.setDefaultFont(self.small)
+            doc.setTextWidth(tw)
+            lay.docs.append((QPointF(x, y), doc))
+            lay.ops.append(Op("doc", QPointF(x, y), doc, pal.muted))
+            y += doc.size().height()
+        y += pad
+        lay.height = math.ceil(y + self.MARGIN_Y)
+        rect = QRectF(self.MARGIN_X, self.MARGIN_Y, self._bubble_width(row_width), y - self.MARGIN_Y)
+        lay.ops.insert(0, Op("bubble", rect, pal.panel, pal.regions.get("system", pal.muted), pal.border))
+        return lay
+
     def _layout_tool(self, item: ChatItem, row_width: int) -> RowLayout:
         lay = RowLayout()
         msg = item.msg or {}
@@ -384,7 +479,7 @@ class RowLayouter:
         head_w = max(10, tw - rw - 8)
         adv = self._text_line(lay, x, y, head_w, title, self.small_bold, pal.text)
         flags = [f for f in (_time_of(msg.get("ts")), "archived — not in the context" if item.out_of_context
-                             else "") if f]
+                             else "", PRESERVED_FLAG if msg.get("preserved") else "") if f]
         if flags and adv + 20 < head_w:
             self._text_line(lay, x + adv + 8, y, head_w - adv - 8, " · ".join(flags), self.small, pal.muted)
         lay.ops.append(Op("text", QRectF(x + tw - rw, y, rw, self.fm_small.height()), right, self.small,
@@ -496,8 +591,9 @@ class RowLayouter:
         pal = self.pal
         ev = item.event or {}
         bw = self._bubble_width(row_width)
-        inner = bw - 2 * self.PAD
-        x = self.MARGIN_X + self.PAD
+        inset = bw * MARKER_INSET  # the marker's box (paint.py) leaves this much free on each side
+        inner = bw - 2 * inset - 2 * self.PAD
+        x = self.MARGIN_X + inset + self.PAD
         y = float(self.MARGIN_Y + 8)
         result = str(ev.get("result") or "")
         trigger = str(ev.get("trigger") or "?")
@@ -505,17 +601,12 @@ class RowLayouter:
         color = pal.error if result == "failed" else pal.marker
         self._text_line(lay, x, y, inner, title, self.small_bold, color, Qt.AlignmentFlag.AlignHCenter)
         y += self.fm_small_bold.height() + 2
-        before = int(ev.get("tokens_before") or 0)
-        after = int(ev.get("tokens_after") or 0)
-        change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
-        dur = float(ev.get("duration_ms") or 0) / 1000
-        line = (
-            f"{format_tokens(before)} → {format_tokens(after)} tokens{change} · "
-            f"{int(ev.get('messages_compacted') or 0):,} messages compacted, "
-            f"{int(ev.get('messages_kept') or 0):,} kept · {dur:.1f} s"
-        )
-        self._text_line(lay, x, y, inner, line, self.small, pal.text, Qt.AlignmentFlag.AlignHCenter)
+        self._text_line(lay, x, y, inner, marker_line(ev), self.small, pal.text, Qt.AlignmentFlag.AlignHCenter)
         y += self.fm_small.height() + 2
+        agent = marker_agent_line(ev)
+        if agent:
+            self._text_line(lay, x, y, inner, agent, self.small, pal.muted, Qt.AlignmentFlag.AlignHCenter)
+            y += self.fm_small.height() + 2
         if ev.get("reason"):
             self._text_line(lay, x, y, inner, str(ev["reason"]), self.small,
                             pal.error if result == "failed" else pal.muted, Qt.AlignmentFlag.AlignHCenter)

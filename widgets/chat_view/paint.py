@@ -16,7 +16,7 @@ from PySide6.QtGui import (
     QTextDocument,
 )
 
-from widgets.chat_view.layout import ACCENT, RADIUS, Op, RowLayout
+from widgets.chat_view.layout import ACCENT, MARKER_INSET, RADIUS, Op, RowLayout
 from widgets.chat_view.selection import Highlight
 from widgets.theme import Palette
 
@@ -76,7 +76,7 @@ def _marker(p: QPainter, op: Op) -> None:
     p.drawLine(QPointF(rect.left(), mid), QPointF(rect.right(), mid))
     fill = QColor(color)
     fill.setAlpha(28)
-    inner = rect.adjusted(rect.width() * 0.08, 0, -rect.width() * 0.08, 0)
+    inner = rect.adjusted(rect.width() * MARKER_INSET, 0, -rect.width() * MARKER_INSET, 0)
     p.setPen(QPen(line, 1.0))
     p.setBrush(QColor(op.c))
     p.drawRoundedRect(inner, RADIUS, RADIUS)

@@ -19,7 +19,7 @@ from engine.model.messages import content_text
 from widgets.chat_view.find import ChatFinder, FindMixin
 from widgets.chat_view.height_index import HeightIndex
 from widgets.chat_view.interaction import InteractionMixin
-from widgets.chat_view.layout import RowLayout, RowLayouter
+from widgets.chat_view.layout import RowLayout, RowLayouter, is_attachment
 from widgets.chat_view.model import ChatItem, ChatModel
 from widgets.chat_view.paint import paint_row
 from widgets.chat_view.selection import ChatSelection, Highlight
@@ -677,7 +677,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
     def _row_actions(self, item: ChatItem) -> list[tuple[str, Any]]:
         """The row's own context-menu actions (after the copy actions)."""
         out: list[tuple[str, Any]] = []
-        if item.kind == "message" and item.role == "tool":
+        if item.kind == "message" and (item.role == "tool" or is_attachment(item)):
             out.append(("Collapse" if item.expanded else "Expand",
                         lambda: self.set_tool_expanded(item.key, not item.expanded)))
             off = (item.msg or {}).get("offload")

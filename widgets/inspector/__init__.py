@@ -13,7 +13,9 @@ Five tabs, all fed with plain data by the app (the inspector never reads files i
   what compacting cost (another agent's compaction call: prompt tokens, cache read / write, completion,
   model), the reason, the whole summary, and *Show archived messages* (the Archive tab at its day).
 - **Tools** — tokens by tool (calls, argument tokens, result tokens, share) and the largest tool
-  results, each a link to its message (``message_activated``; archived ones also open the Archive tab).
+  results, each a link to its message (``message_activated``; archived ones also open the Archive tab);
+  for an imported session, the system prompt and tool definitions sent with every request (grouped:
+  built-in tools, then each MCP server), from the file (as sent) or inferred.
 
 Public API of :class:`Inspector`
 --------------------------------
@@ -41,6 +43,7 @@ Methods:
     show_archived(day, message_id="")  the Archive tab at that day (asked for when not loaded), the message selected
     tools.set_attribution(attribution, locations) / tools.clear()   the Tools tab (engine Attribution,
                                     message id → "live" | archive day)
+    tools.set_definitions(facts)    the system prompt and tool definitions (engine ImportFacts | None)
     set_palette(palette)
 Sub-widgets (tests): files_view, viewer, archive_tree, archive_view, summary_view, log_table.
 """

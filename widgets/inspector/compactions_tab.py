@@ -1,5 +1,6 @@
 """The "Compactions" tab: the compaction event log and the details of the selected event — trigger,
-before → after, what compacting cost (another agent's compaction call), the reason, the whole summary
+before → after (and the agent's own count right after compacting), what compacting cost (another
+agent's compaction call: tokens, and USD from its cost records), the reason, the whole summary
 (:class:`CompactionLogPanel`); *Show archived messages* asks for the archive day that holds the
 messages it compacted (``archive_day_requested(str)``)."""
 
@@ -23,13 +24,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from widgets.compaction_text import compaction_details, cost_line
-from widgets.formatting import local_time_text
+from widgets.compaction_text import compaction_details, cost_line, placed_line, post_line, usd_line
+from widgets.formatting import format_usd, local_time_text
 from widgets.theme import Palette, format_tokens, palette
 
 
 class CompactionLogPanel(QWidget):
-    COLS = ("Time", "Trigger", "Result", "Before → after", "Compacted / kept", "Duration")
+    COLS = ("Time", "Trigger", "Result", "Before → after", "Compacted / kept", "Duration", "Cost")
 
     archive_day_requested = Signal(str)
 
@@ -93,12 +94,14 @@ class CompactionLogPanel(QWidget):
             f"{format_tokens(before)} → {format_tokens(after)}",
             f"{int(ev.get('messages_compacted') or 0):,} / {int(ev.get('messages_kept') or 0):,}",
             "—" if ev.get("source_format") else f"{float(ev.get('duration_ms') or 0) / 1000:.1f} s",
+            format_usd(usd) if isinstance(usd := ev.get("cost_usd"), int | float) and not isinstance(usd, bool) else "",
         ]
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
             if col == 2 and ev.get("result") == "failed":
                 item.setForeground(QColor(self._pal.error))
-            tip = "\n".join(t for t in (str(ev.get("reason") or ""), cost_line(ev)) if t)
+            tip = "\n".join(t for t in (str(ev.get("reason") or ""), post_line(ev), usd_line(ev), cost_line(ev),
+                                         placed_line(ev)) if t)
             if tip:
                 item.setToolTip(tip)
             self.table.setItem(row, col, item)

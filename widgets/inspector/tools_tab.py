@@ -6,6 +6,12 @@ the largest tool results, each a link to its message: double-click (or Enter) em
 also emits ``archived_message_requested(day, id)`` (the inspector shows it in the Archive tab).
 The figures are :class:`engine.context.attribution.Attribution`'s (what ``ctxbench tools`` prints),
 computed by the service off the loop thread.
+
+For an imported session, a third section lists what every request carried before the messages —
+the system prompt's tokens and the tool definitions, largest first, grouped as Claude Code's
+``/context`` groups them (built-in tools, then one group per MCP server with its total) — and says
+whether those figures were read from the file (as sent) or inferred (:meth:`ToolsPanel.set_definitions`,
+an :class:`engine.workbench.imported.ImportFacts`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTreeWidget,
+    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -29,6 +37,7 @@ from widgets.theme import format_tokens
 
 if TYPE_CHECKING:
     from engine.context.attribution import Attribution
+    from engine.workbench.imported import ImportFacts
 
 EMPTY_TEXT = "No tool calls in this session"
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
@@ -81,16 +90,39 @@ class ToolsPanel(QWidget):
         lower_layout.setContentsMargins(0, 0, 0, 0)
         lower_layout.addWidget(self.results_label)
         lower_layout.addWidget(self.results, 1)
-        split = QSplitter(Qt.Orientation.Vertical)
+        self.definitions_pane = QWidget()
+        defs_layout = QVBoxLayout(self.definitions_pane)
+        defs_layout.setContentsMargins(0, 0, 0, 0)
+        self.definitions_label = QLabel()
+        self.definitions_label.setWordWrap(True)
+        self.definitions = QTreeWidget()
+        self.definitions.setColumnCount(3)
+        self.definitions.setHeaderLabels(["Sent with every request", "Tokens", "Share"])
+        self.definitions.setUniformRowHeights(True)
+        self.definitions.setAlternatingRowColors(True)
+        header = self.definitions.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        defs_layout.addWidget(self.definitions_label)
+        defs_layout.addWidget(self.definitions, 1)
+        self.definitions_pane.hide()
+        self.split = split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(lower)
+        split.addWidget(self.definitions_pane)
+        for i, stretch in enumerate((2, 2, 3)):
+            split.setStretchFactor(i, stretch)
         layout.addWidget(split, 1)
+        self.facts: ImportFacts | None = None
         self.attribution: Attribution | None = None
         self._links: list[tuple[str, str]] = []  # per result row: (message id, "live" | archive day)
         self.results.cellDoubleClicked.connect(lambda row, _col: self.activate_result(row))
         self.results.cellActivated.connect(lambda row, _col: self.activate_result(row))
 
     def clear(self) -> None:
+        """Forget the attribution (the definitions stay until the next set_definitions)."""
         self.attribution = None
         self._links = []
         self.table.setRowCount(0)
@@ -128,6 +160,68 @@ class ToolsPanel(QWidget):
             for col, item in enumerate(cells):
                 self.results.setItem(row, col, item)
 
+    def set_definitions(self, facts: ImportFacts | None) -> None:
+        """The system prompt and tool definitions of an imported session (hidden when None or unknown)."""
+        self.facts = facts
+        self.definitions.clear()
+        if facts is None or not facts.has_prefix:
+            self.definitions_label.setText("")
+            self.definitions_pane.hide()
+            return
+        self.definitions_label.setText(definitions_text(facts))
+        self.definitions_label.setToolTip(facts.prefix_label)
+        total = ((facts.system_prompt_tokens or 0) + facts.tool_tokens) or facts.inferred_prefix_tokens or 0
+
+        def share(tokens: int) -> str:
+            return f"{tokens / total * 100:.1f}%" if total else ""
+
+        def row(parent: QTreeWidget | QTreeWidgetItem, name: str, tokens: int | None, tip: str = "") -> QTreeWidgetItem:
+            item = QTreeWidgetItem(parent, [name, "" if tokens is None else format_tokens(tokens),
+                                            "" if tokens is None else share(tokens)])
+            for col in (1, 2):
+                item.setTextAlignment(col, RIGHT)
+            if tip:
+                item.setToolTip(0, tip)
+            return item
+
+        if facts.system_prompt_tokens is not None:
+            row(self.definitions, "System prompt", facts.system_prompt_tokens, facts.prefix_label)
+        elif facts.inferred_prefix_tokens is not None:
+            row(self.definitions, "System prompt and tool definitions (together)", facts.inferred_prefix_tokens,
+                facts.prefix_label)
+        for group in facts.groups:
+            head = row(self.definitions, f"{group.label} ({len(group.tools)})", group.tokens)
+            font = head.font(0)
+            font.setBold(True)
+            head.setFont(0, font)
+            prefix = f"mcp__{group.server}__" if group.server else ""
+            for tool in group.tools:
+                short = tool.name[len(prefix):] if prefix and tool.name.startswith(prefix) else tool.name
+                row(head, short, tool.tokens, tool.name if short != tool.name else "")
+            head.setExpanded(True)
+        if self.definitions_pane.isHidden():
+            self.definitions_pane.show()
+            total_h = sum(self.split.sizes())
+            if total_h > 0:  # a third of the height for the tables each… the definitions a little more
+                self.split.setSizes([total_h * 2 // 7, total_h * 2 // 7, total_h - 4 * total_h // 7])
+
+    def definition_rows(self) -> list[list[str]]:
+        """Every row of the definitions tree, depth first, each its three texts (tests, accessibility)."""
+        out: list[list[str]] = []
+
+        def walk(item: QTreeWidgetItem, depth: int) -> None:
+            out.append(["  " * depth + item.text(0), item.text(1), item.text(2)])
+            for i in range(item.childCount()):
+                child = item.child(i)
+                if child is not None:
+                    walk(child, depth + 1)
+
+        for i in range(self.definitions.topLevelItemCount()):
+            top = self.definitions.topLevelItem(i)
+            if top is not None:
+                walk(top, 0)
+        return out
+
     def tool_row(self, row: int) -> list[str]:
         """The texts of one tool row (tests, accessibility)."""
         return [(self.table.item(row, c) or QTableWidgetItem()).text() for c in range(self.table.columnCount())]
@@ -148,4 +242,22 @@ class ToolsPanel(QWidget):
         self.message_activated.emit(message_id)
 
 
-__all__ = ["ToolsPanel"]
+def definitions_text(facts: ImportFacts) -> str:
+    """"System prompt 2,833 + 12 tool definitions 9,876 = 12,709 tokens in every request — from the file
+    (as sent)"; for an inferred prefix, its size together and that it is inferred."""
+    where = facts.prefix_label
+    if facts.system_prompt_tokens is None and not facts.groups:
+        n = facts.inferred_prefix_tokens or 0
+        return f"System prompt and tool definitions: {format_tokens(n)} tokens in every request — {where}"
+    parts = []
+    if facts.system_prompt_tokens is not None:
+        parts.append(f"System prompt {format_tokens(facts.system_prompt_tokens)}")
+    n = len(facts.tools)
+    if n:
+        parts.append(f"{n:,} tool definition{'s' if n != 1 else ''} {format_tokens(facts.tool_tokens)}")
+    total = (facts.system_prompt_tokens or 0) + facts.tool_tokens
+    text = " + ".join(parts) + (f" = {format_tokens(total)}" if len(parts) > 1 else "") + " tokens in every request"
+    return text + (f" — {where}" if where else "")
+
+
+__all__ = ["ToolsPanel", "definitions_text"]

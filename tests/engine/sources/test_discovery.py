@@ -111,3 +111,15 @@ def test_the_command(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["agent", "project", "session"] and len(table) == 8
     assert discovery.index_path().parent == Path(os.environ["CTXBENCH_DATA_DIR"])  # the test's own data dir
+
+
+def test_the_agents_own_cost_of_a_claude_code_2_1_3xx_file(home: Path) -> None:
+    from tests.engine.workbench import claude_file as cf
+
+    path = cf.write_session(home / ".claude" / "projects" / "-home-me-gamma")
+    by_path = {e.path: e for e in discovery.scan_sources(Settings())}
+    assert by_path[str(path)].agent_cost_usd == pytest.approx(cf.TOTAL_USD)  # the last cost-state line
+    assert by_path[str(path)].calls == 3 and by_path[str(path)].title == "Run the tests please"
+    assert all(e.agent_cost_usd is None for p, e in by_path.items() if p != str(path))  # no cost records
+    again = {e.path: e for e in discovery.scan_sources(Settings())}  # from the index
+    assert again[str(path)].agent_cost_usd == pytest.approx(cf.TOTAL_USD)

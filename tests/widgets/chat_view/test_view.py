@@ -225,3 +225,42 @@ def test_partial_repaints_leave_the_same_pixels_as_a_full_paint(view, qtbot):
     view.item("s").msg = {**view.item("s").msg, "content": "changed without telling the view"}
     view.item("s").touch()
     assert _largest_difference(view, qtbot) > 100
+
+
+def test_an_attachment_is_one_muted_row_its_text_on_a_click(view, qtbot):
+    from widgets.chat_view.layout import attachment_title
+
+    skills = "<system-reminder>\n" + "\n".join(f"- skill-{i}" for i in range(30)) + "\n</system-reminder>"
+    msgs = [msg(1, "user", "Run the tests"),
+            msg(2, "user", skills, attachment="skill_listing", sent_as="system"),
+            msg(3, "assistant", "All pass.", preserved=True)]
+    view.set_messages(msgs, {"m2": 1_620, "m3": 4})
+    view.flush()
+    person, injected = view.row_rect("m1"), view.row_rect("m2")
+    assert injected.height() < person.height() / 1.5  # compact: one line, no "You" bubble
+    line = texts(view, "m2")
+    assert line[0] == "▸ ◇ skill listing · 1,620 tokens · injected as system" == attachment_title(msgs[1], 1_620)
+    assert "You" not in line and doc_texts(view, "m2") == []
+    view.click("m2", hotspot(view, "m2", "toggle"))
+    assert view.item("m2").expanded and texts(view, "m2")[0].startswith("▾ ◇ skill listing")
+    assert doc_texts(view, "m2") == [skills]
+    assert view.row_rect("m2").height() > person.height()
+    view.set_tool_expanded("m2", False)
+    assert view.find_text("skill-29") == (0, 1)  # found in the collapsed row: it opens
+    assert view.item("m2").expanded
+    assert "kept across the compaction" in " ".join(texts(view, "m3"))
+    assert "kept across the compaction" not in " ".join(texts(view, "m1"))
+
+
+def test_an_imported_compaction_marker_says_the_agents_own_figures(view):
+    view.set_messages([msg(1), msg(2, "assistant")])
+    ev = {"id": "cc", "trigger": "manual", "tokens_before": 12_326, "tokens_after": 12_666, "messages_compacted": 14,
+          "messages_kept": 1, "duration_ms": 0.0, "result": "summarized", "summary": "s", "post_tokens": 2_649,
+          "cost_usd": 0.012094, "placed_by": "file order", "source_format": "claude-code"}
+    view.add_compaction_marker(ev, undoable=False, after_message_id="m1")
+    line = texts(view, "cc")
+    assert line[1] == "12,326 → 12,666 tokens (+3%) · 14 messages compacted, 1 kept"  # no duration of its own
+    assert line[2] == "2,649 right after (the agent's count) · cost $0.0121 · placed by file order"
+    view.update_compaction_marker("cc", {k: v for k, v in ev.items() if k not in ("post_tokens", "cost_usd",
+                                                                                   "placed_by", "source_format")})
+    assert texts(view, "cc")[1].endswith("1 kept · 0.0 s") and len(texts(view, "cc")) == 3  # title, line, link

@@ -52,3 +52,33 @@ def test_another_agents_compaction_shows_what_compacting_cost(ins, qtbot):
     ins.show_compaction(own)
     text = log.detail.toPlainText()
     assert "Compacting cost" not in text and "1.2 s" in text and not log.archive_button.isEnabled()
+
+
+CLAUDE_2_1 = {"id": "c3", "trigger": "manual", "tokens_before": 12_326, "tokens_after": 12_666,
+              "messages_compacted": 14, "messages_kept": 1, "duration_ms": 0.0, "result": "summarized",
+              "summary": "s", "source_format": "claude-code", "post_tokens": 2_649, "cost_usd": 0.012094,
+              "placed_by": "chain", "cost": None}
+
+
+def test_a_claude_code_2_1_compaction_the_agents_own_figures(ins):
+    from widgets.compaction_text import compaction_tooltip, head_lines
+
+    placed = {**CLAUDE_2_1, "id": "c4", "placed_by": "file order", "cost_usd": None, "post_tokens": None}
+    ins.set_compaction_events([CLAUDE_2_1, placed])
+    log = ins.log
+    assert log.table.item(0, 4).text() == "14 / 1" and log.table.item(0, 6).text() == "$0.0121"
+    assert log.table.item(1, 6).text() == ""
+    tip = log.table.item(0, 3).toolTip()
+    assert "Right after compacting: 2,649 tokens (the agent's own count)" in tip and "$0.0121" in tip
+    assert "Placed by file order" in log.table.item(1, 0).toolTip()
+    lines = head_lines(CLAUDE_2_1)
+    assert "12,326 → 12,666 tokens (+3%) (the first call after)" in lines
+    assert "Right after compacting: 2,649 tokens (the agent's own count)" in lines
+    assert "14 messages compacted · 1 kept" in lines
+    assert "Compacting cost $0.0121 (the agent's cost records)" in lines
+    assert not any("file order" in line for line in lines)
+    assert "Placed by file order (its link to the message before it is missing in the file)" in head_lines(placed)
+    assert not any("agent's own count" in line or "$" in line for line in head_lines(placed))
+    assert "(the first call after)" not in compaction_tooltip(placed)  # no count of its own to set it beside
+    ins.show_compaction(CLAUDE_2_1)
+    assert "the agent's own count" in log.detail.toPlainText()

@@ -58,3 +58,46 @@ def test_a_session_without_tools(qtbot, ins, tmp_path: Path) -> None:
     ins.tools.set_attribution(result, {})
     assert ins.tools.label.text() == "No tool calls in this session"
     assert ins.tools.results.rowCount() == 0
+
+
+def test_the_tool_definitions_of_an_imported_session(qtbot, ins, tmp_path: Path) -> None:
+    import json
+
+    from engine.workbench.imported import import_facts
+    from tests.engine.workbench import claude_file as cf
+    from widgets.inspector.tools_tab import definitions_text
+
+    folder = cf.import_session(tmp_path)
+    facts = import_facts(json.loads((folder / "session.json").read_text(encoding="utf-8")))
+    assert facts is not None
+    tools = ins.tools
+    ins.show_tab("tools")
+    assert tools.definitions_pane.isHidden()
+    tools.set_definitions(facts)
+    assert not tools.definitions_pane.isHidden()
+    system = facts.system_prompt_tokens or 0
+    total = system + facts.tool_tokens
+    assert tools.definitions_label.text() == definitions_text(facts) == (
+        f"System prompt {system:,} + 5 tool definitions {facts.tool_tokens:,} = {total:,} tokens in every request"
+        " — from the file (as sent)")
+    rows = tools.definition_rows()
+    names = [r[0] for r in rows]
+    assert names == ["System prompt", "Built-in tools (2)", "  Bash", "  Read", "MCP server github (2)",
+                     "  create_issue", "  list_prs", "MCP server slack (1)", "  post"]
+    github = facts.groups[1]
+    assert rows[4][1:] == [f"{github.tokens:,}", f"{github.tokens / total * 100:.1f}%"]
+    assert tools.definitions.topLevelItem(2).child(0).toolTip(0) == "mcp__github__create_issue"
+    tools.clear()  # a new attribution does not drop them
+    assert not tools.definitions_pane.isHidden()
+    tools.set_definitions(None)  # a session that was not imported
+    assert tools.definitions_pane.isHidden() and tools.definition_rows() == []
+
+
+def test_an_inferred_prefix(ins) -> None:
+    from engine.workbench.imported import import_facts
+
+    facts = import_facts({"import": {"prefix_source": "inferred", "inferred_prefix": {"tokens": 14_000}}})
+    ins.tools.set_definitions(facts)
+    assert ins.tools.definitions_label.text().startswith(
+        "System prompt and tool definitions: 14,000 tokens in every request — inferred")
+    assert [r[0] for r in ins.tools.definition_rows()] == ["System prompt and tool definitions (together)"]
