@@ -134,10 +134,16 @@ def unanswered_calls(history: Sequence[Message]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- window and snapshots
 
 
-def imported_prefix_tokens(session: Session) -> int | None:
-    """The system prompt + tool definitions of the agent that made an imported session, inferred at
-    import from its first call (provider prompt − the messages' count); None when not inferred."""
+def imported_prefix_tokens(session: Session) -> int | tuple[int, int] | None:
+    """The system prompt + tool definitions of the agent that made an imported session: (system, tools)
+    where the file holds them as sent (the last request's); else one count inferred at import from its first
+    call (provider prompt − the messages' count); None when neither."""
     imported = session.meta.get("import")
+    if isinstance(imported, dict) and imported.get("prefix_source") == "file":
+        system = imported.get("system_prompt_tokens")
+        tools = imported.get("tool_definitions")
+        if isinstance(system, int) and isinstance(tools, list):
+            return system, sum(int(t.get("tokens") or 0) for t in tools if isinstance(t, dict))
     prefix = imported.get("inferred_prefix") if isinstance(imported, dict) else None
     tokens = prefix.get("tokens") if isinstance(prefix, dict) else None
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
@@ -207,7 +213,7 @@ def calibrate_imported(
     system_prompt: str,
     tools: Sequence[dict[str, Any]],
     window: WindowInfo,
-    prefix: int | None,
+    prefix: int | tuple[int, int] | None,
 ) -> bool:
     """Calibrate an imported session's next request on its last call's provider figure
     (:func:`last_reported_request`), counted the way the next request is; False when it has none."""

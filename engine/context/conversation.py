@@ -109,14 +109,14 @@ class Session(StoredSession):
         call_index: int | None = None,
         calibrated: bool = True,
         model: str | None = None,
-        prefix_tokens: int | None = None,
+        prefix_tokens: int | tuple[int, int] | None = None,
     ) -> ContextSnapshot:
         """The regions of the next request (or of ``messages``/``summary`` instead of the live ones).
 
         ``model`` labels the snapshot (default: the settings' model). ``prefix_tokens``: the system
         prompt and tool definitions as one count inferred from a provider's figure (another agent's,
         which its session file does not hold): the system region, instead of estimating
-        ``system_prompt`` and ``tools``."""
+        ``system_prompt`` and ``tools``; a pair: (system, tools) as another agent's file holds them."""
         return snapshot_of(
             self, settings, estimator, system_prompt, tools, draft, window=window, messages=messages,
             summary=summary, provider_prompt_tokens=provider_prompt_tokens, call_index=call_index,

@@ -52,14 +52,16 @@ def snapshot_of(
     call_index: int | None = None,
     calibrated: bool = True,
     model: str | None = None,
-    prefix_tokens: int | None = None,
+    prefix_tokens: int | tuple[int, int] | None = None,
 ) -> ContextSnapshot:
     """The regions of the next request of ``session`` (:meth:`engine.context.conversation.Session.snapshot`)."""
     est = estimator or session.estimator
     msgs = session.messages if messages is None else list(messages)
     counts = session.token_counts(est, messages)
     system = session.system_prompt if system_prompt is None else system_prompt
-    if prefix_tokens is not None:
+    if isinstance(prefix_tokens, tuple):
+        system_tokens, tools_tokens = prefix_tokens  # both as another agent's file holds them
+    elif prefix_tokens is not None:
         system_tokens, tools_tokens = prefix_tokens, 0
     else:
         system_tokens, tools_tokens = (est.text(system) if system else 0) + est.framing(), est.tools(tools)
@@ -79,6 +81,7 @@ def snapshot_of(
         ts=now_iso(),
         call_index=call_index,
         exact_system=prefix_tokens is not None,
+        exact_tools=isinstance(prefix_tokens, tuple),
     )
 
 

@@ -308,7 +308,8 @@ class WorkbenchCore:
         )
 
     def _calibrate_import(
-        self, session: Session, agent: Agent, own: tuple[WindowInfo, str] | None, prefix: int | None
+        self, session: Session, agent: Agent, own: tuple[WindowInfo, str] | None,
+        prefix: int | tuple[int, int] | None,
     ) -> None:
         """An imported session's next request is calibrated on its last call's provider figure (once
         per session and estimator; a call made here since then calibrates it as usual)."""

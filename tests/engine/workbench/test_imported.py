@@ -101,3 +101,20 @@ def test_the_title_of_a_view_is_a_persons_prompt_not_an_attachment() -> None:
     msgs = [{"role": "user", "content": "Skills: a, b, c", "attachment": "skill_listing", "sent_as": "system"},
             {"role": "user", "content": "Fix the bug"}]
     assert view_title(msgs, "fallback") == "Fix the bug"
+
+
+def test_the_next_request_of_a_file_with_its_prefix_draws_that_prefix(folder: Path) -> None:
+    from engine.agent import context_snapshot, imported_prefix_tokens
+    from engine.context.conversation import Session
+    from engine.store.config import Settings
+
+    meta = json.loads((folder / "session.json").read_text(encoding="utf-8"))["import"]
+    tools = sum(d["tokens"] for d in meta["tool_definitions"])
+    session = Session.load(folder)
+    try:
+        assert imported_prefix_tokens(session) == (meta["system_prompt_tokens"], tools)
+        snap = context_snapshot(session, Settings())
+        # the system prompt and the tool definitions as sent, not this app's own (nor one inferred block)
+        assert (snap.system, snap.tools) == (meta["system_prompt_tokens"], tools)
+    finally:
+        session.close()
