@@ -227,36 +227,68 @@ def _infer_prefix(src: SourceSession, ctx: _Ctx, counts: list[int], cache: Token
     ctx.prefix_in_system = not src.system_prompt
 
 
-def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
-    cache = TokenCache(ctx.estimator)
-    counts = [cache.count(m) for m in src.messages]
-    _infer_prefix(src, ctx, counts, cache)
-    system = ctx.system_tokens + (ctx.prefix or 0 if ctx.prefix_in_system else 0)
-    tools = ctx.tools_tokens + (ctx.prefix or 0 if not ctx.prefix_in_system else 0)
-    calibrator = PrefixCalibrator(exact_prefix=system + tools) if ctx.prefix is not None else Calibrator()
-    summaries: dict[int, int] = {}
-    prefixes = _Prefixes(src, ctx.estimator)
-    base_system, base_tools = system, tools
-    out: list[dict[str, Any]] = []
-    for call in src.calls:
-        exact = prefixes.of(call)
-        system, tools = exact if exact is not None else (base_system, base_tools)
+class ContextRecorder:
+    """The ``context`` records of a source's calls, one call at a time, in call order: what an import
+    writes for all of them, and what a followed view writes for each call the file gains (the calibration
+    goes on from the calls before; the messages' counts are kept and recounted from where they changed)."""
+
+    def __init__(self, src: SourceSession, ctx: _Ctx) -> None:
+        self.src, self.ctx = src, ctx
+        self.cache = TokenCache(ctx.estimator)
+        self.counts: list[int] = []
+        self._inferred = False
+        self.calibrator: Calibrator = Calibrator()
+        self.summaries: dict[int, int] = {}
+        self.prefixes = _Prefixes(src, ctx.estimator)
+        self.base = (ctx.system_tokens, ctx.tools_tokens)
+
+    def changed_from(self, index: int) -> None:
+        """Messages from ``index`` on were replaced: their counts are made again when needed."""
+        del self.counts[index:]
+
+    def _count_to(self, end: int) -> None:
+        messages = self.src.messages
+        self.counts.extend(self.cache.count(m) for m in messages[len(self.counts):end])
+
+    def _infer_once(self) -> None:
+        if self._inferred:
+            return
+        self._inferred = True
+        ctx, src = self.ctx, self.src
+        if not src.calls or not any(c.prompt_tokens for c in src.calls):
+            self._inferred = False  # no figure to infer from yet (a followed file may bring one)
+            return
+        self._count_to(len(src.messages))
+        _infer_prefix(src, ctx, self.counts, self.cache)
+        system = ctx.system_tokens + (ctx.prefix or 0 if ctx.prefix_in_system else 0)
+        tools = ctx.tools_tokens + (ctx.prefix or 0 if not ctx.prefix_in_system else 0)
+        self.base = (system, tools)
+        if ctx.prefix is not None:
+            self.calibrator = PrefixCalibrator(exact_prefix=system + tools)
+
+    def record(self, call: ProviderCall) -> dict[str, Any]:
+        src, ctx = self.src, self.ctx
+        self._infer_once()
+        exact = self.prefixes.of(call)
+        system, tools = exact if exact is not None else self.base
+        calibrator = self.calibrator
         if exact is not None:
             if not isinstance(calibrator, PrefixCalibrator):
-                calibrator = PrefixCalibrator()
+                calibrator = self.calibrator = PrefixCalibrator()
             calibrator.exact_prefix = system + tools
         win = replace(ctx.win, max_tokens=call.max_tokens) if call.max_tokens else ctx.win
         end = min(call.message_index, len(src.messages))
         if call.input_messages is not None:
             history = call.input_messages
-            hcounts = [cache.count(m) for m in history]
+            hcounts = [self.cache.count(m) for m in history]
         else:
             start = src.segment_start(end)
-            history, hcounts = src.messages[start:end], counts[start:end]
+            self._count_to(end)
+            history, hcounts = src.messages[start:end], self.counts[start:end]
         comp = src.compaction_before(end)
-        if comp is not None and comp.index not in summaries:
-            summaries[comp.index] = ctx.estimator.text(comp.summary) if comp.summary else 0
-        summary = summaries.get(comp.index, 0) if comp is not None else 0
+        if comp is not None and comp.index not in self.summaries:
+            self.summaries[comp.index] = ctx.estimator.text(comp.summary) if comp.summary else 0
+        summary = self.summaries.get(comp.index, 0) if comp is not None else 0
         actual = call.prompt_tokens
         snap = build_snapshot(
             window=win, system_tokens=system, summary_tokens=summary, tools_tokens=tools, history=history,
@@ -270,20 +302,28 @@ def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
         data.update(
             type="context", message_count=len(history), message_tokens=[],
             message_id=src.messages[end]["id"] if end < len(src.messages) else None,
-            provider_prompt_tokens=actual, cache_read_tokens=call.cache_read_tokens,
-            cache_write_tokens=call.cache_write_tokens, completion_tokens=call.completion_tokens,
-            reasoning_tokens=call.reasoning_tokens, window=call.window or ctx.win.context_window,
-            request_id=call.request_id, segment=comp.index + 1 if comp is not None else 0,
+            provider_prompt_tokens=actual, segment=comp.index + 1 if comp is not None else 0,
             exact_input=call.input_messages is not None, source_format=src.format,
             prefix_tokens=ctx.prefix if exact is None else system + tools,
             prefix_source=FILE if exact is not None else (INFERRED if ctx.prefix is not None else None),
-            prefix_key=call.prefix_key or None,
+            prefix_key=call.prefix_key or None, **call_figures(call, ctx.win.context_window),
         )
-        out.append(data)
         if isinstance(actual, int) and actual > 0:
             ids = [str(m.get("id")) for m in history]
             calibrator.record(snap.raw_prompt_tokens, actual, ids, (system, summary, tools))
-    return out
+        return data
+
+
+def call_figures(call: ProviderCall, window: int) -> dict[str, Any]:
+    """The figures of a call's record that the source gives (and a later line of the same call may raise)."""
+    return {"cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
+            "completion_tokens": call.completion_tokens, "reasoning_tokens": call.reasoning_tokens,
+            "window": call.window or window, "request_id": call.request_id}
+
+
+def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
+    recorder = ContextRecorder(src, ctx)
+    return [recorder.record(call) for call in src.calls]
 
 
 def context_records(src: SourceSession, settings: Settings | None = None,
