@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.sources.model import FORMATS, SourceError, SourceFormat, dict_at
+from engine.sources.opencode import is_opencode_source
 
 HEAD_BYTES = 1 << 20  # enough for the first lines of any of these formats
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "progress",
-                          "queue-operation"})
+                          "queue-operation", "attachment", "api-request-shape", "api-request", "api-request-blob",
+                          "cost-state", "last-prompt", "tools-used", "atis-latch", "mode"})
 CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+GEMINI_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 
 
 def parse_format(name: str) -> SourceFormat:
@@ -31,9 +34,21 @@ def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
         return "codex"
     if kind in CLAUDE_TYPES and ("uuid" in obj or "sessionId" in obj or "messageId" in obj or "leafUuid" in obj):
         return "claude-code"
+    if _is_gemini_cli(obj):
+        return "gemini-cli"
     if isinstance(obj.get("role"), str):
         return "openai"
     return None
+
+
+def _is_gemini_cli(obj: dict[str, Any]) -> bool:
+    """A Gemini CLI session line: its header (``sessionId`` + ``projectHash``), a ``$set`` or ``$rewindTo``
+    patch, or a message record (``id``, ``timestamp`` and a ``type`` of Gemini CLI's)."""
+    if isinstance(obj.get("sessionId"), str) and isinstance(obj.get("projectHash"), str):
+        return True
+    if isinstance(obj.get("$set"), dict) or isinstance(obj.get("$rewindTo"), str):
+        return True
+    return obj.get("type") in GEMINI_TYPES and isinstance(obj.get("id"), str) and "timestamp" in obj
 
 
 def _json_kind(obj: Any) -> SourceFormat | None:
@@ -67,6 +82,8 @@ def detect_format(path: Path) -> SourceFormat:
     """The format of ``path``; SourceError naming every format tried when none fits."""
     path = Path(path)
     tried = ", ".join(FORMATS)
+    if is_opencode_source(path):  # an SQLite database (``opencode.db`` or ``opencode.db#ses_…``)
+        return "opencode"
     try:
         with open(path, "rb") as fh:
             head = fh.read(HEAD_BYTES)

@@ -7,13 +7,17 @@ from pathlib import Path
 
 from engine.sources.claude_code import read_claude_code
 from engine.sources.codex import read_codex
+from engine.sources.gemini_cli import read_gemini_cli
 from engine.sources.model import SourceError, SourceFormat, SourceSession
+from engine.sources.opencode import read_opencode
 from engine.sources.openhands import read_openhands
 from engine.sources.swe_agent import read_swe_agent
 
 READERS: dict[SourceFormat, Callable[[Path], SourceSession]] = {
     "claude-code": read_claude_code,
     "codex": read_codex,
+    "gemini-cli": read_gemini_cli,
+    "opencode": read_opencode,
     "openhands": read_openhands,
     "swe-agent": read_swe_agent,
 }
@@ -33,6 +37,8 @@ def read_source(path: Path, fmt: SourceFormat, lines: Sequence[bytes] | None = N
             return read_claude_code(Path(path), lines=lines)
         if lines is not None and fmt == "codex":
             return read_codex(Path(path), lines=lines)
+        if lines is not None and fmt == "gemini-cli":
+            return read_gemini_cli(Path(path), lines=lines)
         return reader(Path(path))
     except OSError as exc:
         raise SourceError(f"{Path(path).name}: cannot read: {exc.strerror or exc}") from None

@@ -19,7 +19,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 BIN = HERE / "node_modules" / ".bin"
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli",
+            "opencode": "opencode-ai"}
 NOT_INSTALLED = ("the real agents are not installed: `make test` installs them with `npm ci --prefix tests/agents` "
                  "(it needs Node >= 20 and npm)")
 

@@ -1,0 +1,253 @@
+"""The real Gemini CLI (pinned in ``tests/agents/package.json``), run headless and offline against the scripted
+Gemini API of :mod:`tests.agents.scripted_gemini`; its session file is read by :mod:`engine.sources.gemini_cli`
+(whole, and in random byte chunks as a follower would feed it) and imported, and checked against what the
+server logged as sent and answered: the ground truth.
+
+What the pinned version does, as these tests pin it down:
+
+- one ``gemini`` record per response, written again when it grows (tokens, then tool calls): one call each;
+- the ``<session_context>`` user message exists only in a ``$set.messages`` patch;
+- ``--resume latest`` appends to the same file: a second header, then ``$set.messages`` restating the history
+  (with every tool result twice, and the resumed request sends them twice too);
+- the chat compression (a reported prompt above half the window, at the next turn) sends two
+  ``:generateContent`` requests without tools (the summary and its verification), which the file does not
+  record, then writes the new history as ``$set.messages`` (``<state_snapshot>`` summary first).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.sources.gemini_cli import (
+    IGNORED_MESSAGES,
+    IGNORED_SET_KEYS,
+    KNOWN_MESSAGES,
+    KNOWN_SET_KEYS,
+    RECORD_KINDS,
+    GeminiCliReader,
+    read_gemini_cli,
+    record_kind,
+)
+from engine.sources.model import SourceSession
+from tests.agents.conftest import HERE, AgentHome, Run, agent_bin
+from tests.agents.scripted import Logged, Reply, ScriptedServer, ToolCall
+from tests.agents.scripted_gemini import SUMMARY_TEXT, GeminiServer
+
+MODEL = "gemini-2.5-flash"
+PACKAGE = "@google/gemini-cli"
+BIG_PROMPT = 600_000  # reported prompt tokens above half of gemini-2.5's 1,048,576: the next turn compresses
+
+
+def pinned_version() -> str:
+    return str(json.loads((HERE / "package.json").read_text())["dependencies"][PACKAGE])
+
+
+def shell_script(commands: int, big_at: int = -1) -> Callable[[dict[str, Any]], Reply]:
+    """Each user prompt gets ``commands`` shell calls (``run_shell_command``), then a closing text. The answer
+    to the ``big_at``-th request (0-based) reports :data:`BIG_PROMPT` more prompt tokens (read from the cache)."""
+    state = {"issued": 0, "requests": 0}
+
+    def script(body: dict[str, Any]) -> Reply:
+        last = (body.get("contents") or [{}])[-1]
+        if not any("functionResponse" in p for p in last.get("parts") or []):
+            state["issued"] = 0  # a new prompt
+        extra = BIG_PROMPT if state["requests"] == big_at else 0
+        state["requests"] += 1
+        if state["issued"] < commands:
+            state["issued"] += 1
+            return Reply(tool_calls=[ToolCall("run_shell_command", {"command": f"echo step{state['issued'] - 1}"})],
+                         extra_prompt_tokens=extra)
+        return Reply(text=f"Done: {commands} commands ran.", extra_prompt_tokens=extra)
+
+    return script
+
+
+def run_gemini(home: AgentHome, server: ScriptedServer, prompt: str, *, resume: bool = False) -> Run:
+    gemini_dir = home.home / ".gemini"
+    gemini_dir.mkdir(exist_ok=True)
+    (gemini_dir / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    (gemini_dir / "trustedFolders.json").write_text(json.dumps({str(home.work): "TRUST_FOLDER"}))
+    env = home.base_env() | {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": server.base_url}
+    args = ["-p", prompt, "--approval-mode", "yolo", "-m", MODEL, *(["--resume", "latest"] if resume else [])]
+    return home.run(agent_bin("gemini"), args, env, timeout=60).check()
+
+
+def the_session(home: AgentHome) -> Path:
+    (path,) = sorted((home.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+    return path
+
+
+def raw_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def assert_every_type_known(path: Path, src: SourceSession) -> None:
+    """Every record kind, message type and ``$set`` key in the file is one the reader reads or leaves out on
+    purpose (one a new version adds fails here), and the ignored counts are the file's own."""
+    ignored: Counter[str] = Counter()
+    version = pinned_version()
+    for obj in raw_lines(path):
+        kind = record_kind(obj)
+        assert kind in RECORD_KINDS, f"a line of Gemini CLI {version} is of no known kind: {str(obj)[:200]}"
+        if kind == "message":
+            assert obj["type"] in KNOWN_MESSAGES, f"message type {obj['type']!r} of Gemini CLI {version}"
+            ignored.update([f"message/{obj['type']}"] if obj["type"] in IGNORED_MESSAGES else [])
+        elif kind == "$set":
+            for key in obj["$set"]:
+                assert key in KNOWN_SET_KEYS, f"$set key {key!r} of Gemini CLI {version} is not known"
+                ignored.update([f"$set/{key}"] if key in IGNORED_SET_KEYS else [])
+    assert src.skipped == []
+    assert src.ignored == dict(ignored)
+
+
+def assert_calls_are_the_servers(src: SourceSession, answered: list[Logged]) -> None:
+    assert len(src.calls) == len(answered)
+    for call, entry in zip(src.calls, answered, strict=True):
+        usage = entry.usage
+        assert call.prompt_tokens == usage["promptTokenCount"]  # the whole prompt, cached part included
+        assert call.cache_read_tokens == usage["cachedContentTokenCount"]
+        assert call.completion_tokens == usage["candidatesTokenCount"]
+        assert call.cache_write_tokens is None  # the Gemini API has no such figure
+        assert call.model == MODEL and entry.path.endswith(f"/models/{MODEL}:streamGenerateContent")
+        assert call.window == 1_048_576
+        assert src.messages[call.message_index]["role"] == "assistant"
+
+
+def assert_chunked_reads_agree(path: Path, src: SourceSession) -> None:
+    """The file fed in random byte chunks (as a follower gets it) ends in the state of the whole read."""
+    data = path.read_bytes()
+    reader = GeminiCliReader(path)
+    rng = random.Random(21)
+    at = 0
+    while at < len(data):
+        step = rng.randint(1, 400)
+        reader.feed(data[at:at + step])
+        at += step
+    chunked = reader.finish()
+    assert strip(chunked) == strip(src)
+
+
+def strip(src: SourceSession) -> tuple[Any, ...]:
+    """A session's state without the ids the reader makes up."""
+    messages = [{k: v for k, v in m.items() if k != "id"} for m in src.messages]
+    return (messages, src.calls, src.compactions, src.live_start, src.skipped, src.ignored, src.session_id,
+            src.model, src.window, src.cwd)
+
+
+def commands_and_outputs(src: SourceSession, start: int = 0) -> tuple[list[str], list[str]]:
+    msgs = src.messages[start:]
+    commands = [json.loads(c["function"]["arguments"])["command"] for m in msgs for c in m.get("tool_calls") or []]
+    return commands, [str(m["content"]) for m in msgs if m["role"] == "tool"]
+
+
+def import_it(path: Path, tmp_path: Path) -> Any:
+    from engine.ingest import import_source
+
+    report = import_source(path, session_dir=tmp_path / "imported")
+    assert report.format == "gemini-cli" and report.skipped == []
+    return report
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def test_three_shell_calls(agent_home: AgentHome, tmp_path: Path) -> None:
+    version = agent_home.run(agent_bin("gemini"), ["--version"], agent_home.base_env()).check()
+    assert version.stdout.strip() == pinned_version()
+    with GeminiServer(shell_script(3)) as server:
+        run = run_gemini(agent_home, server, "Run three commands")
+    assert run.seconds < 30
+    answered = server.calls("main")
+    assert len(answered) == 4 and not server.calls("summary")
+    path = the_session(agent_home)
+    src = read_gemini_cli(path)
+    assert_every_type_known(path, src)
+    assert_calls_are_the_servers(src, answered)
+    assert_chunked_reads_agree(path, src)
+    commands, outputs = commands_and_outputs(src)
+    assert commands == ["echo step0", "echo step1", "echo step2"]
+    assert len(outputs) == 3 and all(f"Output: step{i}" in out for i, out in enumerate(outputs))
+    calls = [c for m in src.messages for c in m.get("tool_calls") or []]
+    assert [m["tool_call_id"] for m in src.messages if m["role"] == "tool"] == [c["id"] for c in calls]
+    # what was sent: the session context and the prompt (one content), then calls and results in turn
+    sent = answered[-1].body["contents"]
+    assert [c["role"] for c in sent] == ["user"] + ["model", "user"] * 3
+    assert [m["role"] for m in src.messages] == ["user", "user"] + ["assistant", "tool"] * 3 + ["assistant"]
+    assert src.messages[0]["content"] == sent[0]["parts"][0]["text"]
+    assert src.messages[1]["content"] == "Run three commands"
+    assert src.messages[-1]["content"] == "Done: 3 commands ran."
+    assert src.cwd == str(agent_home.work) and src.model == MODEL and src.window == 1_048_576
+    assert not src.compactions and src.system_prompt == "" and not src.prefixes  # not in the file
+    report = import_it(path, tmp_path)
+    assert report.calls == report.reported_calls == 4
+
+
+def test_a_resumed_session_appends_to_its_file(agent_home: AgentHome, tmp_path: Path) -> None:
+    with GeminiServer(shell_script(1)) as server:
+        run_gemini(agent_home, server, "Run one command")
+        run_gemini(agent_home, server, "Run one more", resume=True)
+    answered = server.calls("main")
+    assert len(answered) == 4  # a command and the closing text, twice
+    path = the_session(agent_home)
+    src = read_gemini_cli(path)
+    assert_every_type_known(path, src)
+    assert_calls_are_the_servers(src, answered)
+    assert_chunked_reads_agree(path, src)
+    assert sum(1 for o in raw_lines(path) if record_kind(o) == "header") == 2
+    assert [m["content"] for m in src.messages if m["role"] == "user"][-1] == "Run one more"
+    # the resumed request sent the first turn's tool result twice: so does the transcript, before the new prompt
+    resumed = answered[2].body["contents"]
+    sent_results = sum(1 for c in resumed for p in c["parts"] if "functionResponse" in p)
+    prompt_at = next(i for i, m in enumerate(src.messages) if m.get("content") == "Run one more")
+    assert sent_results == 2 == sum(1 for m in src.messages[:prompt_at] if m["role"] == "tool")
+    commands, outputs = commands_and_outputs(src)
+    assert commands == ["echo step0", "echo step0"] and len(outputs) == 3
+    assert not src.compactions
+    import_it(path, tmp_path)
+
+
+def test_a_chat_compression(agent_home: AgentHome, tmp_path: Path) -> None:
+    # the compression keeps the latest prompt and compresses what came before it: a second prompt is needed;
+    # the resumed run's second request reports a prompt above half the window, the next turn compresses
+    with GeminiServer(shell_script(2, big_at=4)) as server:
+        run_gemini(agent_home, server, "Run two commands")
+        run_gemini(agent_home, server, "Run two more", resume=True)
+    log = server.calls()
+    main = server.calls("main")
+    summaries = server.calls("summary")
+    if len(summaries) != 2:
+        pytest.fail(f"no compression: {[(e.kind, e.path) for e in log]}")
+    assert all(e.path.endswith(":generateContent") and not e.body.get("tools") for e in summaries)
+    at = sum(1 for e in log[:log.index(summaries[0])] if e.kind == "main")
+    path = the_session(agent_home)
+    src = read_gemini_cli(path)
+    assert_every_type_known(path, src)
+    assert_calls_are_the_servers(src, main)  # the summarisation requests are not in the file
+    assert_chunked_reads_agree(path, src)
+    (comp,) = src.compactions
+    assert comp.calls_before == at == 5 and comp.trigger == "auto"  # inside the second turn
+    assert comp.tokens_before == main[at - 1].usage["promptTokenCount"] > BIG_PROMPT
+    assert comp.tokens_after == main[at].usage["promptTokenCount"]
+    assert comp.summary == SUMMARY_TEXT and comp.cost is None
+    assert src.live_start == comp.message_index
+    # the live context is what the next request sent: the session context and the summary (one content),
+    # the acknowledgement, the kept prompt and the turn so far
+    sent = main[at].body["contents"]
+    live = src.messages[src.live_start:]
+    assert [m["role"] for m in live] == ["user", "user", "assistant", "user", "assistant", "tool", "assistant", "tool",
+                                         "assistant"]
+    assert live[1]["content"] == sent[0]["parts"][1]["text"] == SUMMARY_TEXT
+    assert live[2]["content"] == sent[1]["parts"][0]["text"]
+    assert live[3]["content"] == "Run two more" == sent[2]["parts"][0]["text"]
+    assert comp.messages_after == 7
+    commands, _ = commands_and_outputs(src, src.live_start)
+    assert commands == ["echo step0", "echo step1"]
+    report = import_it(path, tmp_path)
+    assert len(report.compactions) == 1
