@@ -160,6 +160,8 @@ def shim_importers(root: Path) -> list[str]:
     bad = []
     for folder in ("app", "engine", "widgets", "benchmarks", "tests"):
         for path in sorted((root / folder).rglob("*.py")):
+            if "node_modules" in path.parts:  # the real agents' npm packages (tests/agents), not ours
+                continue
             name = _module_name(path, root)
             hits = _all_imports(path, name) & set(SPEC_SHIMS)
             hits |= {f"engine.{n}" for n in _engine_names(path) if f"engine.{n}" in SPEC_SHIMS}
