@@ -15,6 +15,7 @@ Signals (payloads are engine dataclasses unless said otherwise):
     message_added(object)          MessageAdded
     text_delta(object)             TextDelta
     tool_started(object)           ToolCallStarted
+    call_updated(dict)             a followed view's last call gained figures: its record again
     call_recorded(dict)            an LLM call that happened (a timeline column): its ContextSnapshot
                                    dict, as the engine predicted it before the call, with the report
     last_call(object, object)      estimate made before the last call, provider-reported prompt tokens
@@ -83,6 +84,7 @@ SIGNALS: dict[type, str] = {
     ev.TextDelta: "text_delta",
     ev.ToolCallStarted: "tool_started",
     ev.CallRecorded: "call_recorded",
+    ev.CallUpdated: "call_updated",
     ev.LastCall: "last_call",
     ev.CompactionFinished: "compaction_finished",
     ev.CompactionCancelled: "compaction_failed",
@@ -136,6 +138,7 @@ class Controller(QObject):
     text_delta = Signal(object)
     tool_started = Signal(object)
     call_recorded = Signal(dict)
+    call_updated = Signal(dict)
     last_call = Signal(object, object)
     compaction_finished = Signal(object)
     compaction_failed = Signal(object)

@@ -223,6 +223,7 @@ class MainWindow(QMainWindow):
         c.text_delta.connect(self._on_controller_text_delta)
         c.tool_started.connect(self._on_controller_tool_started)
         c.call_recorded.connect(self._on_controller_call_recorded)
+        c.call_updated.connect(self._on_controller_call_updated)
         c.last_call.connect(self._on_controller_last_call)
         c.compaction_finished.connect(self._on_controller_compaction_finished)
         c.compaction_failed.connect(self._on_controller_compaction_failed)
@@ -609,6 +610,13 @@ class MainWindow(QMainWindow):
         self._chart_data["timeline"].append(record)
         if self.chart is not None:
             self.chart.append_call(record)
+
+    def _on_controller_call_updated(self, record: dict[str, Any]) -> None:
+        timeline = self._chart_data["timeline"]
+        if timeline:
+            timeline[-1] = record
+            if self.chart is not None:
+                self.chart.update_last_call(record)
 
     def _on_controller_last_call(self, estimated: int | None, reported: int | None) -> None:
         self.status.set_last_call(estimated, reported)

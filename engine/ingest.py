@@ -25,6 +25,7 @@ into place at the end: nothing partial is left behind.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -38,13 +39,14 @@ from engine.context.conversation import Session
 from engine.context.snapshots import build_snapshot
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import ModelInfo, import_window
-from engine.model.messages import new_id, now_iso
+from engine.model.messages import Message, new_id, now_iso
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
 from engine.sources.model import (
     INFERRED,
     ProviderCall,
     RequestPrefix,
+    SourceChanges,
     SourceError,
     SourceFormat,
     SourceSession,
@@ -241,6 +243,7 @@ class ContextRecorder:
         self.summaries: dict[int, int] = {}
         self.prefixes = _Prefixes(src, ctx.estimator)
         self.base = (ctx.system_tokens, ctx.tools_tokens)
+        self.last: dict[str, Any] | None = None  # the record of the last call made
 
     def changed_from(self, index: int) -> None:
         """Messages from ``index`` on were replaced: their counts are made again when needed."""
@@ -311,6 +314,7 @@ class ContextRecorder:
         if isinstance(actual, int) and actual > 0:
             ids = [str(m.get("id")) for m in history]
             calibrator.record(snap.raw_prompt_tokens, actual, ids, (system, summary, tools))
+        self.last = data
         return data
 
 
@@ -362,8 +366,9 @@ def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
     return out
 
 
-def _events(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
-    contexts = _context_records(src, ctx)
+def _events(src: SourceSession, ctx: _Ctx, recorder: ContextRecorder | None = None) -> list[dict[str, Any]]:
+    recorder = recorder or ContextRecorder(src, ctx)
+    contexts = [recorder.record(call) for call in src.calls]
     comps = _compaction_records(src)
     out: list[dict[str, Any]] = []
     ci = 0
@@ -405,10 +410,14 @@ def _chunks(path: Path) -> Any:
 
 
 def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
-           model_info: ModelInfo | None, title: str | None) -> SourceImportReport:
+           model_info: ModelInfo | None, title: str | None,
+           recorder_out: list[ContextRecorder] | None = None) -> SourceImportReport:
     win = _window(src, settings, model_info)
     ctx = _Ctx(settings, estimator, win, estimator.text(src.system_prompt) if src.system_prompt else 0,
                estimator.tools(src.tools) if src.tools else 0)
+    recorder = ContextRecorder(src, ctx)
+    if recorder_out is not None:
+        recorder_out.append(recorder)
     meta: dict[str, Any] = {"title": title or f"{src.project or src.format} {src.session_id[:12]} (imported)",
                             "model": src.model, "system_prompt": src.system_prompt, "tools": src.tools,
                             "summary": src.summary}
@@ -416,7 +425,7 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
     try:
         offloaded = _link_offloaded(src, folder)
         subagents = _write_subagents(src, folder, settings, estimator, model_info)  # links the Task results
-        events = _events(src, ctx)
+        events = _events(src, ctx, recorder)
         archived = src.messages[:src.live_start]
         if archived:
             archive.append(folder, archived, dedupe=False)
@@ -531,6 +540,181 @@ def import_source(
     for sub in report.subagents:
         sub["path"] = str(final / sub["session"])
     return report
+
+
+MAX_REPLACED = 50  # more changed messages than this at the end of a followed view: the folder is written again
+
+
+@dataclass
+class LivePlan:
+    """What one feed of a followed source changes in its view folder (worked out off the loop; applied on
+    it by :meth:`LiveImport.apply`): messages replaced in place (same ids) and added at the end, the records
+    of the new calls, the last call's record with new figures, the import record when it changed."""
+
+    replaced: list[Message] = field(default_factory=list)
+    added: list[Message] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    updated: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    live: list[Message] | None = None  # after a compaction: the messages still in the context (the rest archived)
+    summary: str = ""  # after a compaction: the summary now in the context
+
+    @property
+    def empty(self) -> bool:
+        return not (self.replaced or self.added or self.records or self.updated or self.meta or self.live)
+
+    @property
+    def compactions(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("type") == "compaction"]
+
+
+def _last_record_offset(path: Path, call_index: int) -> int:
+    """Where the last line of ``path`` starts when it is the context record of call ``call_index`` (it can
+    then be written again in place); else -1."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return -1
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    try:
+        last = json.loads(data[start:])
+    except ValueError:
+        return -1
+    ok = isinstance(last, dict) and last.get("type") == "context" and last.get("call_index") == call_index
+    return start if ok else -1
+
+
+def _signature(msg: Message) -> int:
+    return hash(json.dumps(msg, sort_keys=True, default=str))
+
+
+class LiveImport:
+    """A followed source imported once into a view folder, then kept up to date from its incremental
+    reader's :class:`SourceChanges`: new messages appended, a grown response replaced in place, one record
+    per new call (the calibration going on from the calls before), the last call's figures updated, the
+    agent's cost and the skipped/ignored counts kept current. What cannot be applied so — a compaction, a
+    rewind into what the folder holds, a reset — is answered with None: the caller writes the folder again
+    from the reader's session in memory (:meth:`rewrite`), never reading the file again."""
+
+    def __init__(self, src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
+                 model_info: ModelInfo | None, title: str | None = None) -> None:
+        self.src, self.settings, self.estimator = src, settings, estimator
+        self.model_info, self.title = model_info, title
+        self.folder = folder
+        self.report = self._write_folder(folder)
+
+    def _write_folder(self, folder: Path) -> SourceImportReport:
+        kept: list[ContextRecorder] = []
+        report = _write(self.src, folder, self.settings, self.estimator, self.model_info, self.title, kept)
+        self.recorder = kept[0]
+        self.signatures = [_signature(m) for m in self.src.messages]
+        self.calls = len(self.src.calls)
+        self.live_start = self.src.live_start
+        self.compactions = [(c.message_index, c.summary, c.tokens_after) for c in self.src.compactions]
+        self.facts = self._facts()
+        self.events_size = _last_record_offset(folder / "events.jsonl", self.calls - 1)
+        self.pending: SourceChanges | None = None
+        return report
+
+    def rewrite(self, folder: Path) -> SourceImportReport:
+        """Write the view again into ``folder`` (new) from the reader's session as it is now."""
+        self.folder = folder
+        self.report = self._write_folder(folder)
+        return self.report
+
+    def _facts(self) -> tuple[Any, ...]:
+        src = self.src
+        return (src.agent_cost_usd, tuple(sorted(src.agent_cost_by_model.items())), len(src.skipped),
+                tuple(sorted(src.ignored.items())))
+
+    def _merge(self, changes: SourceChanges) -> SourceChanges:
+        """The changes of this feed and of those still waiting (a compaction waiting for the call after it)."""
+        held, self.pending = self.pending, None
+        if held is None:
+            return changes
+        return SourceChanges(messages_from=min(held.messages_from, changes.messages_from),
+                             calls_from=held.calls_from,
+                             calls_updated=sorted({*held.calls_updated, *changes.calls_updated}),
+                             compactions_from=min(held.compactions_from, changes.compactions_from),
+                             reset=held.reset or changes.reset)
+
+    def plan(self, changes: SourceChanges) -> LivePlan | None:
+        """The changes to apply to the folder; None when it must be written again (see the class text)."""
+        src = self.src
+        changes = self._merge(changes)
+        comps = [(c.message_index, c.summary, c.tokens_after) for c in src.compactions]
+        known, old = len(self.signatures), len(self.compactions)
+        if changes.reset or comps[:old] != self.compactions or len(src.messages) < known:
+            return None  # a rewind into what is shown, a compaction's summary changed: written whole
+        fresh = src.compactions[old:]
+        if fresh and (src.format == "claude-code" or fresh[-1].message_index < self.live_start):
+            return None  # Claude Code's archived messages are merged back by time (the order changes)
+        if any(c.tokens_after is None for c in fresh):
+            self.pending = changes  # it comes with its figures, once the call after it is there
+            return LivePlan()
+        start = min(changes.messages_from, known)
+        if start < self.live_start or known - start > MAX_REPLACED:
+            return None
+        if any(i < self.calls - 1 for i in changes.calls_updated):
+            return None  # an older call changed: not the way files grow
+        plan = LivePlan()
+        for i in range(start, known):
+            sig = _signature(src.messages[i])
+            if sig != self.signatures[i]:
+                self.signatures[i] = sig
+                plan.replaced.append(dict(src.messages[i]))
+        if plan.replaced:
+            self.recorder.changed_from(start)
+        for msg in src.messages[known:]:
+            self.signatures.append(_signature(msg))
+            plan.added.append(dict(msg))
+        if self.calls and self.calls - 1 in changes.calls_updated and self.recorder.last is not None:
+            self.recorder.last.update(call_figures(src.calls[self.calls - 1], self.recorder.ctx.win.context_window))
+            plan.updated = dict(self.recorder.last)
+        records = {c.index: c for c in src.compactions[old:]}
+        comp_records = _compaction_records(src)[old:]
+        for call in src.calls[self.calls:]:
+            while comp_records and comp_records[0]["calls_before"] <= call.index:
+                plan.records.append(comp_records.pop(0))
+            plan.records.append(self.recorder.record(call))
+        plan.records.extend(comp_records)
+        if records:
+            plan.live = [dict(m) for m in src.messages[src.live_start:]]
+            plan.summary = src.summary
+        self.calls = len(src.calls)
+        self.compactions = comps
+        self.live_start = src.live_start
+        facts = self._facts()
+        if facts != self.facts:
+            self.facts = facts
+            plan.meta = {"agent_cost_usd": src.agent_cost_usd, "agent_cost_by_model": dict(src.agent_cost_by_model),
+                         "skipped": [s.describe() for s in src.skipped], "ignored": dict(src.ignored)}
+        return plan
+
+    def apply(self, session: Session, plan: LivePlan) -> None:
+        """Write ``plan`` into the view's open session (on the thread that owns it)."""
+        if plan.replaced:
+            session.update_messages(plan.replaced)
+        if plan.added:
+            session.extend(plan.added)
+        path = session.events_path
+        if plan.updated is not None and self.events_size >= 0:
+            with open(path, "r+b") as fh:  # the view's own file: the last call's record, written again
+                fh.truncate(self.events_size)
+            append_lines(path, [plan.updated])
+        if plan.live is not None:
+            session.rewrite(plan.live)  # what the compaction took out goes to the dialog archive
+            session.set_summary(plan.summary)
+            session.save_meta()
+        for record in plan.records:
+            size = path.stat().st_size if path.exists() else 0
+            append_lines(path, [record])
+            self.events_size = size if record.get("type") == "context" else -1
+        if plan.meta is not None:
+            imported = dict(session.meta.get("import") or {})
+            imported.update(plan.meta)
+            session.set_meta(**{"import": imported})
+            session.save_meta()
 
 
 def _detect(path: Path) -> SourceFormat:

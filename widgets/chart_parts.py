@@ -231,5 +231,16 @@ class Timeline:
         self.times.append(parse_ts(rec.get("ts")))
         self.n += 1
 
+    def replace_last(self, rec: CallRecord) -> None:
+        """The last column again, with ``rec`` (a followed call whose figures grew)."""
+        if not self.n:
+            return
+        old = self.records[-1]
+        self.n -= 1
+        self.records.pop()
+        self.times.pop()
+        self.cached -= isinstance(old.get("cache_read_tokens"), int)
+        self.append(rec)
+
     def total(self, i: int) -> float:
         return float(self.values[:, i].sum())

@@ -289,6 +289,13 @@ class ContextChart(QWidget):
         self._dirty_timeline = True
         self.flush()
 
+    def update_last_call(self, record: CallRecord) -> None:
+        """Replace the last column (a followed call whose figures grew)."""
+        if self._timeline.n:
+            self._timeline.replace_last(record)
+            self._dirty_timeline = True
+            self.flush()
+
     def add_compaction(self, event: dict[str, Any]) -> None:
         """Add one compaction marker (placed after the last call made before ``event['ts']``)."""
         self._add_compaction(event)

@@ -660,6 +660,7 @@ class ClaudeCodeReader:
                                      project=self.path.parent.name,
                                      prefix_label="system prompt and tool definitions")
         self.bulk = bulk
+        self._beside_mark: tuple[int, int] | None = None
         self.rebuilds = 0  # conversations rebuilt from the scanned lines (rewinds)
         self._pending = b""
         self._n = 0
@@ -718,11 +719,27 @@ class ClaudeCodeReader:
         if self.bulk:
             self._rebuild()
             self._derive()
+        return self.read_beside(subagents=subagents)
+
+    def read_beside(self, *, subagents: bool = True) -> SourceSession:
+        """What lives beside the file, read again: persisted tool results, subagent files (a followed
+        session gains them as it goes). The lines already fed are not read again."""
+        session = self.session
+        mark = self._beside_mark
+        if mark is None:
+            self._beside_mark = (len(session.skipped), len(session.notes))
+        else:
+            del session.skipped[mark[0]:]
+            del session.notes[mark[1]:]
+            session.offloaded.clear()
+            session.subagents.clear()
+            for msg in session.messages:
+                msg.pop("subagent", None)
         folder = self.path.with_suffix("")
-        _offloaded(self.session, folder)
+        _offloaded(session, folder)
         if subagents:
-            _subagents(self.session, self.scan, folder)
-        return self.session
+            _subagents(session, self.scan, folder)
+        return session
 
     # ------------------------------------------------------------------ the conversation
     def _extends(self, line: _Line) -> bool:

@@ -59,8 +59,8 @@ class IdMaker:
     """Message ids for one read: unique (a random 24-hex prefix + a counter), and cheaper than a uuid4
     per message on a 100 MB session."""
 
-    def __init__(self) -> None:
-        self._prefix = uuid.uuid4().hex[:24]
+    def __init__(self, prefix: str | None = None) -> None:
+        self._prefix = prefix or uuid.uuid4().hex[:24]  # a view's own prefix keeps ids the same across reads
         self._count = itertools.count()
 
     def __call__(self) -> str:

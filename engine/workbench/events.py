@@ -94,6 +94,17 @@ class CallRecorded(WorkbenchEvent):
 
 
 @dataclass
+class CallUpdated(WorkbenchEvent):
+    """A followed view's last call gained figures (a later line of its response raised its output tokens):
+    its record again, to replace the timeline's last column."""
+
+    record: dict[str, Any]
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.record,)
+
+
+@dataclass
 class LastCall(WorkbenchEvent):
     """The estimate made before the last call and the prompt tokens the provider reported."""
 
@@ -338,6 +349,7 @@ __all__ = [
     "ArchiveMessages",
     "BusyChanged",
     "CallRecorded",
+    "CallUpdated",
     "CompactionCancelled",
     "CompactionFinished",
     "CompactionStarted",

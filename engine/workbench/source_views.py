@@ -31,7 +31,7 @@ from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
 from engine.sources.follow import FOLLOWABLE, LineLog, Tail
-from engine.sources.model import SourceError
+from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession
 from engine.store.config import Settings, data_dir
 
 VIEWS_DIR = "views"
@@ -53,7 +53,8 @@ class SourceView:
     format: str
     prefix: str  # the message-id prefix of this view
     tail: Tail | None = None  # set while the file is followed
-    log: LineLog | None = None  # the followed file's lines, read once and then as they are appended
+    log: LineLog | None = None  # (unused by followed views since they are read incrementally: see LiveSource)
+    live_source: LiveSource | None = None  # the followed file's reader and the folder kept up to date
     parent: dict[str, Any] = field(default_factory=dict)  # {"kind": "source", "path"} | {"kind": "session", "id"}
     subagent: str = ""  # the subagent's rel path when this is one
     message_keys: list[str] = field(default_factory=list)  # what the window shows now, in order
@@ -75,6 +76,106 @@ class SourceView:
             "parent": dict(self.parent),
             "subagent": self.subagent,
         }
+
+
+LIVE_FORMATS = ("claude-code", "codex", "gemini-cli")  # read incrementally while followed in a view
+
+
+def _reader(fmt: str, path: Path, prefix: str) -> Any:
+    """The format's incremental reader, its message ids under the view's ``prefix``."""
+    if fmt == "claude-code":
+        from engine.sources.claude_code import ClaudeCodeReader
+
+        reader: Any = ClaudeCodeReader(path)
+    elif fmt == "codex":
+        from engine.sources.codex import CodexReader
+
+        reader = CodexReader(path)
+    else:
+        from engine.sources.gemini_cli import GeminiCliReader
+
+        reader = GeminiCliReader(path)
+    reader.session.make_id = IdMaker(prefix)
+    return reader
+
+
+class LiveSource:
+    """A followed file seen through its format's incremental reader (:mod:`engine.sources`): the file is
+    read once, when the view opens; then :meth:`poll` reads only what was appended (a :class:`Tail`: a
+    partial last line waits; truncated, replaced or rewritten: read again from the start), feeds it to the
+    reader, and works out what changes in the view folder (:class:`engine.ingest.LiveImport`). Runs in a
+    worker thread; :meth:`engine.ingest.LiveImport.apply` writes a plan on the loop."""
+
+    def __init__(self, path: Path, fmt: str, prefix: str, settings: Settings, model_info: ModelInfo | None) -> None:
+        self.path, self.format, self.prefix = Path(path), fmt, prefix
+        self.settings, self.model_info = settings.replace(context_window=None), model_info
+        self.tail = Tail(self.path)
+        self.reader = _reader(fmt, self.path, prefix)
+        self.importer: Any = None  # engine.ingest.LiveImport once written
+
+    @property
+    def session(self) -> SourceSession:
+        session: SourceSession = self.reader.session
+        return session
+
+    def _read(self) -> tuple[list[SourceChanges], bool]:
+        """Feed the reader everything appended since the last read: (the changes, the file was reset)."""
+        out: list[SourceChanges] = []
+        reset = False
+        more = True
+        while more:
+            lines, why, more = self.tail.read()
+            if why is not None:
+                reset = True
+                out.clear()
+                self.reader = _reader(self.format, self.path, self.prefix)
+            if lines:
+                out.append(self.reader.feed_lines([line + b"\n" for line in lines]))
+        return out, reset
+
+    def _ready(self) -> SourceSession:
+        if hasattr(self.reader, "read_beside"):
+            self.reader.read_beside()  # persisted tool results, subagent files
+        return self.session
+
+    def open(self, folder: Path) -> str:
+        """Read the whole file and write the view into ``folder`` (new); the format."""
+        from engine.ingest import LiveImport
+
+        self._read()
+        src = self._ready()
+        if not src.messages and not src.calls:
+            raise SourceError(f"{self.path.name}: no message or provider call could be read as {self.format} "
+                              f"({len(src.skipped)} line(s) skipped)")
+        self.importer = LiveImport(src, folder, self.settings, _estimator(), self.model_info)
+        return self.format
+
+    def poll(self) -> Any:
+        """Read what was appended: the :class:`engine.ingest.LivePlan` to apply (empty when nothing came),
+        or None when the view folder must be written again (:meth:`rewrite`)."""
+        from engine.ingest import LivePlan
+
+        changes, reset = self._read()
+        if reset:
+            return None
+        if not changes:
+            return LivePlan()
+        merged = SourceChanges(
+            messages_from=min(c.messages_from for c in changes), calls_from=changes[0].calls_from,
+            calls_updated=sorted({i for c in changes for i in c.calls_updated}),
+            compactions_from=min(c.compactions_from for c in changes), reset=any(c.reset for c in changes))
+        return self.importer.plan(merged)
+
+    def rewrite(self, folder: Path) -> None:
+        """Write the view into ``folder`` (new) from the reader's session in memory (not the file)."""
+        self.importer.src = self._ready()
+        self.importer.rewrite(folder)
+
+
+def _estimator() -> Any:
+    from engine.context.tokens import HeuristicEstimator
+
+    return HeuristicEstimator()
 
 
 def view_title(messages: list[Message], fallback: str, limit: int = 60) -> str:
@@ -204,6 +305,11 @@ def new_prefix() -> str:
     return uuid.uuid4().hex[:24]
 
 
+def format_of(path: Path) -> str:
+    """The format of the source at ``path`` (SourceError when none fits)."""
+    return str(detect_format(path))
+
+
 def followed_log(path: Path) -> LineLog | None:
     """A :class:`LineLog` holding the file's lines when its format can be followed, else None."""
     try:
@@ -292,12 +398,15 @@ def subagent_file(session_folder: Path, rel: str) -> str:
 
 __all__ = [
     "AGENT_NAMES",
+    "LIVE_FORMATS",
     "LIVE_SECONDS",
+    "LiveSource",
     "SourceView",
     "call_key",
     "common_prefix",
     "compaction_key",
     "followed_log",
+    "format_of",
     "import_view",
     "is_live",
     "is_prefix",

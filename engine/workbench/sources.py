@@ -51,13 +51,13 @@ from typing import Any
 
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
-from engine.sources.follow import FOLLOWABLE
 from engine.store.session import SessionError
 from engine.workbench import source_views as sv
 from engine.workbench.commands import Commands
 from engine.workbench.core import one_line
 from engine.workbench.events import (
     CallRecorded,
+    CallUpdated,
     CompactionFinished,
     ContextStateChanged,
     FollowChanged,
@@ -68,8 +68,9 @@ from engine.workbench.events import (
     SnapshotChanged,
     SourcesListed,
 )
+from engine.workbench.imported import import_facts
 from engine.workbench.turns import Turns
-from engine.workbench.views import SessionView
+from engine.workbench.views import SessionView, markers, prompt_of
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
@@ -110,7 +111,7 @@ class Sources(Commands, Turns):
         followed file, look now instead of at the next poll (polling stays as the fallback for
         file systems that send no notifications)."""
         view = self._view
-        if view is not None and view.log is not None and path == view.source:
+        if view is not None and view.live_source is not None and path == view.source:
             if self._wake is None:
                 self._wake = asyncio.Event()  # before the follow loop's first wait: it sees it set
             self._wake.set()
@@ -165,10 +166,15 @@ class Sources(Commands, Turns):
             await asyncio.to_thread(sv.remove_stale_views, root)
         self.emit(StateChanged(AgentState.IMPORTING))
         folder, prefix = sv.new_view_folder(root), sv.new_prefix()
+        live: sv.LiveSource | None = None
         try:
-            log = await asyncio.to_thread(sv.followed_log, path)  # read once: then only what is appended
-            fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.settings, log,
-                                      self._model_info())
+            fmt = await asyncio.to_thread(sv.format_of, path)
+            if fmt in sv.LIVE_FORMATS:  # read once through the format's incremental reader, then what is appended
+                live = sv.LiveSource(path, fmt, prefix, self.settings, self._model_info())
+                await asyncio.to_thread(live.open, folder)
+            else:
+                fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.settings, None,
+                                          self._model_info())
             session = await asyncio.to_thread(Session.load, folder, estimator=self._estimator())
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
             sv.remove_view(folder)
@@ -176,9 +182,8 @@ class Sources(Commands, Turns):
             self.notice("error", f"cannot open {path.name}: {one_line(str(exc))}")
             return
         self.emit(StateChanged(self._state))
-        followed = log if fmt in FOLLOWABLE else None
-        view = sv.SourceView(folder, folder, str(path), fmt, prefix, followed.tail if followed else None,
-                             followed, live=sv.is_live(path))
+        view = sv.SourceView(folder, folder, str(path), fmt, prefix, live.tail if live else None, None,
+                             live_source=live, live=sv.is_live(path))
         self._show_view(view, session)
         if view.tail is not None:
             self.tasks.spawn("follow", self._follow(view), replace=True)
@@ -217,8 +222,8 @@ class Sources(Commands, Turns):
     # ------------------------------------------------------------------ following
 
     async def _follow(self, view: sv.SourceView) -> None:
-        log = view.log
-        assert log is not None
+        live = view.live_source
+        assert live is not None
         if self._wake is None:
             self._wake = asyncio.Event()
         wake = self._wake  # a change noticed before this loop began is already set: not lost
@@ -228,23 +233,64 @@ class Sources(Commands, Turns):
             except TimeoutError:
                 pass
             wake.clear()
-            got, reset, live = await asyncio.to_thread(sv.poll_log, log)
-            if self._view is not view:
+            try:
+                plan = await asyncio.to_thread(live.poll)
+            except Exception as exc:  # a reader must never take the view down: say so, try again later
+                self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
+                plan = None
+            if self._view is not view or self.session is None:
                 return
-            if got or reset:
-                await self._refresh(view, reset)
-            if live != view.live:
-                view.live = live
-                self.emit(FollowChanged(True, view.source, live))
+            if plan is None:
+                await self._rewrite(view)
+            elif not plan.empty:
+                self._apply_followed(view, plan)
+            is_live = await asyncio.to_thread(sv.is_live, view.source)
+            if is_live != view.live:
+                view.live = is_live
+                self.emit(FollowChanged(True, view.source, is_live))
 
-    async def _refresh(self, view: sv.SourceView, reset: bool) -> None:
-        """Bring the view up to date with the file (see the module docstring)."""
-        stable = view.root
-        assert stable is not None
+    def _apply_followed(self, view: sv.SourceView, plan: Any) -> None:
+        """Write what the file gained into the open view and tell the window only that (see the module
+        docstring): no re-import, no reload."""
+        session, live = self.session, view.live_source
+        assert session is not None and live is not None
+        try:
+            live.importer.apply(session, plan)
+        except (SessionError, OSError) as exc:
+            self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
+            return
+        state = self._state_now()
+        if plan.replaced:
+            self.emit(MessagesRetracted([str(m.get("id")) for m in plan.replaced]))
+        for msg in [*plan.replaced, *plan.added]:
+            mid = str(msg.get("id"))
+            tokens = state.tokens.get(mid)
+            self.emit(MessageAdded(msg, session.estimator.message(msg) if tokens is None else tokens))
+        if plan.updated is not None:
+            self.emit(CallUpdated(plan.updated))
+        for record in plan.records:
+            if record.get("type") == "context":
+                self.emit(CallRecorded(record))
+        for marker in markers(session, plan.compactions, list(live.session.messages), None):
+            self.emit(CompactionFinished(marker))
+        last = plan.records[-1] if plan.records else plan.updated
+        if last is not None:
+            self.emit(LastCall(prompt_of(last), last.get("provider_prompt_tokens")))
+        if plan.meta is not None:
+            facts = import_facts(session.meta)
+            view.imported = facts
+            self.emit(ImportChanged(facts))
+        self.emit(ContextStateChanged(state))
+        self.emit(SnapshotChanged(state.snapshot))
+
+    async def _rewrite(self, view: sv.SourceView) -> None:
+        """A compaction, a rewind into what the view holds, a reset: the view folder is written again from
+        the reader's session in memory (never the file) and sent whole."""
+        live, stable = view.live_source, view.root
+        assert live is not None and stable is not None
         fresh = sv.new_view_folder(stable.parent)
         try:
-            await asyncio.to_thread(sv.import_view, Path(view.source), fresh, view.prefix, self.settings,
-                                    view.log, self._model_info())
+            await asyncio.to_thread(live.rewrite, fresh)
         except Exception as exc:  # e.g. truncated to nothing: wait for the next lines
             sv.remove_folder(fresh)
             self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
@@ -263,32 +309,11 @@ class Sources(Commands, Turns):
         if self._view is not view or self.session is None:
             session.close()
             return
-        old_session = self.session
-        shown = list(zip(view.message_ids, view.message_keys, strict=True))
-        shown_calls, shown_compactions, shown_imported = view.call_keys, view.compaction_keys, view.imported
-        self.session = session
+        old_session, self.session = self.session, session
         self._make_agent()
         out = self.session_view()
         old_session.close()
-        same = sv.common_prefix(shown, list(zip(view.message_ids, view.message_keys, strict=True)))
-        incremental = (not reset and len(shown) - same <= MAX_RETRACTED and sv.is_prefix(shown_calls, view.call_keys)
-                       and sv.is_prefix(shown_compactions, view.compaction_keys))
-        if not incremental:
-            self.emit(SessionLoaded(out))
-            return
-        if same < len(shown):
-            self.emit(MessagesRetracted([key for key, _ in shown[same:]]))
-        for msg in out.messages[same:]:
-            self.emit(MessageAdded(msg, out.state.tokens.get(str(msg.get("id")), 0)))
-        for record in out.timeline[len(shown_calls):]:
-            self.emit(CallRecorded(record))
-        view.compaction_keys = shown_compactions + self._new_markers(out, len(shown_compactions))
-        if len(out.timeline) > len(shown_calls):
-            self.emit(LastCall(*out.last_call))
-        if out.imported != shown_imported:
-            self.emit(ImportChanged(out.imported))
-        self.emit(ContextStateChanged(out.state))
-        self.emit(SnapshotChanged(out.state.snapshot))
+        self.emit(SessionLoaded(out))
 
     def _new_markers(self, out: SessionView, shown: int) -> list[str]:
         """Send the compactions after the first ``shown`` (each once its ``tokens_after`` is known: the
