@@ -11,6 +11,7 @@
     ctxbench export --session DIR --format md|csv|json [-o FILE]   (app.cli_export)
     ctxbench diff SESSION_OR_FILE A B [--json]   (app.cli_diff: what entered / left the context)
     ctxbench tools SESSION_OR_FILE [--top N] [--json]   (app.cli_tools: tokens by tool)
+    ctxbench usage [--by day|project|model|session|tool] [--since DATE] [--json]   (app.cli_usage: cost)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.model.events.event_to_json):
@@ -47,7 +48,7 @@ from engine.model.text import one_line
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
-COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export", "diff", "tools")
+COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export", "diff", "tools", "usage")
 
 
 class CLIError(Exception):
@@ -173,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--title", help="session title (default: from the file)")
     imp.add_argument("--no-model-info", action="store_true",
                      help="do not look up the model's window (use the window the log's usage implies)")
-    src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex), newest first")
+    src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex, Gemini CLI, "
+                         "OpenCode), newest first")
     src.add_argument("--json", action="store_true", help="one JSON object per session, one per line")
     src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")
     from app import cli_follow
@@ -184,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_diff.add_parser(sub)
     cli_tools.add_parser(sub)
+    from app import cli_usage
+
+    cli_usage.add_parser(sub)
     return parser
 
 
@@ -559,6 +564,10 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
         return cmd_sources(args, settings, out)
     if args.command == "export":
         return cli_export.cmd_export(args, settings, out, CLIError)
+    if args.command == "usage":
+        from app.cli_usage import cmd_usage
+
+        return cmd_usage(args, settings, out, CLIError)
     raise UsageError(f"unknown command {args.command!r}")
 
 

@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.tools",),
     ("engine.sources",),
     ("engine.agent", "engine.importer", "engine.export", "engine.ingest", "engine.transcript"),
+    ("engine.usage",),
     ("engine.workbench",),
 )
 SPEC_SHIMS = ("engine.tokens", "engine.budget", "engine.turns", "engine.offload", "engine.compaction")

@@ -1,0 +1,141 @@
+"""``ctxbench usage [--by day|project|model|session|tool|agent] [--since DATE] [--json]``: what the agents spent.
+
+Brings the usage index (:mod:`engine.usage.index`, ``<data dir>/usage``) up to date with the session files on
+this machine (only new or changed files are read; ``--refresh`` reads all again, ``--no-update`` reads none),
+then prints per group: calls, tokens (prompt, uncached input, cache read / write, output), the cost in USD
+from litellm's price table, and the cache hit rate; per session also its peak fullness, compactions and the
+agent's own cost where it recorded one (Claude Code's ``cost-state``) with the difference; per tool the tool
+results' estimated tokens and the calls that used it. A call of a model without a price is counted in
+``unpriced_calls`` and never as $0: a cost shown with ``+`` is a lower bound.
+
+``--json`` prints one object: ``type`` ``usage``, ``by``, ``since``, ``groups`` (one object per group),
+``total``, and ``index`` (what the update did).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import date
+from typing import Any
+
+GROUP_CHOICES = ("day", "project", "model", "session", "tool", "agent")
+
+
+def _date(text: str) -> date:
+    m = re.fullmatch(r"(\d{4})-?(\d\d)-?(\d\d)", text.strip())
+    try:
+        if m is None:
+            raise ValueError
+        return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date as YYYY-MM-DD, got {text!r}") from None
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``usage`` sub-command to ``sub`` (the CLI's subparsers)."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "usage", help="tokens and dollar cost of every agent call on this machine, per day, project, model, "
+        "session or tool")
+    p.add_argument("--by", choices=GROUP_CHOICES, default="day", help="group the figures by (default: day)")
+    p.add_argument("--since", type=_date, metavar="DATE", help="only calls from this day on (YYYY-MM-DD, UTC)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--refresh", action="store_true", help="read every session file again")
+    mode.add_argument("--no-update", action="store_true", help="query the index as it is (read no file)")
+    return p
+
+
+def _int(value: Any) -> str:
+    return "" if value is None else f"{int(value):,}"
+
+
+def _usd(value: Any, unpriced: int = 0) -> str:
+    if value is None:
+        return "unknown" if unpriced else ""
+    return f"${value:,.2f}" + ("+" if unpriced else "")
+
+
+def _pct(value: Any) -> str:
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def _label(row: dict[str, Any], by: str) -> str:
+    if by == "session":
+        return f"{row.get('agent')} {row.get('project') or '?'} {str(row.get('session_id') or '')[:13]}"
+    return str(row.get(by) if row.get(by) not in (None, "") else "(none)")
+
+
+def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -> str:
+    """The figures as a plain-text table."""
+    if by == "tool":
+        head = ["tool", "calls", "results", "result tokens", "cost of calls"]
+        rows = [[str(g["tool"]), _int(g["calls"]), _int(g["results"]), _int(g["result_tokens"]),
+                 _usd(g.get("cost_usd_of_calls"))] for g in groups]
+    else:
+        head = [by, "calls", "prompt", "input", "cache read", "cache write", "output", "hit rate", "cost"]
+        if by == "session":
+            head += ["peak", "compactions", "agent cost", "difference"]
+        rows = []
+        for g in groups:
+            row = [_label(g, by), _int(g["calls"]), _int(g["prompt_tokens"]), _int(g["input_tokens"]),
+                   _int(g["cache_read_tokens"]), _int(g["cache_write_tokens"]), _int(g["output_tokens"]),
+                   _pct(g.get("cache_hit_rate")), _usd(g.get("cost_usd"), g.get("unpriced_calls") or 0)]
+            if by == "session":
+                row += [_pct(g.get("peak_fullness")), _int(g.get("compactions")), _usd(g.get("agent_cost_usd")),
+                        _usd(g.get("difference_usd"))]
+            rows.append(row)
+        if total:
+            tail = ["total", _int(total.get("calls")), _int(total.get("prompt_tokens")),
+                    _int(total.get("input_tokens")), _int(total.get("cache_read_tokens")),
+                    _int(total.get("cache_write_tokens")), _int(total.get("output_tokens")),
+                    _pct(total.get("cache_hit_rate")), _usd(total.get("cost_usd"), total.get("unpriced_calls") or 0)]
+            rows.append(tail + [""] * (len(head) - len(tail)))
+    if not groups:
+        return "No agent calls in the usage index."
+    table = [head, *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in table]
+    unpriced = int(total.get("unpriced_calls") or 0) if total else 0
+    if unpriced:
+        lines.append(f"{unpriced} call(s) of a model without a price in litellm's table: their cost is not counted")
+    return "\n".join(lines)
+
+
+def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
+    """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
+    from engine.usage.index import UsageIndex
+    from engine.usage.prices import compare_agent_cost
+
+    index = UsageIndex()
+    report = None
+    if not args.no_update:
+        try:
+            report = index.update(settings, refresh=args.refresh)
+        except OSError as exc:
+            raise error(f"cannot update the usage index in {index.root}: {exc}") from None
+        for path, reason in report.failed[:5]:
+            print(f"ctxbench: warning: {path}: {reason}", file=sys.stderr)
+        if len(report.failed) > 5:
+            print(f"ctxbench: warning: {len(report.failed) - 5} more session files could not be read", file=sys.stderr)
+    try:
+        groups = index.query(args.by, args.since)
+        total = index.totals(args.since)
+    except Exception as exc:  # a damaged Parquet file: say where, suggest --refresh
+        raise error(f"cannot query the usage index in {index.root} ({type(exc).__name__}: {exc}); "
+                    "try --refresh") from None
+    if args.by == "session":
+        for g in groups:
+            g.update(compare_agent_cost(g.get("cost_usd"), g.get("agent_cost_usd")))
+    if args.json:
+        out({"type": "usage", "by": args.by, "since": args.since.isoformat() if args.since else None,
+             "groups": groups, "total": total, "index": report.to_json() if report else None})
+        return 0
+    try:
+        sys.stdout.write(format_table(groups, total, args.by) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    return 0

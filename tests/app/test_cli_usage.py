@@ -1,0 +1,63 @@
+"""``ctxbench usage``: the usage index's figures as a table or JSON (in process, on a fake home)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from tests.engine.usage.test_usage_index import _call, _result, _user
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    folder = home / ".claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    (folder / "s1.jsonl").write_text(
+        _user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z", tool="Bash")
+        + _result(3, "2026-03-01T10:00:06.000Z", "tu2") + _call(4, "2026-03-02T10:00:09.000Z"))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CTXBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CTXBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def test_usage_json_by_day(fake_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["type"] == "usage" and data["by"] == "day"
+    assert [g["day"] for g in data["groups"]] == ["2026-03-01", "2026-03-02"]
+    assert data["total"]["calls"] == 2 and data["total"]["cost_usd"] > 0
+    assert data["index"]["read"] == 1
+    assert main(["usage", "--json", "--since", "2026-03-02"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["index"]["read"] == 0 and [g["day"] for g in again["groups"]] == ["2026-03-02"]
+
+
+def test_usage_by_session_has_peak_and_agent_cost(fake_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--by", "session", "--json"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["groups"]
+    for key in ("peak_fullness", "compactions", "cache_hit_rate", "agent_cost_usd", "difference_usd"):
+        assert key in group
+    assert group["compactions"] == 0 and group["calls"] == 2
+
+
+@pytest.mark.parametrize("by", ["day", "project", "model", "session", "tool", "agent"])
+def test_usage_table(fake_home: Path, capsys: pytest.CaptureFixture[str], by: str) -> None:
+    assert main(["usage", "--by", by]) == 0
+    text = capsys.readouterr().out
+    assert ("Bash" if by == "tool" else "$") in text
+
+
+def test_usage_empty_and_bad_date(fake_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--no-update"]) == 0
+    assert "No agent calls" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["usage", "--since", "March"])
+    assert exc.value.code == 2

@@ -1,0 +1,192 @@
+"""The usage index: one row per call and per tool result, Parquet by day, kept up to date incrementally."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.usage import index as index_mod
+from engine.usage.index import UsageIndex
+from engine.usage.prices import load_table
+from tests.conftest import SHARED
+
+CLAUDE = SHARED / "data" / "sessions" / "claude-code"
+
+
+def _line(kind: str, n: int, ts: str, **extra: Any) -> str:
+    obj = {"type": kind, "uuid": f"u{n}", "parentUuid": f"u{n - 1}" if n > 1 else None, "sessionId": "s1",
+           "timestamp": ts, "cwd": "/home/u/proj", **extra}
+    return json.dumps(obj) + "\n"
+
+
+def _call(n: int, ts: str, model: str = "claude-opus-4-6", *, tool: str = "", one_hour: int = 40) -> str:
+    content: list[dict[str, Any]] = [{"type": "text", "text": f"answer {n}"}]
+    if tool:
+        content.append({"type": "tool_use", "id": f"tu{n}", "name": tool, "input": {"command": "ls"}})
+    usage = {"input_tokens": 10, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000,
+             "output_tokens": 5, "cache_creation": {"ephemeral_1h_input_tokens": one_hour,
+                                                    "ephemeral_5m_input_tokens": 100 - one_hour}}
+    return _line("assistant", n, ts, requestId=f"req_{n}",
+                 message={"id": f"msg_{n}", "role": "assistant", "model": model, "content": content, "usage": usage})
+
+
+def _user(n: int, ts: str, text: str = "hello") -> str:
+    return _line("user", n, ts, message={"role": "user", "content": text})
+
+
+def _result(n: int, ts: str, tool_use: str) -> str:
+    return _line("user", n, ts, message={"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": tool_use, "content": "file_a\nfile_b\n" * 50}]})
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    folder = tmp_path / "home" / ".claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    (folder / "s1.jsonl").write_text(
+        _user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z", tool="Bash")
+        + _result(3, "2026-03-01T10:00:06.000Z", "tu2") + _call(4, "2026-03-01T10:00:09.000Z"))
+    return tmp_path / "home"
+
+
+def _update(ix: UsageIndex, home: Path, **kw: Any) -> index_mod.IndexReport:
+    return ix.update(home=home, env={}, **kw)
+
+
+def _expected_call_cost(one_hour: int = 40) -> float:
+    return load_table().cost("claude-opus-4-6", prompt=1110, completion=5, cache_read=1000, cache_write=100,
+                             cache_write_1h=one_hour).usd or 0.0
+
+
+def test_first_index(home: Path, tmp_path: Path) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    report = _update(ix, home)
+    assert (report.files, report.read, report.calls, report.tool_results) == (1, 1, 2, 1)
+    assert sorted(p.name for p in (ix.root / "calls").iterdir()) == ["day=2026-03-01"]
+    con = ix.connect()
+    rows = con.execute("SELECT call_index, model, prompt_tokens, input_tokens, cache_read_tokens, cache_write_tokens, "
+                       "cache_write_1h_tokens, output_tokens, cost_usd, tools, day, project, agent FROM calls "
+                       "ORDER BY call_index").fetchall()
+    assert rows[0][:8] == (0, "claude-opus-4-6", 1110, 10, 1000, 100, 40, 5)
+    assert rows[0][8] == pytest.approx(_expected_call_cost())
+    assert rows[0][9] == ["Bash"] and rows[1][9] == []
+    assert rows[0][10] == date(2026, 3, 1) and rows[0][11] == "proj" and rows[0][12] == "claude-code"
+    tools = con.execute("SELECT tool, tokens FROM tool_results").fetchall()
+    assert tools[0][0] == "Bash" and tools[0][1] > 100
+    con.close()
+    (day,) = ix.query("day")
+    assert day["calls"] == 2 and day["cost_usd"] == pytest.approx(2 * _expected_call_cost())
+    assert day["unpriced_calls"] == 0 and day["cache_hit_rate"] == pytest.approx(1000 / 1110, abs=1e-6)
+    (session,) = ix.query("session")
+    assert session["compactions"] == 0 and session["peak_prompt_tokens"] == 1110
+    assert session["peak_fullness"] == pytest.approx(1110 / session["window"], abs=1e-6)
+    (tool,) = ix.query("tool")
+    assert (tool["tool"], tool["calls"], tool["results"]) == ("Bash", 1, 1)
+
+
+def test_an_unchanged_file_is_not_read_again(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    reads: list[Path] = []
+    real = index_mod.read_source
+    monkeypatch.setattr(index_mod, "read_source", lambda p, f: reads.append(p) or real(p, f))
+    report = _update(ix, home)
+    assert (report.read, report.unchanged, report.days_rewritten) == (0, 1, 0) and reads == []
+
+
+def test_a_grown_file_adds_its_calls(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    other = home / ".claude" / "projects" / "-home-u-other"
+    other.mkdir()
+    (other / "s2.jsonl").write_text(_user(1, "2026-03-01T11:00:00.000Z") + _call(2, "2026-03-01T11:00:01.000Z"))
+    _update(ix, home)
+    reads: list[str] = []
+    real = index_mod.read_source
+    monkeypatch.setattr(index_mod, "read_source", lambda p, f: reads.append(Path(p).name) or real(p, f))
+    with open(home / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl", "a") as fh:
+        fh.write(_user(5, "2026-03-02T09:00:00.000Z") + _call(6, "2026-03-02T09:00:03.000Z", one_hour=0))
+    report = _update(ix, home)
+    assert reads == ["s1.jsonl"] and report.read == 1 and report.calls == 3
+    days = {d["day"]: d for d in ix.query("day")}
+    assert days["2026-03-01"]["calls"] == 3 and days["2026-03-02"]["calls"] == 1  # s2's call kept, s1's replaced
+    assert ix.totals()["calls"] == 4
+    assert [d["day"] for d in ix.query("day", since=date(2026, 3, 2))] == ["2026-03-02"]
+    assert len(list((ix.root / "calls" / "day=2026-03-01").glob("*.parquet"))) == 1  # one file a day
+
+
+def test_unknown_model_is_unpriced_not_free(home: Path, tmp_path: Path) -> None:
+    path = home / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl"
+    with open(path, "a") as fh:
+        fh.write(_call(5, "2026-03-01T10:01:00.000Z", model="mystery-model-9"))
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    models = {m["model"]: m for m in ix.query("model")}
+    assert models["mystery-model-9"]["cost_usd"] is None and models["mystery-model-9"]["unpriced_calls"] == 1
+    assert ix.totals()["unpriced_calls"] == 1
+    con = ix.connect()
+    problem = con.execute("SELECT cost_problem FROM calls WHERE model = 'mystery-model-9'").fetchone()[0]
+    assert "mystery-model-9" in problem
+
+
+def test_a_vanished_file_keeps_its_rows(home: Path, tmp_path: Path) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    (home / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl").unlink()
+    _update(ix, home)
+    assert ix.totals()["calls"] == 2
+
+
+def test_another_price_table_prices_again(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    monkeypatch.setattr(index_mod, "litellm_version", lambda: "9.9.9")
+    assert _update(ix, home).read == 1
+    assert ix.totals()["calls"] == 2
+
+
+def test_empty_index_queries(tmp_path: Path) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    assert ix.query("day") == [] and ix.query("session") == [] and ix.query("tool") == []
+    with pytest.raises(ValueError):
+        ix.query("colour")
+
+
+def _raw_claude_figures(paths: list[Path]) -> tuple[int, int, int, int]:
+    """(uncached input, cache read, cache write, output) of the raw lines: one call per message id +
+    requestId, each figure the largest seen (computed here, not by the reader)."""
+    calls: dict[tuple[str, str], list[int]] = {}
+    for path in paths:
+        for raw in path.read_text().splitlines():
+            obj = json.loads(raw)
+            msg = obj.get("message") or {}
+            usage = msg.get("usage") if isinstance(msg, dict) else None
+            if obj.get("type") != "assistant" or not usage or msg.get("model") == "<synthetic>":
+                continue
+            key = (str(msg.get("id")), str(obj.get("requestId")))
+            figs = [usage.get("input_tokens") or 0, usage.get("cache_read_input_tokens") or 0,
+                    usage.get("cache_creation_input_tokens") or 0, usage.get("output_tokens") or 0]
+            old = calls.get(key, [0, 0, 0, 0])
+            calls[key] = [max(a, b) for a, b in zip(old, figs, strict=True)]
+    return tuple(sum(c[i] for c in calls.values()) for i in range(4))  # type: ignore[return-value]
+
+
+@pytest.mark.skipif(not CLAUDE.is_dir(), reason="the shared sessions are not on this machine")
+def test_shared_sessions_token_totals_match_the_raw_files(tmp_path: Path) -> None:
+    projects = tmp_path / "home" / ".claude" / "projects" / "-home-u-shared"
+    shutil.copytree(CLAUDE, projects, ignore=shutil.ignore_patterns("*.md", "LICENSE"))
+    for root, dirs, files in os.walk(projects):
+        for name in dirs + files:
+            os.chmod(Path(root) / name, 0o755)
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, tmp_path / "home")
+    totals = ix.totals()
+    raw = _raw_claude_figures(sorted(projects.rglob("*.jsonl")))
+    assert (totals["input_tokens"], totals["cache_read_tokens"], totals["cache_write_tokens"],
+            totals["output_tokens"]) == raw
+    assert totals["unpriced_calls"] == 0
