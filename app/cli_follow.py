@@ -1,20 +1,24 @@
 """``ctxbench follow PATH [--new-only] [--format NAME] [--interval S]``: a growing session file's provider
 calls as JSON lines, for scripts and status lines (the engine's :class:`engine.sources.follow.Follower`).
 
+PATH: a Claude Code, Codex or Gemini CLI session file, or an OpenCode session ``<…>/opencode.db#ses_…`` (the
+database alone: its most recent top-level session; its rows are polled, read-only).
+
 Each line has a ``"type"``:
 
 - ``call``: one provider call, printed once, with the fields of the ``events.jsonl`` context record:
   ``index``, ``provider_prompt_tokens`` (the whole prompt, cached part included), ``cache_read_tokens``,
-  ``cache_write_tokens`` (null where the agent records none: Codex), ``completion_tokens``,
+  ``cache_write_tokens`` (null where the agent records none: Codex, Gemini CLI), ``completion_tokens``,
   ``reasoning_tokens``, ``window``, ``model``, ``ts``, ``request_id``, and ``used_ratio`` (prompt /
   window);
 - ``call_update``: a printed call whose figures grew (a Claude Code response's later lines carry its
-  final output tokens); the same fields, the same ``index``;
+  final output tokens; Gemini CLI writes a response's record again as it grows); the same fields, the same
+  ``index``;
 - ``compaction``: ``index``, ``trigger`` (auto | manual | unknown), ``trigger_source``,
   ``tokens_before``, ``tokens_after`` (null until the first call after it), ``calls_before``, ``ts``;
   ``compaction_update`` when ``tokens_after`` becomes known;
-- ``reset``: the file was truncated, replaced or rewritten (``reason``); what follows is read from its
-  start, with indices from 0 again.
+- ``reset``: the file was truncated, replaced or rewritten (``reason``; an OpenCode session whose rows were
+  deleted, a revert: ``rewritten``); what follows is read from its start, with indices from 0 again.
 
 First what the file holds (unless ``--new-only``), then what is appended, polled every ``--interval``
 seconds (0.2). SIGINT and SIGTERM end it with status 0.
@@ -34,11 +38,14 @@ from engine.sources.follow import POLL_INTERVAL, FollowEvent
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "follow",
-        help="print a growing Claude Code or Codex session file's provider calls and compactions as JSON lines",
+        help="print a growing Claude Code, Codex, Gemini CLI or OpenCode session's provider calls and compactions "
+             "as JSON lines",
     )
-    p.add_argument("path", type=Path, metavar="PATH", help="the session file (.jsonl) the agent is writing")
+    p.add_argument("path", type=Path, metavar="PATH",
+                   help="the session file (.jsonl) the agent is writing, or an OpenCode session: opencode.db#ses_…")
     p.add_argument("--new-only", action="store_true", help="skip what the file already holds")
-    p.add_argument("--format", metavar="NAME", help="claude-code or codex (default: detected)")
+    p.add_argument("--format", metavar="NAME",
+                   help="claude-code, codex, gemini-cli or opencode (default: detected)")
     p.add_argument("--interval", type=float, default=POLL_INTERVAL, metavar="S",
                    help=f"seconds between two looks at the file (default {POLL_INTERVAL})")
 
@@ -75,6 +82,7 @@ def cmd_follow(args: argparse.Namespace, out: Any) -> int:
     from engine.sources.detect import parse_format
     from engine.sources.follow import Follower
     from engine.sources.model import SourceError
+    from engine.sources.opencode import split_path
 
     if args.interval <= 0:
         raise FollowUsageError(f"--interval must be positive, got {args.interval}")
@@ -83,7 +91,7 @@ def cmd_follow(args: argparse.Namespace, out: Any) -> int:
         follower = Follower(args.path, fmt, new_only=args.new_only)
     except SourceError as exc:
         raise FollowUsageError(str(exc)) from None
-    if not args.path.exists():
+    if not split_path(args.path)[0].exists():  # an OpenCode session: its database
         raise SourceError(f"no file at {args.path}")
     stopping = False
 

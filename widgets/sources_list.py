@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 from widgets.formatting import cost_tooltip, format_usd, local_datetime
 
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
-AGENTS = {"claude-code": "Claude Code", "codex": "Codex"}
+AGENTS = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI", "opencode": "OpenCode"}
 LIVE = QColor("#2e9d4f")
 
 
@@ -97,7 +97,8 @@ class SourcesList(QWidget):
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         layout.addWidget(self.tree, 1)
         self.empty_label = QLabel("No agent sessions found (Claude Code: ~/.claude/projects, "
-                                  "Codex: ~/.codex/sessions)")
+                                  "Codex: ~/.codex/sessions, Gemini CLI: ~/.gemini/tmp, "
+                                  "OpenCode: ~/.local/share/opencode)")
         self.empty_label.setWordWrap(True)
         layout.addWidget(self.empty_label)
         row = QHBoxLayout()

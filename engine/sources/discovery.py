@@ -5,31 +5,43 @@ Where each agent keeps them:
 - Claude Code: ``~/.claude/projects/<project>/<session>.jsonl``, ``~/.config/claude/projects/``, and
   the ``projects`` folder of every folder named in ``$CLAUDE_CONFIG_DIR`` (comma-separated);
 - Codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``~/.codex/sessions`` by default);
-- any folder named in the ``source_dirs`` setting (``os.pathsep``-separated), searched for both.
+- Gemini CLI: ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``$GEMINI_CLI_HOME`` instead of the home
+  when set);
+- OpenCode: the SQLite database ``${XDG_DATA_HOME:-~/.local/share}/opencode/opencode*.db``: one row per
+  top-level session (its path ``<db>#<session id>``); a child session (a ``task`` subagent, ``parent_id``) is
+  counted with its parent (``subagents``, and its cost in the parent's);
+- any folder named in the ``source_dirs`` setting (``os.pathsep``-separated), searched for all of them.
 
 Each file is summarised by a light pass (only the lines that carry usage are parsed): started,
 last activity, provider calls, last prompt tokens, window and how full it is, and — for Claude Code
 files that have ``cost-state`` lines (2.1.3xx) — the agent's own cost in USD (the last line's
-``totalCostUSD``). The summaries are
+``totalCostUSD``; OpenCode: the session's ``cost``). The summaries are
 kept in ``sources-index.json`` in the data dir with each file's size and mtime, so a second scan
 re-reads only the files that changed. Files are only read, never locked or moved.
+
+An OpenCode database's key is the size and mtime of the database and of its ``-wal`` file (where OpenCode's
+writes land first); when it changed, each session is read again only if its own rows changed (the session's
+``time_updated`` and its messages' count and newest ``time_updated``, its children's too). A database that is
+busy is skipped this scan (its sessions as the index had them) and read at the next one; never an error.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from engine.sources import gemini_cli, opencode
 from engine.sources.claude_code import SYNTHETIC_MODEL, window_for_model
-from engine.sources.model import dict_at, int_or_none, iso
+from engine.sources.model import SourceError, dict_at, int_or_none, iso
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_json
 
-Agent = Literal["claude-code", "codex"]
+Agent = Literal["claude-code", "codex", "gemini-cli", "opencode"]
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 3  # 2: entries carry the first prompt (title); 3: the agent's own cost
 TAIL_BYTES = 65536
@@ -50,6 +62,7 @@ class SourceEntry:
     model: str = ""
     title: str = ""  # the first prompt (one line, cut), "" when none was found
     agent_cost_usd: float | None = None  # the agent's own cost (Claude Code's last cost-state), None: unknown
+    subagents: int = 0  # child sessions counted with this one (OpenCode's task subagents)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +86,10 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
             roots.append(("claude-code", folder / "projects" if (folder / "projects").is_dir() else folder))
     codex_home = env.get("CODEX_HOME")
     roots.append(("codex", (Path(codex_home).expanduser() if codex_home else home / ".codex") / "sessions"))
+    gemini_home = env.get("GEMINI_CLI_HOME")
+    roots.append(("gemini-cli", (Path(gemini_home).expanduser() if gemini_home else home) / ".gemini" / "tmp"))
+    data_home = env.get("XDG_DATA_HOME")
+    roots.append(("opencode", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "opencode"))
     for item in (settings.source_dirs if settings else "").split(os.pathsep):
         if item.strip():
             roots.append((None, Path(item.strip()).expanduser()))
@@ -92,17 +109,29 @@ def _files(agent: Agent | None, folder: Path) -> Iterable[tuple[Agent, Path]]:
     if agent in ("codex", None):
         for path in folder.rglob("rollout-*.jsonl"):
             yield "codex", path
+    if agent == "gemini-cli":
+        for path in folder.glob("*/chats/session-*.jsonl"):
+            yield "gemini-cli", path
+    if agent in ("opencode", None):
+        for path in folder.glob("opencode*.db" if agent else "**/opencode*.db"):
+            if agent or opencode.is_opencode_source(path):
+                yield "opencode", path
     if agent in ("claude-code", None):
         pattern = "*/*.jsonl" if agent == "claude-code" else "**/*.jsonl"
         for path in folder.glob(pattern):
             if "subagents" in path.parts or path.name.startswith(("rollout-", "agent-")):
                 continue
-            if agent is None and not _looks_claude(path):
-                continue
-            yield "claude-code", path
+            kind = _jsonl_agent(path) if agent is None else "claude-code"
+            if kind in ("claude-code", "gemini-cli"):
+                yield cast(Agent, kind), path
 
 
 def _looks_claude(path: Path) -> bool:
+    return _jsonl_agent(path) == "claude-code"
+
+
+def _jsonl_agent(path: Path) -> str | None:
+    """The format of a JSONL file's first JSON object line (``claude-code``, ``gemini-cli``, …), or None."""
     from engine.sources.detect import _jsonl_kind
 
     try:
@@ -110,16 +139,16 @@ def _looks_claude(path: Path) -> bool:
             for _ in range(20):
                 raw = fh.readline()
                 if not raw:
-                    return False
+                    return None
                 try:
                     obj = json.loads(raw)
                 except ValueError:
                     continue
                 if isinstance(obj, dict):
-                    return _jsonl_kind(obj) == "claude-code"
+                    return _jsonl_kind(obj)
     except OSError:
-        return False
-    return False
+        return None
+    return None
 
 
 # --------------------------------------------------------------------------- light summaries
@@ -249,6 +278,44 @@ def _summary_codex(path: Path) -> SourceEntry:
                   title)
 
 
+def _summary_gemini(path: Path) -> SourceEntry:
+    """A Gemini CLI file: one call per ``gemini`` record with ``tokens`` (a record written again when it grows
+    is the same call: its ``id``)."""
+    started, session_id, model, title = "", "", "", ""
+    prompts: dict[str, int | None] = {}  # record id -> its prompt, in the order the calls came
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if b'"tokens"' in raw and b'"gemini"' in raw:
+                obj = _loads(raw)
+                gid = obj.get("id")
+                if obj.get("type") == "gemini" and isinstance(obj.get("tokens"), dict) and isinstance(gid, str):
+                    prompts[gid] = int_or_none(obj["tokens"].get("input"))
+                    model = str(obj.get("model") or model)
+            elif not session_id and b'"projectHash"' in raw:
+                obj = _loads(raw)
+                if isinstance(obj.get("sessionId"), str):
+                    session_id = str(obj["sessionId"])
+                    started = iso(obj.get("startTime"))
+            elif not title and b'"user"' in raw and b'"$set"' not in raw:
+                title = _gemini_prompt(_loads(raw))
+    project = path.parent.parent.name if path.parent.name == "chats" else ""
+    last_prompt = next(reversed(prompts.values())) if prompts else None
+    stem = path.stem.removeprefix("session-")
+    return _entry("gemini-cli", project, session_id or stem, path, started, len(prompts), last_prompt,
+                  gemini_cli.window_for_model(model) if model else None, model, title)
+
+
+def _gemini_prompt(obj: dict[str, Any]) -> str:
+    """The text of a person's prompt record (not tool results nor the ``<session_context>``), or ""."""
+    if obj.get("type") != "user" or not isinstance(obj.get("id"), str):
+        return ""
+    content = obj.get("content")
+    parts = content if isinstance(content, list) else [content]
+    texts = [p if isinstance(p, str) else p.get("text") for p in parts if isinstance(p, str | dict)]
+    text = next((t for t in texts if isinstance(t, str) and t.strip()), "")
+    return "" if text.lstrip().startswith("<") else _one_line(text)
+
+
 def _loads(raw: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(raw)
@@ -265,7 +332,154 @@ def _entry(agent: Agent, project: str, session_id: str, path: Path, started: str
 
 
 def summarize(agent: Agent, path: Path) -> SourceEntry:
+    if agent == "gemini-cli":
+        return _summary_gemini(path)
     return _summary_claude(path) if agent == "claude-code" else _summary_codex(path)
+
+
+# --------------------------------------------------------------------------- OpenCode
+
+
+def opencode_stamp(db: Path) -> list[int] | None:
+    """The index key of a database: size and mtime of the database and of its ``-wal`` file; None when gone."""
+    try:
+        st = db.stat()
+    except OSError:
+        return None
+    try:
+        wal = Path(f"{db}-wal").stat()
+        wal_key = [wal.st_size, wal.st_mtime_ns]
+    except OSError:
+        wal_key = [-1, -1]
+    return [st.st_size, st.st_mtime_ns, *wal_key]
+
+
+def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every top-level session of an OpenCode database as ``{session id: {"key": …, "entry": …}}``; a session
+    whose key is in ``cached`` unchanged is not read again. SourceError when the database cannot be read now
+    (busy, not OpenCode's)."""
+    cached = cached or {}
+
+    def work(conn: sqlite3.Connection) -> dict[str, Any]:
+        sessions = {str(r["id"]): dict(r) for r in conn.execute("SELECT * FROM session")}
+        stats = {str(r[0]): [int(r[1]), int(r[2] or 0)] for r in conn.execute(
+            "SELECT session_id, count(*), max(time_updated) FROM message GROUP BY session_id")}
+        children: dict[str, list[str]] = {}
+        for sid, row in sessions.items():
+            parent = row.get("parent_id")
+            if parent and parent in sessions:
+                children.setdefault(str(parent), []).append(sid)
+
+        def key(sid: str) -> list[Any]:
+            return [sessions[sid].get("time_updated"), *stats.get(sid, [0, 0])]
+
+        out: dict[str, Any] = {}
+        for sid, row in sessions.items():
+            if row.get("parent_id") and row["parent_id"] in sessions:
+                continue  # a child: counted with its parent
+            kids = sorted(children.get(sid, []))
+            k = [key(sid), *[key(c) for c in kids]]
+            old = cached.get(sid)
+            if isinstance(old, dict) and old.get("key") == k and isinstance(old.get("entry"), dict):
+                out[sid] = old
+                continue
+            entry = _opencode_entry(conn, db, row, [sessions[c] for c in kids], stats.get(sid, [0, 0])[1])
+            out[sid] = {"key": k, "entry": entry.to_json()}
+        return out
+
+    return opencode.with_retries(db, work)
+
+
+def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kids: list[dict[str, Any]],
+                    newest_message: int) -> SourceEntry:
+    """One session's row: its calls are the step-finish parts of its assistant messages (not a compaction's
+    summary), as :class:`engine.sources.opencode.OpenCodeReader` counts them (a failed message without one is
+    a call of unknown size)."""
+    sid = str(row["id"])
+    messages = conn.execute("SELECT id, time_created, data FROM message WHERE session_id = ? "
+                            "ORDER BY time_created, id", (sid,)).fetchall()
+    finishes: dict[str, list[Any]] = {}
+    for r in conn.execute("SELECT message_id, data FROM part WHERE session_id = ? AND "
+                          "json_extract(data, '$.type') = 'step-finish' ORDER BY id", (sid,)):
+        finishes.setdefault(str(r[0]), []).append(r[1])
+    calls, last_prompt, model, title = 0, None, "", ""
+    for m in messages:
+        info = _loads_value(m["data"])
+        mid = str(m["id"])
+        if info.get("role") == "user" and not title:
+            title = _opencode_prompt(conn, mid)
+        if info.get("role") != "assistant" or info.get("summary") is True:
+            continue
+        steps = finishes.get(mid, [])
+        calls += len(steps) or (1 if info.get("error") else 0)
+        model = str(info.get("modelID") or model)
+        for raw in steps:
+            tokens = dict_at(_loads_value(raw), "tokens")
+            fresh = int_or_none(tokens.get("input"))
+            cache = dict_at(tokens, "cache")
+            if fresh is not None:
+                last_prompt = fresh + (int_or_none(cache.get("read")) or 0) + (int_or_none(cache.get("write")) or 0)
+    costs = [c for c in (_float(r.get("cost")) for r in [row, *kids]) if c is not None]
+    directory = str(row.get("directory") or "")
+    updated = max(int_or_none(row.get("time_updated")) or 0, newest_message)
+    entry = SourceEntry("opencode", Path(directory).name if directory else "", sid,
+                        str(opencode.opencode_path(db, sid)), _ms(row.get("time_created")), "", calls, last_prompt,
+                        None, None, model, title or _one_line(str(row.get("title") or "")),
+                        sum(costs) if costs else None, len(kids))
+    entry.last_activity = _ms(updated) or entry.started
+    return entry
+
+
+def _opencode_prompt(conn: sqlite3.Connection, message_id: str) -> str:
+    for (raw,) in conn.execute("SELECT data FROM part WHERE message_id = ? ORDER BY id", (message_id,)):
+        part = _loads_value(raw)
+        text = part.get("text")
+        if part.get("type") == "text" and not part.get("ignored") and not part.get("synthetic") and isinstance(
+                text, str) and text.strip():
+            return _one_line(text)
+    return ""
+
+
+def _loads_value(value: Any) -> dict[str, Any]:
+    """A column's JSON object ({} when it is not one)."""
+    return _loads(value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else b"")
+
+
+def _ms(value: Any) -> str:
+    ms = int_or_none(value)
+    return iso(ms / 1000) if ms is not None and ms > 0 else ""
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _scan_opencode(db: Path, old: Any, refresh: bool) -> tuple[dict[str, Any] | None, list[SourceEntry], bool]:
+    """(the index record, the entries, whether anything was read) of one database; a busy database gives
+    the index's record unchanged (read again at the next scan)."""
+    stamp = opencode_stamp(db)
+    old = old if isinstance(old, dict) and isinstance(old.get("sessions"), dict) else None
+    if stamp is None:
+        return None, [], False
+    if old is not None and old.get("stamp") == stamp and not refresh:
+        record, read = old, False
+    else:
+        try:
+            sessions = summarize_opencode(db, None if refresh or old is None else old["sessions"])
+        except SourceError:
+            return old, _entries_of(old), False  # busy (or not readable now): as before, tried again next scan
+        record, read = {"stamp": stamp, "sessions": sessions}, True
+    return record, _entries_of(record), read
+
+
+def _entries_of(record: dict[str, Any] | None) -> list[SourceEntry]:
+    out = []
+    for item in (record or {}).get("sessions", {}).values():
+        try:
+            out.append(SourceEntry(**item["entry"]))
+        except (TypeError, KeyError):
+            continue
+    return out
 
 
 # --------------------------------------------------------------------------- index cache
@@ -297,6 +511,13 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
         for kind, path in _files(agent, folder):
             key = str(path)
             if key in files:
+                continue
+            if kind == "opencode":
+                record, found, read = _scan_opencode(path, cached.get(key), refresh)
+                if record is not None:
+                    files[key] = record
+                changed = changed or read
+                entries += found
                 continue
             try:
                 st = path.stat()
@@ -332,7 +553,8 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
 def format_table(entries: list[SourceEntry]) -> str:
     """A plain-text table for the terminal."""
     if not entries:
-        return "No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions)."
+        return ("No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions, "
+                "Gemini CLI: ~/.gemini/tmp, OpenCode: ~/.local/share/opencode).")
     head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
             "% full", "path")
     rows = [head]

@@ -9,11 +9,17 @@ Three layers, none of them holding the file's lines:
   offset, changed) is read again from the start, and the reset is reported. The file is opened for
   each read and closed again: never written, locked or held open.
 - The format's own incremental reader (:class:`engine.sources.claude_code.ClaudeCodeReader`,
-  :class:`engine.sources.codex.CodexReader`, the same code the import runs: the format is known in one
-  place) takes the complete lines, and its changes become calls and compactions: a Claude Code call's
-  later lines (one per content block) may raise ``output_tokens``, so the last call stays open until
-  another call appears; a Codex call is final at once (a ``token_usage_record`` read after its
-  ``token_count`` updates it); a compaction's ``tokens_after`` is the prompt of the first call after it.
+  :class:`engine.sources.codex.CodexReader`, :class:`engine.sources.gemini_cli.GeminiCliReader`, the same
+  code the import runs: the format is known in one place) takes the complete lines, and its changes become
+  calls and compactions: a Claude Code call's later lines (one per content block) may raise
+  ``output_tokens``, and Gemini CLI writes a response's record again whole when it grows (its tool calls,
+  its tokens), so the last call stays open until another call appears; a Codex call is final at once (a
+  ``token_usage_record`` read after its ``token_count`` updates it); a compaction's ``tokens_after`` is the
+  prompt of the first call after it.
+- An OpenCode session is rows of a SQLite database, not an appended file (:data:`POLLED`): no Tail, its
+  :class:`engine.sources.opencode.OpenCodeReader` is polled instead (the rows updated since the last poll,
+  read-only; a busy database is no change this time). A step's call is final when its ``step-finish`` row
+  is there. Rows deleted (a revert) are a ``reset`` (``rewritten``).
 
 - :class:`Follower` joins them and decides when to report:
 
@@ -45,22 +51,28 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from engine.sources.claude_code import ClaudeCodeReader
 from engine.sources.codex import CodexReader
 from engine.sources.detect import HEAD_BYTES, detect_format
+from engine.sources.gemini_cli import GeminiCliReader
 from engine.sources.model import (
     Compaction,
     ProviderCall,
+    SourceChanges,
     SourceError,
     SourceFormat,
+    SourceSession,
 )
+from engine.sources.opencode import OpenCodeReader, latest_session, split_path
 
 POLL_INTERVAL = 0.2  # seconds between two looks at the file
 CHUNK = 1 << 20  # bytes read at a time
 SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
-FOLLOWABLE: tuple[SourceFormat, ...] = ("claude-code", "codex")
+FOLLOWABLE: tuple[SourceFormat, ...] = ("claude-code", "codex", "gemini-cli")  # files written by appending
+POLLED: tuple[SourceFormat, ...] = ("opencode",)  # database rows: the format's reader is polled (no Tail)
+FOLLOWED: tuple[SourceFormat, ...] = FOLLOWABLE + POLLED  # what a Follower follows
 
 EventKind = Literal["call", "call_update", "compaction", "compaction_update", "reset"]
 ResetReason = Literal["truncated", "replaced", "rewritten"]
@@ -184,18 +196,35 @@ class _Parsed:
     changed_compactions: dict[int, Compaction] = field(default_factory=dict)
 
 
-class _Parser:
-    """The format's own incremental reader (:class:`ClaudeCodeReader`, :class:`CodexReader`: the same code
-    the import runs), its changes turned into the follower's terms: new calls and compactions, calls whose
-    figures changed, compactions whose ``tokens_after`` came."""
+class _LineReader(Protocol):
+    """An incremental reader of appended lines (:class:`ClaudeCodeReader`, :class:`CodexReader`,
+    :class:`GeminiCliReader`)."""
 
-    def __init__(self, reader: ClaudeCodeReader | CodexReader, *, open_last: bool) -> None:
+    @property
+    def session(self) -> SourceSession: ...
+
+    def feed_lines(self, lines: list[bytes]) -> SourceChanges: ...
+
+
+def _figures(call: ProviderCall) -> tuple[Any, ...]:
+    """What a follow event shows of a call (an update that changes none of it is not one)."""
+    return (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens,
+            call.reasoning_tokens, call.model, call.ts, call.window, call.request_id)
+
+
+class _Parser:
+    """The format's own incremental reader (:class:`ClaudeCodeReader`, :class:`CodexReader`,
+    :class:`GeminiCliReader`: the same code the import runs), its changes turned into the follower's terms:
+    new calls and compactions, calls whose figures changed, compactions whose ``tokens_after`` came."""
+
+    def __init__(self, reader: _LineReader | OpenCodeReader, *, open_last: bool) -> None:
         self.reader = reader
-        self.open_last = open_last  # the last call stays open until another call appears (Claude Code)
+        self.open_last = open_last  # the last call stays open until another call appears (Claude Code, Gemini CLI)
         self.out = _Parsed()
         self.call_count = 0
         self.compaction_count = 0
         self._after: dict[int, int | None] = {}  # compaction -> the tokens_after reported with it
+        self._shown: dict[int, tuple[Any, ...]] = {}  # call -> its figures when last taken
 
     @property
     def open_index(self) -> int | None:
@@ -220,12 +249,25 @@ class _Parser:
         self.feed_lines([raw + b"\n"])
 
     def feed_lines(self, lines: list[bytes]) -> None:
-        changes = self.reader.feed_lines(lines)
+        reader = self.reader
+        assert not isinstance(reader, OpenCodeReader)
+        self.absorb(reader.feed_lines(lines))
+
+    def absorb(self, changes: SourceChanges) -> None:
+        """Turn one feed's (or poll's) changes into new and changed items."""
+        if changes.reset:  # the reader started over: everything is new
+            self.out = _Parsed()
+            self.call_count = self.compaction_count = 0
+            self._after.clear()
+            self._shown.clear()
         session = self.reader.session
         for index in changes.calls_updated:
-            self.out.changed_calls[index] = session.calls[index]
+            if index < self.call_count and _figures(session.calls[index]) != self._shown.get(index):
+                self._shown[index] = _figures(session.calls[index])
+                self.out.changed_calls[index] = session.calls[index]
         for call in session.calls[self.call_count:]:
             self.call_count += 1
+            self._shown[call.index] = _figures(call)
             self._add_new(call)
         for comp in session.compactions[self.compaction_count:]:
             self.compaction_count += 1
@@ -246,9 +288,32 @@ class _Parser:
             self.out.new.append(item)
 
 
-PARSERS: dict[SourceFormat, Callable[[], _Parser]] = {
-    "claude-code": lambda: _Parser(ClaudeCodeReader(Path("followed.jsonl")), open_last=True),
-    "codex": lambda: _Parser(CodexReader(Path("followed.jsonl")), open_last=False),
+class _PolledParser(_Parser):
+    """An OpenCode session: its reader polls the database's rows instead of being fed lines."""
+
+    reader: OpenCodeReader
+
+    def __init__(self, reader: OpenCodeReader) -> None:
+        super().__init__(reader, open_last=False)  # a call is its step-finish row: final when it is there
+
+    def pull(self) -> bool:
+        """Read the rows changed since the last pull; True when the reader started over (rows were deleted)."""
+        changes = self.reader.poll()
+        self.absorb(changes)
+        return changes.reset
+
+
+def _opencode_parser(path: Path) -> _Parser:
+    db, session_id = split_path(path)
+    return _PolledParser(OpenCodeReader(db, session_id or latest_session(db), subagents=False))
+
+
+# the parser of each format followed, made for the followed path
+PARSERS: dict[SourceFormat, Callable[[Path], _Parser]] = {
+    "claude-code": lambda _path: _Parser(ClaudeCodeReader(Path("followed.jsonl")), open_last=True),
+    "codex": lambda _path: _Parser(CodexReader(Path("followed.jsonl")), open_last=False),
+    "gemini-cli": lambda path: _Parser(GeminiCliReader(path), open_last=True),
+    "opencode": _opencode_parser,
 }
 
 
@@ -258,18 +323,21 @@ PARSERS: dict[SourceFormat, Callable[[], _Parser]] = {
 class Follower:
     """Calls and compactions of one growing session file, each reported once (see the module text).
 
+    ``path``: the file, or for OpenCode ``<db>#<session id>`` (the database alone: its latest session).
     ``new_only``: what the file holds when following starts is read (to know the open call, the model,
     the window) but not reported, nor are later changes of the calls it started; only what is
-    appended after is.
+    appended after is (for OpenCode: what the first poll reads is not reported).
     """
 
     def __init__(self, path: Path, fmt: SourceFormat | None = None, *, new_only: bool = False) -> None:
         self.path = Path(path)
-        if fmt is not None and fmt not in FOLLOWABLE:
+        if fmt is not None and fmt not in FOLLOWED:
             raise SourceError(_not_followed(fmt))
         self.format = fmt
+        self.new_only = new_only
         self.tail = Tail(self.path)
-        self.parser: _Parser | None = PARSERS[fmt]() if fmt else None
+        self.parser: _Parser | None = PARSERS[fmt](self.path) if fmt in FOLLOWABLE else None
+        self._pulls = 0  # polls of an OpenCode session
         try:
             self._backlog = self.path.stat().st_size if new_only else 0  # bytes read but not reported
         except OSError:
@@ -280,16 +348,18 @@ class Follower:
 
     def _ensure_parser(self) -> _Parser | None:
         if self.parser is None:
-            try:
-                fmt = detect_format(self.path)
-            except SourceError:
-                if self.path.exists() and self.path.stat().st_size >= HEAD_BYTES:
-                    raise
-                return None  # empty, missing, or its first line not complete yet: wait
-            if fmt not in FOLLOWABLE:
-                raise SourceError(f"{self.path.name}: " + _not_followed(fmt))
-            self.format = fmt
-            self.parser = PARSERS[fmt]()
+            fmt = self.format
+            if fmt is None:
+                try:
+                    fmt = detect_format(self.path)
+                except SourceError:
+                    if self.path.exists() and self.path.stat().st_size >= HEAD_BYTES:
+                        raise
+                    return None  # empty, missing, or its first line not complete yet: wait
+                if fmt not in FOLLOWED:
+                    raise SourceError(f"{self.path.name}: " + _not_followed(fmt))
+                self.format = fmt
+            self.parser = PARSERS[fmt](self.path)
         return self.parser
 
     def poll(self) -> list[FollowEvent]:
@@ -297,13 +367,15 @@ class Follower:
         parser = self._ensure_parser()
         if parser is None or self.format is None:
             return []
+        if isinstance(parser, _PolledParser):
+            return self._poll_rows(parser)
         events: list[FollowEvent] = []
         more = True
         while more:
             backlog_left = self._backlog - self.tail.offset
             lines, reset, more = self.tail.read(min(CHUNK, backlog_left) if backlog_left > 0 else CHUNK)
             if reset is not None:
-                parser = self.parser = PARSERS[self.format]()
+                parser = self.parser = PARSERS[self.format](self.path)
                 self._reported_calls.clear()
                 self._reported_compactions.clear()
                 self._held.clear()
@@ -313,6 +385,17 @@ class Follower:
                 parser.feed_lines([raw + b"\n" for raw in lines])
             events += self._flush(parser, at_end=not more, quiet=0 < self.tail.offset <= self._backlog)
         return events
+
+    def _poll_rows(self, parser: _PolledParser) -> list[FollowEvent]:
+        """An OpenCode session: the rows changed since the last poll, all read (nothing is held)."""
+        self._pulls += 1
+        events: list[FollowEvent] = []
+        if parser.pull():
+            self._reported_calls.clear()
+            self._reported_compactions.clear()
+            self._held.clear()
+            events.append(FollowEvent("reset", reason="rewritten"))
+        return events + self._flush(parser, at_end=True, quiet=self.new_only and self._pulls == 1)
 
     def _flush(self, parser: _Parser, *, at_end: bool, quiet: bool) -> list[FollowEvent]:
         parsed = parser.take()
@@ -358,4 +441,4 @@ class Follower:
 
 def _not_followed(fmt: str) -> str:
     return (f"{fmt} files are not followed (they are not written by appending); "
-            f"formats that can be followed: {', '.join(FOLLOWABLE)}")
+            f"formats that can be followed: {', '.join(FOLLOWED)}")

@@ -216,3 +216,69 @@ def test_a_file_that_cannot_be_followed_is_one_error_line(tmp_path: Path) -> Non
     other = subprocess.run([sys.executable, "-m", "app.cli", "follow", str(traj)], cwd=REPO,
                            capture_output=True, text=True, timeout=60)
     assert other.returncode == 1 and "swe-agent files are not followed" in other.stderr
+
+
+def test_a_gemini_cli_file(tmp_path: Path, running: list[Follow]) -> None:
+    from tests.engine.sources.test_gemini_cli import _write, resumed_and_compressed
+
+    whole = _write(tmp_path / "whole", resumed_and_compressed())
+    full = read_source(whole, "gemini-cli")
+    lines = lines_of(whole)
+    target = tmp_path / "chats" / whole.name
+    target.parent.mkdir()
+    target.write_bytes(b"".join(lines[:5]))  # the first call
+    f = start(running, str(target))
+    first = f.take(1)
+    assert first[0]["type"] == "call" and first[0]["provider_prompt_tokens"] == full.calls[0].prompt_tokens
+    assert first[0]["cache_write_tokens"] is None and first[0]["window"] == 1_048_576
+    cut = next(i for i, ln in enumerate(lines) if b"<state_snapshot>" in ln) + 1  # up to the compression
+    for line in lines[5:cut]:
+        append(target, line)
+        time.sleep(0.02)
+    out = f.take(full.compactions[0].calls_before - 1 + 1)  # the calls before it, and the compression
+    assert out[-1]["type"] == "compaction" and (out[-1]["tokens_before"], out[-1]["tokens_after"]) == (600_000, None)
+    append(target, b"".join(lines[cut:]))
+    out += f.take(2)  # its tokens_after (the next call's prompt), and that call
+    assert [o["type"] for o in out[-2:]] == ["compaction_update", "call"] and out[-2]["tokens_after"] == 900
+    assert [o["provider_prompt_tokens"] for o in [first[0], *out] if o["type"] == "call"] == [
+        c.prompt_tokens for c in full.calls]
+    assert f.quiet(0.2) == []
+    assert f.stop() == 0
+
+
+def test_an_opencode_session(tmp_path: Path, running: list[Follow]) -> None:
+    from engine.sources.opencode import opencode_path
+    from tests.engine.sources.test_opencode import SID, Db, assistant, tokens, user
+
+    db = Db(tmp_path / "opencode.db")
+    db.session(SID)
+    user(db, "msg_01", "hello")
+    assistant(db, "msg_02", "msg_01", tokens(10, 1, write=5), text="hi")
+    f = start(running, str(opencode_path(db.path, SID)))
+    first = f.take(1)
+    assert first[0]["type"] == "call" and (first[0]["index"], first[0]["provider_prompt_tokens"]) == (0, 15)
+    assert first[0]["cache_write_tokens"] == 5 and first[0]["model"] == "m1"
+    assert f.quiet(0.2) == []
+    user(db, "msg_03", "again")  # rows inserted while followed (another connection, as OpenCode writes)
+    assistant(db, "msg_04", "msg_03", tokens(20, 2, read=15), text="hi again")
+    out = f.take(1)
+    db.message("msg_05", {"role": "user", "time": {"created": db.t}, "agent": "build"})
+    db.part("prt_msg_05_0", "msg_05", {"type": "compaction", "auto": True, "overflow": False})
+    assistant(db, "msg_06", "msg_05", tokens(200, 20), text="SUMMARY", summary=True)
+    out += f.take(1)
+    assert f.quiet(0.2) == []  # the summary's own call is the compaction's cost, not a call
+    assistant(db, "msg_07", "msg_05", tokens(30, 3), text="Done.")
+    out += f.take(2)
+    assert [(o["type"], o["index"]) for o in out] == [("call", 1), ("compaction", 0), ("compaction_update", 0),
+                                                      ("call", 2)]
+    assert (out[1]["trigger"], out[1]["tokens_before"], out[1]["tokens_after"], out[1]["calls_before"]) == (
+        "auto", 35, None, 2)
+    assert out[2]["tokens_after"] == 30
+    whole = read_source(opencode_path(db.path, SID), "opencode")
+    calls = [first[0], *[o for o in out if o["type"] == "call"]]
+    assert [c["provider_prompt_tokens"] for c in calls] == [c.prompt_tokens for c in whole.calls] == [15, 35, 30]
+    assert f.quiet(0.2) == []
+    assert f.stop(signal.SIGINT) == 0
+    missing = subprocess.run([sys.executable, "-m", "app.cli", "follow", f"{tmp_path / 'nope.db'}#{SID}"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no file at" in missing.stderr

@@ -7,11 +7,13 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app import cli
 from engine.sources import discovery
+from engine.sources.model import SourceError
 from engine.store.config import Settings
 from tests.engine.sources.conftest import BIG_CLAUDE, CLAUDE, codex_files, raw_claude_calls, raw_codex_calls
 
@@ -123,3 +125,146 @@ def test_the_agents_own_cost_of_a_claude_code_2_1_3xx_file(home: Path) -> None:
     assert all(e.agent_cost_usd is None for p, e in by_path.items() if p != str(path))  # no cost records
     again = {e.path: e for e in discovery.scan_sources(Settings())}  # from the index
     assert again[str(path)].agent_cost_usd == pytest.approx(cf.TOTAL_USD)
+
+
+# --------------------------------------------------------------------------- Gemini CLI and OpenCode
+
+
+@pytest.fixture
+def gemini_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
+    """A Gemini CLI file under $GEMINI_CLI_HOME and an OpenCode database under $XDG_DATA_HOME (two top-level
+    sessions, one with a child session)."""
+    from tests.engine.sources.test_gemini_cli import resumed_and_compressed
+    from tests.engine.sources.test_opencode import SID, Db, assistant, full_session, tokens, user
+
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "gemini-home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    chats = tmp_path / "gemini-home" / ".gemini" / "tmp" / "proj" / "chats"
+    chats.mkdir(parents=True)
+    gemini = chats / "session-2026-11-25T10-00-abc12345.jsonl"
+    gemini.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in resumed_and_compressed()))
+    (tmp_path / "data" / "opencode").mkdir(parents=True)
+    db = Db(tmp_path / "data" / "opencode" / "opencode.db")
+    full_session(db)
+    db.session("ses_other", title="Other work")
+    user(db, "msg_o1", "Second question", sid="ses_other")
+    assistant(db, "msg_o2", "msg_o1", tokens(40, 4, read=400), text="answer", sid="ses_other")
+    assert SID == "ses_main"
+    return gemini, db
+
+
+def test_gemini_cli_and_opencode_sessions(gemini_opencode: tuple[Path, Any]) -> None:
+    from engine.sources.gemini_cli import read_gemini_cli
+    from engine.sources.opencode import read_opencode
+
+    gemini, db = gemini_opencode
+    entries = discovery.scan_sources(Settings())
+    assert sorted(e.agent for e in entries) == ["gemini-cli", "opencode", "opencode"]  # the child is no row
+    by_id = {e.session_id: e for e in entries}
+    g = by_id["abc-123"]
+    src = read_gemini_cli(gemini)
+    assert (g.agent, g.project, g.path, g.calls, g.last_prompt_tokens, g.window, g.model) == (
+        "gemini-cli", "proj", str(gemini), len(src.calls), src.calls[-1].prompt_tokens, 1_048_576, "gemini-2.5-pro")
+    assert g.percent_full == round(100 * 900 / 1_048_576, 1) and g.title == "run it"
+    assert g.started == src.started and g.last_activity == "2026-11-25T10:00:14.000+00:00"
+    main = by_id["ses_main"]
+    whole = read_opencode(Path(main.path))
+    assert main.path == f"{db.path}#ses_main" and (main.project, main.title, main.model) == (
+        "proj", "Run a command", "m1")
+    assert (main.calls, main.last_prompt_tokens) == (len(whole.calls), whole.calls[-1].prompt_tokens) == (3, 69)
+    assert main.subagents == 1 and main.agent_cost_usd == pytest.approx(1.0)  # its cost and its child's
+    assert main.window is None and main.percent_full is None  # OpenCode stores no window
+    assert main.started == whole.started and main.last_activity >= whole.last_activity
+    other = by_id["ses_other"]
+    assert (other.calls, other.last_prompt_tokens, other.subagents, other.title) == (1, 440, 0, "Second question")
+    assert [e.session_id for e in entries] == ["abc-123", "ses_other", "ses_main"]  # newest first
+
+
+def test_an_opencode_database_is_read_again_only_for_the_sessions_that_changed(
+        gemini_opencode: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.sources import opencode
+    from tests.engine.sources.test_opencode import assistant, tokens, user
+
+    _, db = gemini_opencode
+    read: list[str] = []
+    real = discovery._opencode_entry
+
+    def counting(conn: Any, path: Path, row: dict[str, Any], *args: Any) -> discovery.SourceEntry:
+        read.append(str(row["id"]))
+        return real(conn, path, row, *args)
+
+    monkeypatch.setattr(discovery, "_opencode_entry", counting)
+    first = discovery.scan_sources(Settings())
+    assert sorted(read) == ["ses_main", "ses_other"]
+    read.clear()
+    assert discovery.scan_sources(Settings()) == first and read == []  # the database unchanged: the index
+    user(db, "msg_o3", "Third", sid="ses_other")
+    assistant(db, "msg_o4", "msg_o3", tokens(50, 5, read=500), text="more", sid="ses_other")
+    again = {e.session_id: e for e in discovery.scan_sources(Settings())}
+    assert read == ["ses_other"] and (again["ses_other"].calls, again["ses_other"].last_prompt_tokens) == (2, 550)
+    # busy: the database's rows as the index had them, no error; read at the next scan
+    read.clear()
+    monkeypatch.setattr(opencode, "BUSY_TIMEOUT", 0.01)
+    monkeypatch.setattr(opencode, "RETRIES", 2)
+    failed: list[str] = []
+    real_summary = discovery.summarize_opencode
+
+    def summary(path: Path, cached: Any = None) -> dict[str, Any]:
+        try:
+            return real_summary(path, cached)
+        except SourceError as exc:
+            failed.append(str(exc))
+            raise
+
+    monkeypatch.setattr(discovery, "summarize_opencode", summary)
+    db.conn.execute("PRAGMA journal_mode=DELETE")  # a rollback journal: a writer's exclusive lock blocks readers
+    db.conn.execute("BEGIN EXCLUSIVE")
+    try:
+        user(db, "msg_o5", "Fourth", sid="ses_other")
+        assistant(db, "msg_o6", "msg_o5", tokens(60, 5, read=600), text="more", sid="ses_other")
+        st = db.path.stat()
+        os.utime(db.path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # the scan sees it changed
+        busy = {e.session_id: e for e in discovery.scan_sources(Settings())}
+    finally:
+        db.conn.execute("COMMIT")
+    assert failed and "locked" in failed[0]  # it was tried
+    assert read == [] and busy["ses_other"].calls == 2 and len(busy) == 3
+    after = {e.session_id: e for e in discovery.scan_sources(Settings())}
+    assert read == ["ses_other"] and after["ses_other"].calls == 3
+
+
+def test_where_gemini_cli_and_opencode_keep_their_sessions(tmp_path: Path) -> None:
+    roots = discovery.source_roots(env={"HOME": str(tmp_path)})
+    assert ("gemini-cli", tmp_path / ".gemini" / "tmp") in roots
+    assert ("opencode", tmp_path / ".local" / "share" / "opencode") in roots
+    roots = discovery.source_roots(env={"HOME": str(tmp_path), "GEMINI_CLI_HOME": "/g", "XDG_DATA_HOME": "/x"})
+    assert ("gemini-cli", Path("/g/.gemini/tmp")) in roots and ("opencode", Path("/x/opencode")) in roots
+
+
+def test_gemini_cli_and_opencode_in_folders_named_in_the_settings(
+        gemini_opencode: tuple[Path, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gemini, db = gemini_opencode
+    extra = tmp_path / "archive"
+    (extra / "a" / "chats").mkdir(parents=True)
+    shutil.copyfile(gemini, extra / "a" / "chats" / gemini.name)
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(db.path, extra / "opencode.db")
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "none"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "none"))
+    entries = discovery.scan_sources(Settings(source_dirs=str(extra)))
+    assert sorted((e.agent, e.session_id) for e in entries) == [
+        ("gemini-cli", "abc-123"), ("opencode", "ses_main"), ("opencode", "ses_other")]
+
+
+def test_the_command_lists_gemini_cli_and_opencode(gemini_opencode: tuple[Path, Any],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["sources", "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert sorted(r["agent"] for r in rows) == ["gemini-cli", "opencode", "opencode"]
+    assert {r["session_id"]: r["subagents"] for r in rows} == {"ses_other": 0, "ses_main": 1, "abc-123": 0}
+    assert cli.main(["sources"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 4 and any("opencode.db#ses_main" in line for line in table)

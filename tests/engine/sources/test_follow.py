@@ -371,3 +371,140 @@ def test_tail_reads_in_chunks_and_says_more_is_waiting(tmp_path: Path) -> None:
     assert tail.read(limit=6) == ([b"two"], None, True)
     assert tail.read(limit=6) == ([b"three"], None, False)
     assert tail.read() == ([], None, False)
+
+
+# --------------------------------------------------------------------------- Gemini CLI and OpenCode
+
+
+def gemini_file(tmp_path: Path) -> tuple[Path, bytes]:
+    from tests.engine.sources.test_gemini_cli import _write, resumed_and_compressed
+
+    whole = _write(tmp_path / "whole", resumed_and_compressed())
+    return whole, whole.read_bytes()
+
+
+def test_a_gemini_cli_file_followed_line_by_line_gives_the_full_readers_calls(tmp_path: Path) -> None:
+    whole, data = gemini_file(tmp_path)
+    target = tmp_path / "chats" / whole.name
+    target.parent.mkdir()
+    target.touch()
+    follower, seen = Follower(target), Seen()
+    assert follower.poll() == [] and follower.format is None  # empty: not known yet
+    for line in data.splitlines(keepends=True):
+        append(target, line)
+        seen.take(follower.poll())
+    assert follower.format == "gemini-cli"
+    calls, comps = expected(whole, "gemini-cli")
+    assert seen.call_list() == calls and seen.comp_list() == comps
+    assert len(comps) == 1 and comps[0][4] == 900 and len(calls) == 4  # the compression, its tokens_after
+    assert seen.kinds.count("compaction_update") == 1 and seen.resets == []
+    # in random bursts (lines cut anywhere), and read whole at once: the same
+    for seed in range(3):
+        rng = random.Random(seed)
+        burst = tmp_path / f"burst{seed}.jsonl"
+        burst.touch()
+        follower, seen = Follower(burst, "gemini-cli"), Seen()
+        at = 0
+        while at < len(data):
+            step = rng.randint(1, 400)
+            append(burst, data[at:at + step])
+            at += step
+            seen.take(follower.poll())
+        assert (seen.call_list(), seen.comp_list()) == (calls, comps)
+    seen = Seen()
+    seen.take(Follower(whole).poll())
+    assert (seen.call_list(), seen.comp_list()) == (calls, comps)
+    assert "call_update" not in seen.kinds and "compaction_update" not in seen.kinds
+
+
+def test_a_gemini_cli_record_written_again_updates_its_call(tmp_path: Path) -> None:
+    from tests.engine.sources.test_gemini_cli import _gemini, _tokens, one_turn
+
+    rows = one_turn()
+    target = tmp_path / "session-x.jsonl"
+    target.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows[:5]))
+    follower, seen = Follower(target), Seen()
+    assert [e.kind for e in seen.take(follower.poll())] == ["call"]  # at once: its prompt is known
+    append(target, json.dumps(rows[5]).encode() + b"\n")  # the same record, its tool call added: same figures
+    assert seen.take(follower.poll()) == []
+    grown = dict(rows[5], tokens=_tokens(1000, 0, 12))
+    append(target, json.dumps(grown).encode() + b"\n")
+    events = seen.take(follower.poll())
+    assert [e.kind for e in events] == ["call_update"]
+    assert events[0].call is not None and events[0].call.completion_tokens == 12
+    append(target, b"".join(json.dumps(r).encode() + b"\n" for r in rows[6:]))
+    append(target, json.dumps(_gemini("g2", 4, _tokens(1100, 1000, 3), text="Done!")).encode() + b"\n")
+    assert [e.kind for e in seen.take(follower.poll())] == ["call"]  # g2, and its second write no update
+    assert seen.calls[1].prompt_tokens == 1100 and seen.calls[1].cache_read_tokens == 1000
+
+
+def opencode_actions(tmp_path: Path) -> tuple[Any, Path]:
+    from tests.engine.sources.test_opencode import Db, full_session
+
+    source = Db(tmp_path / "source.db")
+    full_session(source)
+    return source, source.path
+
+
+def sync_updates(source: Any, replay: Any) -> None:
+    """The UPDATEs full_session makes outside its actions (messages' time.completed)."""
+    for row in source.conn.execute("SELECT id, time_updated, data FROM message"):
+        replay.conn.execute("UPDATE message SET data = ?, time_updated = ? WHERE id = ?", (row[2], row[1], row[0]))
+
+
+def test_an_opencode_session_followed_row_by_row_gives_the_full_readers_calls(tmp_path: Path) -> None:
+    from engine.sources.opencode import opencode_path
+    from tests.engine.sources.test_opencode import SID, Db
+
+    source, _ = opencode_actions(tmp_path)
+    replay = Db(tmp_path / "opencode.db")
+    follower, seen = Follower(opencode_path(replay.path, SID)), Seen()
+    for sql, args in source.actions:
+        replay.conn.execute(sql, args)
+        if replay.conn.execute("SELECT 1 FROM session WHERE id = ?", (SID,)).fetchone() is not None:
+            seen.take(follower.poll())
+    sync_updates(source, replay)
+    seen.take(follower.poll())
+    assert follower.format == "opencode"
+    calls, comps = expected(opencode_path(source.path, SID), "opencode")
+    assert seen.call_list() == calls and seen.comp_list() == comps
+    assert len(calls) == 3 and len(comps) == 1 and comps[0][4] == 69  # the compaction and its tokens_after
+    assert seen.kinds.count("compaction_update") == 1 and seen.resets == []
+    assert follower.poll() == []  # nothing twice
+    seen = Seen()
+    seen.take(Follower(source.path, "opencode").poll())  # the database alone: its latest top-level session
+    assert (seen.call_list(), seen.comp_list()) == (calls, comps)
+
+
+def test_an_opencode_session_new_only_and_a_revert(tmp_path: Path) -> None:
+    from engine.sources.opencode import opencode_path
+    from tests.engine.sources.test_opencode import SID, Db, assistant, tokens, user
+
+    db = Db(tmp_path / "opencode.db")
+    db.session(SID)
+    user(db, "msg_01", "hello")
+    assistant(db, "msg_02", "msg_01", tokens(10, 1), text="hi")
+    follower = Follower(opencode_path(db.path, SID), new_only=True)
+    assert follower.poll() == []  # what the session holds is not reported
+    user(db, "msg_03", "again")
+    assistant(db, "msg_04", "msg_03", tokens(20, 1, read=5), text="hi again")
+    events = follower.poll()
+    assert [(e.kind, e.call.index if e.call else None) for e in events] == [("call", 1)]
+    assert events[0].call is not None and events[0].call.prompt_tokens == 25
+    assert follower.poll() == []
+    db.conn.execute("DELETE FROM part WHERE message_id IN ('msg_03', 'msg_04')")  # a revert: rows deleted
+    db.conn.execute("DELETE FROM message WHERE id IN ('msg_03', 'msg_04')")
+    events = follower.poll()
+    assert [e.kind for e in events] == ["reset", "call"] and events[0].reason == "rewritten"
+    assert events[1].call is not None and (events[1].call.index, events[1].call.prompt_tokens) == (0, 10)
+
+
+def test_an_opencode_session_that_is_not_there(tmp_path: Path) -> None:
+    from engine.sources.opencode import opencode_path
+    from tests.engine.sources.test_opencode import SID, Db
+
+    db = Db(tmp_path / "opencode.db")
+    db.session(SID)
+    with pytest.raises(SourceError, match="no session ses_nope"):
+        Follower(opencode_path(db.path, "ses_nope")).poll()
+    assert Follower(opencode_path(tmp_path / "missing.db", SID)).poll() == []  # no database yet: wait
