@@ -627,6 +627,11 @@ class LiveImport:
         return (src.agent_cost_usd, tuple(sorted(src.agent_cost_by_model.items())), len(src.skipped),
                 tuple(sorted(src.ignored.items())))
 
+    def follow(self, src: SourceSession) -> None:
+        """The reader's session now (a polled reader builds a new one on each change)."""
+        if src is not self.src:
+            self.src = self.recorder.src = self.recorder.prefixes.src = src
+
     def _merge(self, changes: SourceChanges) -> SourceChanges:
         """The changes of this feed and of those still waiting (a compaction waiting for the call after it)."""
         held, self.pending = self.pending, None

@@ -78,7 +78,7 @@ class SourceView:
         }
 
 
-LIVE_FORMATS = ("claude-code", "codex", "gemini-cli")  # read incrementally while followed in a view
+LIVE_FORMATS = ("claude-code", "codex", "gemini-cli", "opencode")  # read incrementally while followed in a view
 
 
 def _reader(fmt: str, path: Path, prefix: str) -> Any:
@@ -91,6 +91,11 @@ def _reader(fmt: str, path: Path, prefix: str) -> Any:
         from engine.sources.codex import CodexReader
 
         reader = CodexReader(path)
+    elif fmt == "opencode":  # rows of a live database, polled (read-only; busy retried)
+        from engine.sources.opencode import OpenCodeReader, latest_session, split_path
+
+        db, sid = split_path(path)
+        return OpenCodeReader(db, sid or latest_session(db))
     else:
         from engine.sources.gemini_cli import GeminiCliReader
 
@@ -109,7 +114,7 @@ class LiveSource:
     def __init__(self, path: Path, fmt: str, prefix: str, settings: Settings, model_info: ModelInfo | None) -> None:
         self.path, self.format, self.prefix = Path(path), fmt, prefix
         self.settings, self.model_info = settings.replace(context_window=None), model_info
-        self.tail = Tail(self.path)
+        self.tail = Tail(source_file(self.path))
         self.reader = _reader(fmt, self.path, prefix)
         self.importer: Any = None  # engine.ingest.LiveImport once written
 
@@ -120,6 +125,9 @@ class LiveSource:
 
     def _read(self) -> tuple[list[SourceChanges], bool]:
         """Feed the reader everything appended since the last read: (the changes, the file was reset)."""
+        if self.format == "opencode":  # a database: its rows changed since the last poll
+            changes = self.reader.poll()
+            return [changes], changes.reset
         out: list[SourceChanges] = []
         reset = False
         more = True
@@ -158,6 +166,7 @@ class LiveSource:
         changes, reset = self._read()
         if reset:
             return None
+        self.importer.follow(self.session)  # a polled reader builds its session anew
         if not changes:
             return LivePlan()
         merged = SourceChanges(
@@ -211,13 +220,23 @@ def views_root() -> Path:
     return private / VIEWS_DIR
 
 
+def source_file(path: str | Path) -> Path:
+    """The file a source lives in: ``path`` itself, or the database of an OpenCode ``<db>#<session>``."""
+    text = str(path)
+    if "#" in text and not Path(text).exists():
+        return Path(text.split("#", 1)[0])
+    return Path(text)
+
+
 def is_live(path: str | Path, now: float | None = None) -> bool:
-    """Modified in the last :data:`LIVE_SECONDS` (an agent is writing it)."""
+    """Modified in the last :data:`LIVE_SECONDS` (an agent is writing it; a database: its own file or its
+    write-ahead log)."""
     if not path:
         return False
+    file = source_file(path)
     try:
-        mtime = Path(path).stat().st_mtime
-    except OSError:
+        mtime = max(p.stat().st_mtime for p in (file, file.with_name(file.name + "-wal")) if p.exists())
+    except (OSError, ValueError):
         return False
     return (time.time() if now is None else now) - mtime < LIVE_SECONDS
 

@@ -383,3 +383,34 @@ async def test_a_view_opened_before_litellm_is_read_again_with_the_models_window
     rig.wb._reread_observed_view()  # the window is the model's now: nothing to read again
     await rig.idle()
     assert _loaded(rig) is again
+
+
+@pytest.mark.asyncio
+async def test_an_opencode_session_is_followed_from_its_live_database(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    """OpenCode keeps its sessions in SQLite: the view polls the session's rows (read-only) and gains the new
+    messages and calls without a reload; the compaction comes once the call after it is there."""
+    from engine.sources.opencode import opencode_path, read_opencode
+    from tests.engine.sources.test_opencode import SID, Db, assistant, tokens, user
+
+    db = Db(tmp_path / "opencode.db")
+    db.session(SID)
+    user(db, "msg_01", "Run a command")
+    assistant(db, "msg_02", "msg_01", tokens(100, 10, write=50), tool=("call_1", "bash", {"command": "ls"}, "a\n"))
+    path = opencode_path(db.path, SID)
+    shown = Shown(rig)
+    await rig.wb.open_source(path)
+    shown.update()
+    assert shown.loads == 1 and len(shown.calls) == 1
+    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    user(db, "msg_03", "and another")
+    assistant(db, "msg_04", "msg_03", tokens(20, 5, read=150), text="done")
+    final = read_opencode(path)
+
+    def caught_up() -> bool:
+        shown.update()
+        return len(shown.calls) == len(final.calls) and len(shown.messages) == len(final.messages)
+
+    await rig.until(caught_up, timeout=20)
+    assert shown.loads == 1 and shown.incremental > 0  # no reload: the new rows came as changes
+    assert shown.calls == [c.prompt_tokens for c in final.calls]
+    assert shown.messages == [str(m["id"]) for m in final.messages]
