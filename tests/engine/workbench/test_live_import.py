@@ -1,0 +1,92 @@
+"""A followed view kept up to date from its reader's changes ends with the same chart records, messages and
+compactions as a whole import of the same file (the proof that following needs no re-import)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.context.conversation import Session
+from engine.ingest import import_source
+from engine.store.config import Settings
+from engine.workbench.source_views import LiveSource, new_prefix, swap_folders
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "sessions"
+FILES = [
+    SHARED / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl",
+    SHARED / "claude-code" / "tool_heavy.jsonl",
+    SHARED / "codex" / "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
+    SHARED / "codex" / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+]
+FIELDS = ("call_index", "provider_prompt_tokens", "system", "tools", "summary", "history_user", "history_assistant",
+          "history_tool", "message_count", "segment", "cache_read_tokens", "cache_write_tokens", "completion_tokens",
+          "window", "prefix_source")
+
+
+def records(folder: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    calls = [tuple(e.get(k) for k in FIELDS) for e in events if e["type"] == "context"]
+    comps = [(e["trigger"], e["tokens_before"], e["tokens_after"], e["summary"], e["calls_before"],
+              e["messages_compacted"]) for e in events if e["type"] == "compaction"]
+    return calls, comps
+
+
+def follow_in_pieces(source: Path, tmp: Path, seed: int) -> tuple[Path, int, int]:
+    """Write ``source`` into a growing file in random pieces, following it as the window does; the view
+    folder at the end, the rewrites and the plans applied."""
+    data = source.read_bytes()
+    rng = random.Random(seed)
+    cut = len(data) // 4
+    live_file = tmp / source.name
+    live_file.write_bytes(data[:cut])
+    root = tmp / "views"
+    root.mkdir()
+    folder = root / "view"
+    live = LiveSource(live_file, "claude-code" if source.parent.name == "claude-code" else "codex", new_prefix(),
+                      Settings(), None)
+    live.open(folder)
+    session = Session.load(folder)
+    rewrites = plans = 0
+    at = cut
+    try:
+        while at < len(data):
+            n = rng.choice((200, 3_000, 40_000, 150_000))
+            with open(live_file, "ab") as fh:
+                fh.write(data[at:at + n])
+            at += n
+            plan = live.poll()
+            if plan is None:
+                rewrites += 1
+                fresh = root / f"fresh-{rewrites}"
+                live.rewrite(fresh)
+                session.close()
+                shutil.rmtree(swap_folders(folder, fresh))
+                session = Session.load(folder)
+            elif not plan.empty:
+                plans += 1
+                live.importer.apply(session, plan)
+    finally:
+        session.close()
+    return folder, rewrites, plans
+
+
+@pytest.mark.parametrize("source", FILES, ids=lambda p: p.name[:16])
+def test_following_in_pieces_ends_as_the_whole_import(source: Path, tmp_path: Path) -> None:
+    if not source.exists():
+        pytest.skip(f"{source} is not here")
+    folder, rewrites, plans = follow_in_pieces(source, tmp_path, seed=7)
+    whole = tmp_path / "whole"
+    import_source(tmp_path / source.name, session_dir=whole)
+    assert plans > 0  # the changes were applied, not only written again
+    got, want = records(folder), records(whole)
+    assert got[0] == want[0]  # every chart column, figure for figure
+    assert got[1] == want[1]  # the compactions
+    live = [json.loads(x) for x in (folder / "history.jsonl").read_text().splitlines()]
+    full = [json.loads(x) for x in (whole / "history.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in m.items() if k != "id"} for m in live] == [
+        {k: v for k, v in m.items() if k != "id"} for m in full]
