@@ -20,13 +20,15 @@ import pytest
 HERE = Path(__file__).resolve().parent
 BIN = HERE / "node_modules" / ".bin"
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli",
-            "opencode": "opencode-ai"}
+            "opencode": "opencode-linux-x64"}
+# agents whose binary is not linked into node_modules/.bin (a platform package, installed as an optional one)
+BINARIES = {"opencode": HERE / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"}
 NOT_INSTALLED = ("the real agents are not installed: `make test` installs them with `npm ci --prefix tests/agents` "
                  "(it needs Node >= 20 and npm)")
 
 
 def agent_bin(name: str) -> Path:
-    path = BIN / name
+    path = BINARIES.get(name, BIN / name)
     if not path.exists():
         pytest.fail(f"{name}: {NOT_INSTALLED}", pytrace=False)
     return path
@@ -34,7 +36,7 @@ def agent_bin(name: str) -> Path:
 
 def pinned_version(name: str) -> str:
     data = json.loads((HERE / "package.json").read_text())
-    return str(data["dependencies"][PACKAGES[name]])
+    return str({**data.get("optionalDependencies", {}), **data["dependencies"]}[PACKAGES[name]])
 
 
 @dataclass

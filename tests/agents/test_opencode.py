@@ -1,5 +1,5 @@
-"""The real OpenCode (``opencode-ai``, pinned in ``tests/agents/package.json``), run headless (``opencode run``)
-and offline against the scripted Chat Completions server of :mod:`tests.agents.scripted_chat` through an
+"""The real OpenCode 1.18.33 (its Linux x64 binary package ``opencode-linux-x64``, pinned in
+``tests/agents/package.json``), run headless (``opencode run``) and offline against the scripted Chat Completions server of :mod:`tests.agents.scripted_chat` through an
 ``@ai-sdk/openai-compatible`` provider; its database is read by :mod:`engine.sources.opencode` (whole, and
 polled while OpenCode writes it) and imported, and checked against what the server logged as sent and
 answered: the ground truth.
@@ -43,7 +43,7 @@ from engine.sources.opencode import (
     opencode_path,
     read_opencode,
 )
-from tests.agents.conftest import HERE, AgentHome, Run, agent_bin
+from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
 from tests.agents.scripted import Logged, Reply, ScriptedServer, ToolCall
 from tests.agents.scripted_chat import CHAT_SUMMARY, ChatServer
 
@@ -54,7 +54,7 @@ BIG = 15_000  # extra prompt tokens a reply claims to make OpenCode compact
 
 
 def pinned() -> str:
-    return str(json.loads((HERE / "package.json").read_text())["dependencies"]["opencode-ai"])
+    return pinned_version("opencode")
 
 
 def env_of(home: AgentHome) -> dict[str, str]:
