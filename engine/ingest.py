@@ -677,7 +677,7 @@ class LiveImport:
             self.recorder.last.update(call_figures(src.calls[self.calls - 1], self.recorder.ctx.win.context_window))
             plan.updated = dict(self.recorder.last)
         records = {c.index: c for c in src.compactions[old:]}
-        comp_records = _compaction_records(src)[old:]
+        comp_records = _compaction_records(src)[old:] if len(src.compactions) > old else []
         for call in src.calls[self.calls:]:
             while comp_records and comp_records[0]["calls_before"] <= call.index:
                 plan.records.append(comp_records.pop(0))

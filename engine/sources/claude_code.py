@@ -37,6 +37,7 @@ One JSON object a line. What matters for the context:
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -125,6 +126,8 @@ class _Scan:
     costs: list[tuple[int, float, dict[str, Any]]] = field(default_factory=list)  # (line, total USD, per model)
     call_lines: dict[tuple[str, str], int] = field(default_factory=dict)  # call -> line of its first record
     large_beta: bool = False  # a request asked for the 1M window beta
+    costed: set[int] = field(default_factory=set)  # boundaries whose cost the cost-state lines gave
+    boundary_lines: list[int] = field(default_factory=list)  # line numbers of the compact_boundary lines
     models: list[str] = field(default_factory=list)
     cwd: str = ""
     session_id: str = ""
@@ -210,6 +213,7 @@ def _boundary(scan: _Scan, n: int, obj: dict[str, Any], uid: str, ts: str) -> No
     meta = dict_at(obj, "compactMetadata")
     kept = dict_at(meta, "preservedMessages").get("uuids")
     logical = obj.get("logicalParentUuid")
+    scan.boundary_lines.append(n)
     scan.lines.append(_Line(
         n, uid, "boundary", ts, trigger=str(meta.get("trigger") or ""), pre_tokens=int_or_none(meta.get("preTokens")),
         preserved=tuple(u for u in kept if isinstance(u, str)) if isinstance(kept, list) else (),
@@ -509,14 +513,19 @@ def _compaction_costs(scan: _Scan, session: SourceSession) -> None:
     """What each compaction cost, from the agent's own ``cost-state`` lines around its boundary: the
     summarising request is not a line of the file (2.1.3xx), but the running totals before and after it
     differ by exactly that request plus the calls recorded between them."""
-    boundaries = [ln.n for ln in scan.lines if ln.kind == "boundary"]
-    if not scan.costs or len(boundaries) != len(session.compactions):
+    if not scan.costs:
+        return
+    boundaries = scan.boundary_lines
+    if len(boundaries) != len(session.compactions):
         return
     for comp, at in zip(session.compactions, boundaries, strict=True):
+        if at in scan.costed:
+            continue  # its cost-state lines are both there: worked out once
         before = next((c for c in reversed(scan.costs) if c[0] < at), None)
         after = next((c for c in scan.costs if c[0] > at), None)
         if after is None:
             continue
+        scan.costed.add(at)
         lo = before[0] if before else 0
         between = [call for key, call in scan.calls.items() if lo < scan.call_lines.get(key, 0) < after[0]]
         if not between:
@@ -721,6 +730,13 @@ class ClaudeCodeReader:
             self._derive()
         return self.read_beside(subagents=subagents)
 
+    def settle(self) -> None:
+        """After reading in bulk (a whole file at once: scanned, then built once), go on incrementally."""
+        if self.bulk:
+            self._rebuild()
+            self._derive()
+            self.bulk = False
+
     def read_beside(self, *, subagents: bool = True) -> SourceSession:
         """What lives beside the file, read again: persisted tool results, subagent files (a followed
         session gains them as it goes). The lines already fed are not read again."""
@@ -797,6 +813,7 @@ class ClaudeCodeReader:
         session, scan = self.session, self.scan
         session.messages.clear()
         session.compactions.clear()
+        scan.costed.clear()
         session.off_chain = 0
         placed = _place_orphan_boundaries(scan)
         self._build = _Build(session, scan.calls, placed)
@@ -821,7 +838,8 @@ class ClaudeCodeReader:
         session.lines = scan.count
         session.calls = list(scan.calls.values())
         session.ignored = scan.ignored
-        session.prefixes = {k: v for k, v in scan.shapes.items() if any(c.prefix_key == k for c in session.calls)}
+        used = {c.prefix_key for c in session.calls}
+        session.prefixes = {k: v for k, v in scan.shapes.items() if k in used}
         if scan.costs:
             _, total, per_model = scan.costs[-1]
             session.agent_cost_usd = total
@@ -829,9 +847,15 @@ class ClaudeCodeReader:
                 m: float(v["costUSD"]) for m, v in per_model.items()
                 if isinstance(v, dict) and isinstance(v.get("costUSD"), int | float)}
         _compaction_costs(scan, session)
+        calls = session.calls
+        positions = [c.message_index for c in calls]
+        ordered = all(a <= b for a, b in zip(positions, positions[1:], strict=False))
         for comp in session.compactions:
-            comp.calls_before = sum(1 for c in session.calls if c.message_index < comp.message_index)
-            after = next((c for c in session.calls if c.index >= comp.calls_before and c.prompt_tokens), None)
+            if ordered:  # calls come in the order of their messages: a bisection, not a pass per compaction
+                comp.calls_before = bisect.bisect_left(positions, comp.message_index)
+            else:
+                comp.calls_before = sum(1 for c in calls if c.message_index < comp.message_index)
+            after = next((c for c in calls[comp.calls_before:] if c.prompt_tokens), None)
             comp.tokens_after = after.prompt_tokens if after else None
         session.live_start = session.compactions[-1].message_index if session.compactions else 0
         session.model = _most_common(scan.models)

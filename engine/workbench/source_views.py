@@ -150,7 +150,11 @@ class LiveSource:
         """Read the whole file and write the view into ``folder`` (new); the format."""
         from engine.ingest import LiveImport
 
+        if hasattr(self.reader, "settle"):
+            self.reader.bulk = True  # the whole file at once: scanned, then built once
         self._read()
+        if hasattr(self.reader, "settle"):
+            self.reader.settle()
         src = self._ready()
         if not src.messages and not src.calls:
             raise SourceError(f"{self.path.name}: no message or provider call could be read as {self.format} "

@@ -52,6 +52,7 @@ from typing import Any
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
 from engine.store.session import SessionError
+from engine.usage.costs import priced_record
 from engine.workbench import source_views as sv
 from engine.workbench.commands import Commands
 from engine.workbench.core import one_line
@@ -73,6 +74,7 @@ from engine.workbench.turns import Turns
 from engine.workbench.views import SessionView, markers, prompt_of
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
+MIN_POLL_GAP = 0.1  # at most this often when the file watcher wakes the loop on every written line
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 MAX_RETRACTED = 50  # more changed messages at the end than this: the view is sent again whole
 READ_ONLY = "this is a read-only view of another agent's session: use Continue in ctxbench to talk to it"
@@ -227,12 +229,18 @@ class Sources(Commands, Turns):
         if self._wake is None:
             self._wake = asyncio.Event()
         wake = self._wake  # a change noticed before this loop began is already set: not lost
+        loop = asyncio.get_running_loop()
+        last = 0.0
         while self._view is view:
             try:
                 await asyncio.wait_for(wake.wait(), FOLLOW_INTERVAL)
             except TimeoutError:
                 pass
+            since = loop.time() - last
+            if since < MIN_POLL_GAP:  # an agent writing line after line: one read for the lines of a moment
+                await asyncio.sleep(MIN_POLL_GAP - since)
             wake.clear()
+            last = loop.time()
             try:
                 plan = await asyncio.to_thread(live.poll)
             except Exception as exc:  # a reader must never take the view down: say so, try again later
@@ -267,10 +275,10 @@ class Sources(Commands, Turns):
             tokens = state.tokens.get(mid)
             self.emit(MessageAdded(msg, session.estimator.message(msg) if tokens is None else tokens))
         if plan.updated is not None:
-            self.emit(CallUpdated(plan.updated))
+            self.emit(CallUpdated(priced_record(plan.updated)))
         for record in plan.records:
             if record.get("type") == "context":
-                self.emit(CallRecorded(record))
+                self.emit(CallRecorded(priced_record(record)))
         for marker in markers(session, plan.compactions, list(live.session.messages), None):
             self.emit(CompactionFinished(marker))
         last = plan.records[-1] if plan.records else plan.updated
