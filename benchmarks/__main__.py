@@ -15,6 +15,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def main(argv: list[str]) -> int:
     from benchmarks import (
         accuracy,
+        bigsession_bench,
         diff_bench,
         engine_bench,
         follow_bench,
@@ -33,6 +34,7 @@ def main(argv: list[str]) -> int:
     suites.update(store_bench.ALL)  # the timings moved out of the tests
     suites.update(diff_bench.ALL)
     suites.update(source_view_bench.ALL)
+    suites.update(bigsession_bench.ALL)
     try:
         from benchmarks import gui_bench
     except ImportError:
