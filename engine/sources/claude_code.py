@@ -38,6 +38,7 @@ One JSON object a line. What matters for the context:
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -691,6 +692,11 @@ class ClaudeCodeReader:
     def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
         """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
         session, scan = self.session, self.scan
+        if self.bulk:  # the whole file at once: scan now, build once when it is all there
+            for n, obj in json_lines(self._counted(lines), scan.skipped, start=self._n + 1):
+                _scan_line(scan, n, obj)
+            scan.count = self._n
+            return SourceChanges(reset=True)
         mark = (len(session.messages), len(session.calls), len(session.compactions))
         before = [_figures(c) for c in session.calls]
         rebuilt = False
@@ -698,9 +704,8 @@ class ClaudeCodeReader:
             lines_before = len(scan.lines)
             _scan_line(scan, n, obj)
             if len(scan.lines) > lines_before:
-                if not self.bulk:
-                    rebuilt = self._take_new() or rebuilt
-            elif not self.bulk:
+                rebuilt = self._take_new() or rebuilt
+            else:
                 self._pass_through(obj)
         scan.count = self._n
         self._derive()
@@ -849,7 +854,7 @@ class ClaudeCodeReader:
         _compaction_costs(scan, session)
         calls = session.calls
         positions = [c.message_index for c in calls]
-        ordered = all(a <= b for a, b in zip(positions, positions[1:], strict=False))
+        ordered = all(a <= b for a, b in itertools.pairwise(positions))
         for comp in session.compactions:
             if ordered:  # calls come in the order of their messages: a bisection, not a pass per compaction
                 comp.calls_before = bisect.bisect_left(positions, comp.message_index)

@@ -79,7 +79,7 @@ def follow_in_pieces(source: Path, tmp: Path, seed: int) -> tuple[Path, int, int
 def test_following_in_pieces_ends_as_the_whole_import(source: Path, tmp_path: Path) -> None:
     if not source.exists():
         pytest.skip(f"{source} is not here")
-    folder, rewrites, plans = follow_in_pieces(source, tmp_path, seed=7)
+    folder, _, plans = follow_in_pieces(source, tmp_path, seed=7)
     whole = tmp_path / "whole"
     import_source(tmp_path / source.name, session_dir=whole)
     assert plans > 0  # the changes were applied, not only written again
