@@ -5,7 +5,9 @@ share of the session's history (every message, those a compaction removed includ
 ``--top`` (10) largest tool results with their tool, tokens, position and message id (what a view
 links to) and first line. ``SESSION_OR_FILE`` is read as by ``ctxbench diff`` (:mod:`app.cli_diff`).
 ``--json`` prints one object instead: :meth:`engine.context.attribution.Attribution.to_json` plus
-``session`` and ``path``. Problems are one line on stderr, exit status 1.
+``session``, ``path`` and ``cost`` (the session's cost at litellm's prices: ``cost_usd``, ``calls``,
+``unpriced_calls``, ``cost_problem``; null when its calls cannot be read). The text output says the cost
+under its first line. Problems are one line on stderr, exit status 1.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.context.attribution import DEFAULT_TOP, Attribution
+from engine.usage.costs import RecordsCost
 
 
 def _count(text: str) -> int:
@@ -39,10 +42,24 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def describe(att: Attribution, label: str) -> list[str]:
+def cost_line(cost: RecordsCost | None) -> str:
+    """The session's cost at litellm's prices ("" when its calls cannot be read here)."""
+    if cost is None or not cost.calls:
+        return ""
+    if cost.usd is None:
+        return f"cost: unknown for its {cost.calls} calls ({cost.problem or 'no price'})"
+    text = f"cost: ${cost.usd:,.4f} for {cost.calls} calls at litellm's prices"
+    if cost.unpriced:
+        text += f" (+ {cost.unpriced} calls without a price: {cost.problem or 'no price'})"
+    return text
+
+
+def describe(att: Attribution, label: str, cost: RecordsCost | None = None) -> list[str]:
     """The text output of one attribution."""
     lines = [f"{label}: {att.tool_tokens:,} of {att.history_tokens:,} history tokens are tool calls and results "
              f"({att.tool_share:.1%}), {att.messages} messages (estimated tokens)"]
+    if line := cost_line(cost):
+        lines.append(line)
     if not att.tools:
         return [*lines, "no tool call or tool result"]
     width = max(12, *(len(t.tool) for t in att.tools))
@@ -60,13 +77,19 @@ def cmd_tools(args: argparse.Namespace, out: Any, error: type[Exception]) -> int
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
     from app.cli_diff import load_history, write_lines
     from engine.context.attribution import attribute
+    from engine.sources.model import SourceError
+    from engine.usage.costs import session_cost
 
     history = load_history(args.path, error)
     att = attribute(history, top=args.top)
+    try:
+        cost = session_cost(args.path)
+    except (SourceError, OSError, ValueError):
+        cost = None
     if args.json:
         data = att.to_json()
-        data.update(session=history.label, path=str(args.path))
+        data.update(session=history.label, path=str(args.path), cost=cost.to_json() if cost else None)
         out(data)
         return 0
-    write_lines(describe(att, history.label))
+    write_lines(describe(att, history.label, cost))
     return 0

@@ -52,6 +52,7 @@ Signals (payloads are engine dataclasses unless said otherwise):
                                    of its largest results — the answer to tool_attribution()
     imported_changed(object)       engine.workbench.imported.ImportFacts | None — a followed view's import
                                    record changed (the agent's own cost, its tool definitions)
+    usage_ready(object)            engine.usage.report.UsageReport — the answer to refresh_usage(since, until)
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -114,6 +115,7 @@ SIGNALS: dict[type, str] = {
     ev.DiffReady: "diff_ready",
     ev.ToolsReady: "tools_ready",
     ev.ImportChanged: "imported_changed",
+    ev.UsageReady: "usage_ready",
 }
 """Which signal each service event becomes (events not listed reach no widget: ToolCallFinished,
 CompactionStarted, LlmReady)."""
@@ -168,6 +170,7 @@ class Controller(QObject):
     diff_ready = Signal(object)
     tools_ready = Signal(object, dict)
     imported_changed = Signal(object)
+    usage_ready = Signal(object)
 
     def __init__(
         self,
@@ -348,6 +351,10 @@ class Controller(QObject):
 
     def tool_attribution(self) -> None:
         self.service.tool_attribution()
+
+    def refresh_usage(self, since: str | None = None, until: str | None = None, update: bool = True) -> None:
+        """What the agents spent from ``since`` to ``until`` (ISO days; engine.workbench.usage)."""
+        self.service.usage.refresh(since, until, update)
 
     async def shutdown(self) -> None:
         """Cancel everything and close the session (the window is closing)."""

@@ -38,6 +38,7 @@ from app.export_menu import ExportMenu
 from app.wire_analysis import wire_analysis
 from app.wire_chat import wire_chat
 from app.wire_sources import wire_sources
+from app.wire_usage import wire_usage
 from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
 from engine.model.snapshot import ContextSnapshot
 from engine.store.config import Settings, config_dir
@@ -174,7 +175,7 @@ class MainWindow(QMainWindow):
         edit_menu.addAction(self.undo_action)
         edit_menu.addAction(self.compact_action)
         edit_menu.addAction(self.stop_action)
-        view_menu = menu.addMenu("&View")
+        view_menu = self.view_menu = menu.addMenu("&View")
         view_menu.addAction(self.chart_dock.toggleViewAction())
         view_menu.addAction(self.inspector_dock.toggleViewAction())
         self.sessions_action = QAction("Sessions", self)
@@ -249,6 +250,7 @@ class MainWindow(QMainWindow):
         c.model_suggestions.connect(self._on_controller_model_suggestions)
         wire_sources(self)  # app/wire_sources.py: Sources tab, read-only views, live follow, subagents
         wire_chat(self)  # app/wire_chat.py: Edit → Find… (Ctrl+F) and the find bar above the chat
+        wire_usage(self)  # app/wire_usage.py: the Usage dock, the session's cost in the status bar
 
     # ------------------------------------------------------------------ chart (built lazily)
 

@@ -12,7 +12,8 @@ reads) and shows it instead of the sample; ``--cache-view`` switches the timelin
 the sessions panel listing the folder it is in (as ``source_dirs``);
 ``--tab NAME`` raises that inspector tab (``tools`` waits for its figures; ``compactions`` selects the
 first compaction); ``--diff A B`` computes the context diff from call A to call B and also writes the
-diff window to ``OUT-diff.png``.
+diff window to ``OUT-diff.png``; ``--usage DIR`` indexes the agent session files in DIR (as ``source_dirs``,
+nothing of this machine) and shows the Usage dock over all time.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--source", type=Path, metavar="FILE", help="show this agent session file as a read-only view")
     p.add_argument("--tab", choices=("files", "archive", "summary", "compactions", "tools"),
                    help="raise this inspector tab")
+    p.add_argument("--usage", type=Path, metavar="DIR",
+                   help="show the Usage dock on the agent session files in DIR (all time)")
     p.add_argument("--diff", type=int, nargs=2, metavar=("A", "B"),
                    help="show the context diff from call A to call B (also written to OUT-diff.png)")
     args = p.parse_args(argv)
@@ -79,11 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["CTXBENCH_CONFIG_DIR"] = str(home / "config")
         (home / "config").mkdir()
         text = SAMPLE_SETTINGS.format(theme=args.theme)
-        if args.source is not None:  # the Sources tab lists the file's folder (and nothing of this machine)
+        shown = args.source.resolve().parent if args.source is not None else args.usage
+        if shown is not None:  # the Sources tab lists the file's folder (and nothing of this machine)
             os.environ["HOME"] = str(home)
             os.environ.pop("CLAUDE_CONFIG_DIR", None)
             os.environ.pop("CODEX_HOME", None)
-            text += f'source_dirs = "{args.source.resolve().parent}"\n'
+            text += f'source_dirs = "{Path(shown).resolve()}"\n'
         (home / "config" / "settings.toml").write_text(text)
         shutil.copytree(SAMPLE, home / "data" / "sessions" / SAMPLE.name)
         _import_trajectory(home / "data" / "sessions")
@@ -160,6 +164,12 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         window.chat_wiring.bar.edit.setText(args.find)  # type: ignore[attr-defined]
     await asyncio.sleep(0.3)
     await _analysis_views(window, args)
+    if args.usage is not None:
+        wiring = window.usage_wiring  # type: ignore[attr-defined]
+        window.inspector_dock.hide()  # the dock gets the whole right side
+        wiring.show().set_days(0, update=True)
+        await _until(lambda: wiring.report is not None and not wiring.report.get("updating"), 120)
+        await asyncio.sleep(0.3)
     chart.flush()
     window.chat.flush()
     # let the loop process Qt's events (app.processEvents() inside this task could run a followed view's

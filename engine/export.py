@@ -13,8 +13,9 @@ Reading needs no lock and writes nothing in the session folder (an open session 
   tokens before → after and summary.
 - **CSV / JSON** (:func:`call_rows`): one row per provider call (``context`` record of
   ``events.jsonl``) with the fields :data:`CALL_FIELDS` — the record's figures as written (``None``
-  / empty where unknown) plus the cache figures derived by :mod:`engine.context.cache`. The JSON document
-  also holds the session's description and its compactions.
+  / empty where unknown) plus the cache figures derived by :mod:`engine.context.cache` and the call's
+  dollar cost ``cost_usd`` from litellm's price table (:mod:`engine.usage.costs`; empty when the model has
+  no price). The JSON document also holds the session's description, its compactions and its total cost.
 
 :func:`export_session` writes one of them atomically (:func:`write_file`: temporary file + rename,
 then the permissions of an ordinary new file of the user).
@@ -38,6 +39,7 @@ from engine.model.snapshot import PROMPT_REGIONS
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects
+from engine.usage.costs import price_table, record_cost, records_cost
 
 ExportFormat = Literal["md", "csv", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("md", "csv", "json")
@@ -49,7 +51,7 @@ CALL_FIELDS: tuple[str, ...] = (
     "call", "ts", "model", "provider_prompt_tokens", "cache_read_tokens", "cache_write_tokens",
     "uncached_input_tokens", "cache_hit_rate", "cache_rewrite", "completion_tokens", "reasoning_tokens",
     "estimate_tokens", "raw_prompt_tokens", "accuracy", "window", "threshold_tokens", *PROMPT_REGIONS,
-    "prefix_tokens", "prefix_source", "segment", "message_count", "message_id", "request_id",
+    "prefix_tokens", "prefix_source", "segment", "message_count", "message_id", "request_id", "cost_usd",
 )
 _RECORD_FIELDS = ("ts", "model", "provider_prompt_tokens", "cache_read_tokens", "cache_write_tokens",
                   "completion_tokens", "reasoning_tokens", "raw_prompt_tokens", "accuracy", "window",
@@ -127,6 +129,7 @@ def _after_compaction(data: SessionExport) -> set[int]:
 def call_rows(data: SessionExport) -> list[dict[str, Any]]:
     """One row per provider call with the fields :data:`CALL_FIELDS` (``None`` where unknown)."""
     cache = analyze(data.calls, _after_compaction(data))
+    table = price_table()
     rows = []
     for i, (rec, fig) in enumerate(zip(data.calls, cache.calls, strict=True)):
         row: dict[str, Any] = {k: rec.get(k) for k in _RECORD_FIELDS}
@@ -135,6 +138,8 @@ def call_rows(data: SessionExport) -> list[dict[str, Any]]:
         row["uncached_input_tokens"] = fig.uncached
         row["cache_hit_rate"] = None if fig.hit_rate is None else round(fig.hit_rate, 4)
         row["cache_rewrite"] = fig.rewrite
+        cost = record_cost(rec, table).usd
+        row["cost_usd"] = None if cost is None else round(cost, 8)
         rows.append({k: row[k] for k in CALL_FIELDS})
     return rows
 
@@ -170,6 +175,7 @@ def calls_json(data: SessionExport, rows: Sequence[Mapping[str, Any]] | None = N
         "fields": list(CALL_FIELDS),
         "calls": [dict(r) for r in rows],
         "compactions": [{k: v for k, v in c.items() if k != "type"} for c in data.compactions],
+        "cost": {**records_cost(rows).to_json(), "agent_cost_usd": imported.get("agent_cost_usd")},
     }
     return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
 

@@ -66,8 +66,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.context",),
     ("engine.tools",),
     ("engine.sources",),
-    ("engine.agent", "engine.importer", "engine.export", "engine.ingest", "engine.transcript"),
-    ("engine.usage",),
+    ("engine.agent", "engine.importer", "engine.ingest", "engine.transcript"),
+    ("engine.usage", "engine.export"),  # the export prices each call (engine.usage.costs)
     ("engine.workbench",),
 )
 SPEC_SHIMS = ("engine.tokens", "engine.budget", "engine.turns", "engine.offload", "engine.compaction")

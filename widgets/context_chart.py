@@ -96,6 +96,7 @@ from widgets.chart_parts import num as _num
 from widgets.chart_parts import parse_ts as _parse_ts
 from widgets.compaction_text import compaction_tooltip as _compaction_tip
 from widgets.compaction_text import subagent_tooltip as _subagent_tip
+from widgets.formatting import cost_lines
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 ACCURACY_LABELS = {
@@ -439,6 +440,7 @@ class ContextChart(QWidget):
             lines.append(f"Raw estimate: {format_tokens(tl.raw[index])}")
         if not math.isnan(tl.window[index]):
             lines.append(f"Window: {format_tokens(tl.window[index])}")
+        lines += cost_lines(rec)
         return "\n".join(lines)
 
     def compaction_tooltip(self, index: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +49,25 @@ def local_time_text(ts: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
 def format_usd(value: float) -> str:
     """"$0.0670" below a dollar, "$12.34" from a dollar on."""
     return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def _usd_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def cost_lines(record: Mapping[str, Any]) -> list[str]:
+    """A timeline column's cost lines: ``cost_usd`` (litellm's prices) or why it is unknown, and the
+    agent's own cost of the call where its record has one; [] when the record was not priced."""
+    lines = []
+    usd = _usd_or_none(record.get("cost_usd"))
+    if usd is not None:
+        lines.append(f"Cost: {format_usd(usd)} (litellm's prices)")
+    elif "cost_usd" in record:
+        lines.append(f"Cost: unknown ({record.get('cost_problem') or 'no price'})")
+    agent = _usd_or_none(record.get("agent_cost_usd"))
+    if agent is not None:
+        lines.append(f"The agent's own cost: {format_usd(agent)}")
+    return lines
 
 
 def cost_tooltip(total: float | None, by_model: dict[str, float] | None = None) -> str:

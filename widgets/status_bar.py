@@ -9,6 +9,8 @@ Methods:
     set_state(state)                    "idle" | "streaming" | "tool" | "compacting" (others shown as is)
     set_agent_cost(usd, by_model=None)  an imported session's agent's own cost (its cost records),
                                         per model in the tooltip; None hides it
+    set_session_cost(usd, calls, unpriced=0, problem="")  the session's cost so far at litellm's prices
+                                        (beside the agent's own); no calls hides it
     set_palette(palette)
     texts() -> dict[str, str]           the shown texts by part (tests, accessibility)
 """
@@ -42,9 +44,13 @@ class ContextStatusBar(QStatusBar):
         self.calls_label = QLabel("last call: —")
         self.state_label = QLabel()
         self.cost_label = QLabel()
-        for w in (self.model_label, self.tokens_label, self.calls_label, self.state_label, self.cost_label):
+        self.session_cost_label = QLabel()
+        for w in (self.model_label, self.tokens_label, self.calls_label, self.state_label, self.cost_label,
+                  self.session_cost_label):
             w.setContentsMargins(6, 0, 6, 0)
         self.addWidget(self.model_label)
+        self.addPermanentWidget(self.session_cost_label)
+        self.session_cost_label.hide()
         self.addPermanentWidget(self.cost_label)
         self.cost_label.hide()
         self.addPermanentWidget(self.tokens_label)
@@ -122,8 +128,25 @@ class ContextStatusBar(QStatusBar):
         self.cost_label.setToolTip(cost_tooltip(usd, by_model))
         self.cost_label.show()
 
+    def set_session_cost(self, usd: float | None, calls: int, unpriced: int = 0, problem: str = "") -> None:
+        if not calls:
+            self.session_cost_label.clear()
+            self.session_cost_label.setToolTip("")
+            self.session_cost_label.hide()
+            return
+        if usd is None:
+            self.session_cost_label.setText("cost: unknown")
+        else:
+            self.session_cost_label.setText(f"cost: {format_usd(usd)}{'+' if unpriced else ''}")
+        tip = [f"What this session's {calls} call(s) cost so far, at litellm's prices (the calls' own figures)"]
+        if unpriced:
+            tip.append(f"{unpriced} call(s) without a price are not counted" + (f": {problem}" if problem else ""))
+        self.session_cost_label.setToolTip("\n".join(tip))
+        self.session_cost_label.show()
+
     def texts(self) -> dict[str, str]:
         return {
+            "session_cost": self.session_cost_label.text(),
             "agent_cost": self.cost_label.text(),
             "model": self.model_label.text(),
             "tokens": self.tokens_label.text(),

@@ -33,6 +33,7 @@ from engine.workbench.events import (
 )
 from engine.workbench.tasks import TaskGroup
 from engine.workbench.throttle import SNAPSHOT_INTERVAL_S, Throttle
+from engine.workbench.usage import UsagePart
 from engine.workbench.views import ContextState
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ class WorkbenchCore:
         self._agent_stale = False
         # the session (weakly: a closed one may go) and the estimator the import calibration was made for
         self._import_calibration: tuple[weakref.ref[Session], tuple[type, str]] | None = None
+        self.usage = UsagePart(self.tasks, self.emit, lambda: self.settings)  # the Usage view's queries
 
     # ------------------------------------------------------------------ events out
 

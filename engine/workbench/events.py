@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from engine.context.attribution import Attribution
     from engine.context.compaction import CompactionPreview
     from engine.context.diff import ContextDiff
+    from engine.usage.report import UsageReport
     from engine.workbench.imported import ImportFacts
     from engine.workbench.views import ContextState, Marker, SessionView
 
@@ -342,6 +343,17 @@ class ImportChanged(WorkbenchEvent):
         return (self.facts,)
 
 
+@dataclass
+class UsageReady(WorkbenchEvent):
+    """What the agents on this machine spent over a date range (the answer to ``usage.refresh``):
+    an :class:`engine.usage.report.UsageReport` (``updating``: newer figures follow)."""
+
+    report: UsageReport
+
+    def payload(self) -> tuple[Any, ...]:
+        return (self.report,)
+
+
 __all__ = [
     "ApprovalRequested",
     "ApprovalsWithdrawn",
@@ -385,5 +397,6 @@ __all__ = [
     "ToolCallStarted",
     "ToolsReady",
     "TurnFinished",
+    "UsageReady",
     "WorkbenchEvent",
 ]

@@ -26,6 +26,7 @@ from engine.model.events import (
     ToolCallStarted,
     TurnFinished,
 )
+from engine.usage.costs import priced_record
 from engine.workbench.core import WorkbenchCore
 from engine.workbench.events import (
     BusyChanged,
@@ -168,7 +169,7 @@ class Turns(WorkbenchCore):
             self._announce_file(event.offload_path)
 
     def _on_context_updated(self, event: ContextUpdated) -> None:
-        data = call_record(event.snapshot)
+        data = priced_record(call_record(event.snapshot))
         self.emit(CallRecorded(data))
         self.emit(LastCall(prompt_of(data), event.snapshot.provider_prompt_tokens))
 

@@ -17,6 +17,7 @@ from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
+from engine.usage.costs import priced_record
 from engine.workbench.imported import ImportFacts, import_facts
 from engine.workbench.subagents import subagent_marks
 
@@ -162,7 +163,7 @@ def read_timeline(
         except ValueError as exc:  # a damaged record must not take the whole timeline down
             problems.append(f"events.jsonl: a context record was skipped ({exc})")
             continue
-        timeline.append(record)
+        timeline.append(priced_record(record))  # + cost_usd (engine.usage.costs)
     return timeline, [e for e in events if e.get("type") == "compaction"]
 
 

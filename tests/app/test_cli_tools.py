@@ -45,8 +45,11 @@ def test_tools_text_and_links_into_an_imported_folder(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     assert out[0].startswith(f"{folder.name}: {doc['tool_tokens']:,} of {doc['history_tokens']:,} history tokens")
-    assert out[1].split() == ["tool", "calls", "results", "arg", "tokens", "result", "tokens", "share"]
-    assert out[2].split()[0] == doc["tools"][0]["tool"]
+    cost = doc["cost"]  # the session's cost at litellm's prices, the same from the folder and the file
+    assert cost["calls"] > 0 and cost["cost_usd"] > 0 and cost["cost_usd"] == from_file["cost"]["cost_usd"]
+    assert out[1] == f"cost: ${cost['cost_usd']:,.4f} for {cost['calls']} calls at litellm's prices"
+    assert out[2].split() == ["tool", "calls", "results", "arg", "tokens", "result", "tokens", "share"]
+    assert out[3].split()[0] == doc["tools"][0]["tool"]
     assert out[-3] == "largest tool results (2):" and doc["largest"][1]["message_id"] in out[-1]
 
 

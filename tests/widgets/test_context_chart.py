@@ -380,3 +380,14 @@ def test_a_timeline_without_provider_figures_draws_without_warnings(chart, qtbot
         chart.grab()
     assert chart.column_count() == 12
     assert np.isnan(chart.provider_series()).all()
+
+
+def test_the_call_tooltip_says_what_the_call_cost(chart):
+    chart.set_timeline([{**record(0), "cost_usd": 0.0123, "cost_problem": ""},
+                        {**record(1), "cost_usd": None, "cost_problem": "no price for 'x'"},
+                        {**record(2), "agent_cost_usd": 0.5, "cost_usd": 0.4}, record(3)])
+    assert "Cost: $0.0123 (litellm's prices)" in chart.column_tooltip(0)
+    assert "Cost: unknown (no price for 'x')" in chart.column_tooltip(1)
+    tip = chart.column_tooltip(2)
+    assert "Cost: $0.4000" in tip and "The agent's own cost: $0.5000" in tip
+    assert "Cost" not in chart.column_tooltip(3)  # not priced: nothing said

@@ -76,3 +76,17 @@ def test_the_agents_own_cost(bar):
     assert bar.texts()["agent_cost"] == "agent's cost: $12.50"
     bar.set_agent_cost(None)
     assert bar.cost_label.isHidden() and bar.texts()["agent_cost"] == ""
+
+
+def test_the_sessions_cost_so_far_beside_the_agents_own(bar):
+    assert bar.texts()["session_cost"] == "" and bar.session_cost_label.isHidden()
+    bar.set_session_cost(0.5, 3)
+    bar.set_agent_cost(0.52)
+    assert bar.texts()["session_cost"] == "cost: $0.5000" and not bar.session_cost_label.isHidden()
+    assert bar.texts()["agent_cost"] == "agent's cost: $0.5200"
+    bar.set_session_cost(1.25, 4, unpriced=1, problem="no price for 'x'")
+    assert bar.texts()["session_cost"] == "cost: $1.25+" and "no price for 'x'" in bar.session_cost_label.toolTip()
+    bar.set_session_cost(None, 2, unpriced=2)
+    assert bar.texts()["session_cost"] == "cost: unknown"
+    bar.set_session_cost(None, 0)
+    assert bar.session_cost_label.isHidden()

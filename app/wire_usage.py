@@ -1,0 +1,140 @@
+"""Wiring of the Usage part of the window (issue 22): the Usage dock (what the agents on this machine spent,
+:class:`widgets.usage_view.UsageView`) and the open session's cost so far in the status bar.
+
+- **The Usage dock** sits tabbed with the context chart, hidden until View → Usage (Ctrl+Shift+U). Its view
+  is built when the dock is first shown (pyqtgraph); it then asks for the last 30 days, reading new session
+  files into the usage index first (``Controller.refresh_usage``, off the loop: engine.workbench.usage).
+  A range change queries the index as it is; Refresh reads new files again. A double-clicked session opens
+  as a read-only view (as Sources → Open) and the chart is raised.
+- **The session's cost**: every timeline record comes priced (``cost_usd``, engine.usage.costs); their sum
+  is shown in the status bar beside the agent's own cost, updated with each call.
+
+:func:`wire_usage` is called once from ``MainWindow._connect``; its state is ``window.usage_wiring``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QDockWidget, QLabel
+
+from engine.usage.costs import records_cost
+from engine.workbench.views import SessionView
+from widgets.theme import Palette
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+    from engine.usage.report import UsageReport
+    from widgets.usage_view import UsageView
+
+
+class UsageWiring(QObject):
+    """The slots (see the module docstring)."""
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.controller = window.controller
+        self.view: UsageView | None = None
+        self.report: dict[str, Any] | None = None
+        self.records: list[dict[str, Any]] = []
+        self.dock = QDockWidget("Usage", window)
+        self.dock.setObjectName("UsageDock")
+        placeholder = QLabel("Loading…")
+        placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.dock.setWidget(placeholder)
+        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+        window.tabifyDockWidget(window.chart_dock, self.dock)
+        window.chart_dock.raise_()
+        self.dock.hide()
+        self.action = self.dock.toggleViewAction()
+        self.action.setText("&Usage (what the agents spent)")
+        self.action.setShortcut(QKeySequence("Ctrl+Shift+U"))
+        view_menu = getattr(window, "view_menu", None)
+        if view_menu is not None:
+            view_menu.addAction(self.action)
+        self.dock.visibilityChanged.connect(self._on_visibility_changed)
+        window._theme.changed.connect(self._on_theme_changed)
+        c = self.controller
+        c.usage_ready.connect(self._on_usage_ready)
+        c.session_loaded.connect(self._on_session_loaded)
+        c.call_recorded.connect(self._on_call_recorded)
+        c.call_updated.connect(self._on_call_updated)
+
+    # --- the dock
+    def show(self) -> UsageView:
+        """Show the Usage dock (building its view) and return the view."""
+        self.dock.show()
+        self.dock.raise_()
+        return self.ensure_view()
+
+    def ensure_view(self) -> UsageView:
+        if self.view is not None:
+            return self.view
+        from widgets.usage_view import UsageView
+
+        view = UsageView(pal=self.window.pal)
+        view.refresh_requested.connect(self._on_refresh_requested)
+        view.session_opened.connect(self._on_session_opened)
+        old = self.dock.widget()
+        self.dock.setWidget(view)
+        if old is not None:
+            old.deleteLater()
+        self.view = view
+        if self.report is not None:
+            view.set_report(self.report)
+        view.set_days(30, update=True)
+        return view
+
+    def _on_visibility_changed(self, visible: bool) -> None:
+        if visible and self.view is None:
+            self.ensure_view()
+
+    def _on_theme_changed(self, pal: Palette) -> None:
+        if self.view is not None:
+            self.view.set_palette(pal)
+
+    def _on_refresh_requested(self, since: str, until: str, update: bool) -> None:
+        self.controller.refresh_usage(since or None, until or None, update)
+
+    def _on_session_opened(self, path: str) -> None:
+        self.controller.open_source(path)
+        self.window.chart_dock.show()
+        self.window.chart_dock.raise_()
+
+    def _on_usage_ready(self, report: UsageReport) -> None:
+        self.report = report.to_json()
+        if self.view is not None:
+            self.view.set_report(self.report)
+
+    # --- the session's cost
+    def _on_session_loaded(self, view: SessionView) -> None:
+        self.records = list(view.timeline)
+        self._show_cost()
+
+    def _on_call_recorded(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        self._show_cost()
+
+    def _on_call_updated(self, record: dict[str, Any]) -> None:
+        if self.records:
+            self.records[-1] = record
+        else:
+            self.records.append(record)
+        self._show_cost()
+
+    def _show_cost(self) -> None:
+        cost = records_cost(self.records)
+        self.window.status.set_session_cost(cost.usd, cost.calls, cost.unpriced, cost.problem)
+
+
+def wire_usage(window: MainWindow) -> UsageWiring:
+    """Connect the Usage part of ``window`` (see the module docstring)."""
+    wiring = UsageWiring(window)
+    window.usage_wiring = wiring  # type: ignore[attr-defined]
+    return wiring
+
+
+__all__ = ["UsageWiring", "wire_usage"]

@@ -1,0 +1,96 @@
+"""What the window's Usage view shows, from the usage index (:mod:`engine.usage.index`) over a date range.
+
+:func:`usage_report` runs every query of the view on one DuckDB connection and returns a
+:class:`UsageReport` of plain data: cost and tokens per day and model (the stacked bars), the sessions
+(cost, calls, peak fullness, compactions, cache hit rate, the agent's own cost, the file to open), per
+project and per model totals, the tools whose results take the most context, and the range's total.
+Days are UTC (as the index files them); ``since`` and ``until`` are both included, None: open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Any
+
+from engine.usage.index import _SUMS, UsageIndex, _fetch, _sql_str
+
+TOP_TOOLS = 20
+
+
+@dataclass
+class UsageReport:
+    """The figures of one date range (each row a dict of plain values; see the module's doc)."""
+
+    since: str | None = None  # ISO day, included; None: from the first call
+    until: str | None = None  # ISO day, included; None: to the last call
+    by_day_model: list[dict[str, Any]] = field(default_factory=list)  # day, model, calls, cost_usd, tokens…
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    projects: list[dict[str, Any]] = field(default_factory=list)
+    models: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    total: dict[str, Any] = field(default_factory=dict)
+    index: dict[str, Any] | None = None  # what the index update did (IndexReport.to_json), None: not updated
+    problem: str = ""  # why the figures may be missing or old ("" when all went well)
+    updating: bool = False  # the index is being brought up to date: newer figures follow
+
+    def days(self) -> list[str]:
+        """The days with calls, in order."""
+        return sorted({str(r["day"]) for r in self.by_day_model})
+
+    def model_names(self) -> list[str]:
+        """The models of the range, most expensive first (the bars' stacking order)."""
+        return [str(m.get("model") or "") for m in self.models]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _where(since: date | None, until: date | None, column: str = "day") -> str:
+    parts = ["TRUE"]
+    if since is not None:
+        parts.append(f"{column} >= DATE {_sql_str(since.isoformat())}")
+    if until is not None:
+        parts.append(f"{column} <= DATE {_sql_str(until.isoformat())}")
+    return " AND ".join(parts)
+
+
+def usage_report(index: UsageIndex, since: date | None = None, until: date | None = None,
+                 top_tools: int = TOP_TOOLS) -> UsageReport:
+    """The Usage view's figures from ``index`` (read only: no update) between ``since`` and ``until``."""
+    where = _where(since, until)
+    report = UsageReport(since.isoformat() if since else None, until.isoformat() if until else None)
+    con = index.connect()
+    try:
+        report.by_day_model = _fetch(con, f"""
+            SELECT day, model, count(*) AS calls, sum(cost_usd) AS cost_usd,
+                   count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
+                   sum(prompt_tokens) AS prompt_tokens, sum(output_tokens) AS output_tokens,
+                   coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0) AS tokens
+            FROM calls WHERE {where} GROUP BY day, model ORDER BY day, model""")
+        report.sessions = _fetch(con, f"""
+            SELECT c.agent, c.project, c.session_id, c.file_id, min(c.ts) AS first_call, max(c.ts) AS last_call,
+                   string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models, {_SUMS.replace('sum(', 'sum(c.')},
+                   any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
+                   any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title,
+                   any_value(s.path) AS path
+            FROM calls c LEFT JOIN sessions s USING (file_id)
+            WHERE {_where(since, until, 'c.day')}
+            GROUP BY c.agent, c.project, c.session_id, c.file_id ORDER BY cost_usd DESC NULLS LAST""")
+        report.projects = _fetch(con, f"SELECT project, {_SUMS} FROM calls WHERE {where} GROUP BY project "
+                                      "ORDER BY cost_usd DESC NULLS LAST, project")
+        report.models = _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM calls "
+                                    f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
+        report.tools = _fetch(con, f"""
+            SELECT tool, count(*) AS results, sum(tokens) AS result_tokens,
+                   count(DISTINCT file_id) AS sessions, max(tokens) AS largest
+            FROM tool_results WHERE {where} GROUP BY tool
+            ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
+        rows = _fetch(con, f"SELECT {_SUMS} FROM calls WHERE {where}")
+        report.total = rows[0] if rows else {}
+    finally:
+        con.close()
+    return report
+
+
+__all__ = ["TOP_TOOLS", "UsageReport", "usage_report"]

@@ -1,0 +1,125 @@
+"""Dollar cost of a session's recorded calls (engine.usage.costs), the usage report over a date range
+(engine.usage.report), and the cost column of the export."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from engine import export
+from engine.usage.costs import call_record, priced_record, record_cost, records_cost, session_cost
+from engine.usage.index import UsageIndex
+from engine.usage.prices import PriceTable, load_table
+from engine.usage.report import usage_report
+from tests.engine.usage.test_usage_index import _call, _result, _user
+
+RECORD = {"type": "context", "model": "claude-opus-4-6", "provider_prompt_tokens": 1110, "cache_read_tokens": 1000,
+          "cache_write_tokens": 100, "completion_tokens": 5, "reasoning_tokens": None}
+
+
+def _expected() -> float:
+    return load_table().cost("claude-opus-4-6", prompt=1110, completion=5, cache_read=1000, cache_write=100).usd or 0.0
+
+
+def test_a_record_is_priced_from_its_own_figures() -> None:
+    out = priced_record(RECORD)
+    assert out["cost_usd"] == pytest.approx(_expected()) and out["cost_problem"] == ""
+    assert "cost_usd" not in RECORD  # a copy: the record as read stays as it was
+
+
+def test_an_unknown_model_costs_none_with_the_reason_never_zero() -> None:
+    out = priced_record({**RECORD, "model": "no-such-model-xyz"})
+    assert out["cost_usd"] is None and "no-such-model-xyz" in out["cost_problem"]
+    assert record_cost(RECORD, None).usd is None  # no price table (litellm not installed)
+
+
+def test_reasoning_on_top_of_the_output_for_gemini_cli() -> None:
+    table = PriceTable({"m": {"input_cost_per_token": 1.0, "output_cost_per_token": 10.0}})
+    rec = {"model": "m", "provider_prompt_tokens": 2, "completion_tokens": 3, "reasoning_tokens": 1}
+    assert record_cost(rec, table).usd == pytest.approx(2 + 30)  # reasoning inside the output
+    assert record_cost({**rec, "source_format": "gemini-cli"}, table).usd == pytest.approx(2 + 30 + 10)
+
+
+def test_records_cost_sums_the_known_and_counts_the_others() -> None:
+    priced = [priced_record(RECORD), priced_record({**RECORD, "model": "nope-model"})]
+    cost = records_cost([*priced, RECORD])  # the last one is priced on the way
+    assert cost.calls == 3 and cost.unpriced == 1 and cost.usd == pytest.approx(2 * _expected())
+    assert "nope-model" in cost.problem
+    assert records_cost([]).usd is None
+
+
+def test_session_cost_of_a_folder_and_of_a_file(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "events.jsonl").write_text(json.dumps(RECORD) + "\n" + json.dumps({"type": "compaction"}) + "\n")
+    cost = session_cost(folder)
+    assert cost is not None and cost.calls == 1 and cost.usd == pytest.approx(_expected())
+    (tmp_path / "x.jsonl").write_text(_user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z"))
+    cost = session_cost(tmp_path / "x.jsonl")
+    assert cost is not None and cost.calls == 1 and cost.usd and cost.usd > 0
+
+
+def test_call_record_carries_the_readers_figures() -> None:
+    from engine.sources.model import ProviderCall
+
+    call = ProviderCall(index=0, message_index=1, model="gpt-5", prompt_tokens=10, completion_tokens=2,
+                        cache_read_tokens=4, cache_write_tokens=None, reasoning_tokens=1, ts="")
+    rec = call_record(call, "opencode")
+    assert rec["provider_prompt_tokens"] == 10 and rec["source_format"] == "opencode"
+
+
+def test_the_export_has_a_cost_column(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "session.json").write_text(json.dumps({"title": "t"}))
+    (folder / "history.jsonl").write_text("")
+    (folder / "events.jsonl").write_text(json.dumps(RECORD) + "\n")
+    data = export.read_session(folder)
+    (row,) = export.call_rows(data)
+    assert row["cost_usd"] == pytest.approx(_expected(), abs=1e-7) and "cost_usd" in export.CALL_FIELDS
+    assert export.calls_csv([row]).splitlines()[0].endswith(",cost_usd")
+    doc = json.loads(export.calls_json(data))
+    assert doc["cost"]["cost_usd"] == pytest.approx(_expected(), abs=1e-7) and doc["cost"]["unpriced_calls"] == 0
+
+
+# --------------------------------------------------------------------------- the usage report
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> UsageIndex:
+    home = tmp_path / "home"
+    folder = home / ".claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    (folder / "s1.jsonl").write_text(
+        _user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z", tool="Bash")
+        + _result(3, "2026-03-01T10:00:06.000Z", "tu2") + _call(4, "2026-03-01T10:00:09.000Z")
+        + _user(5, "2026-03-03T09:00:00.000Z") + _call(6, "2026-03-03T09:00:03.000Z", model="claude-sonnet-4-5"))
+    ix = UsageIndex(tmp_path / "usage")
+    ix.update(home=home, env={})
+    return ix
+
+
+def test_the_report_of_all_days(index: UsageIndex) -> None:
+    report = usage_report(index)
+    assert report.days() == ["2026-03-01", "2026-03-03"]
+    assert set(report.model_names()) == {"claude-opus-4-6", "claude-sonnet-4-5"}
+    assert report.model_names()[0] == "claude-opus-4-6"  # the most expensive first
+    assert report.total["calls"] == 3 and len(report.sessions) == 1
+    (session,) = report.sessions
+    assert session["calls"] == 3 and session["path"].endswith("s1.jsonl") and session["compactions"] == 0
+    assert session["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in report.by_day_model))
+    (tool,) = report.tools
+    assert tool["tool"] == "Bash" and tool["results"] == 1 and tool["sessions"] == 1
+    assert report.projects[0]["project"] == "proj"
+    assert json.dumps(report.to_json())  # plain data
+
+
+def test_the_report_of_a_range(index: UsageIndex) -> None:
+    report = usage_report(index, since=date(2026, 3, 2), until=date(2026, 3, 3))
+    assert report.days() == ["2026-03-03"] and report.total["calls"] == 1 and report.tools == []
+    assert (report.since, report.until) == ("2026-03-02", "2026-03-03")
+    assert usage_report(index, until=date(2026, 3, 1)).total["calls"] == 2
+    assert usage_report(index, since=date(2027, 1, 1)).total["calls"] == 0

@@ -1,0 +1,123 @@
+"""The Usage view: stacked bars per day and model (items made once), sortable tables, the date range."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from widgets.theme import DARK
+from widgets.usage_view import MAX_MODELS, OTHER, PATH_ROLE, UsageView, usd_text
+
+
+def _report(**kw: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "since": None, "until": None, "updating": False, "problem": "", "index": None,
+        "by_day_model": [
+            {"day": "2026-03-01", "model": "opus", "calls": 2, "cost_usd": 3.0, "unpriced_calls": 0, "tokens": 1000},
+            {"day": "2026-03-01", "model": "mini", "calls": 1, "cost_usd": 0.5, "unpriced_calls": 0, "tokens": 4000},
+            {"day": "2026-03-03", "model": "mini", "calls": 1, "cost_usd": 1.0, "unpriced_calls": 0, "tokens": 500},
+            {"day": "2026-03-03", "model": "local", "calls": 1, "cost_usd": None, "unpriced_calls": 1, "tokens": 10},
+        ],
+        "models": [{"model": "opus", "price_key": "opus", "calls": 2, "cost_usd": 3.0, "unpriced_calls": 0},
+                   {"model": "mini", "price_key": "mini", "calls": 2, "cost_usd": 1.5, "unpriced_calls": 0},
+                   {"model": "local", "price_key": None, "calls": 1, "cost_usd": None, "unpriced_calls": 1}],
+        "sessions": [
+            {"title": "cheap", "agent": "codex", "project": "p", "path": "/x/cheap.jsonl", "cost_usd": 0.5,
+             "unpriced_calls": 0, "calls": 9, "peak_fullness": 0.9, "compactions": 2, "cache_hit_rate": 0.5,
+             "last_call": "2026-03-03T10:00:00"},
+            {"title": "dear", "agent": "claude-code", "project": "q", "path": "/x/dear.jsonl", "cost_usd": 4.0,
+             "unpriced_calls": 1, "calls": 3, "peak_fullness": 0.2, "compactions": 0, "cache_hit_rate": 0.9,
+             "agent_cost_usd": 4.1, "last_call": "2026-03-01T10:00:00"}],
+        "projects": [{"project": "q", "cost_usd": 4.0, "calls": 3}, {"project": "p", "cost_usd": 0.5, "calls": 9}],
+        "tools": [{"tool": "Read", "results": 3, "result_tokens": 900, "sessions": 2, "largest": 500},
+                  {"tool": "Bash", "results": 5, "result_tokens": 9000, "sessions": 1, "largest": 4000}],
+        "total": {"calls": 5, "cost_usd": 4.5, "unpriced_calls": 1, "prompt_tokens": 5000, "output_tokens": 10,
+                  "cache_hit_rate": 0.8},
+    }
+    data.update(kw)
+    return data
+
+
+@pytest.fixture
+def view(qtbot: Any) -> UsageView:
+    w = UsageView()
+    qtbot.addWidget(w)
+    w.resize(900, 700)
+    return w
+
+
+def test_bars_stack_cost_by_model_per_day_with_empty_days_kept(view: UsageView) -> None:
+    bars = list(view._bars)
+    view.set_report(_report())
+    assert view.days() == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    assert view.series() == ["opus", "mini", "local"]
+    assert view.bar_totals() == pytest.approx([3.5, 0.0, 1.0])
+    view.set_metric("tokens")
+    assert view.bar_totals() == pytest.approx([5000, 0, 510])
+    assert view._bars == bars  # the same plot items, updated
+    view.set_report(_report(by_day_model=[], models=[], total={}))
+    assert view.bar_totals() == [] and not any(b.isVisible() for b in view._bars)
+    assert "No agent calls" in view.summary.text()
+
+
+def test_many_models_stack_the_rest_as_other(view: UsageView) -> None:
+    rows = [{"day": "2026-03-01", "model": f"m{i}", "cost_usd": 1.0, "tokens": 1} for i in range(MAX_MODELS + 3)]
+    view.set_report(_report(by_day_model=rows, models=[{"model": r["model"]} for r in rows]))
+    assert len(view.series()) == MAX_MODELS + 1 and view.series()[-1] == OTHER
+    assert view.bar_totals() == pytest.approx([MAX_MODELS + 3])
+
+
+def test_the_day_tooltip_breaks_the_day_down(view: UsageView) -> None:
+    view.set_report(_report())
+    tip = view.day_tooltip(2)
+    assert tip.startswith("2026-03-03") and "$1.00+" in tip and "local: unknown" in tip and "mini: $1.00" in tip
+    assert "no calls" in view.day_tooltip(1) and view.day_tooltip(9) == ""
+
+
+def test_summary_says_lower_bound_updating_and_problems(view: UsageView) -> None:
+    view.set_report(_report(updating=True, problem="cannot query"))
+    text = view.summary.text()
+    assert "$4.50+" in text and "5 calls" in text and "reading new session files" in text and "cannot query" in text
+    assert usd_text(None, 2) == "unknown" and usd_text(None) == "" and usd_text(2.0, 1) == "$2.00+"
+
+
+def test_tables_sort_by_number_and_a_double_click_opens_the_session(view: UsageView, qtbot: Any) -> None:
+    view.set_report(_report())
+    t = view.sessions
+    assert [t.item(r, 0).text() for r in range(t.rowCount())] == ["dear", "cheap"]  # by cost, largest first
+    assert t.item(0, 4).text() == "$4.00+" and t.item(0, 5).text() == "$4.10" and t.item(0, 7).text() == "20 %"
+    t.sortItems(6, Qt.SortOrder.DescendingOrder)  # calls: 9 before 3 (numbers, not text)
+    assert t.item(0, 0).text() == "cheap" and t.item(0, 0).data(PATH_ROLE) == "/x/cheap.jsonl"
+    with qtbot.waitSignal(view.session_opened) as blocker:
+        t.itemActivated.emit(t.item(0, 3))
+    assert blocker.args == ["/x/cheap.jsonl"]
+    assert view.tools.item(0, 0).text() == "Bash"  # the most context first
+    assert view.models.item(2, 6).text() == "no price"
+    assert [view.projects.item(r, 0).text() for r in range(2)] == ["q", "p"]
+
+
+def test_the_date_range(view: UsageView, qtbot: Any) -> None:
+    since, until = view.date_range()  # the last 30 days by default
+    assert until == "" and since == (date.today() - timedelta(days=29)).isoformat()
+    with qtbot.waitSignal(view.refresh_requested) as blocker:
+        view.set_days(0)
+    assert blocker.args == ["", "", False]
+    with qtbot.waitSignal(view.refresh_requested) as blocker:
+        view.preset.setCurrentIndex(0)  # the last 7 days
+    assert blocker.args[0] == (date.today() - timedelta(days=6)).isoformat()
+    with qtbot.waitSignal(view.refresh_requested) as blocker:
+        view.refresh_button.click()
+    assert blocker.args[2] is True  # Refresh reads new session files
+    view.until_edit.setDate(view.until_edit.date().fromString("2026-03-02", "yyyy-MM-dd"))
+    with qtbot.waitSignal(view.refresh_requested) as blocker:
+        view.until_edit.editingFinished.emit()
+    assert blocker.args[1] == "2026-03-02" and view.preset.currentText() == "Custom"
+
+
+def test_palette(view: UsageView) -> None:
+    view.set_report(_report(problem="x"))
+    view.set_palette(DARK)
+    assert DARK.error in view.summary.text()
