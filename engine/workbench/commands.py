@@ -19,6 +19,8 @@ class Commands(Sessions, CompactionUI):
     """The slash-command part of the service."""
 
     def run_command(self, name: str, arg: str = "") -> None:
+        if self.refuse_if_read_only("run_command", name):
+            return
         if name == "compact":
             self.start_preview(arg)
         elif name == "new":

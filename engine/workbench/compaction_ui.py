@@ -28,6 +28,8 @@ class CompactionUI(WorkbenchCore):
 
     def clear_session(self) -> asyncio.Task[Any] | None:
         """/clear: every message leaves the context (archived first) and the summary is emptied; undoable."""
+        if self.refuse_if_read_only("clear_session"):
+            return None
         if self.busy:
             self.notice("warning", "a turn is running: stop it first")
             return None
@@ -45,6 +47,8 @@ class CompactionUI(WorkbenchCore):
     # ------------------------------------------------------------------ preview
 
     def start_preview(self, instruction: str = "") -> bool:
+        if self.refuse_if_read_only("start_preview"):
+            return False
         if self.session is None or self.agent is None:
             self.notice("warning", "no session is open")
             return False
@@ -57,6 +61,8 @@ class CompactionUI(WorkbenchCore):
         return True
 
     def regenerate_preview(self, instruction: str = "") -> None:
+        if self.refuse_if_read_only("regenerate_preview"):
+            return
         if self.session is None or self.busy:
             self.emit(PreviewFailed("a turn is running: wait for it, then regenerate"))
             return
@@ -111,6 +117,8 @@ class CompactionUI(WorkbenchCore):
     # ------------------------------------------------------------------ apply and undo
 
     def apply_preview(self, summary: str | None = None) -> asyncio.Task[Any] | None:
+        if self.refuse_if_read_only("apply_preview"):
+            return None
         if self._preview is None:
             self.emit(PreviewFailed("there is no preview to apply (it is still being made, or was discarded)"))
             return None
@@ -139,6 +147,8 @@ class CompactionUI(WorkbenchCore):
         self.emit(PreviewClosed())
 
     def undo_compaction(self, marker_id: str | None = None) -> asyncio.Task[Any] | None:
+        if self.refuse_if_read_only("undo_compaction"):
+            return None
         session = self.session
         if session is None or self.agent is None:
             return None
@@ -167,6 +177,8 @@ class CompactionUI(WorkbenchCore):
     # ------------------------------------------------------------------ restore from the archive
 
     def restore_messages(self, ids: list[str]) -> asyncio.Task[Any] | None:
+        if self.refuse_if_read_only("restore_messages"):
+            return None
         if self.session is None or not ids:
             return None
         if self.busy:

@@ -31,6 +31,7 @@ from engine.workbench.events import (
     SnapshotChanged,
     WorkbenchEvent,
 )
+from engine.workbench.policy import ReadOnlyPolicy
 from engine.workbench.tasks import TaskGroup
 from engine.workbench.throttle import SNAPSHOT_INTERVAL_S, Throttle
 from engine.workbench.views import ContextState
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from engine.context.compaction import CompactionPreview
     from engine.model.events import Event
     from engine.tools.registry import ApproveFn
+    from engine.workbench.source_views import SourceView
 
 Listener = Callable[[Any], None]  # gets WorkbenchEvent and engine.model.events.Event instances
 
@@ -110,6 +112,8 @@ class WorkbenchCore:
         self._draft = ""
         self._live_ids: list[str] = []
         self._preview: CompactionPreview | None = None
+        self._view: SourceView | None = None  # the read-only view open now (engine.workbench.sources)
+        self.read_only = ReadOnlyPolicy(lambda: self._view is not None, lambda text: self.notice("warning", text))
         self._state: AgentState = AgentState.IDLE
         self._llm_ready = False
         self._agent_stale = False
@@ -127,6 +131,10 @@ class WorkbenchCore:
 
     def notice(self, level: NoticeLevel, text: str) -> None:
         self.emit(Notice(level, text))
+
+    def refuse_if_read_only(self, intent: str, command: str | None = None) -> bool:
+        """The read-only policy's answer for ``intent`` (True: refused, and a notice says why)."""
+        return self.read_only.refuses(intent, command)
 
     def _on_task_error(self, name: str, exc: BaseException) -> None:
         self.notice("error", f"{name} failed: {type(exc).__name__}: {one_line(str(exc))}")

@@ -69,13 +69,13 @@ from engine.workbench.events import (
     SourcesListed,
 )
 from engine.workbench.imported import import_facts
+from engine.workbench.policy import READ_ONLY
 from engine.workbench.turns import Turns
 from engine.workbench.views import SessionView, markers, prompt_of
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 MAX_RETRACTED = 50  # more changed messages at the end than this: the view is sent again whole
-READ_ONLY = "this is a read-only view of another agent's session: use Continue in ctxbench to talk to it"
 
 
 def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
@@ -88,7 +88,6 @@ def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
 class Sources(Commands, Turns):
     """The sources part of the service (see the module docstring)."""
 
-    _view: sv.SourceView | None = None
     _views_cleaned = False
     _wake: asyncio.Event | None = None  # set by file_changed: look at the followed file now
 
@@ -398,40 +397,6 @@ class Sources(Commands, Turns):
             return self.tasks.spawn("open", self._open_session(str(parent["id"])), replace=True)
         self.notice("warning", "this view has no parent session")
         return None
-
-    # ------------------------------------------------------------------ refused on a view
-
-    def _refuse(self) -> bool:
-        if self._view is None:
-            return False
-        self.notice("warning", READ_ONLY)
-        return True
-
-    def send(self, text: str) -> bool:
-        return False if self._refuse() else super().send(text)
-
-    def run_command(self, name: str, arg: str = "") -> None:
-        if name in ("new", "context") or not self._refuse():
-            super().run_command(name, arg)
-
-    def clear_session(self) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().clear_session()
-
-    def start_preview(self, instruction: str = "") -> bool:
-        return False if self._refuse() else super().start_preview(instruction)
-
-    def regenerate_preview(self, instruction: str = "") -> None:
-        if not self._refuse():
-            super().regenerate_preview(instruction)
-
-    def apply_preview(self, summary: str | None = None) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().apply_preview(summary)
-
-    def undo_compaction(self, marker_id: str | None = None) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().undo_compaction(marker_id)
-
-    def restore_messages(self, ids: list[str]) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().restore_messages(ids)
 
 
 __all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "Sources", "source_dict"]

@@ -60,7 +60,9 @@ class Turns(WorkbenchCore):
     # ------------------------------------------------------------------ turns
 
     def send(self, text: str) -> bool:
-        """Start a turn with ``text``; False (and a notice) when one is running or nothing is open."""
+        """Start a turn with ``text``; False (and a notice) when one is running, nothing is open or a view is."""
+        if self.refuse_if_read_only("send"):
+            return False
         if self.session is None or self.agent is None:
             self.notice("warning", "no session is open")
             return False
