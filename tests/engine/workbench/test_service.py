@@ -1,14 +1,26 @@
-"""The service's shape: the read-only policy (one place every mutating intent asks)."""
+"""The service's shape: the read-only policy (one place every mutating intent asks), and the service as
+parts it holds (flat classes, each intent in one part)."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.workbench import events as ev
+from engine.workbench.analysis import AnalysisPart
+from engine.workbench.commands import CommandsPart
+from engine.workbench.compaction_ui import CompactionPart
+from engine.workbench.core import WorkbenchCore
+from engine.workbench.inspector import InspectorPart
+from engine.workbench.keys import KeysPart
 from engine.workbench.policy import MUTATING_INTENTS, READ_ONLY, READ_ONLY_COMMANDS, ReadOnlyPolicy
+from engine.workbench.service import Workbench
+from engine.workbench.sessions import SessionsPart
+from engine.workbench.sources import SourcesPart
+from engine.workbench.turns import TurnsPart
 from tests.engine.workbench import claude_file as cf
 from tests.engine.workbench.test_workbench import Rig, rig, server, settings  # noqa: F401  (fixtures)
 
@@ -67,3 +79,40 @@ async def test_a_source_view_allows_the_commands_that_change_nothing(rig: Rig, t
     await rig.wb.open_source(path)
     rig.wb.run_command("context")
     assert READ_ONLY not in rig.notices() and "system" in rig.notices("info")[-1].lower()
+
+
+# --------------------------------------------------------------------------- the service as parts it holds
+
+PARTS = (CompactionPart, SessionsPart, TurnsPart, CommandsPart, SourcesPart, InspectorPart, AnalysisPart, KeysPart)
+OWN = {"subscribe", "task", "warm_up", "workspace", "next_snapshot", "start", "shutdown"}  # the core's, or composed
+
+
+def _methods(cls: type) -> set[str]:
+    return {n for n, v in vars(cls).items() if not n.startswith("_") and inspect.isfunction(v)}
+
+
+def test_the_service_and_its_parts_have_no_mixin_bases() -> None:
+    for cls in (Workbench, WorkbenchCore, ReadOnlyPolicy, *PARTS):
+        assert cls.__mro__ == (cls, object), cls
+
+
+def test_no_public_intent_is_defined_twice() -> None:
+    seen: dict[str, list[str]] = {}
+    for part in PARTS:
+        for name in _methods(part):
+            seen.setdefault(name, []).append(part.__name__)
+    assert {n: where for n, where in seen.items() if len(where) > 1} == {}
+    # every intent of the service is handed to exactly one part (or is the core's)
+    for name in _methods(Workbench) - OWN:
+        assert len(seen.get(name, [])) == 1, name
+    assert set(CALLS) <= _methods(Workbench)
+
+
+@pytest.mark.asyncio
+async def test_the_parts_share_one_core(rig: Rig) -> None:  # noqa: F811
+    wb = rig.wb
+    parts = [getattr(wb, n) for n in ("compaction", "sessions", "turns", "commands", "sources", "inspector",
+                                      "analysis", "keys")]
+    assert [type(p) for p in parts] == list(PARTS)
+    assert all(p.core is wb.core for p in parts)
+    assert wb.sessions.compaction is wb.compaction and wb.sources.sessions is wb.sessions
