@@ -13,7 +13,7 @@ from engine.workbench import source_views as sv
 from engine.workbench.compaction_ui import CompactionPart
 from engine.workbench.core import TurnBuffer, WorkbenchCore, one_line
 from engine.workbench.events import FollowChanged, SessionLoaded, SessionsListed
-from engine.workbench.views import SessionView, session_dict, session_view
+from engine.workbench.views import SessionView, session_dict, session_view, shown_as_view
 
 RUNNING_ON_A_SESSION = ("turn", "preview", "apply", "undo")  # what leaving a session stops
 
@@ -178,7 +178,7 @@ class SessionsPart:
         state = core.state_now()
         core.live_ids = list(state.live_ids)
         out = session_view(session, state, core.settings.model)
-        return out if core.view is None else sv.shown_as_view(core.view, out)
+        return out if core.view is None else shown_as_view(core.view, out)
 
 
 __all__ = ["RUNNING_ON_A_SESSION", "SessionsPart"]

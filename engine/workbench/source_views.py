@@ -23,7 +23,7 @@ import re
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from engine.sources.detect import detect_format
 from engine.sources.follow import FOLLOWABLE, LineLog, Tail
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession
 from engine.store.config import Settings, data_dir
-from engine.workbench.views import SessionView
 
 VIEWS_DIR = "views"
 SHM = "/dev/shm"  # memory-backed on Linux
@@ -397,23 +396,6 @@ def subagent_file(session_folder: Path, rel: str) -> str:
     return ""
 
 
-
-def shown_as_view(view: SourceView, out: SessionView) -> SessionView:
-    """The open session's view as a read-only view of ``view`` shows it (and what it shows, kept on
-    ``view`` for the follow loop's comparisons)."""
-    view.message_keys = [message_key(m) for m in out.messages]
-    view.message_ids = [str(m.get("id")) for m in out.messages]
-    view.call_keys = [call_key(r) for r in out.timeline]
-    view.compaction_keys = [compaction_key(c) for c in shown_compactions(out.compactions)]
-    view.imported = out.imported
-    if view.subagent:
-        title = f"subagent {view.subagent.rsplit('/', 1)[-1]}"
-    else:
-        title = view_title(out.messages, Path(view.source).name or out.title)
-    view.title = title
-    return replace(out, title=title, read_only=True, source=view.describe())
-
-
 __all__ = [
     "AGENT_NAMES",
     "LIVE_FORMATS",
@@ -436,7 +418,6 @@ __all__ = [
     "remove_folder",
     "remove_stale_views",
     "remove_view",
-    "shown_as_view",
     "shown_compactions",
     "stabilise_ids",
     "subagent_file",

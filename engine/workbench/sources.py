@@ -319,8 +319,8 @@ class SourcesPart:
         window = agent.window.context_window
         if snap.prompt <= window:
             return False
-        self.core.notice("warning", f"the next request ({snap.prompt:,} tokens) is over the {window:,}-token window "
-                               f"of {self.core.settings.model}: compact it before you send")
+        self.core.notice("warning", f"the next request ({snap.prompt:,} tokens) is over the {window:,}-token "
+                                    f"window of {self.core.settings.model}: compact it before you send")
         return self.compaction.start_preview()
 
     def open_subagent(self, rel: str) -> asyncio.Task[Any] | None:
