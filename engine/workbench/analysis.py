@@ -53,36 +53,39 @@ def compute_tools(folder: Path, top: int = TOP_RESULTS) -> tuple[Attribution, di
     return result, message_locations(folder, [r.message_id for r in result.largest if r.message_id])
 
 
-class Analysis(WorkbenchCore):
-    """The analysis part of the service (see the module docstring)."""
+class AnalysisPart:
+    """The analysis part of the service (see the module docstring; it needs only the core)."""
+
+    def __init__(self, core: WorkbenchCore) -> None:
+        self.core = core
 
     def diff_calls(self, a: int, b: int) -> asyncio.Task[Any] | None:
         """Compute the context diff from call ``a`` to call ``b`` (1-based); sends DiffReady."""
-        session = self.session
+        session = self.core.session
         if session is None:
             return None
-        return self.tasks.spawn("diff", self._diff(session.id, session.path, a, b), replace=True)
+        return self.core.tasks.spawn("diff", self._diff(session.id, session.path, a, b), replace=True)
 
     async def _diff(self, session_id: str, folder: Path, a: int, b: int) -> None:
         try:
             diff = await asyncio.to_thread(compute_diff, folder, a, b)
         except CallRangeError as exc:
-            self.notice("warning", str(exc))
+            self.core.notice("warning", str(exc))
             return
-        if self.session is not None and self.session.id == session_id:
-            self.emit(DiffReady(diff, session_id))
+        if self.core.session is not None and self.core.session.id == session_id:
+            self.core.emit(DiffReady(diff, session_id))
 
     def tool_attribution(self) -> asyncio.Task[Any] | None:
         """Compute the tokens by tool of the open session; sends ToolsReady."""
-        session = self.session
+        session = self.core.session
         if session is None:
             return None
-        return self.tasks.spawn("tools", self._tools(session.id, session.path), replace=True)
+        return self.core.tasks.spawn("tools", self._tools(session.id, session.path), replace=True)
 
     async def _tools(self, session_id: str, folder: Path) -> None:
         result, where = await asyncio.to_thread(compute_tools, folder)
-        if self.session is not None and self.session.id == session_id:
-            self.emit(ToolsReady(result, where, session_id))
+        if self.core.session is not None and self.core.session.id == session_id:
+            self.core.emit(ToolsReady(result, where, session_id))
 
 
-__all__ = ["TOP_RESULTS", "Analysis", "compute_diff", "compute_tools", "message_locations"]
+__all__ = ["TOP_RESULTS", "AnalysisPart", "compute_diff", "compute_tools", "message_locations"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from engine.model.snapshot import ContextSnapshot
 from engine.model.snapshot import context_report as region_report
-from engine.workbench.compaction_ui import CompactionUI
-from engine.workbench.sessions import Sessions
+from engine.workbench.compaction_ui import CompactionPart
+from engine.workbench.core import WorkbenchCore
+from engine.workbench.sessions import SessionsPart
 
 COMMANDS = ("compact", "new", "clear", "context")
 
@@ -15,23 +16,30 @@ def context_report(snap: ContextSnapshot | None) -> str:
     return "no session is open" if snap is None else region_report(snap)
 
 
-class Commands(Sessions, CompactionUI):
-    """The slash-command part of the service."""
+class CommandsPart:
+    """The slash-command part of the service: the commands are the sessions' and the compaction's intents."""
+
+    def __init__(self, core: WorkbenchCore, sessions: SessionsPart, compaction: CompactionPart) -> None:
+        self.core = core
+        self.sessions = sessions
+        self.compaction = compaction
 
     def run_command(self, name: str, arg: str = "") -> None:
+        if self.core.refuse_if_read_only("run_command", name):
+            return
         if name == "compact":
-            self.start_preview(arg)
+            self.compaction.start_preview(arg)
         elif name == "new":
-            self.new_session()
+            self.sessions.new_session()
         elif name == "clear":
-            self.clear_session()
+            self.compaction.clear_session()
         elif name == "context":
-            self.notice("info", self.context_report())
+            self.core.notice("info", self.context_report())
         else:
-            self.notice("error", f"unknown command /{name}")
+            self.core.notice("error", f"unknown command /{name}")
 
     def context_report(self) -> str:
-        return context_report(self.next_snapshot())
+        return context_report(self.core.next_snapshot())
 
 
-__all__ = ["COMMANDS", "Commands", "context_report"]
+__all__ = ["COMMANDS", "CommandsPart", "context_report"]

@@ -5,7 +5,7 @@ edit, apply, discard, undo, ``/clear`` (through :meth:`Compactor.clear`) and res
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.model.events import AgentState
 from engine.store import archive
@@ -20,175 +20,203 @@ from engine.workbench.events import (
     PreviewSummary,
 )
 
+if TYPE_CHECKING:
+    from engine.context.compaction import CompactionPreview
 
-class CompactionUI(WorkbenchCore):
-    """The compaction part of the service."""
+
+class CompactionPart:
+    """The compaction part of the service: it owns the open preview."""
+
+    def __init__(self, core: WorkbenchCore) -> None:
+        self.core = core
+        self.preview: CompactionPreview | None = None
+
+    def close_preview(self) -> None:
+        """The session is left: an open preview is closed (the dialog too)."""
+        if self.preview is not None:
+            self.core.emit(PreviewClosed())
+        self.preview = None
+
+    def forget_preview(self) -> None:
+        self.preview = None
 
     # ------------------------------------------------------------------ /clear
 
     def clear_session(self) -> asyncio.Task[Any] | None:
         """/clear: every message leaves the context (archived first) and the summary is emptied; undoable."""
-        if self.busy:
-            self.notice("warning", "a turn is running: stop it first")
+        if self.core.refuse_if_read_only("clear_session"):
             return None
-        return self.tasks.spawn("undo", self._clear())
+        if self.core.busy:
+            self.core.notice("warning", "a turn is running: stop it first")
+            return None
+        return self.core.tasks.spawn("undo", self._clear())
 
     async def _clear(self) -> None:
-        agent, session = self.agent, self.session
+        agent, session = self.core.agent, self.core.session
         if agent is None or session is None:
             return
         if not session.messages and not session.summary:
-            self.notice("info", "the conversation is already empty")
+            self.core.notice("info", "the conversation is already empty")
             return
         await agent.compactor.clear()  # its CompactionEvent comes back through the agent's events
 
     # ------------------------------------------------------------------ preview
 
     def start_preview(self, instruction: str = "") -> bool:
-        if self.session is None or self.agent is None:
-            self.notice("warning", "no session is open")
+        if self.core.refuse_if_read_only("start_preview"):
             return False
-        if self.busy:
-            self.notice("warning", "a turn is running: wait for it or press Stop, then compact")
+        if self.core.session is None or self.core.agent is None:
+            self.core.notice("warning", "no session is open")
             return False
-        self._preview = None
-        self.emit(PreviewStarted(instruction))
+        if self.core.busy:
+            self.core.notice("warning", "a turn is running: wait for it or press Stop, then compact")
+            return False
+        self.preview = None
+        self.core.emit(PreviewStarted(instruction))
         self._start_preview_task(instruction)
         return True
 
     def regenerate_preview(self, instruction: str = "") -> None:
-        if self.session is None or self.busy:
-            self.emit(PreviewFailed("a turn is running: wait for it, then regenerate"))
+        if self.core.refuse_if_read_only("regenerate_preview"):
+            return
+        if self.core.session is None or self.core.busy:
+            self.core.emit(PreviewFailed("a turn is running: wait for it, then regenerate"))
             return
         self._start_preview_task(instruction)
 
     def _start_preview_task(self, instruction: str) -> None:
-        self.tasks.spawn("preview", self._make_preview(instruction), replace=True)
+        self.core.tasks.spawn("preview", self._make_preview(instruction), replace=True)
 
     async def _make_preview(self, instruction: str) -> None:
         """The plan and the digest at once (PreviewReady), then the model's part (PreviewSummary)."""
-        agent = self.agent
+        agent = self.core.agent
         if agent is None:
             return
-        self._set_state(AgentState.COMPACTING)
+        self.core.set_state(AgentState.COMPACTING)
         quick = None
         try:
             quick = agent.compactor.preview_now(instruction.strip() or None)
-            self._preview = quick
-            self.emit(PreviewReady(quick))
+            self.preview = quick
+            self.core.emit(PreviewReady(quick))
             if getattr(quick.summary, "model_pending", False):
-                await self._await_llm()
-                self._set_state(AgentState.COMPACTING)
+                await self.core.await_llm()
+                self.core.set_state(AgentState.COMPACTING)
                 full = await agent.compactor.complete_preview(quick)
-                if self._preview is quick:  # not applied or discarded meanwhile
-                    self._preview = full
-                    self.emit(PreviewSummary(full))
+                if self.preview is quick:  # not applied or discarded meanwhile
+                    self.preview = full
+                    self.core.emit(PreviewSummary(full))
         except asyncio.CancelledError:
-            if quick is None or self._preview is quick:
-                self.emit(PreviewFailed("cancelled: the model's text was not written"))
+            if quick is None or self.preview is quick:
+                self.core.emit(PreviewFailed("cancelled: the model's text was not written"))
             raise
         except Exception as exc:
-            self.emit(PreviewFailed(f"the preview failed: {type(exc).__name__}: {one_line(str(exc))}"))
+            self.core.emit(PreviewFailed(f"the preview failed: {type(exc).__name__}: {one_line(str(exc))}"))
             return
         finally:
-            if not self.busy:
-                self._set_state(AgentState.IDLE)
+            if not self.core.busy:
+                self.core.set_state(AgentState.IDLE)
 
     def cancel_preview(self) -> None:
-        self.tasks.cancel("preview")
+        self.core.tasks.cancel("preview")
 
     def discard_preview(self) -> None:
         self.cancel_preview()
-        self._preview = None
-        self.emit(PreviewClosed())
+        self.preview = None
+        self.core.emit(PreviewClosed())
 
     def edit_preview(self, summary: str) -> None:
         """The user edited the summary: the "after" bar with that text."""
-        if self._preview is None or self.agent is None:
+        if self.preview is None or self.core.agent is None:
             return
-        self.emit(PreviewAfter(self.agent.compactor.snapshot(self._preview.plan.keep, summary)))
+        self.core.emit(PreviewAfter(self.core.agent.compactor.snapshot(self.preview.plan.keep, summary)))
 
     # ------------------------------------------------------------------ apply and undo
 
     def apply_preview(self, summary: str | None = None) -> asyncio.Task[Any] | None:
-        if self._preview is None:
-            self.emit(PreviewFailed("there is no preview to apply (it is still being made, or was discarded)"))
+        if self.core.refuse_if_read_only("apply_preview"):
             return None
-        if self.busy:
-            self.emit(PreviewFailed("a turn is running: wait for it, then apply"))
+        if self.preview is None:
+            self.core.emit(PreviewFailed("there is no preview to apply (it is still being made, or was discarded)"))
             return None
-        preview_ = self._preview
-        self._preview = None  # a model still writing for it stops quietly (its text is not needed)
+        if self.core.busy:
+            self.core.emit(PreviewFailed("a turn is running: wait for it, then apply"))
+            return None
+        preview_ = self.preview
+        self.preview = None  # a model still writing for it stops quietly (its text is not needed)
         self.cancel_preview()
-        return self.tasks.spawn("apply", self._apply(preview_, summary))
+        return self.core.tasks.spawn("apply", self._apply(preview_, summary))
 
     async def _apply(self, preview_: Any, summary: str | None) -> None:
         from engine.context.plan import CompactionError
 
-        agent = self.agent
+        agent = self.core.agent
         if agent is None:
             return
         text = None if summary is None or summary == preview_.summary.text else summary
         try:
             await agent.compactor.apply(preview_, summary_text=text)
         except CompactionError as exc:
-            self._preview = preview_  # the dialog stays open: it can be applied again or discarded
-            self.emit(PreviewFailed(str(exc)))
+            self.preview = preview_  # the dialog stays open: it can be applied again or discarded
+            self.core.emit(PreviewFailed(str(exc)))
             return
-        self._preview = None
-        self.emit(PreviewClosed())
+        self.preview = None
+        self.core.emit(PreviewClosed())
 
     def undo_compaction(self, marker_id: str | None = None) -> asyncio.Task[Any] | None:
-        session = self.session
-        if session is None or self.agent is None:
+        if self.core.refuse_if_read_only("undo_compaction"):
+            return None
+        session = self.core.session
+        if session is None or self.core.agent is None:
             return None
         stack = session.undo_stack()
         if not stack:
-            self.notice("info", "there is no compaction to undo")
+            self.core.notice("info", "there is no compaction to undo")
             return None
         if marker_id is not None and marker_id != stack[-1]:
-            self.notice("warning", "only the latest compaction can be undone; undo the later ones first")
+            self.core.notice("warning", "only the latest compaction can be undone; undo the later ones first")
             return None
-        if self.busy:
-            self.notice("warning", "a turn is running: stop it first, then undo")
+        if self.core.busy:
+            self.core.notice("warning", "a turn is running: stop it first, then undo")
             return None
-        return self.tasks.spawn("undo", self._undo())
+        return self.core.tasks.spawn("undo", self._undo())
 
     async def _undo(self) -> None:
         from engine.context.plan import CompactionError
 
-        if self.agent is None:
+        if self.core.agent is None:
             return
         try:
-            await self.agent.compactor.undo()
+            await self.core.agent.compactor.undo()
         except CompactionError as exc:
-            self.notice("error", f"undo failed: {exc}")
+            self.core.notice("error", f"undo failed: {exc}")
 
     # ------------------------------------------------------------------ restore from the archive
 
     def restore_messages(self, ids: list[str]) -> asyncio.Task[Any] | None:
-        if self.session is None or not ids:
+        if self.core.refuse_if_read_only("restore_messages"):
             return None
-        if self.busy:
-            self.notice("warning", "a turn is running: stop it first, then restore")
+        if self.core.session is None or not ids:
             return None
-        return self.tasks.spawn("undo", self._restore(list(ids)))
+        if self.core.busy:
+            self.core.notice("warning", "a turn is running: stop it first, then restore")
+            return None
+        return self.core.tasks.spawn("undo", self._restore(list(ids)))
 
     async def _restore(self, ids: list[str]) -> None:
-        agent, session = self.agent, self.session
+        agent, session = self.core.agent, self.core.session
         if agent is None or session is None:
             return
         async with agent.compactor.lock:
             try:
                 restored = session.restore_from_archive(ids)
             except (archive.ArchiveError, SessionError) as exc:
-                self.notice("error", f"cannot restore: {one_line(str(exc))}")
+                self.core.notice("error", f"cannot restore: {one_line(str(exc))}")
                 return
         if restored:
-            self.notice("info", f"restored {len(restored)} message(s) into the context")
+            self.core.notice("info", f"restored {len(restored)} message(s) into the context")
         else:
-            self.notice("info", "those messages are already in the context")
-        self._emit_state()
+            self.core.notice("info", "those messages are already in the context")
+        self.core.emit_state()
 
 
-__all__ = ["CompactionUI"]
+__all__ = ["CompactionPart"]

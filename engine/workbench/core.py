@@ -1,7 +1,9 @@
-"""The Workbench service's shared state: settings, store, open session, agent, tasks, listeners.
+"""The Workbench service's shared state: settings, store, open session (or read-only view), agent,
+tasks, approvals, the snapshot throttle, listeners, and the read-only policy.
 
-The feature modules (sessions, turns, compaction UI, inspector, keys, commands) are mixins on
-:class:`WorkbenchCore`; :class:`engine.workbench.service.Workbench` puts them together.
+The service's parts (sessions, turns, compaction, inspector, sources, analysis, keys, commands) each
+hold this one :class:`WorkbenchCore`, passed to them explicitly, with the state they own themselves;
+:class:`engine.workbench.service.Workbench` makes the core and the parts and wires them.
 """
 
 from __future__ import annotations
@@ -31,16 +33,16 @@ from engine.workbench.events import (
     SnapshotChanged,
     WorkbenchEvent,
 )
+from engine.workbench.policy import ReadOnlyPolicy
 from engine.workbench.tasks import TaskGroup
 from engine.workbench.throttle import SNAPSHOT_INTERVAL_S, Throttle
-from engine.workbench.usage import UsagePart
 from engine.workbench.views import ContextState
 
 if TYPE_CHECKING:
     from engine.agent import Agent
-    from engine.context.compaction import CompactionPreview
     from engine.model.events import Event
     from engine.tools.registry import ApproveFn
+    from engine.workbench.source_views import SourceView
 
 Listener = Callable[[Any], None]  # gets WorkbenchEvent and engine.model.events.Event instances
 
@@ -81,7 +83,11 @@ class TurnBuffer:
 
 
 class WorkbenchCore:
-    """State and helpers every part of the service uses (see the module docstring)."""
+    """State and helpers every part of the service uses (see the module docstring).
+
+    Hooks the service sets: :attr:`on_engine_event` (the turns part turns the agent's events into the
+    service's) and :attr:`llm_ready_hooks` (called once litellm is loaded).
+    """
 
     def __init__(
         self,
@@ -95,9 +101,9 @@ class WorkbenchCore:
         if settings is None:
             loaded = load_settings()
             settings = loaded.settings
-            self._startup_problems = list(loaded.problems)
+            self.startup_problems = list(loaded.problems)
         else:
-            self._startup_problems = []
+            self.startup_problems = []
         self.settings: Settings = settings
         self.store = store or SessionStore()
         self._workspace_override = workspace
@@ -107,16 +113,18 @@ class WorkbenchCore:
         self.tasks = TaskGroup(self._on_task_error)
         self.approvals = Approvals(self.emit)
         self.throttle = Throttle(self._emit_snapshot, snapshot_interval)
-        self._turn = TurnBuffer()
-        self._draft = ""
-        self._live_ids: list[str] = []
-        self._preview: CompactionPreview | None = None
+        self.turn = TurnBuffer()
+        self.draft = ""
+        self.live_ids: list[str] = []
+        self.view: SourceView | None = None  # the read-only view open now (engine.workbench.sources)
+        self.read_only = ReadOnlyPolicy(lambda: self.view is not None, lambda text: self.notice("warning", text))
         self._state: AgentState = AgentState.IDLE
-        self._llm_ready = False
-        self._agent_stale = False
+        self.llm_ready = False
+        self.agent_stale = False
         # the session (weakly: a closed one may go) and the estimator the import calibration was made for
         self._import_calibration: tuple[weakref.ref[Session], tuple[type, str]] | None = None
-        self.usage = UsagePart(self.tasks, self.emit, lambda: self.settings)  # the Usage view's queries
+        self.on_engine_event: Callable[[Event], None] = lambda event: None
+        self.llm_ready_hooks: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ events out
 
@@ -129,6 +137,10 @@ class WorkbenchCore:
 
     def notice(self, level: NoticeLevel, text: str) -> None:
         self.emit(Notice(level, text))
+
+    def refuse_if_read_only(self, intent: str, command: str | None = None) -> bool:
+        """The read-only policy's answer for ``intent`` (True: refused, and a notice says why)."""
+        return self.read_only.refuses(intent, command)
 
     def _on_task_error(self, name: str, exc: BaseException) -> None:
         self.notice("error", f"{name} failed: {type(exc).__name__}: {one_line(str(exc))}")
@@ -144,18 +156,10 @@ class WorkbenchCore:
         return self.task("turn") is not None
 
     @property
-    def state(self) -> str:
+    def state(self) -> AgentState:
         return self._state
 
-    @property
-    def llm_ready(self) -> bool:
-        return self._llm_ready
-
-    @property
-    def preview(self) -> CompactionPreview | None:
-        return self._preview
-
-    def _set_state(self, state: AgentState) -> None:
+    def set_state(self, state: AgentState) -> None:
         self._state = state
         self.emit(StateChanged(state))
 
@@ -165,7 +169,7 @@ class WorkbenchCore:
         """Load litellm in a worker thread (once): the running warm-up task, or a new one."""
         return self.task("warmup") or self.tasks.spawn("warmup", self._warm_up())
 
-    async def _prepare_counting(self) -> None:
+    async def prepare_counting(self) -> None:
         """Load the bundled model's tokenizer in a worker thread before counting with it here: its
         import may have to wait at the import gate while litellm loads in the background."""
         from engine.llm.local_model import LocalModelError, is_local, load_tokenizer
@@ -179,7 +183,7 @@ class WorkbenchCore:
     async def _warm_up(self) -> None:
         from engine.llm import client as llm
 
-        await self._prepare_counting()  # llama_cpp first (quick): a session opening needs it, not litellm
+        await self.prepare_counting()  # llama_cpp first (quick): a session opening needs it, not litellm
         try:
             await asyncio.to_thread(llm._lib)
             names = await asyncio.to_thread(llm.model_suggestions)
@@ -187,42 +191,44 @@ class WorkbenchCore:
             self.notice("warning", f"litellm could not be loaded ({one_line(str(exc))}); "
                                    f"only the offline model {LOCAL_MODEL} works")
             return
-        self._llm_ready = True
+        self.llm_ready = True
         self.emit(ModelSuggestions(names))
         self.emit(LlmReady())
         if self.session is not None and not self.busy:
-            if self._needs_llm_for_window():
-                self._make_agent()
-            self._emit_state()  # windows looked up while litellm was loading were provisional
+            if self.needs_llm_for_window():
+                self.make_agent()
+            self.emit_state()  # windows looked up while litellm was loading were provisional
+        for hook in list(self.llm_ready_hooks):
+            hook()
 
-    def _model_info(self) -> ModelInfo | None:
+    def model_info(self) -> ModelInfo | None:
         """litellm's model lookup once litellm is loaded (None before: an import then settles on the
         window it observed, and the view is read again when litellm is ready)."""
-        if not self._llm_ready:
+        if not self.llm_ready:
             return None
         from engine.llm import client as llm
 
         return llm.model_info
 
-    async def _await_llm(self) -> None:
+    async def await_llm(self) -> None:
         """Wait while litellm is being imported in the background: importing it from two threads at
         once breaks its (circular) imports, and every model call imports it."""
         warm = self.task("warmup")
         if warm is not None and warm is not asyncio.current_task():
-            self._set_state(AgentState.LOADING)
+            self.set_state(AgentState.LOADING)
             await asyncio.wait([warm])
 
-    def _needs_llm_for_window(self) -> bool:
+    def needs_llm_for_window(self) -> bool:
         from engine.llm.local_model import is_local
 
         return self.settings.context_window is None and not is_local(self.settings.model)
 
     # ------------------------------------------------------------------ the agent
 
-    def _estimator(self) -> Estimator:
+    def estimator(self) -> Estimator:
         from engine.context.tokens import HeuristicEstimator, make_estimator
 
-        if self.settings.estimator == "exact" and not self._llm_ready:
+        if self.settings.estimator == "exact" and not self.llm_ready:
             from engine.llm.local_model import is_local
 
             if not is_local(self.settings.model):
@@ -250,16 +256,16 @@ class WorkbenchCore:
         s = self.settings
         if s.context_window is not None:
             return resolve_window(None, s.context_window, s.max_tokens)
-        if self._needs_llm_for_window() and not self._llm_ready:
+        if self.needs_llm_for_window() and not self.llm_ready:
             return resolve_window(None, None, s.max_tokens)  # provisional until litellm is loaded
         return agent_window(s, llm.config_from_settings(s))
 
-    def _make_agent(self) -> None:
+    def make_agent(self) -> None:
         session = self.session
         if session is None:
             return
-        if self._llm_ready:
-            wanted = self._estimator()
+        if self.llm_ready:
+            wanted = self.estimator()
             if _estimator_key(wanted) != _estimator_key(session.estimator):
                 session.set_estimator(wanted)
         workspace = self.workspace()
@@ -272,13 +278,10 @@ class WorkbenchCore:
             self.settings,
             workspace=workspace,
             approve=self.approvals.ask,
-            emit=self._on_engine_event,
+            emit=lambda event: self.on_engine_event(event),
             window=self._window_info(),
         )
-        self._agent_stale = False
-
-    def _on_engine_event(self, event: Event) -> None:
-        raise NotImplementedError  # engine.workbench.turns.Turns
+        self.agent_stale = False
 
     # ------------------------------------------------------------------ what the window shows
 
@@ -288,8 +291,8 @@ class WorkbenchCore:
         if agent is None or session is None or session.closed:
             return None
         messages: list[Message] | None = None
-        if self._turn.partial and self._turn.stream_id and self._turn.stream_id not in session:
-            partial = {"id": self._turn.stream_id, "role": "assistant", "content": "".join(self._turn.partial)}
+        if self.turn.partial and self.turn.stream_id and self.turn.stream_id not in session:
+            partial = {"id": self.turn.stream_id, "role": "assistant", "content": "".join(self.turn.partial)}
             messages = [*session.messages, partial]
         from engine.agent import imported_prefix_tokens
         from engine.context.window import imported_window
@@ -302,7 +305,7 @@ class WorkbenchCore:
             session.estimator,
             agent.system_prompt,
             agent.tools,
-            self._draft,
+            self.draft,
             window=own[0] if own else agent.window,
             messages=messages,
             model=(own[1] or None) if own else None,
@@ -326,7 +329,7 @@ class WorkbenchCore:
         calibrate_imported(session, self.settings, agent.system_prompt, agent.tools,
                            own[0] if own else agent.window, prefix)
 
-    def _state_now(self) -> ContextState:
+    def state_now(self) -> ContextState:
         session = self.session
         assert session is not None
         snap = self.next_snapshot()
@@ -343,15 +346,28 @@ class WorkbenchCore:
             undo_id=stack[-1] if stack else None,
         )
 
-    def _emit_state(self) -> ContextState | None:
+    def emit_state(self) -> ContextState | None:
         """The context state now (and its snapshot, the final one after a change)."""
         if self.session is None or self.session.closed or self.agent is None:
             return None
-        state = self._state_now()
-        self._live_ids = list(state.live_ids)
+        state = self.state_now()
+        self.live_ids = list(state.live_ids)
         self.emit(ContextStateChanged(state))
         self.emit(SnapshotChanged(state.snapshot))
         return state
+
+    async def shutdown(self) -> None:
+        """Cancel everything and close the session (the window is closing)."""
+        self.throttle.cancel()
+        await self.tasks.close()
+        self.approvals.withdraw()
+        if self.session is not None:
+            self.session.close()
+        view, self.view = self.view, None
+        if view is not None:
+            from engine.workbench.source_views import remove_view
+
+            remove_view(view.root)
 
     def _emit_snapshot(self) -> None:
         snap = self.next_snapshot()

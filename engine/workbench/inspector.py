@@ -1,5 +1,5 @@
 """Inspector reads: an offloaded tool result (confined to the session's ``tool_results/``), an
-archive day, an archive search. The pure readers raise :class:`InspectorError`; the mixin turns
+archive day, an archive search. The pure readers raise :class:`InspectorError`; the part turns
 results into events and errors into notices."""
 
 from __future__ import annotations
@@ -58,45 +58,48 @@ def archive_hits(session_path: Path, query: str) -> list[dict[str, Any]]:
     return [{"day": h.day, "message": h.message, "snippet": h.snippet} for h in archive.search(session_path, query)]
 
 
-class Inspector(WorkbenchCore):
-    """The inspector part of the service."""
+class InspectorPart:
+    """The inspector part of the service (reads of the open session: it needs only the core)."""
+
+    def __init__(self, core: WorkbenchCore) -> None:
+        self.core = core
 
     def read_offloaded(self, path: str) -> None:
         """Read an offloaded tool result (only ``tool_results/<hex>.txt`` of the open session)."""
-        session = self.session
+        session = self.core.session
         if session is None:
             return
         try:
             rel, text = read_offloaded_text(session.path, path)
         except InspectorError as exc:
-            self.notice("error", str(exc))
+            self.core.notice("error", str(exc))
             return
-        self.emit(FileLoaded(rel, text))
+        self.core.emit(FileLoaded(rel, text))
 
     def load_archive_day(self, day: str) -> None:
-        session = self.session
+        session = self.core.session
         if session is None:
             return
         problems: list[str] = []
         try:
             messages, tokens = archive_day(session, day, problems)
         except archive.ArchiveError as exc:
-            self.notice("error", str(exc))
+            self.core.notice("error", str(exc))
             return
-        self.emit(ArchiveMessages(day, messages, tokens))
+        self.core.emit(ArchiveMessages(day, messages, tokens))
         for p in problems[:3]:
-            self.notice("warning", f"archive: {p}")
+            self.core.notice("warning", f"archive: {p}")
 
     def search_archive(self, query: str) -> None:
-        session = self.session
+        session = self.core.session
         if session is None:
             return
         try:
             hits = archive_hits(session.path, query)
         except archive.ArchiveError as exc:
-            self.notice("error", str(exc))
+            self.core.notice("error", str(exc))
             return
-        self.emit(ArchiveHits(query, hits))
+        self.core.emit(ArchiveHits(query, hits))
 
 
-__all__ = ["MAX_VIEW_BYTES", "OFFLOAD_PATH", "Inspector", "InspectorError", "read_offloaded_text"]
+__all__ = ["MAX_VIEW_BYTES", "OFFLOAD_PATH", "InspectorError", "InspectorPart", "read_offloaded_text"]

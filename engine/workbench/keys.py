@@ -31,58 +31,61 @@ def api_key_status(settings: Settings) -> str:
             f"${env_var_for(provider)} in the environment")
 
 
-class Keys(WorkbenchCore):
-    """The settings part of the service."""
+class KeysPart:
+    """The settings part of the service (it needs only the core, whose settings it replaces)."""
+
+    def __init__(self, core: WorkbenchCore) -> None:
+        self.core = core
 
     def apply_settings(self, settings: Settings) -> bool:
         """Save and use ``settings``; False (and a notice) when they cannot be saved."""
         try:
             save_settings(settings)
         except (ValueError, OSError) as exc:
-            self.notice("error", f"settings not saved: {one_line(str(exc))}")
+            self.core.notice("error", f"settings not saved: {one_line(str(exc))}")
             return False
-        self.settings = settings
-        self.emit(SettingsChanged(settings))
-        if self.session is not None and not self.session.closed:
-            if self.busy:
-                self._agent_stale = True  # used from the next turn on
+        self.core.settings = settings
+        self.core.emit(SettingsChanged(settings))
+        if self.core.session is not None and not self.core.session.closed:
+            if self.core.busy:
+                self.core.agent_stale = True  # used from the next turn on
             else:
-                self._make_agent()
-                self._emit_state()
+                self.core.make_agent()
+                self.core.emit_state()
         return True
 
     def api_key_status(self) -> str:
-        return api_key_status(self.settings)
+        return api_key_status(self.core.settings)
 
     def store_api_key(self, key: str) -> bool:
         from engine.store.secrets import provider_of, store_api_key
 
-        provider = provider_of(self.settings.model)
+        provider = provider_of(self.core.settings.model)
         try:
             store_api_key(provider, key)
         except (RuntimeError, ValueError) as exc:
-            self.notice("error", f"the API key was not stored: {exc}")
+            self.core.notice("error", f"the API key was not stored: {exc}")
             return False
-        self.notice("info", f"the API key for {provider} is stored in the OS keyring")
-        if self.session is not None and not self.busy:
-            self._make_agent()
+        self.core.notice("info", f"the API key for {provider} is stored in the OS keyring")
+        if self.core.session is not None and not self.core.busy:
+            self.core.make_agent()
         return True
 
     def forget_api_key(self) -> bool:
         from engine.store.secrets import delete_api_key, provider_of
 
-        provider = provider_of(self.settings.model)
+        provider = provider_of(self.core.settings.model)
         removed = delete_api_key(provider)
-        self.notice("info", f"the stored key for {provider} was removed" if removed
+        self.core.notice("info", f"the stored key for {provider} was removed" if removed
                     else f"no key for {provider} was stored in the OS keyring")
         return removed
 
     def window_description(self) -> str:
-        agent = self.agent
+        agent = self.core.agent
         if agent is None:
             return ""
         w = agent.window
         return f"now: {w.context_window:,} tokens ({WINDOW_SOURCES.get(w.source, w.source)})"
 
 
-__all__ = ["Keys", "api_key_status"]
+__all__ = ["KeysPart", "api_key_status"]

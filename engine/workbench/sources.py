@@ -45,7 +45,6 @@ usual session events (``SessionLoaded`` whose view says ``read_only`` and ``sour
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +53,8 @@ from engine.model.events import AgentState, MessageAdded, StateChanged
 from engine.store.session import SessionError
 from engine.usage.costs import priced_record
 from engine.workbench import source_views as sv
-from engine.workbench.commands import Commands
-from engine.workbench.core import one_line
+from engine.workbench.compaction_ui import CompactionPart
+from engine.workbench.core import WorkbenchCore, one_line
 from engine.workbench.events import (
     CallRecorded,
     CallUpdated,
@@ -70,14 +69,14 @@ from engine.workbench.events import (
     SourcesListed,
 )
 from engine.workbench.imported import import_facts
-from engine.workbench.turns import Turns
+from engine.workbench.policy import READ_ONLY
+from engine.workbench.sessions import SessionsPart
 from engine.workbench.views import SessionView, markers, prompt_of
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
 MIN_POLL_GAP = 0.1  # at most this often when the file watcher wakes the loop on every written line
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 MAX_RETRACTED = 50  # more changed messages at the end than this: the view is sent again whole
-READ_ONLY = "this is a read-only view of another agent's session: use Continue in ctxbench to talk to it"
 
 
 def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
@@ -87,22 +86,24 @@ def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
     return out
 
 
-class Sources(Commands, Turns):
-    """The sources part of the service (see the module docstring)."""
+class SourcesPart:
+    """The sources part of the service (see the module docstring): it needs the core (which holds the
+    open view, :attr:`WorkbenchCore.view`), the sessions part (a view is opened, loaded and left as a
+    session is) and the compaction part (Continue may open the preview). It owns the scan's and the
+    follow loop's state."""
 
-    _view: sv.SourceView | None = None
-    _views_cleaned = False
-    _wake: asyncio.Event | None = None  # set by file_changed: look at the followed file now
+    def __init__(self, core: WorkbenchCore, sessions: SessionsPart, compaction: CompactionPart) -> None:
+        self.core = core
+        self.sessions = sessions
+        self.compaction = compaction
+        self._views_cleaned = False
+        self._wake: asyncio.Event | None = None  # set by file_changed: look at the followed file now
 
-    async def _warm_up(self) -> None:
-        await super()._warm_up()
-        self._reread_observed_view()
-
-    def _reread_observed_view(self) -> None:
+    def reread_observed_view(self) -> None:
         """A view opened before litellm was loaded whose file names no window (SWE-agent, OpenHands)
         settled on the window it observed: read it again now that the model's window can be looked up."""
-        view, session = self._view, self.session
-        if not self._llm_ready or view is None or view.root is None or view.subagent or not view.source:
+        view, session = self.core.view, self.core.session
+        if not self.core.llm_ready or view is None or view.root is None or view.subagent or not view.source:
             return
         imported = session.meta.get("import") if session is not None else None
         if isinstance(imported, dict) and imported.get("window_source") == "observed":
@@ -112,114 +113,82 @@ class Sources(Commands, Turns):
         """A file watcher (the window's QFileSystemWatcher) saw ``path`` change: when it is the
         followed file, look now instead of at the next poll (polling stays as the fallback for
         file systems that send no notifications)."""
-        view = self._view
+        view = self.core.view
         if view is not None and view.live_source is not None and path == view.source:
             if self._wake is None:
                 self._wake = asyncio.Event()  # before the follow loop's first wait: it sees it set
             self._wake.set()
 
-    def start(self) -> None:
-        """As :meth:`Sessions.start`, and the view folders a crash left behind are removed."""
-        super().start()
+    def remove_stale_views(self) -> None:
+        """The view folders a crash left behind are removed (in a worker thread; at start-up)."""
         self._views_cleaned = True
-        self.tasks.spawn("views-cleanup", asyncio.to_thread(sv.remove_stale_views, sv.views_root()))
+        self.core.tasks.spawn("views-cleanup", asyncio.to_thread(sv.remove_stale_views, sv.views_root()))
 
     # ------------------------------------------------------------------ scanning
 
     def scan_sources(self, refresh: bool = False) -> asyncio.Task[Any]:
-        return self.tasks.spawn("sources", self._scan(refresh), replace=True)
+        return self.core.tasks.spawn("sources", self._scan(refresh), replace=True)
 
     async def _scan(self, refresh: bool) -> list[dict[str, Any]]:
         from engine.sources.discovery import scan_sources
 
-        entries = await asyncio.to_thread(scan_sources, self.settings, refresh=refresh)
+        entries = await asyncio.to_thread(scan_sources, self.core.settings, refresh=refresh)
         rows = [source_dict(e) for e in entries]
-        self.emit(SourcesListed(rows))
+        self.core.emit(SourcesListed(rows))
         return rows
 
     def start_source_scans(self, interval: float = SCAN_INTERVAL) -> asyncio.Task[Any]:
         """Scan now and every ``interval`` seconds (until shutdown)."""
-        return self.tasks.spawn("sources-watch", self._scan_loop(interval), replace=True)
+        return self.core.tasks.spawn("sources-watch", self._scan_loop(interval), replace=True)
 
     async def _scan_loop(self, interval: float) -> None:
         while True:
             try:
                 await self._scan(False)
             except OSError as exc:
-                self.notice("warning", f"cannot scan the agent sessions: {one_line(str(exc))}")
+                self.core.notice("warning", f"cannot scan the agent sessions: {one_line(str(exc))}")
             await asyncio.sleep(interval)
 
     # ------------------------------------------------------------------ views
 
-    @property
-    def view(self) -> sv.SourceView | None:
-        """The read-only view open now, if any."""
-        return self._view
-
     def open_source(self, path: str | Path) -> asyncio.Task[Any]:
-        return self.tasks.spawn("open", self._open_source(Path(path)), replace=True)
+        return self.core.tasks.spawn("open", self._open_source(Path(path)), replace=True)
 
     async def _open_source(self, path: Path) -> None:
-        await self._leave_session()
-        await self._prepare_counting()
+        await self.sessions.leave()
+        await self.core.prepare_counting()
         root = sv.views_root()
         if not self._views_cleaned:
             self._views_cleaned = True
             await asyncio.to_thread(sv.remove_stale_views, root)
-        self.emit(StateChanged(AgentState.IMPORTING))
+        self.core.emit(StateChanged(AgentState.IMPORTING))
         folder, prefix = sv.new_view_folder(root), sv.new_prefix()
         live: sv.LiveSource | None = None
         try:
             fmt = await asyncio.to_thread(sv.format_of, path)
             if fmt in sv.LIVE_FORMATS:  # read once through the format's incremental reader, then what is appended
-                live = sv.LiveSource(path, fmt, prefix, self.settings, self._model_info())
+                live = sv.LiveSource(path, fmt, prefix, self.core.settings, self.core.model_info())
                 await asyncio.to_thread(live.open, folder)
             else:
-                fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.settings, None,
-                                          self._model_info())
-            session = await asyncio.to_thread(Session.load, folder, estimator=self._estimator())
+                fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.core.settings, None,
+                                          self.core.model_info())
+            session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator())
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
             sv.remove_view(folder)
-            self.emit(StateChanged(self._state))
-            self.notice("error", f"cannot open {path.name}: {one_line(str(exc))}")
+            self.core.emit(StateChanged(self.core.state))
+            self.core.notice("error", f"cannot open {path.name}: {one_line(str(exc))}")
             return
-        self.emit(StateChanged(self._state))
+        self.core.emit(StateChanged(self.core.state))
         view = sv.SourceView(folder, folder, str(path), fmt, prefix, live.tail if live else None, None,
                              live_source=live, live=sv.is_live(path))
         self._show_view(view, session)
         if view.tail is not None:
-            self.tasks.spawn("follow", self._follow(view), replace=True)
-            self.emit(FollowChanged(True, view.source, view.live))
+            self.core.tasks.spawn("follow", self._follow(view), replace=True)
+            self.core.emit(FollowChanged(True, view.source, view.live))
 
     def _show_view(self, view: sv.SourceView, session: Session) -> None:
-        self._view = view
-        self._load(session)
-
-    def session_view(self) -> SessionView:
-        out = super().session_view()
-        view = self._view
-        if view is None:
-            return out
-        view.message_keys = [sv.message_key(m) for m in out.messages]
-        view.message_ids = [str(m.get("id")) for m in out.messages]
-        view.call_keys = [sv.call_key(r) for r in out.timeline]
-        view.compaction_keys = [sv.compaction_key(c) for c in sv.shown_compactions(out.compactions)]
-        view.imported = out.imported
-        if view.subagent:
-            title = f"subagent {view.subagent.rsplit('/', 1)[-1]}"
-        else:
-            title = sv.view_title(out.messages, Path(view.source).name or out.title)
-        view.title = title
-        return replace(out, title=title, read_only=True, source=view.describe())
-
-    async def _leave_session(self) -> None:
-        await self.tasks.cancel_and_wait("follow")
-        await super()._leave_session()
-        view, self._view = self._view, None
-        if view is not None:
-            if view.tail is not None:
-                self.emit(FollowChanged(False, "", False))
-            await asyncio.to_thread(sv.remove_view, view.root)
+        self.core.view = view
+        self.sessions.load(session)
 
     # ------------------------------------------------------------------ following
 
@@ -231,7 +200,7 @@ class Sources(Commands, Turns):
         wake = self._wake  # a change noticed before this loop began is already set: not lost
         loop = asyncio.get_running_loop()
         last = 0.0
-        while self._view is view:
+        while self.core.view is view:
             try:
                 await asyncio.wait_for(wake.wait(), FOLLOW_INTERVAL)
             except TimeoutError:
@@ -244,9 +213,9 @@ class Sources(Commands, Turns):
             try:
                 plan = await asyncio.to_thread(live.poll)
             except Exception as exc:  # a reader must never take the view down: say so, try again later
-                self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
+                self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
                 plan = None
-            if self._view is not view or self.session is None:
+            if self.core.view is not view or self.core.session is None:
                 return
             if plan is None:
                 await self._rewrite(view)
@@ -255,41 +224,41 @@ class Sources(Commands, Turns):
             is_live = await asyncio.to_thread(sv.is_live, view.source)
             if is_live != view.live:
                 view.live = is_live
-                self.emit(FollowChanged(True, view.source, is_live))
+                self.core.emit(FollowChanged(True, view.source, is_live))
 
     def _apply_followed(self, view: sv.SourceView, plan: Any) -> None:
         """Write what the file gained into the open view and tell the window only that (see the module
         docstring): no re-import, no reload."""
-        session, live = self.session, view.live_source
+        session, live = self.core.session, view.live_source
         assert session is not None and live is not None
         try:
             live.importer.apply(session, plan)
         except (SessionError, OSError) as exc:
-            self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
+            self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
-        state = self._state_now()
+        state = self.core.state_now()
         if plan.replaced:
-            self.emit(MessagesRetracted([str(m.get("id")) for m in plan.replaced]))
+            self.core.emit(MessagesRetracted([str(m.get("id")) for m in plan.replaced]))
         for msg in [*plan.replaced, *plan.added]:
             mid = str(msg.get("id"))
             tokens = state.tokens.get(mid)
-            self.emit(MessageAdded(msg, session.estimator.message(msg) if tokens is None else tokens))
+            self.core.emit(MessageAdded(msg, session.estimator.message(msg) if tokens is None else tokens))
         if plan.updated is not None:
-            self.emit(CallUpdated(priced_record(plan.updated)))
+            self.core.emit(CallUpdated(priced_record(plan.updated)))
         for record in plan.records:
             if record.get("type") == "context":
-                self.emit(CallRecorded(priced_record(record)))
+                self.core.emit(CallRecorded(priced_record(record)))
         for marker in markers(session, plan.compactions, list(live.session.messages), None):
-            self.emit(CompactionFinished(marker))
+            self.core.emit(CompactionFinished(marker))
         last = plan.records[-1] if plan.records else plan.updated
         if last is not None:
-            self.emit(LastCall(prompt_of(last), last.get("provider_prompt_tokens")))
+            self.core.emit(LastCall(prompt_of(last), last.get("provider_prompt_tokens")))
         if plan.meta is not None:
             facts = import_facts(session.meta)
             view.imported = facts
-            self.emit(ImportChanged(facts))
-        self.emit(ContextStateChanged(state))
-        self.emit(SnapshotChanged(state.snapshot))
+            self.core.emit(ImportChanged(facts))
+        self.core.emit(ContextStateChanged(state))
+        self.core.emit(SnapshotChanged(state.snapshot))
 
     async def _rewrite(self, view: sv.SourceView) -> None:
         """A compaction, a rewind into what the view holds, a reset: the view folder is written again from
@@ -301,27 +270,27 @@ class Sources(Commands, Turns):
             await asyncio.to_thread(live.rewrite, fresh)
         except Exception as exc:  # e.g. truncated to nothing: wait for the next lines
             sv.remove_folder(fresh)
-            self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
+            self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
-        if self._view is not view or self.session is None:
+        if self.core.view is not view or self.core.session is None:
             sv.remove_folder(fresh)
             return
         old = sv.swap_folders(stable, fresh)  # the view keeps its path (the inspector, Export use it)
         try:
-            session = await asyncio.to_thread(Session.load, stable, estimator=self._estimator())
+            session = await asyncio.to_thread(Session.load, stable, estimator=self.core.estimator())
         except (SessionError, OSError) as exc:
-            self.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
+            self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
         finally:
             await asyncio.to_thread(sv.remove_folder, old)
-        if self._view is not view or self.session is None:
+        if self.core.view is not view or self.core.session is None:
             session.close()
             return
-        old_session, self.session = self.session, session
-        self._make_agent()
-        out = self.session_view()
+        old_session, self.core.session = self.core.session, session
+        self.core.make_agent()
+        out = self.sessions.session_view()
         old_session.close()
-        self.emit(SessionLoaded(out))
+        self.core.emit(SessionLoaded(out))
 
     def _new_markers(self, out: SessionView, shown: int) -> list[str]:
         """Send the compactions after the first ``shown`` (each once its ``tokens_after`` is known: the
@@ -330,7 +299,7 @@ class Sources(Commands, Turns):
         for event, marker in list(zip(sv.shown_compactions(out.compactions), out.markers, strict=False))[shown:]:
             if event.get("tokens_after") is None:
                 break
-            self.emit(CompactionFinished(marker))
+            self.core.emit(CompactionFinished(marker))
             sent.append(sv.compaction_key(event))
         return sent
 
@@ -339,43 +308,43 @@ class Sources(Commands, Turns):
     def continue_source(self, path: str | Path | None = None) -> asyncio.Task[Any] | None:
         """Fork ``path`` (default: the open view's file) into a normal ctxbench session (see the module
         docstring)."""
-        view = self._view
+        view = self.core.view
         if path is None and (view is None or not view.source):
-            self.notice("warning", "no agent session is open to continue")
+            self.core.notice("warning", "no agent session is open to continue")
             return None
-        return self.tasks.spawn("import", self._continue(Path(path or view.source)))  # type: ignore[union-attr]
+        return self.core.tasks.spawn("import", self._continue(Path(path or view.source)))  # type: ignore[union-attr]
 
     async def _continue(self, path: Path) -> None:
-        await self._import(path)
-        if self._view is None and self.session is not None:
+        await self.sessions.import_and_open(path)
+        if self.core.view is None and self.core.session is not None:
             self.offer_compaction()
 
     def offer_compaction(self) -> bool:
         """Open the compaction preview when the next request is over the configured model's window."""
-        snap, agent = self.next_snapshot(), self.agent
+        snap, agent = self.core.next_snapshot(), self.core.agent
         if snap is None or agent is None:
             return False
         window = agent.window.context_window
         if snap.prompt <= window:
             return False
-        self.notice("warning", f"the next request ({snap.prompt:,} tokens) is over the {window:,}-token window "
-                               f"of {self.settings.model}: compact it before you send")
-        return self.start_preview()
+        self.core.notice("warning", f"the next request ({snap.prompt:,} tokens) is over the {window:,}-token "
+                                    f"window of {self.core.settings.model}: compact it before you send")
+        return self.compaction.start_preview()
 
     def open_subagent(self, rel: str) -> asyncio.Task[Any] | None:
         """Open the subagent session ``rel`` (``subagents/<id>``) of the open session, read-only."""
-        session = self.session
+        session = self.core.session
         if session is None or not rel or ".." in Path(rel).parts or Path(rel).is_absolute():
-            self.notice("warning", f"no subagent session {rel!r} here")
+            self.core.notice("warning", f"no subagent session {rel!r} here")
             return None
         folder = session.path / rel
         if not (folder / "history.jsonl").exists():
-            self.notice("warning", f"no subagent session {rel!r} here")
+            self.core.notice("warning", f"no subagent session {rel!r} here")
             return None
-        return self.tasks.spawn("open", self._open_subagent(folder, rel), replace=True)
+        return self.core.tasks.spawn("open", self._open_subagent(folder, rel), replace=True)
 
     async def _open_subagent(self, folder: Path, rel: str) -> None:
-        old, session = self._view, self.session
+        old, session = self.core.view, self.core.session
         assert session is not None
         if old is not None and old.source and not old.subagent:
             parent: dict[str, Any] = {"kind": "source", "path": old.source, "title": old.title or session.title}
@@ -385,61 +354,27 @@ class Sources(Commands, Turns):
             parent = {"kind": "session", "id": session.id, "title": session.title}
         source = sv.subagent_file(session.path, rel)
         root = old.root if old is not None else None
-        self._view = None  # the parent's folder holds the child: it stays until the child is left
-        await self._leave_session()
+        self.core.view = None  # the parent's folder holds the child: it stays until the child is left
+        await self.sessions.leave()
         try:
-            child = await asyncio.to_thread(Session.load, folder, estimator=self._estimator())
+            child = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator())
         except (SessionError, OSError) as exc:
             sv.remove_view(root)
-            self.notice("error", f"cannot open the subagent {rel}: {one_line(str(exc))}")
+            self.core.notice("error", f"cannot open the subagent {rel}: {one_line(str(exc))}")
             return
         view = sv.SourceView(root, folder, source, "claude-code" if source else "", "", parent=parent, subagent=rel)
         self._show_view(view, child)
 
     def open_parent(self) -> asyncio.Task[Any] | None:
         """Back from a subagent view to the session it ran in."""
-        view = self._view
+        view = self.core.view
         parent = view.parent if view is not None else {}
         if parent.get("kind") == "source":
             return self.open_source(str(parent["path"]))
         if parent.get("kind") == "session":
-            return self.tasks.spawn("open", self._open_session(str(parent["id"])), replace=True)
-        self.notice("warning", "this view has no parent session")
+            return self.core.tasks.spawn("open", self.sessions.reopen(str(parent["id"])), replace=True)
+        self.core.notice("warning", "this view has no parent session")
         return None
 
-    # ------------------------------------------------------------------ refused on a view
 
-    def _refuse(self) -> bool:
-        if self._view is None:
-            return False
-        self.notice("warning", READ_ONLY)
-        return True
-
-    def send(self, text: str) -> bool:
-        return False if self._refuse() else super().send(text)
-
-    def run_command(self, name: str, arg: str = "") -> None:
-        if name in ("new", "context") or not self._refuse():
-            super().run_command(name, arg)
-
-    def clear_session(self) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().clear_session()
-
-    def start_preview(self, instruction: str = "") -> bool:
-        return False if self._refuse() else super().start_preview(instruction)
-
-    def regenerate_preview(self, instruction: str = "") -> None:
-        if not self._refuse():
-            super().regenerate_preview(instruction)
-
-    def apply_preview(self, summary: str | None = None) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().apply_preview(summary)
-
-    def undo_compaction(self, marker_id: str | None = None) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().undo_compaction(marker_id)
-
-    def restore_messages(self, ids: list[str]) -> asyncio.Task[Any] | None:
-        return None if self._refuse() else super().restore_messages(ids)
-
-
-__all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "Sources", "source_dict"]
+__all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "SourcesPart", "source_dict"]

@@ -6,7 +6,7 @@ changes when the history changes; :class:`Marker` one compaction as the chat sho
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from engine.workbench.subagents import subagent_marks
 
 if TYPE_CHECKING:
     from engine.context.offload import OffloadedFile
+    from engine.workbench.source_views import SourceView
 
 
 @dataclass
@@ -217,6 +218,24 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
     )
 
 
+def shown_as_view(view: SourceView, out: SessionView) -> SessionView:
+    """The open session's view as a read-only view of ``view`` shows it (and what it shows, kept on
+    ``view`` for the follow loop's comparisons)."""
+    from engine.workbench import source_views as sv
+
+    view.message_keys = [sv.message_key(m) for m in out.messages]
+    view.message_ids = [str(m.get("id")) for m in out.messages]
+    view.call_keys = [sv.call_key(r) for r in out.timeline]
+    view.compaction_keys = [sv.compaction_key(c) for c in sv.shown_compactions(out.compactions)]
+    view.imported = out.imported
+    if view.subagent:
+        title = f"subagent {view.subagent.rsplit('/', 1)[-1]}"
+    else:
+        title = sv.view_title(out.messages, Path(view.source).name or out.title)
+    view.title = title
+    return replace(out, title=title, read_only=True, source=view.describe())
+
+
 __all__ = [
     "ContextState",
     "Marker",
@@ -228,4 +247,5 @@ __all__ = [
     "prompt_of",
     "session_dict",
     "session_view",
+    "shown_as_view",
 ]

@@ -373,14 +373,14 @@ async def test_a_view_opened_before_litellm_is_read_again_with_the_models_window
         return {"max_input_tokens": 128_000, "max_output_tokens": 16_384}
 
     monkeypatch.setattr(llm, "model_info", model_info)
-    rig.wb._llm_ready = True
-    rig.wb._reread_observed_view()
+    rig.wb.core.llm_ready = True
+    rig.wb.sources.reread_observed_view()
     await rig.until(lambda: _loaded(rig) is not first)
     await rig.idle()
     again = _loaded(rig)
     assert seen == ["gpt-4o"] and again.read_only and again.state.snapshot.window == 128_000
     assert len(again.messages) == len(first.messages)
-    rig.wb._reread_observed_view()  # the window is the model's now: nothing to read again
+    rig.wb.sources.reread_observed_view()  # the window is the model's now: nothing to read again
     await rig.idle()
     assert _loaded(rig) is again
 
