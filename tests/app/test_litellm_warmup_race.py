@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent(
             if name == "pydantic._internal._validators" and not main and not reached.is_set():
                 holding.set()
                 reached.set()
-                time.sleep(5.0)
+                time.sleep(15.0)  # long enough that a loaded machine still opens the session within it
                 holding.clear()
             elif holding.is_set() and top.lstrip("_") not in sys.stdlib_module_names and top not in OURS:
                 overlapping.append(name)
