@@ -24,6 +24,7 @@ def main(argv: list[str]) -> int:
         sources_bench,
         store_bench,
         summary_bench,
+        usage_bench,
     )
 
     suites = dict(engine_bench.ALL)
@@ -35,6 +36,7 @@ def main(argv: list[str]) -> int:
     suites.update(diff_bench.ALL)
     suites.update(source_view_bench.ALL)
     suites.update(bigsession_bench.ALL)
+    suites.update(usage_bench.ALL)  # issue 22: the usage index vs its targets and ccusage
     try:
         from benchmarks import gui_bench
     except ImportError:

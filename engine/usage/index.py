@@ -10,7 +10,10 @@ read with :func:`engine.sources.readers.read_source`, its subagents' files inclu
     sessions.parquet                one row per session file (peak fullness, compactions, the agent's own cost)
 
 Incremental: a file whose size and mtime did not change is not read again; a new or grown file is read
-and its rows replace the ones it had (only the days it touches are rewritten, one Parquet file a day).
+and its rows replace the ones it had (only the days it touches are rewritten, one Parquet file a day). A Claude
+Code file that grows while the same :class:`UsageIndex` object lives (the window's) is read whole once, then
+only from where its reader stopped (:class:`engine.sources.claude_code.ClaudeCodeReader`, up to :data:`FOLLOWED`
+files kept).
 A session file that disappears (Claude Code removes old ones) keeps its rows: what was spent stays
 spent. A new litellm price table (another litellm version) prices everything again.
 
@@ -41,13 +44,14 @@ from engine.sources.discovery import SourceEntry, scan_sources
 from engine.sources.model import ProviderCall, SourceError, SourceFormat, SourceSession, int_or_none
 from engine.sources.readers import read_source
 from engine.store.config import Settings, data_dir
-from engine.store.fsutil import atomic_write_json
+from engine.store.fsutil import atomic_write_bytes
 from engine.usage.prices import REASONING_SEPARATE, PriceTable, PriceTableError, litellm_version, load_table
 
 INDEX_DIR = "usage"
 MANIFEST = "files.json"
 INDEX_VERSION = 1
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
+FOLLOWED = 8  # grown Claude Code files whose readers an index keeps (read from where they stopped)
 
 GroupBy = Literal["day", "project", "model", "session", "tool", "agent"]
 GROUPS: tuple[str, ...] = ("day", "project", "model", "session", "tool", "agent")
@@ -126,25 +130,42 @@ def claude_one_hour_writes(path: Path) -> dict[str, int]:
     found: dict[str, int] = {}
     try:
         with open(path, "rb") as fh:
-            for raw in fh:
-                if b"ephemeral_1h_input_tokens" not in raw:
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    continue
-                msg = obj.get("message") if isinstance(obj, dict) else None
-                usage = msg.get("usage") if isinstance(msg, dict) else None
-                creation = usage.get("cache_creation") if isinstance(usage, dict) else None
-                if not isinstance(creation, dict):
-                    continue
-                value = int_or_none(creation.get("ephemeral_1h_input_tokens"))
-                request = str(obj.get("requestId") or obj.get("requestRef") or "")
-                if value and request:
-                    found[request] = max(found.get(request, 0), value)
+            _one_hour_of_lines(fh, found)
     except OSError:
         pass
     return found
+
+
+def _one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
+    """Add the one-hour cache writes of ``lines`` (bytes lines of a Claude Code file) to ``found``."""
+    for raw in lines:
+        if b"ephemeral_1h_input_tokens" not in raw:
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        msg = obj.get("message") if isinstance(obj, dict) else None
+        usage = msg.get("usage") if isinstance(msg, dict) else None
+        creation = usage.get("cache_creation") if isinstance(usage, dict) else None
+        if not isinstance(creation, dict):
+            continue
+        value = int_or_none(creation.get("ephemeral_1h_input_tokens"))
+        request = str(obj.get("requestId") or obj.get("requestRef") or "")
+        if value and request:
+            found[request] = max(found.get(request, 0), value)
+    return found
+
+
+@dataclass
+class _Followed:
+    """A grown Claude Code file's incremental reader, kept by a long-lived :class:`UsageIndex` so that the
+    next growth is read from where it stopped (only the appended bytes)."""
+
+    reader: Any  # engine.sources.claude_code.ClaudeCodeReader
+    offset: int  # bytes of the file fed to the reader (its partial last line waits inside it)
+    inode: int
+    one_hour: dict[str, int]
 
 
 def _tool_names(session: SourceSession) -> dict[str, str]:
@@ -179,8 +200,10 @@ class FileRows:
     session: dict[str, Any] = field(default_factory=dict)
 
 
-def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | None, fid: str) -> FileRows:
-    """The index rows of one session file, read (its subagents included)."""
+def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | None, fid: str,
+            one_hour_main: dict[str, int] | None = None) -> FileRows:
+    """The index rows of one session file, read (its subagents included); ``one_hour_main``: the main file's
+    one-hour cache writes when already known (else read from the file)."""
     out = FileRows()
     fmt: SourceFormat = session.format
     reasoning_in_output = fmt not in REASONING_SEPARATE
@@ -195,7 +218,12 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
     window_seen: int | None = None
     in_calls = {id(c) for _, _, part in parts for c in part.calls}
     for sub_id, kind, part in parts:
-        one_hour = claude_one_hour_writes(part.path) if fmt == "claude-code" and part.path.is_file() else {}
+        if fmt != "claude-code":
+            one_hour = {}
+        elif sub_id == "" and one_hour_main is not None:
+            one_hour = one_hour_main
+        else:
+            one_hour = claude_one_hour_writes(part.path) if part.path.is_file() else {}
         calls = list(part.calls)
         # a compaction's own call that is no call of any part (OpenCode's summary message; Claude Code's
         # derived from cost-state lines); Claude Code's agent-acompact file is a part already
@@ -295,6 +323,43 @@ class UsageIndex:
     def __init__(self, root: Path | None = None, *, prices: PriceTable | None = None) -> None:
         self.root = Path(root) if root is not None else index_dir()
         self._prices = prices
+        # incremental readers of Claude Code files that grew while this object lived (most recent last):
+        # the next growth of such a file is read from where its reader stopped, not whole
+        self._followed: dict[str, _Followed] = {}
+
+    def _read(self, entry: SourceEntry, grew: bool) -> tuple[SourceSession, dict[str, int] | None]:
+        """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code
+        file that grew is read incrementally: whole the first time (its reader then kept, at most
+        :data:`FOLLOWED` of them), then only what was appended since (same inode, not shorter)."""
+        path = Path(entry.path)
+        if entry.agent != "claude-code" or not (grew or entry.path in self._followed):
+            self._followed.pop(entry.path, None)
+            return read_source(path, entry.agent), None
+        from engine.sources.claude_code import ClaudeCodeReader
+
+        st = path.stat()
+        kept = self._followed.pop(entry.path, None)
+        if kept is None or kept.inode != st.st_ino or st.st_size < kept.offset:
+            kept = _Followed(ClaudeCodeReader(path, bulk=True), 0, st.st_ino, {})
+        with open(path, "rb") as fh:
+            fh.seek(kept.offset)
+            data = fh.read()
+        kept.offset += len(data)
+        whole = kept.reader.bulk
+        if whole:  # the whole file, complete lines: scanned, then built once
+            cut = data.rfind(b"\n") + 1
+            kept.reader.feed(data[:cut])
+            kept.reader.settle()
+            if cut < len(data):
+                kept.reader.feed(data[cut:])
+        else:
+            kept.reader.feed(data)
+        _one_hour_of_lines(data.splitlines(), kept.one_hour)
+        session = kept.reader.read_beside(subagents=True)
+        self._followed[entry.path] = kept
+        while len(self._followed) > FOLLOWED:
+            self._followed.pop(next(iter(self._followed)))
+        return session, kept.one_hour
 
     # ------------------------------------------------------------------ manifest
 
@@ -343,7 +408,6 @@ class UsageIndex:
             old_days: set[str] = set()
             report.files = len(entries)
             for entry in entries:
-                path = Path(entry.path)
                 stamp = _stamp(entry)
                 if stamp is None:
                     report.failed.append((entry.path, "the file is gone"))
@@ -354,11 +418,12 @@ class UsageIndex:
                     continue
                 fid = file_id(entry.path)
                 try:
-                    session = read_source(path, entry.agent)
+                    session, one_hour = self._read(entry, grew=isinstance(old, dict) and not refresh)
                 except (SourceError, OSError, ValueError, RecursionError) as exc:
+                    self._followed.pop(entry.path, None)
                     report.failed.append((entry.path, str(exc)))
                     continue
-                rows = rows_of(entry, session, prices, fid)
+                rows = rows_of(entry, session, prices, fid, one_hour)
                 changed[fid] = rows
                 if isinstance(old, dict):
                     old_days.update(str(d) for d in old.get("days") or ())
@@ -369,7 +434,9 @@ class UsageIndex:
                 report.tool_results += len(rows.tool_results)
             if changed or refresh or not self.manifest_path.exists():
                 report.days_rewritten = self._write(changed, old_days, known)
-                atomic_write_json(self.manifest_path, {"version": INDEX_VERSION, "prices": version, "files": known})
+                manifest = {"version": INDEX_VERSION, "prices": version, "files": known}  # compact: written often
+                atomic_write_bytes(self.manifest_path, json.dumps(manifest, ensure_ascii=False,
+                                                                  separators=(",", ":")).encode("utf-8"))
         report.seconds = time.perf_counter() - started
         return report
 

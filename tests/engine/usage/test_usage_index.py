@@ -107,8 +107,9 @@ def test_a_grown_file_adds_its_calls(home: Path, tmp_path: Path, monkeypatch: py
     (other / "s2.jsonl").write_text(_user(1, "2026-03-01T11:00:00.000Z") + _call(2, "2026-03-01T11:00:01.000Z"))
     _update(ix, home)
     reads: list[str] = []
-    real = index_mod.read_source
-    monkeypatch.setattr(index_mod, "read_source", lambda p, f: reads.append(Path(p).name) or real(p, f))
+    real = UsageIndex._read  # a grown Claude Code file is read by the index's incremental reader
+    monkeypatch.setattr(UsageIndex, "_read",
+                        lambda self, e, grew: reads.append(Path(e.path).name) or real(self, e, grew))
     with open(home / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl", "a") as fh:
         fh.write(_user(5, "2026-03-02T09:00:00.000Z") + _call(6, "2026-03-02T09:00:03.000Z", one_hour=0))
     report = _update(ix, home)
