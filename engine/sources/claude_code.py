@@ -92,6 +92,7 @@ PERSISTED_RE = re.compile(r"<persisted-output>.*?Full output saved to:\s*(\S+)",
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
 SYNTHETIC_MODEL = "<synthetic>"
+RECENT = 16  # the newest calls a feed may still change (later lines of their responses)
 _FAMILY_RE = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)")
 
 
@@ -670,6 +671,8 @@ class ClaudeCodeReader:
                                      project=self.path.parent.name,
                                      prefix_label="system prompt and tool definitions")
         self.bulk = bulk
+        self._shapes_seen = 0
+        self._largest = 0
         self._beside_mark: tuple[int, int] | None = None
         self.rebuilds = 0  # conversations rebuilt from the scanned lines (rewinds)
         self._pending = b""
@@ -698,7 +701,9 @@ class ClaudeCodeReader:
             scan.count = self._n
             return SourceChanges(reset=True)
         mark = (len(session.messages), len(session.calls), len(session.compactions))
-        before = [_figures(c) for c in session.calls]
+        window = session.window
+        first = max(0, mark[1] - RECENT)  # the calls a feed can still change (their responses' later lines)
+        before = [_figures(c) for c in session.calls[first:]]
         rebuilt = False
         for n, obj in json_lines(self._counted(lines), scan.skipped, start=self._n + 1):
             lines_before = len(scan.lines)
@@ -710,7 +715,10 @@ class ClaudeCodeReader:
         scan.count = self._n
         self._derive()
         old_calls = mark[1]
-        updated = [i for i, figures in enumerate(before) if _figures(session.calls[i]) != figures]
+        if session.window != window:
+            updated = list(range(old_calls))
+        else:
+            updated = [first + i for i, figures in enumerate(before) if _figures(session.calls[first + i]) != figures]
         touched, comp_touched = self._build.touched, self._build.comp_touched
         self._build.touched = self._build.comp_touched = -1
         return SourceChanges(
@@ -841,10 +849,15 @@ class ClaudeCodeReader:
         session.session_id = scan.session_id or self.path.stem
         session.cwd, session.started, session.last_activity = scan.cwd, scan.first_ts, scan.last_ts
         session.lines = scan.count
-        session.calls = list(scan.calls.values())
+        known = len(session.calls)
+        grew = len(scan.calls) != known or len(scan.shapes) != self._shapes_seen
+        if len(scan.calls) != known:  # calls are only ever added, in the order they came
+            session.calls.extend(itertools.islice(scan.calls.values(), known, None))
         session.ignored = scan.ignored
-        used = {c.prefix_key for c in session.calls}
-        session.prefixes = {k: v for k, v in scan.shapes.items() if k in used}
+        if grew:
+            used = {c.prefix_key for c in session.calls}
+            session.prefixes = {k: v for k, v in scan.shapes.items() if k in used}
+            self._shapes_seen = len(scan.shapes)
         if scan.costs:
             _, total, per_model = scan.costs[-1]
             session.agent_cost_usd = total
@@ -853,7 +866,7 @@ class ClaudeCodeReader:
                 if isinstance(v, dict) and isinstance(v.get("costUSD"), int | float)}
         _compaction_costs(scan, session)
         calls = session.calls
-        positions = [c.message_index for c in calls]
+        positions = [c.message_index for c in calls] if session.compactions else []
         ordered = all(a <= b for a, b in itertools.pairwise(positions))
         for comp in session.compactions:
             if ordered:  # calls come in the order of their messages: a bisection, not a pass per compaction
@@ -863,10 +876,14 @@ class ClaudeCodeReader:
             after = next((c for c in calls[comp.calls_before:] if c.prompt_tokens), None)
             comp.tokens_after = after.prompt_tokens if after else None
         session.live_start = session.compactions[-1].message_index if session.compactions else 0
-        session.model = _most_common(scan.models)
-        largest = max((c.prompt_tokens or 0 for c in session.calls), default=0)
-        session.window, session.window_source = window_for_model(session.model, largest, large_beta=scan.large_beta)
-        for call in session.calls:
+        if grew or not session.model:
+            session.model = _most_common(scan.models)
+        # a call's figures only grow while its response is written: the newest calls are the ones to look at
+        self._largest = max(self._largest, *(c.prompt_tokens or 0 for c in calls[max(0, known - RECENT):]), 0)
+        window = session.window
+        session.window, session.window_source = window_for_model(session.model, self._largest,
+                                                                 large_beta=scan.large_beta)
+        for call in calls if session.window != window else calls[max(0, known - RECENT):]:
             call.window = session.window
         placed = self._build.placed
         session.notes = [n for n in session.notes if not n.endswith("placed by file order")]
