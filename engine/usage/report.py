@@ -1,6 +1,7 @@
 """What the window's Usage view shows, from the usage index (:mod:`engine.usage.index`) over a date range.
 
-:func:`usage_report` runs every query of the view on one DuckDB connection and returns a
+:func:`usage_report` runs every query of the view on one DuckDB connection (on the index's rollups, not its
+call rows) and returns a
 :class:`UsageReport` of plain data: cost and tokens per day and model (the stacked bars), the sessions
 (cost, calls, peak fullness, compactions, cache hit rate, the agent's own cost, the file to open), per
 project and per model totals, the tools whose results take the most context, and the range's total.
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
 
-from engine.usage.index import _SUMS, UsageIndex, _fetch, _sql_str
+from engine.usage.index import _MODELS, _SUMS, UsageIndex, _fetch, _sql_str, _sums
 
 TOP_TOOLS = 20
 
@@ -63,30 +64,31 @@ def usage_report(index: UsageIndex, since: date | None = None, until: date | Non
     con = index.connect()
     try:
         report.by_day_model = _fetch(con, f"""
-            SELECT day, model, count(*) AS calls, sum(cost_usd) AS cost_usd,
-                   count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
-                   sum(prompt_tokens) AS prompt_tokens, sum(output_tokens) AS output_tokens,
-                   coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0) AS tokens
-            FROM calls WHERE {where} GROUP BY day, model ORDER BY day, model""")
+            SELECT day, model, coalesce(sum(calls), 0)::BIGINT AS calls, sum(cost_usd) AS cost_usd,
+                   coalesce(sum(unpriced_calls), 0)::BIGINT AS unpriced_calls,
+                   sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(output_tokens)::BIGINT AS output_tokens,
+                   (coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0))::BIGINT AS tokens
+            FROM call_rollup WHERE {where} GROUP BY day, model ORDER BY day, model""")
         report.sessions = _fetch(con, f"""
-            SELECT c.agent, c.project, c.session_id, c.file_id, min(c.ts) AS first_call, max(c.ts) AS last_call,
-                   string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models, {_SUMS.replace('sum(', 'sum(c.')},
+            SELECT c.agent, c.project, c.session_id, c.file_id, min(c.first_call) AS first_call,
+                   max(c.last_call) AS last_call, {_MODELS} AS models,
+                   {_sums('c.')},
                    any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
                    any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title,
                    any_value(s.path) AS path
-            FROM calls c LEFT JOIN sessions s USING (file_id)
+            FROM call_rollup c LEFT JOIN sessions s USING (file_id)
             WHERE {_where(since, until, 'c.day')}
             GROUP BY c.agent, c.project, c.session_id, c.file_id ORDER BY cost_usd DESC NULLS LAST""")
-        report.projects = _fetch(con, f"SELECT project, {_SUMS} FROM calls WHERE {where} GROUP BY project "
+        report.projects = _fetch(con, f"SELECT project, {_SUMS} FROM call_rollup WHERE {where} GROUP BY project "
                                       "ORDER BY cost_usd DESC NULLS LAST, project")
-        report.models = _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM calls "
+        report.models = _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM call_rollup "
                                     f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
         report.tools = _fetch(con, f"""
-            SELECT tool, count(*) AS results, sum(tokens) AS result_tokens,
-                   count(DISTINCT file_id) AS sessions, max(tokens) AS largest
-            FROM tool_results WHERE {where} GROUP BY tool
+            SELECT tool, sum(results)::BIGINT AS results, sum(result_tokens)::BIGINT AS result_tokens,
+                   count(DISTINCT file_id) AS sessions, max(largest) AS largest
+            FROM tool_rollup WHERE {where} AND results > 0 GROUP BY tool
             ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
-        rows = _fetch(con, f"SELECT {_SUMS} FROM calls WHERE {where}")
+        rows = _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {where}")
         report.total = rows[0] if rows else {}
     finally:
         con.close()

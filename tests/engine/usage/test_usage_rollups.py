@@ -1,0 +1,191 @@
+"""The usage index's rollups: the queries read them, and their answers are the call rows' answers."""
+
+from __future__ import annotations
+
+import math
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.usage.index import UsageIndex, _fetch, summarize
+from engine.usage.report import _where, usage_report
+from tests.engine.usage.test_usage_index import _call, _result, _update, _user
+
+# the queries as they were on the call rows (before the rollups): the reference
+_RAW_SUMS = """count(*) AS calls,
+    sum(prompt_tokens) AS prompt_tokens, sum(input_tokens) AS input_tokens,
+    sum(cache_read_tokens) AS cache_read_tokens, sum(cache_write_tokens) AS cache_write_tokens,
+    sum(output_tokens) AS output_tokens, sum(reasoning_tokens) AS reasoning_tokens,
+    sum(cost_usd) AS cost_usd, count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
+    sum(cache_read_tokens) / nullif(sum(prompt_tokens), 0) AS cache_hit_rate"""
+_SESSION = """SELECT c.agent, c.project, c.session_id, c.file_id, min(c.ts) AS first_call, max(c.ts) AS last_call,
+    string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models, {sums}, {extra}
+    any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
+    any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title, any_value(s.path) AS path
+    FROM calls c LEFT JOIN sessions s USING (file_id) WHERE {where}
+    GROUP BY c.agent, c.project, c.session_id, c.file_id ORDER BY {order}, c.file_id"""
+
+
+def _raw_summarize(con: Any, by: str, where: str) -> list[dict[str, Any]]:
+    if by == "day":
+        return _fetch(con, f"SELECT day, {_RAW_SUMS} FROM calls WHERE {where} GROUP BY day ORDER BY day")
+    if by in ("project", "agent"):
+        return _fetch(con, f"SELECT {by}, {_RAW_SUMS} FROM calls WHERE {where} GROUP BY {by} "
+                           f"ORDER BY cost_usd DESC NULLS LAST, {by}")
+    if by == "model":
+        return _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_RAW_SUMS} FROM calls WHERE {where} "
+                           "GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
+    if by == "session":
+        return _fetch(con, _SESSION.format(
+            sums=_RAW_SUMS.replace("sum(", "sum(c."), where=where.replace("day", "c.day"), order="last_call",
+            extra="any_value(s.peak_prompt_tokens) AS peak_prompt_tokens, any_value(s.window) AS window,"))
+    assert by == "tool"
+    return _fetch(con, f"""
+        WITH results AS (
+            SELECT tool, count(*) AS results, sum(tokens) AS result_tokens FROM tool_results
+            WHERE {where} GROUP BY tool),
+        used AS (
+            SELECT tool, count(*) AS calls, sum(cost_usd) AS cost_usd_of_calls FROM (
+                SELECT unnest(tools) AS tool, cost_usd FROM calls WHERE {where}) GROUP BY tool)
+        SELECT coalesce(r.tool, u.tool) AS tool, coalesce(u.calls, 0) AS calls,
+               coalesce(r.results, 0) AS results, coalesce(r.result_tokens, 0) AS result_tokens,
+               u.cost_usd_of_calls
+        FROM results r FULL OUTER JOIN used u ON r.tool = u.tool ORDER BY result_tokens DESC, tool""")
+
+
+def _raw_report(con: Any, since: date | None, until: date | None) -> dict[str, Any]:
+    where = _where(since, until)
+    return {
+        "by_day_model": _fetch(con, f"""
+            SELECT day, model, count(*) AS calls, sum(cost_usd) AS cost_usd,
+                   count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
+                   sum(prompt_tokens) AS prompt_tokens, sum(output_tokens) AS output_tokens,
+                   coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0) AS tokens
+            FROM calls WHERE {where} GROUP BY day, model ORDER BY day, model"""),
+        "sessions": _fetch(con, _SESSION.format(sums=_RAW_SUMS.replace("sum(", "sum(c."), extra="",
+                                                where=_where(since, until, "c.day"), order="cost_usd DESC NULLS LAST")),
+        "projects": _raw_summarize(con, "project", where),
+        "models": _raw_summarize(con, "model", where),
+        "tools": _fetch(con, f"""
+            SELECT tool, count(*) AS results, sum(tokens) AS result_tokens,
+                   count(DISTINCT file_id) AS sessions, max(tokens) AS largest
+            FROM tool_results WHERE {where} GROUP BY tool ORDER BY result_tokens DESC, tool LIMIT 20"""),
+        "total": _fetch(con, f"SELECT {_RAW_SUMS} FROM calls WHERE {where}")[0],
+    }
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, floats up to their summing order."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """Three sessions over three days, two projects, a model without a price, tools with and without results."""
+    projects = tmp_path / "home" / ".claude" / "projects"
+    _write(projects / "-home-u-proj" / "s1.jsonl",
+           _user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z", tool="Bash")
+           + _result(3, "2026-03-01T10:00:06.000Z", "tu2") + _call(4, "2026-03-01T10:00:09.000Z", tool="Read")
+           + _result(5, "2026-03-02T00:00:01.000Z", "tu4") + _call(6, "2026-03-02T00:00:03.000Z", tool="Edit"))
+    _write(projects / "-home-u-proj" / "s2.jsonl",
+           _user(1, "2026-03-02T11:00:00.000Z") + _call(2, "2026-03-02T11:00:01.000Z", model="mystery-model-9")
+           + _call(3, "2026-03-02T11:00:09.000Z", model="claude-sonnet-4-5", tool="Bash")
+           + _result(4, "2026-03-02T11:00:10.000Z", "tu3"))
+    _write(projects / "-home-u-other" / "s3.jsonl",
+           _user(1, "2026-03-03T08:00:00.000Z") + _call(2, "2026-03-03T08:00:01.000Z", model="mystery-model-9"))
+    return tmp_path / "home"
+
+
+def _no_order_ties(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: str(r.get("file_id")))
+
+
+def _check_against_raw(ix: UsageIndex) -> None:
+    con = ix.connect()
+    try:
+        for since in (None, date(2026, 3, 2)):
+            where = "TRUE" if since is None else f"day >= DATE '{since.isoformat()}'"
+            for by in ("day", "project", "agent", "model", "session", "tool"):
+                ours, raw = summarize(con, by, since), _raw_summarize(con, by, where)
+                if by == "session":
+                    ours, raw = _no_order_ties(ours), _no_order_ties(raw)
+                assert ours and _same(ours, raw), (by, since, ours, raw)
+            assert _same(ix.totals(since), _fetch(con, f"SELECT {_RAW_SUMS} FROM calls WHERE {where}")[0])
+        for since, until in ((None, None), (date(2026, 3, 2), date(2026, 3, 2)), (date(2027, 1, 1), None)):
+            report = usage_report(ix, since, until)
+            raw = _raw_report(con, since, until)
+            for name, value in raw.items():
+                ours = getattr(report, name)
+                if name == "sessions":
+                    ours, value = _no_order_ties(ours), _no_order_ties(value)
+                assert _same(ours, value), (name, since, until, ours, value)
+    finally:
+        con.close()
+
+
+def test_rollup_answers_are_the_call_rows_answers(home: Path, tmp_path: Path) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    assert (ix.root / "call_rollup.parquet").is_file() and (ix.root / "tool_rollup.parquet").is_file()
+    _check_against_raw(ix)
+    # the session of two days has one rollup row a day (and one per model)
+    con = ix.connect()
+    assert con.execute("SELECT count(*) FROM call_rollup").fetchone()[0] == 5
+    con.close()
+
+
+def test_rollups_follow_incremental_updates(home: Path, tmp_path: Path) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    ix.totals()  # a cached connection: must see the rewritten files
+    with open(home / ".claude" / "projects" / "-home-u-proj" / "s2.jsonl", "a") as fh:
+        fh.write(_call(5, "2026-03-02T12:00:00.000Z", tool="Grep") + _result(6, "2026-03-04T00:00:01.000Z", "tu5")
+                 + _call(7, "2026-03-04T00:00:05.000Z", model="claude-haiku-4-5"))
+    report = _update(ix, home)
+    assert report.read == 1 and report.days_rewritten == 2
+    assert ix.totals()["calls"] == 8
+    _check_against_raw(ix)
+    con = ix.connect()
+    incremental = con.execute("SELECT * FROM call_rollup ORDER BY ALL").fetchall()
+    tools = con.execute("SELECT * FROM tool_rollup ORDER BY ALL").fetchall()
+    con.close()
+    ix.rebuild_rollups()  # from scratch: the same rows
+    con = ix.connect()
+    assert con.execute("SELECT * FROM call_rollup ORDER BY ALL").fetchall() == incremental
+    assert con.execute("SELECT * FROM tool_rollup ORDER BY ALL").fetchall() == tools
+    con.close()
+
+
+def test_an_index_without_rollups_gets_them(home: Path, tmp_path: Path) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    before = ix.query("session")
+    for name in ("call_rollup", "tool_rollup"):
+        (ix.root / f"{name}.parquet").unlink()
+    assert _no_order_ties(UsageIndex(ix.root).query("session")) == _no_order_ties(before)
+    assert (ix.root / "call_rollup.parquet").is_file()
+    # and an update after an older version's index writes all the days, not only the touched ones
+    (ix.root / "call_rollup.parquet").unlink()
+    with open(home / ".claude" / "projects" / "-home-u-other" / "s3.jsonl", "a") as fh:
+        fh.write(_call(3, "2026-03-03T08:00:09.000Z", model="mystery-model-9"))
+    _update(ix, home)
+    _check_against_raw(ix)
+
+
+def test_empty_index_totals(tmp_path: Path) -> None:
+    ix = UsageIndex(tmp_path / "usage")
+    assert ix.totals()["calls"] == 0 and ix.totals()["unpriced_calls"] == 0
+    assert usage_report(ix).sessions == [] and usage_report(ix).tools == []
