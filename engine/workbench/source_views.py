@@ -185,6 +185,53 @@ class LiveSource:
         self.importer.rewrite(folder)
 
 
+PROGRESSIVE_BYTES = 16 << 20  # a Claude Code file larger than this shows its current context first
+_BOUNDARY = b'"subtype":"compact_boundary"'
+_TAIL_BYTES = 4 << 20  # without a compaction in the file: the first screen shows its last 4 MB
+
+
+def tail_offset(path: Path, block: int = 4 << 20) -> int:
+    """Where the file's current context begins: the start of its last ``compact_boundary`` line (searched
+    from the end), else of a line about :data:`_TAIL_BYTES` before the end."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        end = size
+        while end > 0:
+            start = max(0, end - block)
+            fh.seek(start)
+            data = fh.read(end - start + len(_BOUNDARY))
+            at = data.rfind(_BOUNDARY)
+            if at >= 0:
+                line = data.rfind(b"\n", 0, at)
+                if line >= 0 or start == 0:
+                    return start + line + 1
+            end = start
+        fh.seek(max(0, size - _TAIL_BYTES))
+        data = fh.read(min(size, _TAIL_BYTES))
+    return max(0, size - _TAIL_BYTES) + data.find(b"\n") + 1 if size > _TAIL_BYTES else 0
+
+
+def preview_view(path: Path, folder: Path, prefix: str, settings: Settings, model_info: ModelInfo | None) -> bool:
+    """The first screen of a large Claude Code file, written into ``folder`` (new): its context since the last
+    compaction (the summary and what came after, with the calls made since), read from the end of the file
+    without reading the rest; the whole file is read next. False when there is nothing to show."""
+    from engine.ingest import LiveImport
+    from engine.sources.claude_code import ClaudeCodeReader
+
+    start = tail_offset(path)
+    reader = ClaudeCodeReader(path, bulk=True)
+    reader.session.make_id = IdMaker(prefix)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        reader.feed_lines(line for line in fh if line.endswith(b"\n"))
+    src = reader.finish(subagents=False)
+    if not src.messages and not src.calls:
+        return False
+    src.notes.append("the first screen: the context since the last compaction (the whole file is being read)")
+    LiveImport(src, folder, settings.replace(context_window=None), _estimator(), model_info)
+    return True
+
+
 def _estimator() -> Any:
     from engine.context.tokens import HeuristicEstimator
 

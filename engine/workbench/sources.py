@@ -166,6 +166,8 @@ class SourcesPart:
         live: sv.LiveSource | None = None
         try:
             fmt = await asyncio.to_thread(sv.format_of, path)
+            if fmt == "claude-code" and path.stat().st_size > sv.PROGRESSIVE_BYTES:
+                await self._first_screen(path, root, prefix)
             if fmt in sv.LIVE_FORMATS:  # read once through the format's incremental reader, then what is appended
                 live = sv.LiveSource(path, fmt, prefix, self.core.settings, self.core.model_info())
                 await asyncio.to_thread(live.open, folder)
@@ -178,6 +180,8 @@ class SourcesPart:
             self.core.emit(StateChanged(self.core.state))
             self.core.notice("error", f"cannot open {path.name}: {one_line(str(exc))}")
             return
+        if self.core.view is not None:  # the first screen of a large file: the whole view takes its place
+            await self.sessions.leave()
         self.core.emit(StateChanged(self.core.state))
         view = sv.SourceView(folder, folder, str(path), fmt, prefix, live.tail if live else None, None,
                              live_source=live, live=sv.is_live(path))
@@ -185,6 +189,24 @@ class SourcesPart:
         if view.tail is not None:
             self.core.tasks.spawn("follow", self._follow(view), replace=True)
             self.core.emit(FollowChanged(True, view.source, view.live))
+
+    async def _first_screen(self, path: Path, root: Path, prefix: str) -> None:
+        """A large file: its current context is shown first (read from the end of the file), while the whole
+        file is read; the full view replaces it when ready."""
+        folder = sv.new_view_folder(root)
+        try:
+            made = await asyncio.to_thread(sv.preview_view, path, folder, prefix, self.core.settings,
+                                           self.core.model_info())
+            session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator()) if made else None
+        except Exception:  # the first screen is a courtesy: the whole read below says what is wrong, if anything
+            sv.remove_view(folder)
+            return
+        if session is None:
+            sv.remove_view(folder)
+            return
+        self._show_view(sv.SourceView(folder, folder, str(path), "claude-code", prefix, live=sv.is_live(path)), session)
+        self.core.notice("info", f"{path.name}: the context since its last compaction; reading the whole file…")
+        await asyncio.sleep(0)  # let the window paint it
 
     def _show_view(self, view: sv.SourceView, session: Session) -> None:
         self.core.view = view

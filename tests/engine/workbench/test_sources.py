@@ -414,3 +414,28 @@ async def test_an_opencode_session_is_followed_from_its_live_database(rig: Rig, 
     assert shown.loads == 1 and shown.incremental > 0  # no reload: the new rows came as changes
     assert shown.calls == [c.prompt_tokens for c in final.calls]
     assert shown.messages == [str(m["id"]) for m in final.messages]
+
+
+@pytest.mark.asyncio
+async def test_a_large_file_shows_its_current_context_first(  # noqa: F811
+        rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above PROGRESSIVE_BYTES, the first screen is the context since the last compaction, read from the end of
+    the file; the whole view replaces it once the file is read, and is then followed."""
+    from engine.workbench import source_views
+
+    monkeypatch.setattr(source_views, "PROGRESSIVE_BYTES", 1 << 20)
+    path = tmp_path / BIG.name
+    shutil.copyfile(_need(BIG), path)
+    whole = read_source(path, "claude-code")
+    await rig.wb.open_source(path)
+    loads = rig.of(ev.SessionLoaded)
+    assert len(loads) == 2
+    first, full = loads[0].view, loads[1].view
+    assert first.read_only and full.read_only
+    live = whole.messages[whole.live_start:]
+    assert len(first.messages) == len(live) < len(full.messages) == len(whole.messages)
+    assert [m["content"] for m in first.messages] == [m["content"] for m in live]
+    assert len(first.timeline) < len(full.timeline) == len(whole.calls)
+    assert first.timeline[-1]["provider_prompt_tokens"] == full.timeline[-1]["provider_prompt_tokens"]
+    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    assert [p.name for p in views_root().iterdir()] == [rig.wb.session.path.name]  # the first screen's folder went
