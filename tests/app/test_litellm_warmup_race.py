@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -112,10 +113,15 @@ SCRIPT = textwrap.dedent(
 def test_compact_and_send_while_litellm_loads(tmp_path: Path) -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "CTXBENCH_DATA_DIR": str(tmp_path / "data"),
            "CTXBENCH_CONFIG_DIR": str(tmp_path / "config")}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for _attempt in range(3):  # on a loaded machine the warm-up can pass the held import before the session opens
+        proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        if out["warmup_held"]:
+            break  # the race happened: Compact and Send were pressed while litellm's import was held
+        shutil.rmtree(tmp_path / "data", ignore_errors=True)
+        shutil.rmtree(tmp_path / "config", ignore_errors=True)
     assert out["warmup_held"] and out["compact_pressed"] and out["send_pressed"], out
     kind, summary = out["preview"]
     assert kind == "ready" and summary.strip(), out  # the preview was made, no import error
