@@ -417,8 +417,8 @@ async def test_an_opencode_session_is_followed_from_its_live_database(rig: Rig, 
 
 
 @pytest.mark.asyncio
-async def test_a_large_file_shows_its_current_context_first(  # noqa: F811
-        rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_large_file_shows_its_current_context_first(
+        rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """Above PROGRESSIVE_BYTES, the first screen is the context since the last compaction, read from the end of
     the file; the whole view replaces it once the file is read, and is then followed."""
     from engine.workbench import source_views
