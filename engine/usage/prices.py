@@ -51,8 +51,10 @@ class PriceTableError(RuntimeError):
     """The price table cannot be found or read."""
 
 
+@lru_cache(maxsize=1)
 def price_table_path() -> Path | None:
-    """Where litellm's bundled price table is, without importing litellm; None when it is not installed."""
+    """Where litellm's bundled price table is, without importing litellm; None when it is not installed
+    (looked up once per process: a session's thousands of calls are priced with one look-up)."""
     try:
         spec = importlib.util.find_spec("litellm")
     except (ImportError, ValueError):

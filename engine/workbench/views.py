@@ -17,7 +17,7 @@ from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
-from engine.usage.costs import priced_record
+from engine.usage.costs import price_table, priced_record
 from engine.workbench.imported import ImportFacts, import_facts
 from engine.workbench.subagents import subagent_marks
 
@@ -157,6 +157,7 @@ def read_timeline(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The recorded calls (damaged records skipped, with a problem) and the compaction events."""
     events = session.read_events(problems)
+    table = price_table()
     timeline = []
     for record in (e for e in events if e.get("type") == "context"):
         try:
@@ -164,7 +165,7 @@ def read_timeline(
         except ValueError as exc:  # a damaged record must not take the whole timeline down
             problems.append(f"events.jsonl: a context record was skipped ({exc})")
             continue
-        timeline.append(priced_record(record))  # + cost_usd (engine.usage.costs)
+        timeline.append(priced_record(record, table))  # + cost_usd (engine.usage.costs)
     return timeline, [e for e in events if e.get("type") == "compaction"]
 
 
