@@ -41,7 +41,7 @@ import bisect
 import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from typing import Any
 from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
+    LineBuffer,
     OffloadedResult,
     ProviderCall,
     RequestPrefix,
@@ -675,8 +676,7 @@ class ClaudeCodeReader:
         self._largest = 0
         self._beside_mark: tuple[int, int] | None = None
         self.rebuilds = 0  # conversations rebuilt from the scanned lines (rewinds)
-        self._pending = b""
-        self._n = 0
+        self._buffer = LineBuffer()
         self._done = 0  # scan.lines the build has taken
         self._build = _Build(self.session, self.scan.calls)
         self._tip: str | None = None  # the conversation's last line
@@ -687,32 +687,29 @@ class ClaudeCodeReader:
     # ------------------------------------------------------------------ input
     def feed(self, data: bytes) -> SourceChanges:
         """Take appended bytes; a partial last line is kept until its newline arrives."""
-        data = self._pending + data
-        cut = data.rfind(b"\n") + 1
-        self._pending = data[cut:]
-        return self.feed_lines([line + b"\n" for line in data[:cut].split(b"\n")[:-1]] if cut else [])
+        return self.feed_lines(self._buffer.lines(data))
 
     def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
         """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
         session, scan = self.session, self.scan
         if self.bulk:  # the whole file at once: scan now, build once when it is all there
-            for n, obj in json_lines(self._counted(lines), scan.skipped, start=self._n + 1):
+            for n, obj in json_lines(self._buffer.counted(lines), scan.skipped, start=self._buffer.count + 1):
                 _scan_line(scan, n, obj)
-            scan.count = self._n
+            scan.count = self._buffer.count
             return SourceChanges(reset=True)
         mark = (len(session.messages), len(session.calls), len(session.compactions))
         window = session.window
         first = max(0, mark[1] - RECENT)  # the calls a feed can still change (their responses' later lines)
         before = [_figures(c) for c in session.calls[first:]]
         rebuilt = False
-        for n, obj in json_lines(self._counted(lines), scan.skipped, start=self._n + 1):
+        for n, obj in json_lines(self._buffer.counted(lines), scan.skipped, start=self._buffer.count + 1):
             lines_before = len(scan.lines)
             _scan_line(scan, n, obj)
             if len(scan.lines) > lines_before:
                 rebuilt = self._take_new() or rebuilt
             else:
                 self._pass_through(obj)
-        scan.count = self._n
+        scan.count = self._buffer.count
         self._derive()
         old_calls = mark[1]
         if session.window != window:
@@ -727,16 +724,10 @@ class ClaudeCodeReader:
             compactions_from=0 if rebuilt else min(mark[2], comp_touched if comp_touched >= 0 else mark[2]),
             subagents_from=len(session.subagents))
 
-    def _counted(self, lines: Iterable[bytes]) -> Iterator[bytes]:
-        for raw in lines:
-            self._n += 1
-            yield raw
-
     def finish(self, *, subagents: bool = True) -> SourceSession:
         """The whole session: a torn last line read as such, the conversation built (once, in bulk mode),
         persisted tool results and subagent files beside the file read."""
-        if self._pending:
-            pending, self._pending = self._pending, b""
+        if pending := self._buffer.rest():
             self.feed_lines([pending])
         if self.bulk:
             self._rebuild()

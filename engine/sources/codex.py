@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from typing import Any
 from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
+    LineBuffer,
     ProviderCall,
     RequestPrefix,
     Skipped,
@@ -544,15 +545,11 @@ class CodexReader:
         self.session = SourceSession("codex", self.path, self.path.stem.removeprefix("rollout-"), project="",
                                      prefix_label="tool definitions")
         self.state = _State(self.session)
-        self._pending = b""
-        self._n = 0
+        self._buffer = LineBuffer()
 
     def feed(self, data: bytes) -> SourceChanges:
         """Take appended bytes; a partial last line is kept until its newline arrives."""
-        data = self._pending + data
-        cut = data.rfind(b"\n") + 1
-        self._pending = data[cut:]
-        return self.feed_lines([line + b"\n" for line in data[:cut].split(b"\n")[:-1]] if cut else [])
+        return self.feed_lines(self._buffer.lines(data))
 
     def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
         """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
@@ -560,11 +557,11 @@ class CodexReader:
         old_messages, old_calls, old_comps = len(session.messages), len(session.calls), len(session.compactions)
         touched = state.response_start if state.response_start is not None else old_messages
         before = [_figures_of(c) for c in session.calls]
-        for n, obj in json_lines(self._counted(lines), session.skipped, skip=lambda raw: _fast_path(state, raw),
-                                 start=self._n + 1):
+        for n, obj in json_lines(self._buffer.counted(lines), session.skipped,
+                                 skip=lambda raw: _fast_path(state, raw), start=self._buffer.count + 1):
             session.lines = n
             _line(state, n, obj)
-        session.lines = self._n
+        session.lines = self._buffer.count
         self._derive()
         return SourceChanges(
             messages_from=min(old_messages, touched),
@@ -573,15 +570,9 @@ class CodexReader:
             compactions_from=max(0, old_comps - 1) if old_comps else 0,
             subagents_from=len(session.subagents))
 
-    def _counted(self, lines: Iterable[bytes]) -> Iterator[bytes]:
-        for raw in lines:
-            self._n += 1
-            yield raw
-
     def finish(self) -> SourceSession:
         """The whole session: a torn last line read as such, reasoning still waiting for its message kept."""
-        if self._pending:
-            pending, self._pending = self._pending, b""
+        if pending := self._buffer.rest():
             self.feed_lines([pending])
         if self.state.pending_reasoning:
             _assistant(self.state, None)

@@ -38,6 +38,7 @@ from typing import Any
 from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
+    LineBuffer,
     ProviderCall,
     Skipped,
     SourceChanges,
@@ -239,7 +240,7 @@ class GeminiCliReader:
         self.session = SourceSession("gemini-cli", self.path, stem,
                                      project=self.path.parent.parent.name if self.path.parent.name == "chats" else "",
                                      prefix_label="system prompt and tool definitions")
-        self._pending_bytes = b""
+        self._buffer = LineBuffer()
         self._n = 0
         self._gid: list[str] = []  # the Gemini record id of each message (parallel to session.messages)
         self._seen: set[str] = set()  # record ids seen (records and $set lists)
@@ -254,10 +255,7 @@ class GeminiCliReader:
     # ------------------------------------------------------------------ input
     def feed(self, data: bytes) -> SourceChanges:
         """Take appended bytes; a partial last line is kept until its newline arrives."""
-        data = self._pending_bytes + data
-        cut = data.rfind(b"\n") + 1
-        self._pending_bytes = data[cut:]
-        return self.feed_lines([line + b"\n" for line in data[:cut].split(b"\n")[:-1]] if cut else [])
+        return self.feed_lines(self._buffer.lines(data))
 
     def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
         """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
@@ -280,8 +278,7 @@ class GeminiCliReader:
 
     def finish(self) -> SourceSession:
         """The whole session: a last line without its newline read as it is (or reported torn)."""
-        if self._pending_bytes:
-            pending, self._pending_bytes = self._pending_bytes, b""
+        if pending := self._buffer.rest():
             self.feed_lines([pending])
         return self.session
 

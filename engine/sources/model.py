@@ -230,6 +230,32 @@ class SourceSession:
         return found
 
 
+class LineBuffer:
+    """Appended bytes cut into complete lines for an incremental reader: a partial last line waits for its
+    newline; :meth:`counted` numbers the lines as they pass, across feeds (blank ones included)."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.count = 0  # lines passed through counted()
+
+    def lines(self, data: bytes) -> list[bytes]:
+        """The complete lines ``data`` finishes (each with its newline)."""
+        data = self.pending + data
+        cut = data.rfind(b"\n") + 1
+        self.pending = data[cut:]
+        return [line + b"\n" for line in data[:cut].split(b"\n")[:-1]] if cut else []
+
+    def rest(self) -> bytes:
+        """The partial last line, taken (at the end of a file: a torn line, read as such)."""
+        rest, self.pending = self.pending, b""
+        return rest
+
+    def counted(self, lines: Iterable[bytes]) -> Iterator[bytes]:
+        for raw in lines:
+            self.count += 1
+            yield raw
+
+
 @dataclass
 class SourceChanges:
     """What one feed of an incremental reader changed in its :class:`SourceSession` (lines or rows in,
