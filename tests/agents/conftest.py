@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,11 @@ def agent_bin(name: str) -> Path:
 def pinned_version(name: str) -> str:
     data = json.loads((HERE / "package.json").read_text())
     return str({**data.get("optionalDependencies", {}), **data["dependencies"]}[PACKAGES[name]])
+
+
+def raw_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file the agent wrote, one a line."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @dataclass

@@ -126,6 +126,16 @@ class ScriptedServer:
             n += 1
         return n // 4
 
+    def prompt_figures(self, model: str, system: Any, tools: Any, messages: Any, *,
+                       cache: bool = True) -> tuple[int, int]:
+        """The server's count of a request's prompt (system prompt, tools and messages) and the part of it a
+        cache holds from this model's previous request (none, and the cache left as it is, without ``cache``)."""
+        total = count_tokens(system) + count_tokens(tools) + count_tokens(messages)
+        if not cache:
+            return total, 0
+        serial = json.dumps([system, tools, messages], ensure_ascii=False, separators=(",", ":"))
+        return total, min(total, self.cached_prefix(model, serial))
+
     def record(self, entry: Logged) -> None:
         with self._lock:
             self.log.append(entry)
@@ -191,6 +201,12 @@ def _read_chunked(handler: BaseHTTPRequestHandler) -> bytes:
             return out
         out += handler.rfile.read(size)
         handler.rfile.readline()
+
+
+def output_tokens(reply: Reply) -> int:
+    """The server's count of an answer: the script's figure, else its text and calls (5 tokens a call besides)."""
+    return reply.output_tokens or max(1, count_tokens(reply.text) + sum(
+        count_tokens(c.arguments) + 5 for c in reply.tool_calls))
 
 
 def send_json(handler: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
@@ -268,15 +284,12 @@ class AnthropicServer(ScriptedServer):
         system, tools, messages = body.get("system"), body.get("tools"), body.get("messages")
         kind = "summary" if is_summary_request(body) else ("main" if tools else "side")
         reply = self.script(body) if kind != "summary" else Reply(text=SUMMARY_TEXT)
-        total = count_tokens(system) + count_tokens(tools) + count_tokens(messages)
-        serial = json.dumps([system, tools, messages], ensure_ascii=False, separators=(",", ":"))
-        cached = min(total, self.cached_prefix(model, serial))
+        total, cached = self.prompt_figures(model, system, tools, messages)
         usage = {"input_tokens": max(1, total - cached) if cached == 0 else min(total - cached, 3),
                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
         usage["cache_creation_input_tokens"] = total - cached - usage["input_tokens"]
         usage["cache_read_input_tokens"] += reply.extra_prompt_tokens
-        out_tokens = reply.output_tokens or max(1, count_tokens(reply.text) + sum(
-            count_tokens(c.arguments) + 5 for c in reply.tool_calls))
+        out_tokens = output_tokens(reply)
         usage["output_tokens"] = out_tokens
         self.record(Logged(path, body, dict(usage), reply, time.time(), kind, count_tokens(system),
                            count_tokens(tools), count_tokens(messages)))
@@ -335,11 +348,8 @@ class ResponsesServer(ScriptedServer):
         instructions, tools, items = body.get("instructions"), body.get("tools"), body.get("input")
         kind = "summary" if is_summary_request(body) else ("main" if tools else "side")
         reply = self.script(body) if kind != "summary" else Reply(text=SUMMARY_TEXT)
-        total = count_tokens(instructions) + count_tokens(tools) + count_tokens(items)
-        serial = json.dumps([instructions, tools, items], ensure_ascii=False, separators=(",", ":"))
-        cached = min(total, self.cached_prefix(model, serial))
-        out_tokens = reply.output_tokens or max(1, count_tokens(reply.text) + sum(
-            count_tokens(c.arguments) + 5 for c in reply.tool_calls))
+        total, cached = self.prompt_figures(model, instructions, tools, items)
+        out_tokens = output_tokens(reply)
         total += reply.extra_prompt_tokens
         cached += reply.extra_prompt_tokens
         usage = {"input_tokens": total, "input_tokens_details": {"cached_tokens": cached},

@@ -17,7 +17,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.agents.scripted import Logged, Reply, ScriptedServer, count_tokens, send_json, start_sse
+from tests.agents.scripted import Logged, Reply, ScriptedServer, count_tokens, output_tokens, send_json, start_sse
 
 # the last user message of OpenCode's compaction request (its ``compaction`` agent's prompt)
 SUMMARY_MARKERS = ("summary for another agent", "summarize the conversation", "create a new anchored summary",
@@ -77,11 +77,8 @@ class ChatServer(ScriptedServer):
             kind, reply = "title", Reply(text="Shell commands")
         else:
             kind, reply = ("main" if tools else "side"), self.script(body)
-        total = count_tokens(system) + count_tokens(tools) + count_tokens(messages)
-        serial = json.dumps([system, tools, messages], ensure_ascii=False, separators=(",", ":"))
-        cached = min(total, self.cached_prefix(model, serial)) if kind != "title" else 0
-        out_tokens = reply.output_tokens or max(1, count_tokens(reply.text) + sum(
-            count_tokens(c.arguments) + 5 for c in reply.tool_calls))
+        total, cached = self.prompt_figures(model, system, tools, messages, cache=kind != "title")
+        out_tokens = output_tokens(reply)
         total += reply.extra_prompt_tokens
         cached += reply.extra_prompt_tokens
         usage = {"prompt_tokens": total, "completion_tokens": out_tokens, "total_tokens": total + out_tokens,

@@ -19,7 +19,16 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.agents.scripted import Logged, Reply, Script, ScriptedServer, count_tokens, send_json, start_sse
+from tests.agents.scripted import (
+    Logged,
+    Reply,
+    Script,
+    ScriptedServer,
+    count_tokens,
+    output_tokens,
+    send_json,
+    start_sse,
+)
 
 SUMMARY_TEXT = ("<state_snapshot>\n<overall_goal>Run shell commands and report.</overall_goal>\n"
                 "<key_knowledge>The commands printed step0, step1 and step2.</key_knowledge>\n</state_snapshot>")
@@ -71,13 +80,10 @@ class GeminiServer(ScriptedServer):
         system, tools, contents = body.get("systemInstruction"), body.get("tools"), body.get("contents")
         kind = "summary" if is_compression_request(body) else ("main" if tools else "side")
         reply = Reply(text=self.summary) if kind == "summary" else self.script(body)
-        total = count_tokens(system) + count_tokens(tools) + count_tokens(contents)
-        serial = json.dumps([system, tools, contents], ensure_ascii=False, separators=(",", ":"))
-        cached = min(total, self.cached_prefix(model, serial))
+        total, cached = self.prompt_figures(model, system, tools, contents)
         total += reply.extra_prompt_tokens
         cached += reply.extra_prompt_tokens
-        out_tokens = reply.output_tokens or max(1, count_tokens(reply.text) + sum(
-            count_tokens(c.arguments) + 5 for c in reply.tool_calls))
+        out_tokens = output_tokens(reply)
         usage = {"promptTokenCount": total, "candidatesTokenCount": out_tokens, "totalTokenCount": total + out_tokens,
                  "cachedContentTokenCount": cached}
         self.record(Logged(path, body, dict(usage), reply, time.time(), kind, count_tokens(system),

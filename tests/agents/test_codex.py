@@ -35,7 +35,7 @@ from engine.sources.codex import (
 )
 from engine.sources.follow import Follower
 from engine.sources.model import SourceSession
-from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
+from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import Logged, Reply, ResponsesServer, ToolCall, count_tokens
 
 MODEL = "gpt-5.5"
@@ -88,10 +88,6 @@ def run_codex(home: AgentHome, server: ResponsesServer, prompt: str, *, resume: 
 def the_rollout(home: AgentHome) -> Path:
     (path,) = sorted((home.home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
     return path
-
-
-def raw_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def assert_every_type_known(path: Path, src: SourceSession) -> None:

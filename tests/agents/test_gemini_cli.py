@@ -36,7 +36,7 @@ from engine.sources.gemini_cli import (
     record_kind,
 )
 from engine.sources.model import SourceSession
-from tests.agents.conftest import HERE, AgentHome, Run, agent_bin
+from tests.agents.conftest import HERE, AgentHome, Run, agent_bin, raw_lines
 from tests.agents.scripted import Logged, Reply, ScriptedServer, ToolCall
 from tests.agents.scripted_gemini import SUMMARY_TEXT, GeminiServer
 
@@ -82,10 +82,6 @@ def run_gemini(home: AgentHome, server: ScriptedServer, prompt: str, *, resume: 
 def the_session(home: AgentHome) -> Path:
     (path,) = sorted((home.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
     return path
-
-
-def raw_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def assert_every_type_known(path: Path, src: SourceSession) -> None:
