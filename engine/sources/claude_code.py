@@ -887,7 +887,7 @@ def read_claude_code(
     path: Path, *, subagents: bool = True, lines: Iterable[bytes] | None = None
 ) -> SourceSession:
     """Read one Claude Code session file (and, with ``subagents``, its subagent files); ``lines``: its
-    lines already read (a followed file's :class:`engine.sources.follow.LineLog`)."""
+    lines already read (kept by the caller)."""
     reader = ClaudeCodeReader(Path(path), bulk=True)
     if lines is not None:
         reader.feed_lines(lines)

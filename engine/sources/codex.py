@@ -597,8 +597,7 @@ class CodexReader:
 
 
 def read_codex(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
-    """Read one Codex rollout file; ``lines``: its lines already read (a followed file's
-    :class:`engine.sources.follow.LineLog`)."""
+    """Read one Codex rollout file; ``lines``: its lines already read (kept by the caller)."""
     reader = CodexReader(Path(path))
     if lines is not None:
         reader.feed_lines(lines)

@@ -155,33 +155,6 @@ class Tail:
         return block.splitlines(), reason, more
 
 
-class LineLog:
-    """The complete lines of a followed file, kept as a :class:`Tail` reads them, so that a view of
-    the file is rebuilt from memory: the file is read once, then only what is appended.
-
-    ``feed`` reads everything appended; a reset (truncated, replaced, rewritten) drops what was kept,
-    and the Tail reads the file again from its start. Memory: the file's size, whatever the time."""
-
-    def __init__(self, tail: Tail) -> None:
-        self.tail = tail
-        self.lines: list[bytes] = []  # each with its newline, as read_json_lines takes them
-        self.size = 0  # bytes kept
-
-    def feed(self) -> tuple[bool, bool]:
-        """Read what was appended: (any complete line came, the file was reset)."""
-        got = reset = False
-        more = True
-        while more:
-            lines, why, more = self.tail.read()
-            if why is not None:
-                reset = True
-                self.lines.clear()
-                self.size = 0
-            for line in lines:
-                self.lines.append(line + b"\n")
-                self.size += len(line) + 1
-            got = got or bool(lines)
-        return got, reset
 
 
 # --------------------------------------------------------------------------- parsers

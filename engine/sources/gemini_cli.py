@@ -502,8 +502,7 @@ class GeminiCliReader:
 
 
 def read_gemini_cli(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
-    """Read one Gemini CLI session file; ``lines``: its lines already read (a followed file's
-    :class:`engine.sources.follow.LineLog`)."""
+    """Read one Gemini CLI session file; ``lines``: its lines already read (kept by the caller)."""
     reader = GeminiCliReader(Path(path))
     if lines is not None:
         reader.feed_lines(lines)

@@ -337,8 +337,8 @@ def read_json_lines(
     ``skipped`` with the reason (a torn last line: the agent may still be writing). Lines for which
     ``skip(raw)`` is true are known to be of no use and are not parsed.
 
-    ``lines``: the file's complete lines (each ending with its newline), already read — a followed
-    file's lines kept by :class:`engine.sources.follow.LineLog` — instead of reading ``path``."""
+    ``lines``: the file's complete lines (each ending with its newline), already read — instead of reading
+    ``path``."""
     if lines is not None:
         yield from json_lines(lines, skipped, skip)
         return

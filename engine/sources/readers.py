@@ -27,8 +27,7 @@ def read_source(path: Path, fmt: SourceFormat, lines: Sequence[bytes] | None = N
     """Read ``path`` as ``fmt``; SourceError when it cannot be read at all (bad lines are skipped and
     reported in the session's ``skipped`` list, never raised).
 
-    ``lines``: a line-oriented file's complete lines already read (a followed Claude Code or Codex
-    file's :class:`engine.sources.follow.LineLog`): the file itself is not read again."""
+    ``lines``: a line-oriented file's complete lines already read by the caller: the file is not read again."""
     reader = READERS.get(fmt)
     if reader is None:
         raise SourceError(f"{fmt} logs are imported by engine.importer, not read as a source")

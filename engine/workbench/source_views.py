@@ -30,7 +30,7 @@ from typing import Any
 from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
-from engine.sources.follow import FOLLOWABLE, LineLog, Tail
+from engine.sources.follow import Tail
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession
 from engine.store.config import Settings, data_dir
 
@@ -53,14 +53,9 @@ class SourceView:
     format: str
     prefix: str  # the message-id prefix of this view
     tail: Tail | None = None  # set while the file is followed
-    log: LineLog | None = None  # (unused by followed views since they are read incrementally: see LiveSource)
     live_source: LiveSource | None = None  # the followed file's reader and the folder kept up to date
     parent: dict[str, Any] = field(default_factory=dict)  # {"kind": "source", "path"} | {"kind": "session", "id"}
     subagent: str = ""  # the subagent's rel path when this is one
-    message_keys: list[str] = field(default_factory=list)  # what the window shows now, in order
-    message_ids: list[str] = field(default_factory=list)
-    call_keys: list[tuple[Any, ...]] = field(default_factory=list)
-    compaction_keys: list[str] = field(default_factory=list)  # the compactions shown
     live: bool = False  # written in the last LIVE_SECONDS, as last told
     title: str = ""  # as last shown
     imported: Any = None  # the ImportFacts last shown (SessionView.imported)
@@ -325,15 +320,13 @@ def new_view_folder(root: Path) -> Path:
     return root / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def import_view(path: Path, folder: Path, prefix: str, settings: Settings, log: LineLog | None = None,
+def import_view(path: Path, folder: Path, prefix: str, settings: Settings,
                 model_info: ModelInfo | None = None) -> str:
-    """Import ``path`` into ``folder`` (new) with message ids under ``prefix``; its format. With
-    ``log`` (a followed file), the lines it holds are read instead of the file; ``model_info`` looks up
-    the window of the model that made it (as File → Open does)."""
+    """Import ``path`` into ``folder`` (new) with message ids under ``prefix`` (a file that is not followed);
+    its format. ``model_info`` looks up the window of the model that made it (as File → Open does)."""
     from engine.ingest import import_source
 
-    lines = log.lines if log is not None else None
-    report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None), lines=lines,
+    report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None),
                            model_info=model_info)
     stabilise_ids(folder, prefix)
     return str(report.format)
@@ -380,56 +373,20 @@ def format_of(path: Path) -> str:
     return str(detect_format(path))
 
 
-def followed_log(path: Path) -> LineLog | None:
-    """A :class:`LineLog` holding the file's lines when its format can be followed, else None."""
-    try:
-        fmt = detect_format(path)
-    except SourceError:
-        return None
-    if fmt not in FOLLOWABLE:
-        return None
-    log = LineLog(Tail(path))
-    log.feed()
-    return log
 
 
-def poll_log(log: LineLog) -> tuple[bool, bool, bool]:
-    """Read what was appended to the followed file: (complete lines came, it was reset, it is live now)."""
-    got, reset = log.feed()
-    return got, reset, is_live(log.tail.path)
 
 
-def message_key(msg: Message) -> str:
-    """What a message is, its id aside (two reads of the same line give the same key)."""
-    return json.dumps({k: v for k, v in msg.items() if k != "id"}, sort_keys=True, default=str)
 
 
-def shown_compactions(compactions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The compaction records that have a marker (:func:`engine.workbench.views.markers`), in order."""
-    return [c for c in compactions if c.get("result") != "nothing"]
 
 
-def compaction_key(event: dict[str, Any]) -> str:
-    """What a compaction is, its id aside (random in each import)."""
-    return json.dumps({k: v for k, v in event.items() if k != "id"}, sort_keys=True, default=str)
 
 
-def call_key(record: dict[str, Any]) -> tuple[Any, ...]:
-    return record.get("ts"), record.get("provider_prompt_tokens"), record.get("window")
 
 
-def common_prefix(old: list[Any], new: list[Any]) -> int:
-    """How many leading items the two lists share."""
-    n = 0
-    for a, b in zip(old, new, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
 
 
-def is_prefix(old: list[Any], new: list[Any]) -> bool:
-    return len(new) >= len(old) and new[: len(old)] == old
 
 
 def remove_folder(folder: Path | None) -> None:
@@ -472,23 +429,15 @@ __all__ = [
     "LIVE_SECONDS",
     "LiveSource",
     "SourceView",
-    "call_key",
-    "common_prefix",
-    "compaction_key",
-    "followed_log",
     "format_of",
     "import_view",
     "is_live",
-    "is_prefix",
-    "message_key",
     "new_prefix",
     "new_view_folder",
-    "poll_log",
     "prune",
     "remove_folder",
     "remove_stale_views",
     "remove_view",
-    "shown_compactions",
     "stabilise_ids",
     "subagent_file",
     "swap_folders",

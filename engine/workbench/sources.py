@@ -12,29 +12,19 @@ usual session events (``SessionLoaded`` whose view says ``read_only`` and ``sour
   says why). An agent object is built for the view only to draw the next request (system prompt and
   tools); it never runs. Leaving the view removes its folder; folders left by a crash are removed at
   the next view.
-- **Following** (Claude Code and Codex files, :data:`engine.sources.follow.FOLLOWABLE`): the file
-  is read once, when the view opens, into a :class:`engine.sources.follow.LineLog` (its complete
-  lines, in memory: the file's size); then every :data:`FOLLOW_INTERVAL` s a worker thread has the
-  log's :class:`engine.sources.follow.Tail` read what was appended (only the new bytes; a partial
-  last line waits; truncation, replacement or a rewrite is a reset: the log is dropped and the file
-  read again). When complete lines came, the refresh runs the full reader over the log's lines — not
-  the file — (the conversation's chain, compaction boundaries and rewinds are only known from all
-  lines) and imports the result into a new folder (about 0.15 s for a 3 MB Claude Code session), which takes
-  the view folder's place (same path; the old one is removed; the folders are memory-backed where
-  the system allows, :func:`engine.workbench.source_views.views_root`), then
-  compares with what the window shows (messages by id and content, calls by time and prompt,
-  compactions by content). When the shown calls and compactions are a prefix of the new ones and at
-  most :data:`MAX_RETRACTED`
-  shown messages at the end differ (Claude Code writes a response block by block, so its last
-  message grows; a rewind drops the last few), only the difference is sent: ``MessagesRetracted``
-  for the shown messages that changed, ``MessageAdded`` for the new and changed ones,
-  ``CallRecorded`` for the new calls, ``CompactionFinished`` for a new compaction (once the call
-  after it gave its ``tokens_after``), ``LastCall``, ``ImportChanged`` when the import record changed
-  (the agent's own cost grew), then ``ContextStateChanged`` and
-  ``SnapshotChanged``. Otherwise (a reset, a larger rewind) the whole view is sent
-  again (``SessionLoaded``). Message ids stay the same from one read to the next
-  (:func:`engine.workbench.source_views.stabilise_ids`). One refresh at a time (the loop awaits it); the
-  old folder is removed after each refresh, so disk and memory stay flat.
+- **Following** (Claude Code, Codex and Gemini CLI files, OpenCode sessions:
+  :data:`engine.workbench.source_views.LIVE_FORMATS`): the file is read once, when the view opens, through
+  the format's incremental reader (:class:`engine.workbench.source_views.LiveSource`; a Claude Code file
+  above 16 MB shows its context since the last compaction first); then, woken by the window's file
+  watcher or every :data:`FOLLOW_INTERVAL` s (at most every :data:`MIN_POLL_GAP` s), a worker thread reads
+  only what was appended and works out what changes in the view folder
+  (:class:`engine.ingest.LiveImport`); that plan is written on the loop and only the difference is sent:
+  ``MessagesRetracted`` + ``MessageAdded`` for a message that grew, ``MessageAdded`` for new ones,
+  ``CallRecorded`` for new calls, ``CallUpdated`` for the last call's new figures,
+  ``CompactionFinished`` for a Codex or Gemini CLI compaction (once the call after it is there),
+  ``LastCall``, ``ImportChanged`` (the agent's own cost), then ``ContextStateChanged`` and
+  ``SnapshotChanged``. A Claude Code compaction, a rewind into what is shown or a reset writes the folder
+  again from the reader's session in memory (never the file) and sends the view whole (``SessionLoaded``).
 - **Continue in ctxbench** imports the source as a normal session (the same path as File → Open) and
   opens it; when its next request is over the window of the model now configured, the compaction
   preview is opened.
@@ -71,12 +61,11 @@ from engine.workbench.events import (
 from engine.workbench.imported import import_facts
 from engine.workbench.policy import READ_ONLY
 from engine.workbench.sessions import SessionsPart
-from engine.workbench.views import SessionView, markers, prompt_of
+from engine.workbench.views import markers, prompt_of
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
 MIN_POLL_GAP = 0.1  # at most this often when the file watcher wakes the loop on every written line
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
-MAX_RETRACTED = 50  # more changed messages at the end than this: the view is sent again whole
 
 
 def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
@@ -172,7 +161,7 @@ class SourcesPart:
                 live = sv.LiveSource(path, fmt, prefix, self.core.settings, self.core.model_info())
                 await asyncio.to_thread(live.open, folder)
             else:
-                fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.core.settings, None,
+                fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.core.settings,
                                           self.core.model_info())
             session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator())
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
@@ -183,7 +172,7 @@ class SourcesPart:
         if self.core.view is not None:  # the first screen of a large file: the whole view takes its place
             await self.sessions.leave()
         self.core.emit(StateChanged(self.core.state))
-        view = sv.SourceView(folder, folder, str(path), fmt, prefix, live.tail if live else None, None,
+        view = sv.SourceView(folder, folder, str(path), fmt, prefix, live.tail if live else None,
                              live_source=live, live=sv.is_live(path))
         self._show_view(view, session)
         if view.tail is not None:
@@ -313,17 +302,6 @@ class SourcesPart:
         out = self.sessions.session_view()
         old_session.close()
         self.core.emit(SessionLoaded(out))
-
-    def _new_markers(self, out: SessionView, shown: int) -> list[str]:
-        """Send the compactions after the first ``shown`` (each once its ``tokens_after`` is known: the
-        first call after it; it waits until then); their keys."""
-        sent = []
-        for event, marker in list(zip(sv.shown_compactions(out.compactions), out.markers, strict=False))[shown:]:
-            if event.get("tokens_after") is None:
-                break
-            self.core.emit(CompactionFinished(marker))
-            sent.append(sv.compaction_key(event))
-        return sent
 
     # ------------------------------------------------------------------ continue, subagents
 

@@ -220,14 +220,10 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
 
 
 def shown_as_view(view: SourceView, out: SessionView) -> SessionView:
-    """The open session's view as a read-only view of ``view`` shows it (and what it shows, kept on
-    ``view`` for the follow loop's comparisons)."""
+    """The open session's view as a read-only view of ``view`` shows it (its title and import facts kept on
+    ``view``)."""
     from engine.workbench import source_views as sv
 
-    view.message_keys = [sv.message_key(m) for m in out.messages]
-    view.message_ids = [str(m.get("id")) for m in out.messages]
-    view.call_keys = [sv.call_key(r) for r in out.timeline]
-    view.compaction_keys = [sv.compaction_key(c) for c in sv.shown_compactions(out.compactions)]
     view.imported = out.imported
     if view.subagent:
         title = f"subagent {view.subagent.rsplit('/', 1)[-1]}"
