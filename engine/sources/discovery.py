@@ -30,8 +30,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -39,7 +41,7 @@ from engine.sources import gemini_cli, opencode
 from engine.sources.claude_code import SYNTHETIC_MODEL, window_for_model
 from engine.sources.model import SourceError, dict_at, int_or_none, iso
 from engine.store.config import Settings, data_dir
-from engine.store.fsutil import atomic_write_json
+from engine.store.fsutil import atomic_write_bytes
 
 Agent = Literal["claude-code", "codex", "gemini-cli", "opencode"]
 INDEX_FILE = "sources-index.json"
@@ -172,24 +174,37 @@ def _last_ts(path: Path) -> str:
     return ""
 
 
-def _summary_claude(path: Path) -> SourceEntry:
-    keys: set[tuple[str, str]] = set()
-    started, cwd, session_id, model, title = "", "", "", "", ""
+@dataclass
+class _ClaudeScan:
+    """The light pass over a Claude Code file, resumable: what it found so far and where it stopped (the end
+    of the last complete line). Kept per file by a long-lived process (:data:`_CLAUDE_SCANS`), so that a file
+    that grew is read from there, not whole."""
+
+    inode: int = 0
+    offset: int = 0
+    tail: bytes = b""  # the bytes just before ``offset``: a file rewritten in place does not match them
+    keys: set[tuple[str, str]] = field(default_factory=set)
+    started: str = ""
+    cwd: str = ""
+    session_id: str = ""
+    model: str = ""
+    title: str = ""
     last_prompt: int | None = None
-    largest = 0
+    largest: int = 0
     cost: float | None = None
-    with open(path, "rb") as fh:
-        for raw in fh:
+
+    def feed(self, lines: Iterable[bytes]) -> None:
+        for raw in lines:
             if b'"cost-state"' in raw:
-                cost = _cost_state(raw, cost)
+                self.cost = _cost_state(raw, self.cost)
                 continue
-            if not title and b'"user"' in raw:
-                title = _claude_prompt(_loads(raw))
-            if (not started and b'"timestamp"' in raw) or (not session_id and b'"sessionId"' in raw):
+            if not self.title and b'"user"' in raw:
+                self.title = _claude_prompt(_loads(raw))
+            if (not self.started and b'"timestamp"' in raw) or (not self.session_id and b'"sessionId"' in raw):
                 obj = _loads(raw)
-                started = started or iso(obj.get("timestamp"))
-                session_id = session_id or str(obj.get("sessionId") or "")
-                cwd = cwd or str(obj.get("cwd") or "")
+                self.started = self.started or iso(obj.get("timestamp"))
+                self.session_id = self.session_id or str(obj.get("sessionId") or "")
+                self.cwd = self.cwd or str(obj.get("cwd") or "")
             if b'"usage"' not in raw or b'"assistant"' not in raw:
                 continue
             obj = _loads(raw)
@@ -200,17 +215,63 @@ def _summary_claude(path: Path) -> SourceEntry:
             key = (str(msg.get("id") or obj.get("uuid")), str(obj.get("requestId") or ""))
             prompt = sum(int_or_none(usage.get(k)) or 0 for k in
                          ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-            if key not in keys:
-                keys.add(key)
-                model = str(msg.get("model") or model)
-            last_prompt = prompt
-            largest = max(largest, prompt)
-    window, _ = window_for_model(model, largest)
-    project = Path(cwd).name if cwd else path.parent.name
-    entry = _entry("claude-code", project, session_id or path.stem, path, started, len(keys), last_prompt,
-                   window, model, title)
-    entry.agent_cost_usd = cost
+            if key not in self.keys:
+                self.keys.add(key)
+                self.model = str(msg.get("model") or self.model)
+            self.last_prompt = prompt
+            self.largest = max(self.largest, prompt)
+
+    def entry(self, path: Path) -> SourceEntry:
+        window, _ = window_for_model(self.model, self.largest)
+        project = Path(self.cwd).name if self.cwd else path.parent.name
+        entry = _entry("claude-code", project, self.session_id or path.stem, path, self.started, len(self.keys),
+                       self.last_prompt, window, self.model, self.title)
+        entry.agent_cost_usd = self.cost
+        return entry
+
+
+_CLAUDE_SCANS: OrderedDict[str, _ClaudeScan] = OrderedDict()  # most recently read last
+CLAUDE_SCANS_KEPT = 16
+_CLAUDE_SCANS_LOCK = threading.Lock()
+
+
+def _summary_claude(path: Path) -> SourceEntry:
+    """The summary of a Claude Code file; a file summarised before in this process that only grew (same
+    inode, the bytes before where the last pass stopped unchanged) is read from where that pass stopped."""
+    key = str(path)
+    with _CLAUDE_SCANS_LOCK:
+        scan = _CLAUDE_SCANS.pop(key, None)
+    with open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if scan is not None and (scan.inode != st.st_ino or st.st_size < scan.offset
+                                 or not _same_bytes(fh, scan.offset, scan.tail)):
+            scan = None
+        if scan is None:
+            scan = _ClaudeScan(inode=st.st_ino)
+        fh.seek(scan.offset)
+        data = fh.read()
+    cut = data.rfind(b"\n") + 1
+    scan.feed(data[:cut].splitlines())
+    if cut:
+        scan.offset += cut
+        scan.tail = data[max(0, cut - 64):cut]
+    entry = scan.entry(path)
+    if cut < len(data):  # a partial last line: counted in this summary, read again whole next time
+        partial = _ClaudeScan(**{**scan.__dict__, "keys": set(scan.keys)})
+        partial.feed([data[cut:]])
+        entry = partial.entry(path)
+    with _CLAUDE_SCANS_LOCK:
+        _CLAUDE_SCANS[key] = scan
+        while len(_CLAUDE_SCANS) > CLAUDE_SCANS_KEPT:
+            _CLAUDE_SCANS.popitem(last=False)
     return entry
+
+
+def _same_bytes(fh: Any, offset: int, tail: bytes) -> bool:
+    if not tail:
+        return offset == 0
+    fh.seek(offset - len(tail))
+    return bool(fh.read(len(tail)) == tail)
 
 
 def _cost_state(raw: bytes, previous: float | None) -> float | None:
@@ -543,7 +604,9 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             entries.append(entry)
     if changed or set(files) != set(cached):
         try:
-            atomic_write_json(index, {"version": INDEX_VERSION, "files": files})
+            data = {"version": INDEX_VERSION, "files": files}  # compact, no fsync: a cache
+            atomic_write_bytes(index, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+                               durable=False)
         except OSError:
             pass  # a read-only data dir: the next scan reads everything again
     entries.sort(key=lambda e: e.last_activity or e.started, reverse=True)

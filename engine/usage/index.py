@@ -12,10 +12,14 @@ read with :func:`engine.sources.readers.read_source`, its subagents' files inclu
     tool_rollup.parquet             per (day, tool, session file): its results (count, tokens, largest) and
                                     the calls that used it (count, cost)
 
-The queries (:func:`summarize`, :func:`engine.usage.report.usage_report`) read the two rollups, not the
-call rows: about 1 % of their rows. Each rollup is one file, rewritten with the index's touched days (their
-rows recomputed from those days' Parquet files, the other days' rows kept); an index without them (written
-by an older version) gets them built from its rows on its first query.
+    session_rollup.parquet          one row per session file over all its days (the sessions table's row
+                                    joined): what the whole range's session list reads
+
+The queries (:func:`summarize`, :func:`engine.usage.report.usage_report`) read the rollups, not the call
+rows: about 1 % of their rows. Each rollup is one file; as every rollup row belongs to one session file, a
+write replaces the rows of the files it read (the other rows kept, the new ones summed from the new call
+rows alone: no day file is read again). An index without them (written by an older version) gets them built
+from its rows on its first query.
 
 Incremental: a file whose size and mtime did not change is not read again; a new or grown file is read
 and its rows replace the ones it had (only the days it touches are rewritten, one Parquet file a day). A Claude
@@ -38,7 +42,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -78,7 +81,7 @@ TOOL_COLUMNS: dict[str, str] = {
     "subagent": "VARCHAR", "ts": "TIMESTAMP", "day": "DATE", "tool": "VARCHAR", "tool_call_id": "VARCHAR",
     "tokens": "BIGINT",
 }
-ROLLUPS = ("call_rollup", "tool_rollup")
+ROLLUPS = ("call_rollup", "tool_rollup", "session_rollup")
 # a call rollup row: (day, agent, project, session_id, file_id, model) and the sums of its calls
 _CALL_ROLLUP = """
     SELECT CAST(day AS DATE) AS day, agent, project, session_id, file_id, model,
@@ -108,6 +111,24 @@ _TOOL_ROLLUP = """
            u.cost_usd_of_calls
     FROM r FULL OUTER JOIN u
         ON r.day = u.day AND r.tool IS NOT DISTINCT FROM u.tool AND r.file_id IS NOT DISTINCT FROM u.file_id"""
+
+# a session rollup row: one session file over all its days, from call rollup rows ({calls}) and the
+# sessions table ({sessions}); the cache hit rate is left to the query (a ratio of the sums)
+_SESSION_ROLLUP = """
+    SELECT c.agent, c.project, c.session_id, c.file_id, min(c.first_call) AS first_call,
+           max(c.last_call) AS last_call,
+           CASE WHEN count(c.model) > 0 THEN array_to_string(list_sort(list_distinct(list(c.model))), ',') END
+               AS models,
+           coalesce(sum(c.calls), 0)::BIGINT AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
+           sum(c.input_tokens)::BIGINT AS input_tokens, sum(c.cache_read_tokens)::BIGINT AS cache_read_tokens,
+           sum(c.cache_write_tokens)::BIGINT AS cache_write_tokens, sum(c.output_tokens)::BIGINT AS output_tokens,
+           sum(c.reasoning_tokens)::BIGINT AS reasoning_tokens, sum(c.cost_usd) AS cost_usd,
+           coalesce(sum(c.unpriced_calls), 0)::BIGINT AS unpriced_calls,
+           any_value(s.peak_prompt_tokens) AS peak_prompt_tokens, any_value(s.window) AS window,
+           any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
+           any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title, any_value(s.path) AS path
+    FROM {calls} c LEFT JOIN {sessions} s USING (file_id)
+    GROUP BY c.agent, c.project, c.session_id, c.file_id"""
 
 SESSION_COLUMNS: dict[str, str] = {
     "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR", "path": "VARCHAR",
@@ -349,12 +370,28 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def _copy_to(con: Any, query: str, target: Path, *, keep_empty: bool = True) -> int:
+    """Write the rows of ``query`` to the Parquet file ``target``, atomically (a hidden file beside it, renamed
+    over it); the rows written. With ``keep_empty`` False, no rows: no file (and ``target`` left as it was)."""
+    staged = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        count = int(con.execute(f"COPY ({query}) TO {_sql_str(str(staged))} (FORMAT PARQUET)").fetchone()[0])
+        if count or keep_empty:
+            os.replace(staged, target)
+        else:
+            staged.unlink()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            staged.unlink()
+        raise
+    return count
+
+
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _columns_sql(columns: Mapping[str, str]) -> str:
-    return "{" + ", ".join(f"{_sql_str(k)}: {_sql_str(v)}" for k, v in columns.items()) + "}"
+_LIST_SEP = "\x1f"  # joins a list column's items on their way into DuckDB (see UsageIndex._load_rows)
 
 
 class UsageIndex:
@@ -366,6 +403,8 @@ class UsageIndex:
         # incremental readers of Claude Code files that grew while this object lived (most recent last):
         # the next growth of such a file is read from where its reader stopped, not whole
         self._followed: dict[str, _Followed] = {}
+        self._db: Any = None  # the in-memory DuckDB database of the writes (see _connection)
+        self._db_lock = threading.Lock()
 
     def _read(self, entry: SourceEntry, grew: bool) -> tuple[SourceSession, dict[str, int] | None]:
         """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code
@@ -436,11 +475,12 @@ class UsageIndex:
         if entries is None:
             entries = scan_sources(settings, env=env, home=home, index=self.root / "sources-index.json")
         with _locked(self.root / ".lock"):
+            self._remove_leftovers()
             manifest = self._load_manifest()
             prices = self.prices()
             version = litellm_version() if prices is not None else ""
-            if manifest.get("prices") != version:
-                refresh = True  # another price table: price everything again
+            if manifest.get("prices") != version or not manifest:
+                refresh = True  # another price table: price everything again; no manifest: start again
             known: dict[str, Any] = {} if refresh else dict(manifest.get("files") or {})
             if refresh:
                 self._clear()
@@ -473,12 +513,21 @@ class UsageIndex:
                 report.calls += len(rows.calls)
                 report.tool_results += len(rows.tool_results)
             if changed or refresh or not self.manifest_path.exists():
-                report.days_rewritten = self._write(changed, old_days, known)
+                report.days_rewritten = self._write(changed, old_days)
                 manifest = {"version": INDEX_VERSION, "prices": version, "files": known}  # compact: written often
                 atomic_write_bytes(self.manifest_path, json.dumps(manifest, ensure_ascii=False,
                                                                   separators=(",", ":")).encode("utf-8"))
         report.seconds = time.perf_counter() - started
         return report
+
+    def _remove_leftovers(self) -> None:
+        """What a writer stopped midway left (its lock is ours now): staged files, older versions' folders."""
+        for stale in [*self.root.glob(".*.tmp"), *self.root.glob(".tmp-*")]:
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
 
     def _clear(self) -> None:
         for name in ("calls", "tool_results"):
@@ -487,74 +536,114 @@ class UsageIndex:
             with contextlib.suppress(OSError):
                 (self.root / f"{name}.parquet").unlink()
 
-    def _write(self, changed: dict[str, FileRows], old_days: set[str], known: dict[str, Any]) -> int:
+    def _connection(self) -> Any:
+        """A cursor of the in-memory DuckDB database this object keeps for its writes (made once: a new
+        database costs 15–35 ms, a cursor 0.2 ms). Its temporary tables go with the cursor."""
         import duckdb
 
+        with self._db_lock:
+            if self._db is None:
+                self._db = duckdb.connect()
+            return self._db.cursor()
+
+    def _write(self, changed: dict[str, FileRows], old_days: set[str]) -> int:
+        """Write the rows of the files read (``changed``: by file id) in place of the rows they had: the days
+        either touches rewritten, the rollups' rows of these files replaced, their sessions rows too."""
         self.root.mkdir(parents=True, exist_ok=True)
         fids = set(changed)
-        with tempfile.TemporaryDirectory(dir=self.root, prefix=".tmp-") as tmp:
-            tmp_dir = Path(tmp)
-            con = duckdb.connect()
-            try:
-                days: set[str] = set(old_days)
-                for table, columns, rows_key in (("calls", CALL_COLUMNS, "calls"),
-                                                 ("tool_results", TOOL_COLUMNS, "tool_results")):
-                    rows = [r for fr in changed.values() for r in getattr(fr, rows_key)]
-                    self._load_rows(con, f"new_{table}", columns, rows, tmp_dir / f"{table}.jsonl")
-                    days.update(r["day"] for r in rows)
-                for table, columns in (("calls", CALL_COLUMNS), ("tool_results", TOOL_COLUMNS)):
-                    self._rewrite_days(con, table, columns, sorted(days), fids, tmp_dir)
-                self._write_rollups(con, sorted(days), tmp_dir)
-                sessions = [v["session"] for v in known.values() if isinstance(v, dict) and v.get("session")]
-                self._load_rows(con, "new_sessions", SESSION_COLUMNS, sessions, tmp_dir / "sessions.jsonl")
-                target = tmp_dir / "sessions.parquet"
-                con.execute(f"COPY new_sessions TO {_sql_str(str(target))} (FORMAT PARQUET)")
-                os.replace(target, self.root / "sessions.parquet")
-            finally:
-                con.close()
+        con = self._connection()
+        try:
+            days: set[str] = set(old_days)
+            for table, columns, rows_key in (("calls", CALL_COLUMNS, "calls"),
+                                             ("tool_results", TOOL_COLUMNS, "tool_results")):
+                rows = [r for fr in changed.values() for r in getattr(fr, rows_key)]
+                self._load_rows(con, f"new_{table}", columns, rows)
+                days.update(r["day"] for r in rows)
+            for table, columns in (("calls", CALL_COLUMNS), ("tool_results", TOOL_COLUMNS)):
+                self._rewrite_days(con, table, columns, sorted(days), fids)
+            sessions = [fr.session for fr in changed.values() if fr.session]
+            self._load_rows(con, "new_sessions", SESSION_COLUMNS, sessions)
+            self._replace_rows(con, "sessions", "SELECT * FROM new_sessions", fids)
+            if all((self.root / f"{name}.parquet").is_file() for name in ROLLUPS):
+                con.execute("CREATE OR REPLACE TEMP TABLE new_call_rollup AS "
+                            + _CALL_ROLLUP.format(source="new_calls"))
+                self._replace_rows(con, "call_rollup", "SELECT * FROM new_call_rollup", fids)
+                self._replace_rows(con, "tool_rollup", _TOOL_ROLLUP.format(
+                    results="new_tool_results", calls="new_calls"), fids)
+                self._replace_rows(con, "session_rollup", _SESSION_ROLLUP.format(
+                    calls="new_call_rollup", sessions="new_sessions"), fids)
+            else:  # a new index, or one written before the rollups: all of them from the day files
+                self._write_rollups(con)
+        finally:
+            con.close()
         return len(days)
 
+    def _replace_rows(self, con: Any, name: str, fresh: str, fids: set[str]) -> None:
+        """Rewrite ``<name>.parquet``: its rows of files not in ``fids`` kept, the rows of ``fresh`` added."""
+        target = self.root / f"{name}.parquet"
+        query = f"SELECT * FROM ({fresh})"
+        if target.is_file():
+            fid_list = ", ".join(_sql_str(f) for f in sorted(fids)) or "''"
+            query = (f"SELECT * FROM read_parquet({_sql_str(str(target))}) WHERE file_id NOT IN ({fid_list}) "
+                     f"UNION ALL BY NAME ({query})")
+        order = " ORDER BY day" if name in ("call_rollup", "tool_rollup") else ""
+        _copy_to(con, f"SELECT * FROM ({query}){order}", target)
+
     @staticmethod
-    def _load_rows(con: Any, name: str, columns: Mapping[str, str], rows: list[dict[str, Any]], spool: Path) -> None:
+    def _load_rows(con: Any, name: str, columns: Mapping[str, str], rows: list[dict[str, Any]]) -> None:
+        """``rows`` as the temporary table ``name`` of ``columns``: handed to DuckDB as one NumPy array of text per
+        column (numbers as their ``repr``, which reads back exactly; a list column as its items joined by
+        U+001F), cast to the column's type in SQL, so that DuckDB never guesses a type from a sample."""
         cols = ", ".join(f'"{k}" {v}' for k, v in columns.items())
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({cols})")
         if not rows:
             return
-        with open(spool, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps({k: row.get(k) for k in columns}, ensure_ascii=False, default=str) + "\n")
-        con.execute(f"INSERT INTO {name} SELECT * FROM read_json({_sql_str(str(spool))}, format='newline_delimited', "
-                    f"columns={_columns_sql(columns)})")
+        import numpy as np
 
-    def _rewrite_days(self, con: Any, table: str, columns: Mapping[str, str], days: list[str], fids: set[str],
-                      tmp_dir: Path) -> None:
-        """Each day in ``days``: its old rows of files not in ``fids`` + the new rows, as one Parquet file."""
+        arrays: dict[str, Any] = {}
+        select = []
+        for k, kind in columns.items():
+            values = [row.get(k) for row in rows]
+            if kind.endswith("[]"):
+                arrays[k] = np.array([_LIST_SEP.join(v) if v else "" for v in values], dtype=object)
+                select.append(f"CASE WHEN src.\"{k}\" = '' THEN []::{kind} "
+                              f"ELSE string_split(src.\"{k}\", chr(31))::{kind} END")
+                continue
+            arrays[k] = np.array([v if v is None or isinstance(v, str) else repr(v) for v in values] + [""],
+                                 dtype=object)[:-1]  # the "" keeps a column of only None as text
+            select.append(f"CAST(src.\"{k}\" AS {kind})")
+        view = f"src_{name}"
+        con.register(view, arrays)
+        try:
+            con.execute(f"INSERT INTO {name} SELECT {', '.join(select)} FROM {view} AS src")
+        finally:
+            con.unregister(view)
+
+    def _rewrite_days(self, con: Any, table: str, columns: Mapping[str, str], days: list[str],
+                      fids: set[str]) -> None:
+        """Each day in ``days``: its old rows of files not in ``fids`` + the new rows, as one Parquet file (written
+        beside the old ones, which then go; a day left without rows goes)."""
         base = self.root / table
         names = ", ".join(f'"{k}"' for k in columns if k != "day")
         fid_list = ", ".join(_sql_str(f) for f in sorted(fids)) or "''"
         for day in days:
             folder = base / f"day={day}"
-            old_files = sorted(str(p) for p in folder.glob("*.parquet")) if folder.is_dir() else []
+            old_files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
             parts = [f"SELECT {names}, DATE {_sql_str(day)} AS day FROM new_{table} WHERE day = DATE {_sql_str(day)}"]
             if old_files:
-                listing = "[" + ", ".join(_sql_str(f) for f in old_files) + "]"
+                listing = "[" + ", ".join(_sql_str(str(f)) for f in old_files) + "]"
                 parts.insert(0, f"SELECT {names}, DATE {_sql_str(day)} AS day FROM read_parquet({listing}, "
                                 f"hive_partitioning=false) WHERE file_id NOT IN ({fid_list})")
             query = " UNION ALL ".join(parts)
-            count = con.execute(f"SELECT count(*) FROM ({query})").fetchone()[0]
-            staged = tmp_dir / table / f"day={day}"
-            if count:
-                staged.mkdir(parents=True, exist_ok=True)
-                out_file = staged / f"data-{uuid.uuid4().hex[:12]}.parquet"
-                con.execute(f"COPY (SELECT {names} FROM ({query}) ORDER BY ts NULLS LAST) TO "
-                            f"{_sql_str(str(out_file))} (FORMAT PARQUET)")
-            # swap: the day's folder becomes the staged one (or goes, when nothing is left)
-            trash = tmp_dir / f"old-{table}-{day}"
-            if folder.is_dir():
-                os.replace(folder, trash)
-            if count:
-                base.mkdir(parents=True, exist_ok=True)
-                os.replace(staged, folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            count = _copy_to(con, f"SELECT {names} FROM ({query}) ORDER BY ts NULLS LAST",
+                             folder / f"data-{uuid.uuid4().hex[:12]}.parquet", keep_empty=False)
+            for old in old_files:
+                with contextlib.suppress(FileNotFoundError):
+                    old.unlink()
+            if not count:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
     def _day_files(self, table: str, days: list[str] | None) -> list[str]:
         base = self.root / table
@@ -562,42 +651,36 @@ class UsageIndex:
             return sorted(str(p) for p in base.glob("day=*/*.parquet"))
         return sorted(str(p) for day in days for p in (base / f"day={day}").glob("*.parquet"))
 
-    def _write_rollups(self, con: Any, days: list[str] | None, tmp_dir: Path) -> None:
-        """Rewrite the rollups: the rows of ``days`` (None: all) recomputed from their day files (written
-        already), the other days' rows kept."""
-        if days is not None and not all((self.root / f"{name}.parquet").is_file() for name in ROLLUPS):
-            days = None  # an index written before the rollups: all of it
+    def _write_rollups(self, con: Any) -> None:
+        """Write the rollups from all the call and tool-result rows (written already) and the sessions."""
         sources = {}
         for table, columns in (("calls", CALL_COLUMNS), ("tool_results", TOOL_COLUMNS)):
-            files = self._day_files(table, days)
+            files = self._day_files(table, None)
             if files:
                 listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
                 sources[table] = f"read_parquet({listing}, hive_partitioning=true, union_by_name=true)"
             else:  # none left: an empty relation of the table's columns
                 cols = ", ".join(f"NULL::{v} AS \"{k}\"" for k, v in columns.items())
                 sources[table] = f"(SELECT {cols} LIMIT 0)"
-        fresh = {"call_rollup": _CALL_ROLLUP.format(source=sources["calls"]),
-                 "tool_rollup": _TOOL_ROLLUP.format(results=sources["tool_results"], calls=sources["calls"])}
-        day_list = ", ".join(f"DATE {_sql_str(d)}" for d in days or ())
+        con.execute("CREATE OR REPLACE TEMP TABLE all_call_rollup AS " + _CALL_ROLLUP.format(source=sources["calls"]))
+        sessions_file = self.root / "sessions.parquet"
+        if sessions_file.is_file():
+            sessions = f"read_parquet({_sql_str(str(sessions_file))})"
+        else:
+            sessions = "(SELECT " + ", ".join(f"NULL::{v} AS \"{k}\"" for k, v in SESSION_COLUMNS.items()) + " LIMIT 0)"
+        tools = _TOOL_ROLLUP.format(results=sources["tool_results"], calls=sources["calls"])
+        fresh = {"call_rollup": "SELECT * FROM all_call_rollup ORDER BY day",
+                 "tool_rollup": f"SELECT * FROM ({tools}) ORDER BY day",
+                 "session_rollup": _SESSION_ROLLUP.format(calls="all_call_rollup", sessions=sessions)}
         for name, query in fresh.items():
-            target = self.root / f"{name}.parquet"
-            if days is not None and target.is_file():
-                keep = f"SELECT * FROM read_parquet({_sql_str(str(target))})"
-                if day_list:
-                    keep += f" WHERE day NOT IN ({day_list})"
-                query = f"{keep} UNION ALL BY NAME ({query})"
-            staged = tmp_dir / f"{name}.parquet"
-            con.execute(f"COPY (SELECT * FROM ({query}) ORDER BY day) TO {_sql_str(str(staged))} (FORMAT PARQUET)")
-            os.replace(staged, target)
+            _copy_to(con, query, self.root / f"{name}.parquet")
 
     def rebuild_rollups(self) -> None:
         """Write the rollups from all the call and tool-result rows (an index of an older version)."""
-        import duckdb
-
-        with _locked(self.root / ".lock"), tempfile.TemporaryDirectory(dir=self.root, prefix=".tmp-") as tmp:
-            con = duckdb.connect()
+        with _locked(self.root / ".lock"):
+            con = self._connection()
             try:
-                self._write_rollups(con, None, Path(tmp))
+                self._write_rollups(con)
             finally:
                 con.close()
 
@@ -649,8 +732,9 @@ class UsageIndex:
                 cols = ", ".join(f'"{k}" {v}' for k, v in SESSION_COLUMNS.items())
                 con.execute(f"CREATE TABLE sessions ({cols})")
             else:  # the rollup of no rows
-                query = (_CALL_ROLLUP.format(source="calls") if name == "call_rollup" else
-                         _TOOL_ROLLUP.format(results="tool_results", calls="calls"))
+                query = {"call_rollup": _CALL_ROLLUP.format(source="calls"),
+                         "tool_rollup": _TOOL_ROLLUP.format(results="tool_results", calls="calls"),
+                         "session_rollup": _SESSION_ROLLUP.format(calls="call_rollup", sessions="sessions")}[name]
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM ({query}) LIMIT 0")
         return con
 
@@ -678,32 +762,58 @@ _DATABASES_LOCK = threading.Lock()
 MAX_DATABASES = 8
 
 
-def _sums(t: str = "") -> str:
-    """The figures of a group of ``call_rollup`` rows (``t``: the table's alias and a dot, or ""); sums as BIGINT,
-    not DuckDB's HUGEINT, which turns into Python ints 4× slower."""
-    return f"""coalesce(sum({t}calls), 0)::BIGINT AS calls,
-    sum({t}prompt_tokens)::BIGINT AS prompt_tokens, sum({t}input_tokens)::BIGINT AS input_tokens,
-    sum({t}cache_read_tokens)::BIGINT AS cache_read_tokens, sum({t}cache_write_tokens)::BIGINT AS cache_write_tokens,
-    sum({t}output_tokens)::BIGINT AS output_tokens, sum({t}reasoning_tokens)::BIGINT AS reasoning_tokens,
-    sum({t}cost_usd) AS cost_usd, coalesce(sum({t}unpriced_calls), 0)::BIGINT AS unpriced_calls,
-    sum({t}cache_read_tokens) / nullif(sum({t}prompt_tokens), 0) AS cache_hit_rate"""
-
-
-_SUMS = _sums()
-# a group's models, distinct, in order, comma-separated (NULL when none): string_agg(DISTINCT … ORDER BY …)
-# but twice as fast
-_MODELS = "CASE WHEN count(c.model) > 0 THEN array_to_string(list_sort(list_distinct(list(c.model))), ',') END"
+# the figures of a group of ``call_rollup`` rows; sums as BIGINT, not DuckDB's HUGEINT, which turns into Python
+# ints 4× slower (and into floats when fetched as NumPy arrays)
+_SUMS = """coalesce(sum(calls), 0)::BIGINT AS calls,
+    sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(input_tokens)::BIGINT AS input_tokens,
+    sum(cache_read_tokens)::BIGINT AS cache_read_tokens, sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+    sum(output_tokens)::BIGINT AS output_tokens, sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+    sum(cost_usd) AS cost_usd, coalesce(sum(unpriced_calls), 0)::BIGINT AS unpriced_calls,
+    sum(cache_read_tokens) / nullif(sum(prompt_tokens), 0) AS cache_hit_rate"""
 
 
 def _since(since: date | None) -> str:
     return "TRUE" if since is None else f"day >= DATE {_sql_str(since.isoformat())}"
 
 
+_COLUMNAR = {"BIGINT", "INTEGER", "DOUBLE", "VARCHAR", "BOOLEAN", "DATE", "TIMESTAMP"}
+
+
 def _fetch(con: Any, sql: str) -> list[dict[str, Any]]:
-    """The rows of ``sql`` as dicts: dates and times as ISO text, rates and fullness rounded to 6 places
-    (converted column by column, the columns picked from their first value)."""
+    """The rows of ``sql`` as dicts: dates and times as ISO text, rates and fullness rounded to 6 places.
+
+    Fetched column by column as NumPy arrays when every column is of a plain type (DuckDB's conversion to
+    Python objects row by row is most of a 10,000-row query's time); otherwise row by row."""
     cur = con.execute(sql)
     names = [d[0] for d in cur.description]
+    types = [str(d[1]) for d in cur.description]
+    if not all(t in _COLUMNAR for t in types):
+        return _fetch_rows(cur, names)
+    import numpy as np
+
+    arrays = cur.fetchnumpy()
+    columns: list[list[Any]] = []
+    for name, kind in zip(names, types, strict=True):
+        arr = arrays[name]
+        if kind in ("DATE", "TIMESTAMP"):  # ISO text, made by NumPy (a DATE is a datetime64[us] there too)
+            data = arr.data if np.ma.isMaskedArray(arr) else arr
+            if kind == "DATE":
+                text = np.datetime_as_string(data, unit="D").tolist()
+            elif bool(((data.astype("int64") % 1_000_000) != 0).any()):  # as datetime.isoformat writes them
+                text = np.datetime_as_string(data, unit="us").tolist()
+            else:
+                text = np.datetime_as_string(data, unit="s").tolist()
+            if np.ma.isMaskedArray(arr):
+                text = [None if m else t for t, m in zip(text, np.ma.getmaskarray(arr).tolist(), strict=True)]
+            columns.append(text)
+            continue
+        if kind == "DOUBLE" and name != "cost_usd" and name.endswith(("rate", "fullness")):
+            arr = np.round(arr, 6)
+        columns.append(arr.tolist())
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+def _fetch_rows(cur: Any, names: list[str]) -> list[dict[str, Any]]:
     rows: Any = cur.fetchall()
     if not rows:
         return []
@@ -723,6 +833,29 @@ def _fetch(con: Any, sql: str) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
+# the columns of a session row, from ``session_rollup`` or from its query over ``call_rollup`` rows
+_SESSION_OUT = ("agent, project, session_id, file_id, first_call, last_call, models, calls, prompt_tokens, "
+                "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost_usd, "
+                "unpriced_calls, cache_read_tokens / nullif(prompt_tokens, 0) AS cache_hit_rate, peak_prompt_tokens, "
+                "\"window\", peak_fullness, compactions, agent_cost_usd, title, path")
+
+
+def session_query(since: date | None, until: date | None, order: str) -> str:
+    """The SQL of one row per session file with calls between ``since`` and ``until`` (days, both included;
+    None: open), ordered by ``order``: read from ``session_rollup`` for the whole range, else summed from the
+    ``call_rollup`` rows of the range."""
+    if since is None and until is None:
+        return f"SELECT {_SESSION_OUT} FROM session_rollup ORDER BY {order}"
+    where = ["TRUE"]
+    if since is not None:
+        where.append(f"day >= DATE {_sql_str(since.isoformat())}")
+    if until is not None:
+        where.append(f"day <= DATE {_sql_str(until.isoformat())}")
+    calls = f"(SELECT * FROM call_rollup WHERE {' AND '.join(where)})"
+    return (f"SELECT {_SESSION_OUT} FROM ({_SESSION_ROLLUP.format(calls=calls, sessions='sessions')}) "
+            f"ORDER BY {order}")
+
+
 def summarize(con: Any, by: str = "day", since: date | None = None) -> list[dict[str, Any]]:
     """Figures per group from a :meth:`UsageIndex.connect` connection: calls, tokens (prompt, uncached input,
     cache read / write, output, reasoning), cost (the sum of the known costs; ``unpriced_calls`` counts those
@@ -738,17 +871,7 @@ def summarize(con: Any, by: str = "day", since: date | None = None) -> list[dict
         return _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM call_rollup "
                            f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
     if by == "session":
-        return _fetch(con, f"""
-            SELECT c.agent, c.project, c.session_id, c.file_id, min(c.first_call) AS first_call,
-                   max(c.last_call) AS last_call, {_MODELS} AS models,
-                   {_sums('c.')},
-                   any_value(s.peak_prompt_tokens) AS peak_prompt_tokens, any_value(s.window) AS window,
-                   any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
-                   any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title,
-                   any_value(s.path) AS path
-            FROM call_rollup c LEFT JOIN sessions s USING (file_id)
-            WHERE {where.replace('day', 'c.day')}
-            GROUP BY c.agent, c.project, c.session_id, c.file_id ORDER BY last_call NULLS FIRST""")
+        return _fetch(con, session_query(since, None, "last_call NULLS FIRST"))
     if by == "tool":
         return _fetch(con, f"""
             WITH results AS (

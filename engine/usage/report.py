@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
 
-from engine.usage.index import _MODELS, _SUMS, UsageIndex, _fetch, _sql_str, _sums
+from engine.usage.index import _SUMS, UsageIndex, _fetch, _sql_str, session_query
 
 TOP_TOOLS = 20
 
@@ -69,16 +69,7 @@ def usage_report(index: UsageIndex, since: date | None = None, until: date | Non
                    sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(output_tokens)::BIGINT AS output_tokens,
                    (coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0))::BIGINT AS tokens
             FROM call_rollup WHERE {where} GROUP BY day, model ORDER BY day, model""")
-        report.sessions = _fetch(con, f"""
-            SELECT c.agent, c.project, c.session_id, c.file_id, min(c.first_call) AS first_call,
-                   max(c.last_call) AS last_call, {_MODELS} AS models,
-                   {_sums('c.')},
-                   any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
-                   any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title,
-                   any_value(s.path) AS path
-            FROM call_rollup c LEFT JOIN sessions s USING (file_id)
-            WHERE {_where(since, until, 'c.day')}
-            GROUP BY c.agent, c.project, c.session_id, c.file_id ORDER BY cost_usd DESC NULLS LAST""")
+        report.sessions = _fetch(con, session_query(since, until, "cost_usd DESC NULLS LAST, last_call DESC"))
         report.projects = _fetch(con, f"SELECT project, {_SUMS} FROM call_rollup WHERE {where} GROUP BY project "
                                       "ORDER BY cost_usd DESC NULLS LAST, project")
         report.models = _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM call_rollup "

@@ -1,9 +1,18 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from engine.store.fsutil import append_lines, atomic_write_json, atomic_write_text, write_lines_atomic
+import pytest
+
+from engine.store.fsutil import (
+    append_lines,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    write_lines_atomic,
+)
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
@@ -45,3 +54,14 @@ def test_count_file_lines(tmp_path: Path) -> None:
     assert count_file_lines(p) == 2
     p.write_bytes(b"a\nb")  # last line without newline counts
     assert count_file_lines(p) == 2
+
+
+def test_a_cache_write_is_atomic_without_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    p = tmp_path / "cache.json"
+    atomic_write_bytes(p, b"one", durable=False)
+    assert p.read_bytes() == b"one" and synced == [] and [x.name for x in tmp_path.iterdir()] == ["cache.json"]
+    atomic_write_bytes(p, b"two")
+    assert p.read_bytes() == b"two" and len(synced) == 2  # the file, then its folder

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -268,3 +269,58 @@ def test_the_command_lists_gemini_cli_and_opencode(gemini_opencode: tuple[Path, 
     assert cli.main(["sources"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 4 and any("opencode.db#ses_main" in line for line in table)
+
+
+def test_a_grown_claude_code_file_is_summarised_from_where_the_last_pass_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The light pass resumes at the end of the last complete line it read: the summary of every step equals a
+    fresh pass over the file as it is then (a partial last line included), and only the new bytes are read. A
+    file rewritten in place, or shorter, is read whole again."""
+    lines = BIG_CLAUDE.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "s.jsonl"
+    monkeypatch.setattr(discovery, "_CLAUDE_SCANS", discovery.OrderedDict())
+
+    def fresh() -> discovery.SourceEntry:  # a pass over the whole file; the kept one left as it was
+        kept = discovery._CLAUDE_SCANS.pop(str(path), None)
+        entry = discovery._summary_claude(path)
+        del discovery._CLAUDE_SCANS[str(path)]
+        if kept is not None:
+            discovery._CLAUDE_SCANS[str(path)] = kept
+        return entry
+
+    fed: list[int] = []
+    real_feed = discovery._ClaudeScan.feed
+
+    def counting(self: discovery._ClaudeScan, chunk: Any) -> None:
+        chunk = list(chunk)
+        fed.append(len(chunk))
+        real_feed(self, chunk)
+
+    monkeypatch.setattr(discovery._ClaudeScan, "feed", counting)
+    cuts = [0, 7, 60, len(lines) // 2, len(lines) - 3, len(lines)]
+    path.write_bytes(b"".join(lines[:cuts[1]]))
+    discovery._summary_claude(path)
+    for start, end in itertools.pairwise(cuts[1:]):
+        chunk = b"".join(lines[start:end])
+        with open(path, "ab") as fh:  # a line cut in two: its first half now, the rest with the next step
+            fh.write(chunk[: len(chunk) - 40])
+        half = discovery._summary_claude(path)
+        assert half == fresh()
+        with open(path, "ab") as fh:
+            fh.write(chunk[len(chunk) - 40:])
+        offset = discovery._CLAUDE_SCANS[str(path)].offset
+        fed.clear()
+        whole = discovery._summary_claude(path)
+        assert sum(fed) <= end - start + 1  # the appended lines (and the one cut in two), not the file
+        assert whole == fresh() and offset > 0
+        assert discovery._CLAUDE_SCANS[str(path)].offset == path.stat().st_size
+    assert whole.calls > 100 and whole.agent_cost_usd is None and whole.title
+    # rewritten in place (same inode), longer: read whole again, not from the old offset
+    other = (CLAUDE / "tool_heavy.jsonl").read_bytes()
+    with open(path, "r+b") as fh:
+        fh.write(other + b"\n" * max(0, path.stat().st_size - len(other) + 10))
+    assert discovery._summary_claude(path) == fresh()
+    # cut shorter
+    with open(path, "r+b") as fh:
+        fh.truncate(len(other))
+    assert discovery._summary_claude(path) == fresh()

@@ -191,3 +191,41 @@ def test_shared_sessions_token_totals_match_the_raw_files(tmp_path: Path) -> Non
     assert (totals["input_tokens"], totals["cache_read_tokens"], totals["cache_write_tokens"],
             totals["output_tokens"]) == raw
     assert totals["unpriced_calls"] == 0
+
+
+def test_rows_reach_duckdb_exactly(tmp_path: Path) -> None:
+    """Rows go to DuckDB as text cast in SQL: floats and big ints come back exactly, None stays NULL (a column of
+    only None too), a list column keeps its items (an empty list too), text keeps any character."""
+    ix = UsageIndex(tmp_path / "usage")
+    columns = {"f": "DOUBLE", "n": "BIGINT", "none": "BIGINT", "t": "VARCHAR", "ts": "TIMESTAMP", "d": "DATE",
+               "tools": "VARCHAR[]"}
+    rows = [{"f": 0.1 + 0.2, "n": 2**62 + 1, "none": None, "t": "a\nb\t\"é\"", "ts": "2026-03-01 10:00:05.123000",
+             "d": "2026-03-01", "tools": ["Bash", "mcp__srv__do"]},
+            {"f": 1e-7, "n": None, "none": None, "t": None, "ts": None, "d": None, "tools": []},
+            {"f": 12.5, "n": 0, "none": None, "t": "", "ts": "2026-03-02 00:00:00", "d": "2026-03-02", "tools": None}]
+    con = ix._connection()
+    try:
+        ix._load_rows(con, "t_rows", columns, rows)
+        got = con.execute("SELECT f, n, none, t, CAST(ts AS VARCHAR), CAST(d AS VARCHAR), tools FROM t_rows").fetchall()
+    finally:
+        con.close()
+    assert got == [(0.1 + 0.2, 2**62 + 1, None, "a\nb\t\"é\"", "2026-03-01 10:00:05.123", "2026-03-01",
+                    ["Bash", "mcp__srv__do"]),
+                   (1e-7, None, None, None, None, None, []),
+                   (12.5, 0, None, "", "2026-03-02 00:00:00", "2026-03-02", [])]
+
+
+def test_what_a_stopped_writer_left_goes(home: Path, tmp_path: Path) -> None:
+    """Files are staged beside their target and renamed over it; what a writer stopped midway left (a staged
+    file, an older version's temporary folder) goes with the next update, and updates leave nothing hidden."""
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    (ix.root / ".call_rollup.parquet.0badc0de.tmp").write_bytes(b"half")
+    (ix.root / ".tmp-old" / "calls").mkdir(parents=True)
+    with open(home / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl", "a") as fh:
+        fh.write(_call(5, "2026-03-02T09:00:00.000Z"))
+    assert _update(ix, home).read == 1
+    hidden = [p for p in ix.root.rglob(".*") if p.name != ".lock"]
+    assert hidden == []
+    assert sorted(p.parent.name for p in (ix.root / "calls").rglob("*.parquet")) == ["day=2026-03-01", "day=2026-03-02"]
+    assert len(list((ix.root / "calls").rglob("*.parquet"))) == 2  # one file a day: the old one went

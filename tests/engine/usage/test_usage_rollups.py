@@ -27,6 +27,8 @@ _SESSION = """SELECT c.agent, c.project, c.session_id, c.file_id, min(c.ts) AS f
     FROM calls c LEFT JOIN sessions s USING (file_id) WHERE {where}
     GROUP BY c.agent, c.project, c.session_id, c.file_id ORDER BY {order}, c.file_id"""
 
+_PEAK = "any_value(s.peak_prompt_tokens) AS peak_prompt_tokens, any_value(s.window) AS window,"
+
 
 def _raw_summarize(con: Any, by: str, where: str) -> list[dict[str, Any]]:
     if by == "day":
@@ -40,7 +42,7 @@ def _raw_summarize(con: Any, by: str, where: str) -> list[dict[str, Any]]:
     if by == "session":
         return _fetch(con, _SESSION.format(
             sums=_RAW_SUMS.replace("sum(", "sum(c."), where=where.replace("day", "c.day"), order="last_call",
-            extra="any_value(s.peak_prompt_tokens) AS peak_prompt_tokens, any_value(s.window) AS window,"))
+            extra=_PEAK))
     assert by == "tool"
     return _fetch(con, f"""
         WITH results AS (
@@ -64,7 +66,7 @@ def _raw_report(con: Any, since: date | None, until: date | None) -> dict[str, A
                    sum(prompt_tokens) AS prompt_tokens, sum(output_tokens) AS output_tokens,
                    coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0) AS tokens
             FROM calls WHERE {where} GROUP BY day, model ORDER BY day, model"""),
-        "sessions": _fetch(con, _SESSION.format(sums=_RAW_SUMS.replace("sum(", "sum(c."), extra="",
+        "sessions": _fetch(con, _SESSION.format(sums=_RAW_SUMS.replace("sum(", "sum(c."), extra=_PEAK,
                                                 where=_where(since, until, "c.day"), order="cost_usd DESC NULLS LAST")),
         "projects": _raw_summarize(con, "project", where),
         "models": _raw_summarize(con, "model", where),
