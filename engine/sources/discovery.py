@@ -45,7 +45,7 @@ from engine.store.fsutil import atomic_write_bytes
 
 Agent = Literal["claude-code", "codex", "gemini-cli", "opencode"]
 INDEX_FILE = "sources-index.json"
-INDEX_VERSION = 3  # 2: entries carry the first prompt (title); 3: the agent's own cost
+INDEX_VERSION = 4  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title
 TAIL_BYTES = 65536
 
 
@@ -292,8 +292,8 @@ def _claude_prompt(obj: dict[str, Any]) -> str:
     if isinstance(content, list):
         texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
         content = next((t for t in texts if isinstance(t, str)), "")
-    if not isinstance(content, str) or content.lstrip().startswith("<"):
-        return ""
+    if not isinstance(content, str) or content.lstrip().startswith(("<", "[Request interrupted by user")):
+        return ""  # a command's tags, or Claude Code's note that the person stopped a response: no title
     return _one_line(content)
 
 

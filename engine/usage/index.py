@@ -169,14 +169,23 @@ class IndexReport:
 # --------------------------------------------------------------------------- rows of one session file
 
 
-def _day(ts: str, fallback: str) -> str:
-    return (ts or fallback or UNKNOWN_DAY)[:10]
+def _day(ts: str | None, fallback: str) -> str:
+    """The day of ``ts`` (naive UTC, from :func:`_ts`; else of ``fallback``), as the index files it; a day that
+    is no date: UNKNOWN_DAY."""
+    day = (ts or fallback or UNKNOWN_DAY)[:10]
+    try:
+        date.fromisoformat(day)
+    except ValueError:
+        return UNKNOWN_DAY
+    return day
 
 
 def _ts(ts: str) -> str | None:
     """An ISO timestamp as naive UTC for DuckDB's TIMESTAMP, or None."""
     if not ts:
         return None
+    if len(ts) == 24 and ts[-1] == "Z" and ts[10] == "T" and ts[19] == ".":  # 2026-03-01T10:00:05.123Z (most)
+        return f"{ts[:10]} {ts[11:23]}"
     try:
         parsed = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:
@@ -303,8 +312,8 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
                                                        - (call.cache_write_tokens or 0))
             out.calls.append({
                 **base, "subagent": sub_id, "kind": kind if is_main else "compaction", "call_index": call.index,
-                "request_id": call.request_id, "model": call.model, "ts": _ts(call.ts),
-                "day": _day(call.ts, fallback), "prompt_tokens": prompt, "input_tokens": uncached,
+                "request_id": call.request_id, "model": call.model, "ts": (ts := _ts(call.ts)),
+                "day": _day(ts, fallback), "prompt_tokens": prompt, "input_tokens": uncached,
                 "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
                 "cache_write_1h_tokens": write_1h, "output_tokens": call.completion_tokens,
                 "reasoning_tokens": call.reasoning_tokens, "cost_usd": cost_usd, "cost_problem": problem,
@@ -320,9 +329,9 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
             if msg.get("role") != "tool":
                 continue
             call_id = str(msg.get("tool_call_id") or "")
-            ts = str(msg.get("ts") or "")
+            ts = _ts(str(msg.get("ts") or ""))
             out.tool_results.append({
-                **base, "subagent": sub_id, "ts": _ts(ts), "day": _day(ts, fallback),
+                **base, "subagent": sub_id, "ts": ts, "day": _day(ts, fallback),
                 "tool": names.get(call_id) or str(msg.get("name") or "") or "(unknown)", "tool_call_id": call_id,
                 "tokens": estimate_message_tokens(msg),
             })
@@ -611,7 +620,9 @@ class UsageIndex:
                 continue
             arrays[k] = np.array([v if v is None or isinstance(v, str) else repr(v) for v in values] + [""],
                                  dtype=object)[:-1]  # the "" keeps a column of only None as text
-            select.append(f"CAST(src.\"{k}\" AS {kind})")
+            # a time that is no time (a file's bad line) is NULL, not a failed write
+            cast = "TRY_CAST" if kind in ("TIMESTAMP", "DATE") else "CAST"
+            select.append(f"{cast}(src.\"{k}\" AS {kind})")
         view = f"src_{name}"
         con.register(view, arrays)
         try:

@@ -324,3 +324,14 @@ def test_a_grown_claude_code_file_is_summarised_from_where_the_last_pass_stopped
     with open(path, "r+b") as fh:
         fh.truncate(len(other))
     assert discovery._summary_claude(path) == fresh()
+
+
+def test_the_title_skips_claude_codes_interruption_note(tmp_path: Path) -> None:
+    def user(n: int, content: Any) -> str:
+        return json.dumps({"type": "user", "uuid": f"u{n}", "sessionId": "s", "timestamp": "2026-03-01T10:00:00Z",
+                           "message": {"role": "user", "content": content}}) + "\n"
+
+    path = tmp_path / "s.jsonl"
+    path.write_text(user(1, [{"type": "text", "text": "[Request interrupted by user for tool use]"}])
+                    + user(2, "[Request interrupted by user]") + user(3, "fix the flaky test"))
+    assert discovery.summarize("claude-code", path).title == "fix the flaky test"

@@ -229,3 +229,22 @@ def test_what_a_stopped_writer_left_goes(home: Path, tmp_path: Path) -> None:
     assert hidden == []
     assert sorted(p.parent.name for p in (ix.root / "calls").rglob("*.parquet")) == ["day=2026-03-01", "day=2026-03-02"]
     assert len(list((ix.root / "calls").rglob("*.parquet"))) == 2  # one file a day: the old one went
+
+
+def test_days_are_utc_and_a_time_that_is_no_time_is_null(tmp_path: Path) -> None:
+    folder = tmp_path / "home" / ".claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    (folder / "s1.jsonl").write_text(
+        _user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T23:30:00.000-02:00")
+        + _call(3, "2026-13-45T99:00:00.000Z"))
+    ix = UsageIndex(tmp_path / "usage")
+    report = _update(ix, tmp_path / "home")
+    assert report.read == 1 and report.calls == 2 and not report.failed
+    con = ix.connect()
+    try:
+        rows = con.execute("SELECT request_id, CAST(ts AS VARCHAR), CAST(day AS VARCHAR) FROM calls "
+                           "ORDER BY request_id").fetchall()
+    finally:
+        con.close()
+    # the second call's day is its UTC day; the third's time is no time: NULL, filed under the session's start
+    assert rows == [("req_2", "2026-03-02 01:30:00", "2026-03-02"), ("req_3", None, "2026-03-01")]
