@@ -23,9 +23,9 @@ from its rows on its first query.
 
 Incremental: a file whose size and mtime did not change is not read again; a new or grown file is read
 and its rows replace the ones it had (only the days it touches are rewritten, one Parquet file a day). A Claude
-Code file that grows while the same :class:`UsageIndex` object lives (the window's) is read whole once, then
-only from where its reader stopped (:class:`engine.sources.claude_code.ClaudeCodeReader`, up to :data:`FOLLOWED`
-files kept).
+Code, Codex or Gemini CLI file that grows while the same :class:`UsageIndex` object lives (the window's) is read
+whole once, then only from where its incremental reader stopped (up to :data:`FOLLOWED` files kept); a new
+process (``ctxbench usage``) reads a file that grew since the last index whole, once.
 A session file that disappears (Claude Code removes old ones) keeps its rows: what was spent stays
 spent. A new litellm price table (another litellm version) prices everything again.
 
@@ -63,7 +63,8 @@ INDEX_DIR = "usage"
 MANIFEST = "files.json"
 INDEX_VERSION = 1
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
-FOLLOWED = 8  # grown Claude Code files whose readers an index keeps (read from where they stopped)
+FOLLOWED = 8  # growing session files whose readers an index keeps (read from where they stopped)
+ACTIVE_SECONDS = 3600  # a session file changed this recently is read by a reader that is kept (it may grow)
 
 GroupBy = Literal["day", "project", "model", "session", "tool", "agent"]
 GROUPS: tuple[str, ...] = ("day", "project", "model", "session", "tool", "agent")
@@ -227,15 +228,21 @@ def _one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
     return found
 
 
+# the formats whose growth is read from where the last read stopped
+INCREMENTAL: tuple[str, ...] = ("claude-code", "codex", "gemini-cli")
+
+
 @dataclass
 class _Followed:
-    """A grown Claude Code file's incremental reader, kept by a long-lived :class:`UsageIndex` so that the
-    next growth is read from where it stopped (only the appended bytes)."""
+    """A grown session file's incremental reader, kept by a long-lived :class:`UsageIndex` so that the next
+    growth is read from where it stopped (only the appended bytes)."""
 
-    reader: Any  # engine.sources.claude_code.ClaudeCodeReader
+    reader: Any  # ClaudeCodeReader, CodexReader or GeminiCliReader
     offset: int  # bytes of the file fed to the reader (its partial last line waits inside it)
     inode: int
-    one_hour: dict[str, int]
+    tail: bytes = b""  # the last bytes fed: a file rewritten in place does not have them there any more
+    one_hour: dict[str, int] = field(default_factory=dict)  # Claude Code: request id -> one-hour cache writes
+    partial: bytes = b""  # Claude Code: the last line so far, when it has no newline yet (for the one-hour pass)
 
 
 def _tool_names(session: SourceSession) -> dict[str, str]:
@@ -396,6 +403,37 @@ def _copy_to(con: Any, query: str, target: Path, *, keep_empty: bool = True) -> 
     return count
 
 
+def _active(path: Path) -> bool:
+    """Whether ``path`` changed in the last :data:`ACTIVE_SECONDS`: an agent may be writing it."""
+    try:
+        return time.time() - path.stat().st_mtime < ACTIVE_SECONDS
+    except OSError:
+        return False
+
+
+def _reader(agent: str, path: Path) -> Any:
+    """A new incremental reader of ``path`` (a format of :data:`INCREMENTAL`)."""
+    if agent == "claude-code":
+        from engine.sources.claude_code import ClaudeCodeReader
+
+        return ClaudeCodeReader(path, bulk=True)
+    if agent == "codex":
+        from engine.sources.codex import CodexReader
+
+        return CodexReader(path)
+    from engine.sources.gemini_cli import GeminiCliReader
+
+    return GeminiCliReader(path)
+
+
+def _ends_with(fh: Any, offset: int, tail: bytes) -> bool:
+    """Whether the bytes of ``fh`` just before ``offset`` are ``tail``."""
+    if not tail:
+        return offset == 0
+    fh.seek(offset - len(tail))
+    return bool(fh.read(len(tail)) == tail)
+
+
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -416,38 +454,53 @@ class UsageIndex:
         self._db_lock = threading.Lock()
 
     def _read(self, entry: SourceEntry, grew: bool) -> tuple[SourceSession, dict[str, int] | None]:
-        """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code
-        file that grew is read incrementally: whole the first time (its reader then kept, at most
-        :data:`FOLLOWED` of them), then only what was appended since (same inode, not shorter)."""
+        """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code,
+        Codex or Gemini CLI file that grew, or that changed in the last :data:`ACTIVE_SECONDS` (a session in
+        progress), is read by an incremental reader kept for it (at most :data:`FOLLOWED` of them, the most
+        recently read): whole the first time, then only what was appended since (same inode, not shorter,
+        the bytes where the last read stopped unchanged)."""
         path = Path(entry.path)
-        if entry.agent != "claude-code" or not (grew or entry.path in self._followed):
+        if entry.agent not in INCREMENTAL or not (grew or entry.path in self._followed or _active(path)):
             self._followed.pop(entry.path, None)
             return read_source(path, entry.agent), None
-        from engine.sources.claude_code import ClaudeCodeReader
-
-        st = path.stat()
         kept = self._followed.pop(entry.path, None)
-        if kept is None or kept.inode != st.st_ino or st.st_size < kept.offset:
-            kept = _Followed(ClaudeCodeReader(path, bulk=True), 0, st.st_ino, {})
         with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if kept is not None and (kept.inode != st.st_ino or st.st_size < kept.offset
+                                     or not _ends_with(fh, kept.offset, kept.tail)):
+                kept = None
+            if kept is None:
+                kept = _Followed(_reader(entry.agent, path), 0, st.st_ino)
             fh.seek(kept.offset)
             data = fh.read()
         kept.offset += len(data)
-        whole = kept.reader.bulk
-        if whole:  # the whole file, complete lines: scanned, then built once
-            cut = data.rfind(b"\n") + 1
-            kept.reader.feed(data[:cut])
-            kept.reader.settle()
-            if cut < len(data):
-                kept.reader.feed(data[cut:])
-        else:
+        if data:
+            kept.tail = (kept.tail + data)[-64:]
+        if entry.agent != "claude-code":
             kept.reader.feed(data)
-        _one_hour_of_lines(data.splitlines(), kept.one_hour)
-        session = kept.reader.read_beside(subagents=True)
+            session: SourceSession = kept.reader.session  # a torn last line waits for its newline
+            one_hour = None
+        else:
+            if kept.reader.bulk:  # the whole file, complete lines: scanned, then built once
+                cut = data.rfind(b"\n") + 1
+                kept.reader.feed(data[:cut])
+                kept.reader.settle()
+                if cut < len(data):
+                    kept.reader.feed(data[cut:])
+            else:
+                kept.reader.feed(data)
+            lines = kept.partial + data
+            cut = lines.rfind(b"\n") + 1
+            _one_hour_of_lines(lines[:cut].splitlines(), kept.one_hour)
+            kept.partial = lines[cut:]
+            session = kept.reader.read_beside(subagents=True)
+            one_hour = dict(kept.one_hour)
+            if kept.partial:  # the last line so far counts in this read, and is read whole next time
+                _one_hour_of_lines([kept.partial], one_hour)
         self._followed[entry.path] = kept
         while len(self._followed) > FOLLOWED:
             self._followed.pop(next(iter(self._followed)))
-        return session, kept.one_hour
+        return session, one_hour
 
     # ------------------------------------------------------------------ manifest
 

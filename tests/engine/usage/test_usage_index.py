@@ -248,3 +248,90 @@ def test_days_are_utc_and_a_time_that_is_no_time_is_null(tmp_path: Path) -> None
         con.close()
     # the second call's day is its UTC day; the third's time is no time: NULL, filed under the session's start
     assert rows == [("req_2", "2026-03-02 01:30:00", "2026-03-02"), ("req_3", None, "2026-03-01")]
+
+
+def _grown_pieces(data: bytes, pieces: int, inside: bytes = b"") -> list[bytes]:
+    """``data`` in ``pieces`` parts, each cut in the middle of a line (of a line holding ``inside``, when given)."""
+    starts = [0, *(k + 1 for k in range(len(data)) if data[k:k + 1] == b"\n")][:-1]
+    lines = [(a, data.index(b"\n", a)) for a in starts]
+    if inside:
+        lines = [(a, b) for a, b in lines if inside in data[a:b]]
+    chosen = [lines[len(lines) * k // pieces] for k in range(1, pieces)]
+    cuts = sorted({(a + b) // 2 for a, b in chosen})
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+
+
+def _file_rows(ix: UsageIndex, path: Path) -> list[tuple[Any, ...]]:
+    con = ix.connect()
+    try:
+        return con.execute(
+            "SELECT call_index, request_id, model, CAST(ts AS VARCHAR), prompt_tokens, cache_read_tokens, "
+            "output_tokens, reasoning_tokens, cache_write_1h_tokens, cost_usd, kind, tools FROM calls "
+            "WHERE file_id = ? ORDER BY kind, call_index", [index_mod.file_id(str(path))]).fetchall()
+    finally:
+        con.close()
+
+
+def _codex_home(tmp_path: Path) -> tuple[Path, bytes]:
+    src = max((SHARED / "data" / "sessions" / "codex").glob("rollout-*.jsonl"), key=lambda p: p.stat().st_size)
+    folder = tmp_path / "home" / ".codex" / "sessions" / "2026" / "02" / "23"
+    folder.mkdir(parents=True)
+    return folder / src.name, src.read_bytes()
+
+
+def _gemini_home(tmp_path: Path) -> tuple[Path, bytes]:
+    from tests.engine.sources.test_gemini_cli import resumed_and_compressed
+
+    folder = tmp_path / "home" / ".gemini" / "tmp" / "proj" / "chats"
+    folder.mkdir(parents=True)
+    rows = resumed_and_compressed()
+    return folder / "session-2026-11-25T10-00-abc12345.jsonl", b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+
+
+def _claude_home(tmp_path: Path) -> tuple[Path, bytes]:
+    folder = tmp_path / "home" / ".claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    return folder / "subagent.jsonl", (CLAUDE / "subagent.jsonl").read_bytes()  # one-hour cache writes on 38 lines
+
+
+def _claude_one_line_calls_home(tmp_path: Path) -> tuple[Path, bytes]:
+    """Calls of one line each: a line cut in two is the only one that tells its one-hour cache writes."""
+    folder = tmp_path / "home" / ".claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    text = _user(1, "2026-03-01T10:00:00.000Z") + "".join(
+        _call(n, f"2026-03-01T10:00:{n:02d}.000Z", one_hour=10 * n) for n in range(2, 12))
+    return folder / "one-line-calls.jsonl", text.encode()
+
+
+@pytest.mark.parametrize("make", [_claude_home, _claude_one_line_calls_home, _codex_home, _gemini_home],
+                         ids=["claude-code", "claude-code-one-line-calls", "codex", "gemini-cli"])
+def test_a_growing_file_is_read_from_where_it_stopped(
+        make: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that grows while the index lives (cut mid-line at every step) is fed to its reader only what was
+    appended (a file written in the last hour is read by a reader that is kept), and its rows end equal to a whole
+    read's (a new index of the finished file)."""
+    path, data = make(tmp_path)
+    # Claude Code: cut inside lines that carry one-hour cache writes (read by a pass of their own)
+    pieces = _grown_pieces(data, 6, b"ephemeral_1h_input_tokens" if "claude" in str(path) else b"")
+    fed: list[int] = []
+    real_reader = index_mod._reader
+
+    def counting_reader(agent: str, p: Path) -> Any:
+        reader = real_reader(agent, p)
+        real_feed = reader.feed
+        reader.feed = lambda chunk: (fed.append(len(chunk)), real_feed(chunk))[1]
+        return reader
+
+    monkeypatch.setattr(index_mod, "_reader", counting_reader)
+    ix = UsageIndex(tmp_path / "usage")
+    path.write_bytes(pieces[0])
+    _update(ix, tmp_path / "home")  # a new file, changed just now: read whole by a reader that is kept
+    for piece in pieces[1:]:
+        with open(path, "ab") as fh:
+            fh.write(piece)
+        report = _update(ix, tmp_path / "home")
+        assert report.read == 1 and not report.failed
+    assert sum(fed) == len(data)  # each byte once
+    whole = UsageIndex(tmp_path / "usage-whole")
+    _update(whole, tmp_path / "home")
+    assert _file_rows(ix, path) == _file_rows(whole, path) and len(_file_rows(ix, path)) >= 4
