@@ -439,6 +439,22 @@ def _sql_str(text: str) -> str:
 
 
 _LIST_SEP = "\x1f"  # joins a list column's items on their way into DuckDB (see UsageIndex._load_rows)
+LOAD_BATCH = 20_000  # rows handed to DuckDB at a time
+
+
+def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``rows`` as one NumPy array of text (or None) per column, for :meth:`UsageIndex._load_rows`."""
+    import numpy as np
+
+    arrays: dict[str, Any] = {}
+    for k, kind in columns.items():
+        values = [row.get(k) for row in rows]
+        if kind.endswith("[]"):
+            arrays[k] = np.array([_LIST_SEP.join(v) if v else "" for v in values], dtype=object)
+        else:  # the "" keeps a column of only None as text
+            arrays[k] = np.array([v if v is None or isinstance(v, str) else repr(v) for v in values] + [""],
+                                 dtype=object)[:-1]
+    return arrays
 
 
 class UsageIndex:
@@ -660,28 +676,21 @@ class UsageIndex:
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({cols})")
         if not rows:
             return
-        import numpy as np
-
-        arrays: dict[str, Any] = {}
         select = []
         for k, kind in columns.items():
-            values = [row.get(k) for row in rows]
             if kind.endswith("[]"):
-                arrays[k] = np.array([_LIST_SEP.join(v) if v else "" for v in values], dtype=object)
                 select.append(f"CASE WHEN src.\"{k}\" = '' THEN []::{kind} "
                               f"ELSE string_split(src.\"{k}\", chr(31))::{kind} END")
-                continue
-            arrays[k] = np.array([v if v is None or isinstance(v, str) else repr(v) for v in values] + [""],
-                                 dtype=object)[:-1]  # the "" keeps a column of only None as text
-            # a time that is no time (a file's bad line) is NULL, not a failed write
-            cast = "TRY_CAST" if kind in ("TIMESTAMP", "DATE") else "CAST"
-            select.append(f"{cast}(src.\"{k}\" AS {kind})")
-        view = f"src_{name}"
-        con.register(view, arrays)
-        try:
-            con.execute(f"INSERT INTO {name} SELECT {', '.join(select)} FROM {view} AS src")
-        finally:
-            con.unregister(view)
+            else:  # a time that is no time (a file's bad line) is NULL, not a failed write
+                cast = "TRY_CAST" if kind in ("TIMESTAMP", "DATE") else "CAST"
+                select.append(f"{cast}(src.\"{k}\" AS {kind})")
+        insert = f"INSERT INTO {name} SELECT {', '.join(select)} FROM src_{name} AS src"
+        for start in range(0, len(rows), LOAD_BATCH):  # in batches: the text of a first index stays small
+            con.register(f"src_{name}", _text_columns(columns, rows[start:start + LOAD_BATCH]))
+            try:
+                con.execute(insert)
+            finally:
+                con.unregister(f"src_{name}")
 
     def _rewrite_days(self, con: Any, table: str, columns: Mapping[str, str], days: list[str],
                       fids: set[str]) -> None:

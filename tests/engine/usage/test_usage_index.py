@@ -193,9 +193,11 @@ def test_shared_sessions_token_totals_match_the_raw_files(tmp_path: Path) -> Non
     assert totals["unpriced_calls"] == 0
 
 
-def test_rows_reach_duckdb_exactly(tmp_path: Path) -> None:
-    """Rows go to DuckDB as text cast in SQL: floats and big ints come back exactly, None stays NULL (a column of
-    only None too), a list column keeps its items (an empty list too), text keeps any character."""
+@pytest.mark.parametrize("batch", [index_mod.LOAD_BATCH, 2])
+def test_rows_reach_duckdb_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+    """Rows go to DuckDB as text cast in SQL (in batches): floats and big ints come back exactly, None stays NULL
+    (a column of only None too), a list column keeps its items (an empty list too), text keeps any character."""
+    monkeypatch.setattr(index_mod, "LOAD_BATCH", batch)
     ix = UsageIndex(tmp_path / "usage")
     columns = {"f": "DOUBLE", "n": "BIGINT", "none": "BIGINT", "t": "VARCHAR", "ts": "TIMESTAMP", "d": "DATE",
                "tools": "VARCHAR[]"}
@@ -206,13 +208,14 @@ def test_rows_reach_duckdb_exactly(tmp_path: Path) -> None:
     con = ix._connection()
     try:
         ix._load_rows(con, "t_rows", columns, rows)
-        got = con.execute("SELECT f, n, none, t, CAST(ts AS VARCHAR), CAST(d AS VARCHAR), tools FROM t_rows").fetchall()
+        got = con.execute("SELECT f, n, none, t, CAST(ts AS VARCHAR), CAST(d AS VARCHAR), tools FROM t_rows "
+                          "ORDER BY f DESC").fetchall()
     finally:
         con.close()
-    assert got == [(0.1 + 0.2, 2**62 + 1, None, "a\nb\t\"é\"", "2026-03-01 10:00:05.123", "2026-03-01",
+    assert got == [(12.5, 0, None, "", "2026-03-02 00:00:00", "2026-03-02", []),
+                   (0.1 + 0.2, 2**62 + 1, None, "a\nb\t\"é\"", "2026-03-01 10:00:05.123", "2026-03-01",
                     ["Bash", "mcp__srv__do"]),
-                   (1e-7, None, None, None, None, None, []),
-                   (12.5, 0, None, "", "2026-03-02 00:00:00", "2026-03-02", [])]
+                   (1e-7, None, None, None, None, None, [])]
 
 
 def test_what_a_stopped_writer_left_goes(home: Path, tmp_path: Path) -> None:
