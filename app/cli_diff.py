@@ -44,27 +44,48 @@ def _is_session_dir(path: Path) -> bool:
 
 def load_history(path: Path, error: type[Exception]) -> History:
     """The history of a session folder or of an agent's session file; problems raise ``error``."""
+    return _load(path, error, with_calls=False)[0]
+
+
+def load_session(path: Path, error: type[Exception]) -> tuple[History, list[dict[str, Any]]]:
+    """The history of a session folder or of an agent's session file, and its calls' figures as
+    ``context`` records (one per call of the history, in order: what :mod:`engine.usage.costs` prices),
+    from one read of the file; problems raise ``error``."""
+    return _load(path, error, with_calls=True)
+
+
+def _load(path: Path, error: type[Exception], with_calls: bool) -> tuple[History, list[dict[str, Any]]]:
     from engine.context.diff import history_from_folder, history_from_source
     from engine.sources.detect import detect_format
     from engine.sources.model import SourceError
     from engine.sources.readers import READERS, read_source
+    from engine.usage.costs import call_record
 
     if not path.exists():
         raise error(f"no session folder or file at {path}")
     if path.is_dir():
         if not _is_session_dir(path):
             raise error(f"{path} is not a session folder (no session.json or history.jsonl in it)")
-        return history_from_folder(path)
+        return history_from_folder(path), _folder_calls(path) if with_calls else []
     try:
         fmt = detect_format(path)
         if fmt in READERS:
-            return history_from_source(read_source(path, fmt), label=path.name)
+            src = read_source(path, fmt)
+            calls = [call_record(c, src.format) for c in src.calls] if with_calls else []
+            return history_from_source(src, label=path.name), calls
         return _imported(path, error)
     except SourceError as exc:
         raise error(str(exc)) from None
 
 
-def _imported(path: Path, error: type[Exception]) -> History:
+def _folder_calls(folder: Path) -> list[dict[str, Any]]:
+    from engine.store.fsutil import read_jsonl_objects
+
+    events = folder / "events.jsonl"
+    return [r for r in read_jsonl_objects(events, []) if r.get("type") == "context"] if events.exists() else []
+
+
+def _imported(path: Path, error: type[Exception]) -> tuple[History, list[dict[str, Any]]]:
     """A log that only the importer reads (mini-swe-agent, OpenAI format), imported into a temporary folder."""
     from engine.context.diff import history_from_folder
     from engine.ingest import import_source
@@ -73,10 +94,11 @@ def _imported(path: Path, error: type[Exception]) -> History:
     try:
         import_source(path, session_dir=tmp / "session", model_info=None)
         history = history_from_folder(tmp / "session")
+        calls = _folder_calls(tmp / "session")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     history.label = path.name
-    return history
+    return history, calls
 
 
 def _signed(n: int) -> str:

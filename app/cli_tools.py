@@ -1,13 +1,27 @@
-"""``ctxbench tools SESSION_OR_FILE [--top N] [--json]``: tokens by tool for a session.
+"""``ctxbench tools SESSION_OR_FILE [--top N] [--json]``: tokens and dollars by tool for a session.
 
-For each tool, largest first: its calls, the tokens of their arguments and of their results, and the
-share of the session's history (every message, those a compaction removed included); then the
-``--top`` (10) largest tool results with their tool, tokens, position and message id (what a view
-links to) and first line. ``SESSION_OR_FILE`` is read as by ``ctxbench diff`` (:mod:`app.cli_diff`).
-``--json`` prints one object instead: :meth:`engine.context.attribution.Attribution.to_json` plus
-``session``, ``path`` and ``cost`` (the session's cost at litellm's prices: ``cost_usd``, ``calls``,
-``unpriced_calls``, ``cost_problem``; null when its calls cannot be read). The text output says the cost
-under its first line. Problems are one line on stderr, exit status 1.
+For each tool, largest first: its calls, the tokens of their arguments and of their results, the
+share of the session's history (every message, those a compaction removed included), and two costs at
+litellm's prices (:mod:`engine.usage.tool_costs`): ``calls $`` — what the provider calls whose response
+called the tool cost (a response calling several tools is split evenly over its tool calls, so the
+tools plus the responses without a tool call add up to the session's total) — and ``context $`` — what
+carrying the tool's calls and results in later prompts cost (each call's input cost × the tool's
+estimated tokens in its context / its provider prompt tokens; a compaction stops the messages it removed
+from costing). An ``(all tools)`` row sums them, and a line sets them against the session's total and its
+input cost (the two overlap — a call's input is in both — and are not to be added). ``?`` is a cost
+that cannot be known (no usage recorded, no price for the model), never $0.
+Then the ``--top`` (10) largest tool results with their tool, tokens, position and message id (what a view
+links to) and first line. ``SESSION_OR_FILE`` is read as by ``ctxbench diff`` (:mod:`app.cli_diff`),
+once: the calls' figures come from the same read.
+
+``--json`` prints one object instead: :meth:`engine.context.attribution.Attribution.to_json` with each
+tool's cost fields (:meth:`engine.usage.tool_costs.ToolCost.to_json`: ``calls_cost_usd``, ``responses``,
+``calls_cost_share``, ``context_cost_usd``, ``prompts``, ``context_cost_share`` — shares of the session's
+total — and the unpriced counts; null when the calls cannot be priced here), ``tool_costs`` (the totals:
+:meth:`engine.usage.tool_costs.ToolCosts.to_json` without its tools), plus ``session``, ``path`` and
+``cost`` (the session's cost at litellm's prices: ``cost_usd``, ``calls``, ``unpriced_calls``,
+``cost_problem``; null when it has no calls). The text output says the cost under its first line.
+Problems are one line on stderr, exit status 1.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ from typing import Any
 
 from engine.context.attribution import DEFAULT_TOP, Attribution
 from engine.usage.costs import RecordsCost
+from engine.usage.tool_costs import ToolCost, ToolCosts
 
 
 def _count(text: str) -> int:
@@ -54,18 +69,54 @@ def cost_line(cost: RecordsCost | None) -> str:
     return text
 
 
-def describe(att: Attribution, label: str, cost: RecordsCost | None = None) -> list[str]:
-    """The text output of one attribution."""
+def usd(value: float | None) -> str:
+    """A dollar figure as the table shows it ("?" when unknown)."""
+    return "?" if value is None else f"${value:,.4f}"
+
+
+def _pct(part: float | None, whole: float | None) -> str:
+    return "?" if part is None or not whole else f"{part / whole:.1%}"
+
+
+def totals_line(costs: ToolCosts) -> str:
+    """The tools' costs summed, beside the session's total and its input side."""
+    total = costs.total.usd
+    if total is None:
+        return f"cost by tool: unknown (no call has a price: {costs.total.problem or 'no price'})"
+    plus = "+" if costs.total.unpriced else ""
+    return (f"cost by tool: responses that called a tool {usd(costs.calls_usd)} ({_pct(costs.calls_usd, total)} of "
+            f"{usd(total)}{plus}; {costs.no_tool_responses} without a tool call {usd(costs.no_tool_usd)}), "
+            f"tool calls and results carried in prompts {usd(costs.context_usd)} "
+            f"({_pct(costs.context_usd, total)} of the total, {_pct(costs.context_usd, costs.prompt_usd)} of the "
+            f"{usd(costs.prompt_usd)} input cost; estimated)")
+
+
+def describe(att: Attribution, label: str, cost: RecordsCost | None = None,
+             costs: ToolCosts | None = None) -> list[str]:
+    """The text output of one attribution (``costs``: the cost columns and their totals)."""
     lines = [f"{label}: {att.tool_tokens:,} of {att.history_tokens:,} history tokens are tool calls and results "
              f"({att.tool_share:.1%}), {att.messages} messages (estimated tokens)"]
     if line := cost_line(cost):
         lines.append(line)
     if not att.tools:
         return [*lines, "no tool call or tool result"]
+    priced = costs is not None and costs.total.calls > 0
     width = max(12, *(len(t.tool) for t in att.tools))
-    lines.append(f"{'tool':{width}} {'calls':>6} {'results':>8} {'arg tokens':>11} {'result tokens':>14} {'share':>7}")
-    lines.extend(f"{t.tool:{width}} {t.calls:>6} {t.results:>8} {t.argument_tokens:>11,} {t.result_tokens:>14,} "
-                 f"{t.share:>7.1%}" for t in att.tools)
+    head = f"{'tool':{width}} {'calls':>6} {'results':>8} {'arg tokens':>11} {'result tokens':>14} {'share':>7}"
+    lines.append(head + (f" {'calls $':>10} {'context $':>10}" if priced else ""))
+    for t in att.tools:
+        row = (f"{t.tool:{width}} {t.calls:>6} {t.results:>8} {t.argument_tokens:>11,} {t.result_tokens:>14,} "
+               f"{t.share:>7.1%}")
+        if costs is not None and priced:
+            tc = costs.get(t.tool)
+            row += (f" {usd(tc.calls_usd):>10} {usd(tc.context_usd):>10}" if tc else f" {usd(0.0):>10} {usd(0.0):>10}")
+        lines.append(row)
+    if costs is not None and priced:
+        lines.append(f"{'(all tools)':{width}} {sum(t.calls for t in att.tools):>6} "
+                     f"{sum(t.results for t in att.tools):>8} {sum(t.argument_tokens for t in att.tools):>11,} "
+                     f"{sum(t.result_tokens for t in att.tools):>14,} {att.tool_share:>7.1%} "
+                     f"{usd(costs.calls_usd):>10} {usd(costs.context_usd):>10}")
+        lines.append(totals_line(costs))
     if att.largest:
         lines.append(f"largest tool results ({len(att.largest)}):")
         lines.extend(f"  {r.tokens:>9,}  {r.tool[:20]:20} #{r.index + 1:<6} {r.message_id}  {r.first_line}"
@@ -73,23 +124,37 @@ def describe(att: Attribution, label: str, cost: RecordsCost | None = None) -> l
     return lines
 
 
+def to_json(att: Attribution, costs: ToolCosts | None) -> dict[str, Any]:
+    """:meth:`Attribution.to_json` with each tool's cost fields (:meth:`ToolCost.to_json`; null when the
+    calls cannot be priced here) and ``tool_costs``: the totals (:meth:`ToolCosts.to_json` without its tools)."""
+    data = att.to_json()
+    total = costs.total.usd if costs is not None else None
+    for tool in data["tools"]:
+        name = tool["tool"]
+        if costs is None:
+            tc = ToolCost(name, None, 0, 0, None, 0, 0)
+        else:  # a tool no call's response or prompt held (a result after the last call): a known nothing
+            tc = costs.get(name) or ToolCost(name, 0.0, 0, 0, 0.0, 0, 0)
+        tool.update(tc.to_json(total))
+    data["tool_costs"] = None if costs is None else {k: v for k, v in costs.to_json().items() if k != "tools"}
+    return data
+
+
 def cmd_tools(args: argparse.Namespace, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
-    from app.cli_diff import load_history, write_lines
+    from app.cli_diff import load_session, write_lines
     from engine.context.attribution import attribute
-    from engine.sources.model import SourceError
-    from engine.usage.costs import session_cost
+    from engine.usage.costs import records_cost
+    from engine.usage.tool_costs import price_records, tool_costs
 
-    history = load_history(args.path, error)
+    history, records = load_session(args.path, error)
     att = attribute(history, top=args.top)
-    try:
-        cost = session_cost(args.path)
-    except (SourceError, OSError, ValueError):
-        cost = None
+    cost = records_cost(records) if records else None
+    costs = tool_costs(history, price_records(records)) if records and len(records) == len(history.calls) else None
     if args.json:
-        data = att.to_json()
+        data = to_json(att, costs)
         data.update(session=history.label, path=str(args.path), cost=cost.to_json() if cost else None)
         out(data)
         return 0
-    write_lines(describe(att, history.label, cost))
+    write_lines(describe(att, history.label, cost, costs))
     return 0

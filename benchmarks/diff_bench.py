@@ -6,7 +6,8 @@ Figures, best of several rounds:
 - reading the session file (the readers; reported only, measured against its own target elsewhere);
 - the diff of the two calls on either side of its compaction and of the first and last calls, from a
   fresh history (no token counted yet) and again on the same history (tokens memoised);
-- the tokens by tool of the whole session, fresh and again;
+- the tokens by tool of the whole session, fresh and again; its cost by tool (pricing every call and
+  sharing it out, :mod:`engine.usage.tool_costs`), fresh;
 - the same diff and attribution from the session folder its import wrote (loading the folder
   reported beside them);
 - both on a history ten times as long (the session's messages repeated with new ids, one call per
@@ -43,6 +44,8 @@ def bench_all() -> list[Figure]:
     from engine.context.diff import History, diff_calls, history_from_folder, history_from_source
     from engine.ingest import import_source
     from engine.sources.readers import read_source
+    from engine.usage.costs import call_record
+    from engine.usage.tool_costs import price_records, tool_costs
 
     if not SESSION.exists():
         return [Figure(f"diff: {SESSION.name} is not on this machine", 0, "", "", None)]
@@ -61,6 +64,9 @@ def bench_all() -> list[Figure]:
     figs.append(_ms(f"tools: attribution of {len(src.messages)} messages, fresh history",
                     best_of(lambda: attribute(fresh()))))
     figs.append(_ms("tools: attribution, tokens memoised", best_of(lambda: attribute(history), number=10)))
+    records = [call_record(c, src.format) for c in src.calls]
+    figs.append(_ms(f"tools: cost by tool of {len(records)} calls, fresh history",
+                    best_of(lambda: tool_costs(fresh(), price_records(records)))))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "cc"
         import_source(SESSION, session_dir=folder)

@@ -6,11 +6,15 @@ Reading needs no lock and writes nothing in the session folder (an open session 
 (``dialog/*.jsonl``) and ``events.jsonl`` as they are on disk, skipping damaged lines (listed in
 ``problems``).
 
-- **Markdown** (:func:`session_markdown`): a header (title, model, window, source, calls, totals),
-  then every message — archived by a compaction or still in the context — in order, each headed
-  by its number, role, tokens and time; tool calls with their arguments, tool results in fenced
-  blocks, reasoning in a collapsible block; each compaction where it happened, with its trigger,
-  tokens before → after and summary.
+- **Markdown** (:func:`session_markdown`): a header (title, model, window, source, calls, totals, and
+  the session's cost: the sum of its calls at litellm's prices with the calls that have none, and the
+  agent's own cost where the source recorded one), then every message — archived by a compaction or
+  still in the context — in order, each headed by its number, role, tokens and time; the first message
+  a provider call produced also by that call's number and cost (``call 12 · $0.0345``; ``cost unknown``
+  without a price; calls that produced no message are listed at the end); tool calls with their
+  arguments, tool results in fenced blocks, reasoning in a collapsible block; each compaction where it
+  happened, with its trigger, tokens before → after, summary, and what the compaction call cost (at
+  litellm's prices from its figures, and the agent's own figure) where the source recorded it.
 - **CSV / JSON** (:func:`call_rows`): one row per provider call (``context`` record of
   ``events.jsonl``) with the fields :data:`CALL_FIELDS` — the record's figures as written (``None``
   / empty where unknown) plus the cache figures derived by :mod:`engine.context.cache` and the call's
@@ -33,13 +37,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.context.cache import analyze
+from engine.context.diff import folder_call_ends
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.model.messages import Message, content_text
 from engine.model.snapshot import PROMPT_REGIONS
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects
-from engine.usage.costs import price_table, record_cost, records_cost
+from engine.usage.costs import RecordsCost, price_table, record_cost, records_cost
+from engine.usage.prices import CallCost, PriceTable
 
 ExportFormat = Literal["md", "csv", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("md", "csv", "json")
@@ -201,7 +207,21 @@ def _n(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "—"
 
 
-def _header(data: SessionExport, counts: Sequence[int]) -> list[str]:
+def _usd(value: float) -> str:
+    return f"${value:,.4f}"
+
+
+def _cost_fact(total: RecordsCost) -> str:
+    """The session's cost at litellm's prices, for the header."""
+    if total.usd is None:
+        return f"unknown for its {total.calls:,} calls ({total.problem or 'no price'})"
+    text = f"{_usd(total.usd)} for {total.calls:,} calls at litellm's prices"
+    if total.unpriced:
+        text += f" (+ {total.unpriced:,} calls without a price: {total.problem or 'no price'})"
+    return text
+
+
+def _header(data: SessionExport, counts: Sequence[int], total: RecordsCost | None = None) -> list[str]:
     reported = [c for c in data.calls if isinstance(c.get("provider_prompt_tokens"), int)]
     found = data.meta.get("import")
     imported: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -218,16 +238,26 @@ def _header(data: SessionExport, counts: Sequence[int]) -> list[str]:
     if reported:
         last = reported[-1]
         facts.append(("Last prompt (provider)", f"{last['provider_prompt_tokens']:,} tokens"))
+    if total is not None and total.calls:
+        facts.append(("Cost", _cost_fact(total)))
+    agent = imported.get("agent_cost_usd")
+    if isinstance(agent, int | float) and not isinstance(agent, bool):
+        facts.append(("The agent's own cost", _usd(float(agent))))
     lines += [f"- **{k}:** {v}" for k, v in facts]
     return lines
 
 
-def _message_md(n: int, msg: Message, tokens: int, live: bool) -> list[str]:
+def _call_md(number: int, cost: CallCost) -> str:
+    return f"call {number} · " + ("cost unknown" if cost.usd is None else _usd(cost.usd))
+
+
+def _message_md(n: int, msg: Message, tokens: int, live: bool, calls: Sequence[str] = ()) -> list[str]:
     role = str(msg.get("role") or "?")
     name = f" `{msg['name']}`" if role == "tool" and msg.get("name") else ""
     where = "" if live else " · archived"
     ts = str(msg.get("ts") or "")
-    lines = ["", f"### {n}. {role}{name} · {tokens:,} tokens{where}" + (f" · {ts}" if ts else ""), ""]
+    lines = ["", f"### {n}. {role}{name} · {tokens:,} tokens{where}" + (f" · {ts}" if ts else "")
+             + "".join(f" · {c}" for c in calls), ""]
     reasoning = msg.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning.strip():
         lines += ["<details><summary>Reasoning</summary>", "", _quote(reasoning), "", "</details>", ""]
@@ -244,7 +274,7 @@ def _message_md(n: int, msg: Message, tokens: int, live: bool) -> list[str]:
     return lines
 
 
-def _compaction_md(comp: Mapping[str, Any]) -> list[str]:
+def _compaction_md(comp: Mapping[str, Any], table: PriceTable | None = None) -> list[str]:
     lines = ["", "---", "", f"## Compaction ({comp.get('trigger', '?')}) · {_n(comp.get('tokens_before'))} → "
              f"{_n(comp.get('tokens_after'))} tokens · {_n(comp.get('messages_compacted'))} messages archived"
              + (f" · {comp['ts']}" if comp.get("ts") else ""), ""]
@@ -252,9 +282,19 @@ def _compaction_md(comp: Mapping[str, Any]) -> list[str]:
     if summary:
         lines += ["<details><summary>Summary</summary>", "", _quote(summary), "", "</details>"]
     cost = comp.get("cost")
+    agent = comp.get("cost_usd")
+    agent_usd = float(agent) if isinstance(agent, int | float) and not isinstance(agent, bool) else None
     if isinstance(cost, dict) and cost.get("prompt_tokens") is not None:
+        priced = record_cost({"model": cost.get("model"), "provider_prompt_tokens": cost.get("prompt_tokens"),
+                              "completion_tokens": cost.get("completion_tokens"),
+                              "cache_read_tokens": cost.get("cache_read_tokens"),
+                              "cache_write_tokens": cost.get("cache_write_tokens"),
+                              "source_format": comp.get("source_format")}, table)
+        usd = "" if priced.usd is None else f" · {_usd(priced.usd)} at litellm's prices"
         lines += ["", f"*The compaction call: {_n(cost.get('prompt_tokens'))} prompt + "
-                      f"{_n(cost.get('completion_tokens'))} completion tokens.*"]
+                      f"{_n(cost.get('completion_tokens'))} completion tokens{usd}.*"]
+    if agent_usd is not None:
+        lines += ["", f"*What compacting cost, by the agent's own figure: {_usd(agent_usd)}.*"]
     return [*lines, "", "---"]
 
 
@@ -268,9 +308,16 @@ def message_tokens(data: SessionExport, estimator: Estimator | None = None,
 
 def session_markdown(data: SessionExport, estimator: Estimator | None = None,
                      known: Mapping[str, int] | None = None) -> str:
-    """The session as Markdown: every message with its tokens, compactions where they happened."""
+    """The session as Markdown: every message with its tokens, the cost of the call that produced it,
+    compactions where they happened."""
     counts = message_tokens(data, estimator, known)
-    lines = _header(data, counts)
+    table = price_table()
+    costs = [record_cost(rec, table) for rec in data.calls]
+    total = records_cost({"cost_usd": c.usd, "cost_problem": c.problem} for c in costs)
+    by_message: dict[int, list[str]] = {}  # the first message each call produced -> its calls
+    for number, (end, cost) in enumerate(zip(folder_call_ends(data.messages, data.calls), costs, strict=True), 1):
+        by_message.setdefault(end, []).append(_call_md(number, cost))
+    lines = _header(data, counts, total)
     pending = sorted(data.compactions, key=lambda c: str(c.get("ts") or ""))
     for i, (msg, tokens) in enumerate(zip(data.messages, counts, strict=True), start=1):
         ts = str(msg.get("ts") or "")
@@ -278,10 +325,12 @@ def session_markdown(data: SessionExport, estimator: Estimator | None = None,
         # a compaction goes before the first message after it; at the same time, before a live one
         # (what the compaction put in place has its time), after an archived one
         while pending and ts and (cts := str(pending[0].get("ts") or "")) and (cts < ts or (cts == ts and live)):
-            lines += _compaction_md(pending.pop(0))
-        lines += _message_md(i, msg, tokens, live)
+            lines += _compaction_md(pending.pop(0), table)
+        lines += _message_md(i, msg, tokens, live, by_message.get(i - 1, ()))
     for comp in pending:
-        lines += _compaction_md(comp)
+        lines += _compaction_md(comp, table)
+    if after := by_message.get(len(data.messages)):
+        lines += ["", "### Calls after the last message", "", *(f"- {c}" for c in after)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

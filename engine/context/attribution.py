@@ -98,7 +98,9 @@ class _Tally:
     result_tokens: int = 0
 
 
-def _args_counter(estimator: Estimator) -> Callable[[str, str, str], int]:
+def argument_counter(estimator: Estimator) -> Callable[[str, str, str], int]:
+    """How one tool call's arguments are counted with ``estimator``: :func:`call_tokens` for the heuristic,
+    else the estimator on the call's text (also :mod:`engine.usage.tool_costs`)."""
     if isinstance(estimator, HeuristicEstimator):
         return call_tokens
     return lambda call_id, name, args: estimator.text(call_id + "function" + name + args)
@@ -109,7 +111,7 @@ def attribute(history: History, top: int = DEFAULT_TOP) -> Attribution:
 
     Argument tokens: :func:`call_tokens` with the heuristic estimator, else the history's estimator on
     the call's text."""
-    count_args = _args_counter(history.estimator)
+    count_args = argument_counter(history.estimator)
     tallies: dict[str, _Tally] = {}
     results: list[tuple[int, int]] = []  # (tokens, -index) of every tool result
     total = 0

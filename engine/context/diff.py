@@ -361,6 +361,13 @@ class _FolderCalls:
                          str(rec.get("ts") or ""), str(rec.get("model") or ""))
 
 
+def folder_call_ends(messages: Sequence[Message], records: Sequence[dict[str, Any]]) -> list[int]:
+    """For each ``context`` record of a session folder, the index in ``messages`` of the first message its
+    call produced (``len(messages)`` when it produced none that was kept): :attr:`CallPoint.end`."""
+    finder = _FolderCalls(messages)
+    return [finder.end_of(rec) for rec in records]
+
+
 def history_from_folder(folder: Path, estimator: Estimator | None = None,
                         problems: list[str] | None = None) -> History:
     """The history of a ctxbench session folder (its own or imported): messages from ``history.jsonl``

@@ -10,7 +10,8 @@ the price table does not know costs ``None`` with the reason (never $0).
 - :func:`priced_record` — a copy of the record with ``cost_usd`` and ``cost_problem`` (the timeline's
   columns: the tooltip shows it);
 - :func:`records_cost` — the session's cost so far: the sum of the known costs, how many calls have none;
-- :func:`session_cost` — the same for a session folder or an agent's session file (``ctxbench tools``).
+- :func:`session_cost` — the same for a session folder or an agent's session file (cost by tool:
+  :mod:`engine.usage.tool_costs`).
 """
 
 from __future__ import annotations

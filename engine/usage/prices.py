@@ -71,7 +71,9 @@ def price_table_path() -> Path | None:
     return None
 
 
+@lru_cache(maxsize=1)
 def litellm_version() -> str:
+    """The installed litellm's version (its price table's), read once per process."""
     try:
         from importlib.metadata import version
 
@@ -95,6 +97,11 @@ class CallCost:
     reasoning_usd: float = 0.0
     tier: int = 0  # the long-context tier applied (its threshold in tokens), 0 for the base rates
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def prompt_usd(self) -> float | None:
+        """The input side of the call: uncached input + cache reads + cache writes (None when unknown)."""
+        return None if self.usd is None else self.input_usd + self.cache_read_usd + self.cache_write_usd
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -81,6 +81,21 @@ def test_markdown_has_every_message_with_its_tokens(claude_dir: Path, tmp_path: 
     assert first_user["content"].strip() in text
 
 
+def test_markdown_says_the_cost_of_the_session_and_of_each_call(claude_dir: Path) -> None:
+    data = export.read_session(claude_dir)
+    rows = export.call_rows(data)
+    lines = export.session_markdown(data).splitlines()
+    total = sum(r["cost_usd"] for r in rows)
+    assert f"- **Cost:** ${total:,.4f} for 143 calls at litellm's prices" in lines
+    calls = [(h, re.search(r" · call (\d+) · \$([\d,.]+)$", h)) for h in lines if HEADING.match(h)]
+    marked = [(h, m) for h, m in calls if m]
+    # each call produced one assistant message (Claude Code), numbered in order, with the CSV's cost
+    assert [int(m.group(1)) for _h, m in marked] == list(range(1, len(rows) + 1))
+    assert all(re.match(r"### \d+\. assistant ", h) for h, _m in marked)
+    assert [m.group(2) for _h, m in marked] == [f"{r['cost_usd']:,.4f}" for r in rows]
+    assert "### Calls after the last message" not in lines
+
+
 def test_markdown_uses_the_tokens_the_app_shows(claude_dir: Path) -> None:
     data = export.read_session(claude_dir)
     known = {str(m["id"]): 7 for m in data.messages[:3]}

@@ -123,3 +123,42 @@ def test_the_report_of_a_range(index: UsageIndex) -> None:
     assert (report.since, report.until) == ("2026-03-02", "2026-03-03")
     assert usage_report(index, until=date(2026, 3, 1)).total["calls"] == 2
     assert usage_report(index, since=date(2027, 1, 1)).total["calls"] == 0
+
+
+# --------------------------------------------------------------------------- the Markdown export
+
+
+def test_the_markdown_export_has_the_sessions_and_each_calls_cost(tmp_path: Path) -> None:
+    table = load_table()
+    entry = table.entries[table.lookup("claude-opus-4-6") or ""]
+    by_hand = (10 * entry["input_cost_per_token"] + 1000 * entry["cache_read_input_token_cost"]
+               + 100 * entry["cache_creation_input_token_cost"] + 5 * entry["output_cost_per_token"])  # RECORD
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "session.json").write_text(json.dumps(
+        {"title": "t", "import": {"format": "claude-code", "source": "x.jsonl", "agent_cost_usd": 1.5}}))
+    messages = [{"id": "m0", "role": "user", "content": "go", "ts": "2026-03-01T10:00:00.000+00:00"},
+                {"id": "m1", "role": "assistant", "content": "a", "ts": "2026-03-01T10:00:01.000+00:00"},
+                {"id": "m2", "role": "user", "content": "more", "ts": "2026-03-01T10:00:02.000+00:00"},
+                {"id": "m3", "role": "assistant", "content": "b", "ts": "2026-03-01T10:00:03.000+00:00"}]
+    (folder / "history.jsonl").write_text("".join(json.dumps(m) + "\n" for m in messages))
+    records = [{**RECORD, "message_id": "m1", "source_format": "claude-code"},
+               {**RECORD, "model": "nope-model", "message_id": "m3", "source_format": "claude-code"},
+               {**RECORD, "message_id": None, "source_format": "claude-code"}]  # kept no message
+    compaction = {"type": "compaction", "trigger": "manual", "tokens_before": 9, "tokens_after": 2, "cost_usd": 0.25,
+                  "cost": {"prompt_tokens": 1110, "completion_tokens": 5, "cache_read_tokens": 1000,
+                           "cache_write_tokens": 100, "model": "claude-opus-4-6"}}
+    (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*records, compaction]))
+    text = export.session_markdown(export.read_session(folder))
+    lines = text.splitlines()
+    assert (f"- **Cost:** ${2 * by_hand:,.4f} for 3 calls at litellm's prices (+ 1 calls without a price: "
+            "no price for 'nope-model'") in text
+    assert "- **The agent's own cost:** $1.5000" in lines
+    headings = [line for line in lines if line.startswith("### ")]
+    assert headings[0].endswith("10:00:00.000+00:00")  # a user message: no call
+    assert headings[1].endswith(f"10:00:01.000+00:00 · call 1 · ${by_hand:,.4f}")
+    assert headings[3].endswith("· call 2 · cost unknown")
+    assert headings[4] == "### Calls after the last message" and lines[-1] == f"- call 3 · ${by_hand:,.4f}"
+    assert (f"*The compaction call: 1,110 prompt + 5 completion tokens · ${by_hand:,.4f} at litellm's prices.*"
+            in lines)
+    assert "*What compacting cost, by the agent's own figure: $0.2500.*" in lines

@@ -61,7 +61,9 @@ async def test_tools_equal_the_cli(rig: Rig) -> None:  # noqa: F811
                          capture_output=True, text=True, check=True).stdout
     cli = json.loads(out)
     mine = got.attribution.to_json()
-    assert mine["tools"] == cli["tools"]
+    # the CLI adds each tool's cost (engine.usage.tool_costs) to the attribution's fields
+    assert mine["tools"] == [{k: t[k] for k in mine["tools"][0]} for t in cli["tools"]]
+    assert all("calls_cost_usd" in t and "context_cost_usd" in t for t in cli["tools"])
     assert mine["history_tokens"] == cli["history_tokens"]
     assert [r["message_id"] for r in mine["largest"][:len(cli["largest"])]] == \
         [r["message_id"] for r in cli["largest"]][:len(mine["largest"])]
