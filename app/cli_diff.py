@@ -59,14 +59,14 @@ def _load(path: Path, error: type[Exception], with_calls: bool) -> tuple[History
     from engine.sources.detect import detect_format
     from engine.sources.model import SourceError
     from engine.sources.readers import READERS, read_source
-    from engine.usage.costs import call_record
+    from engine.usage.costs import call_record, folder_records
 
     if not path.exists():
         raise error(f"no session folder or file at {path}")
     if path.is_dir():
         if not _is_session_dir(path):
             raise error(f"{path} is not a session folder (no session.json or history.jsonl in it)")
-        return history_from_folder(path), _folder_calls(path) if with_calls else []
+        return history_from_folder(path), folder_records(path) if with_calls else []
     try:
         fmt = detect_format(path)
         if fmt in READERS:
@@ -78,23 +78,17 @@ def _load(path: Path, error: type[Exception], with_calls: bool) -> tuple[History
         raise error(str(exc)) from None
 
 
-def _folder_calls(folder: Path) -> list[dict[str, Any]]:
-    from engine.store.fsutil import read_jsonl_objects
-
-    events = folder / "events.jsonl"
-    return [r for r in read_jsonl_objects(events, []) if r.get("type") == "context"] if events.exists() else []
-
-
 def _imported(path: Path, error: type[Exception]) -> tuple[History, list[dict[str, Any]]]:
     """A log that only the importer reads (mini-swe-agent, OpenAI format), imported into a temporary folder."""
     from engine.context.diff import history_from_folder
     from engine.ingest import import_source
+    from engine.usage.costs import folder_records
 
     tmp = Path(tempfile.mkdtemp(prefix="ctxbench-diff-"))
     try:
         import_source(path, session_dir=tmp / "session", model_info=None)
         history = history_from_folder(tmp / "session")
-        calls = _folder_calls(tmp / "session")
+        calls = folder_records(tmp / "session")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     history.label = path.name

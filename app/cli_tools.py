@@ -108,8 +108,8 @@ def describe(att: Attribution, label: str, cost: RecordsCost | None = None,
         row = (f"{t.tool:{width}} {t.calls:>6} {t.results:>8} {t.argument_tokens:>11,} {t.result_tokens:>14,} "
                f"{t.share:>7.1%}")
         if costs is not None and priced:
-            tc = costs.get(t.tool)
-            row += (f" {usd(tc.calls_usd):>10} {usd(tc.context_usd):>10}" if tc else f" {usd(0.0):>10} {usd(0.0):>10}")
+            tc = costs.of(t.tool)
+            row += f" {usd(tc.calls_usd):>10} {usd(tc.context_usd):>10}"
         lines.append(row)
     if costs is not None and priced:
         lines.append(f"{'(all tools)':{width}} {sum(t.calls for t in att.tools):>6} "
@@ -131,10 +131,7 @@ def to_json(att: Attribution, costs: ToolCosts | None) -> dict[str, Any]:
     total = costs.total.usd if costs is not None else None
     for tool in data["tools"]:
         name = tool["tool"]
-        if costs is None:
-            tc = ToolCost(name, None, 0, 0, None, 0, 0)
-        else:  # a tool no call's response or prompt held (a result after the last call): a known nothing
-            tc = costs.get(name) or ToolCost(name, 0.0, 0, 0, 0.0, 0, 0)
+        tc = ToolCost(name, None, 0, 0, None, 0, 0) if costs is None else costs.of(name)
         tool.update(tc.to_json(total))
     data["tool_costs"] = None if costs is None else {k: v for k, v in costs.to_json().items() if k != "tools"}
     return data
@@ -145,12 +142,12 @@ def cmd_tools(args: argparse.Namespace, out: Any, error: type[Exception]) -> int
     from app.cli_diff import load_session, write_lines
     from engine.context.attribution import attribute
     from engine.usage.costs import records_cost
-    from engine.usage.tool_costs import price_records, tool_costs
+    from engine.usage.tool_costs import session_tool_costs
 
     history, records = load_session(args.path, error)
     att = attribute(history, top=args.top)
     cost = records_cost(records) if records else None
-    costs = tool_costs(history, price_records(records)) if records and len(records) == len(history.calls) else None
+    costs = session_tool_costs(history, records)
     if args.json:
         data = to_json(att, costs)
         data.update(session=history.label, path=str(args.path), cost=cost.to_json() if cost else None)

@@ -48,8 +48,9 @@ Signals (payloads are engine dataclasses unless said otherwise):
     messages_retracted(list)       ids of a followed view's last messages that changed: removed from the chat,
                                    their new versions come as message_added
     diff_ready(object)             engine.context.diff.ContextDiff — the answer to diff_calls(a, b)
-    tools_ready(object, dict)      engine.context.attribution.Attribution, message id → "live" | archive day
-                                   of its largest results — the answer to tool_attribution()
+    tools_ready(object, dict, object)  engine.context.attribution.Attribution, message id → "live" | archive
+                                   day of its largest results, engine.usage.tool_costs.ToolCosts | None (the
+                                   cost by tool) — the answer to tool_attribution()
     imported_changed(object)       engine.workbench.imported.ImportFacts | None — a followed view's import
                                    record changed (the agent's own cost, its tool definitions)
     usage_ready(object)            engine.usage.report.UsageReport — the answer to refresh_usage(since, until)
@@ -168,7 +169,7 @@ class Controller(QObject):
     follow_changed = Signal(bool, str, bool)
     messages_retracted = Signal(list)
     diff_ready = Signal(object)
-    tools_ready = Signal(object, dict)
+    tools_ready = Signal(object, dict, object)
     imported_changed = Signal(object)
     usage_ready = Signal(object)
 

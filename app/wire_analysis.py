@@ -8,8 +8,8 @@
   its message rows scroll the chat (``chat.scroll_to_message``), its summary row opens the compaction
   in the Compactions tab.
 - A loaded session, a finished turn and a compaction → ``controller.tool_attribution()`` →
-  ``tools_ready`` → the inspector's Tools tab (its links scroll the chat; archived results also open
-  the Archive tab at their day).
+  ``tools_ready`` → the inspector's Tools tab, tokens and dollars by tool (its links scroll the chat;
+  archived results also open the Archive tab at their day).
 - ``SessionView.imported`` (an imported session's system prompt and tool definitions) → the Tools tab's
   definitions section (again on ``imported_changed`` while a followed file grows).
 - ``SessionView.subagents`` → ◆ marks on the chart; a click re-emits ``subagent_requested(str)``
@@ -26,6 +26,7 @@ from PySide6.QtCore import QObject, Signal
 if TYPE_CHECKING:
     from engine.context.attribution import Attribution
     from engine.context.diff import ContextDiff
+    from engine.usage.tool_costs import ToolCosts
     from engine.workbench.views import SessionView
     from widgets.context_chart import ContextChart
     from widgets.diff_view import DiffDialog
@@ -69,8 +70,8 @@ class AnalysisWiring(QObject):
             self.dialog.hide()
         self.controller.tool_attribution()
 
-    def _on_tools_ready(self, attribution: Attribution, locations: dict[str, str]) -> None:
-        self.window.inspector.tools.set_attribution(attribution, locations)
+    def _on_tools_ready(self, attribution: Attribution, locations: dict[str, str], costs: ToolCosts | None) -> None:
+        self.window.inspector.tools.set_attribution(attribution, locations, costs)
 
     def ensure_dialog(self) -> DiffDialog:
         if self.dialog is None:

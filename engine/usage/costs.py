@@ -11,7 +11,8 @@ the price table does not know costs ``None`` with the reason (never $0).
   columns: the tooltip shows it);
 - :func:`records_cost` — the session's cost so far: the sum of the known costs, how many calls have none;
 - :func:`session_cost` — the same for a session folder or an agent's session file (cost by tool:
-  :mod:`engine.usage.tool_costs`).
+  :mod:`engine.usage.tool_costs`);
+- :func:`folder_records` — a session folder's ``context`` records, in order (one per call).
 """
 
 from __future__ import annotations
@@ -83,18 +84,24 @@ def call_record(call: ProviderCall, fmt: str = "") -> dict[str, Any]:
             "source_format": fmt}
 
 
+def folder_records(folder: Path) -> list[dict[str, Any]]:
+    """The ``context`` records of a ctxbench session folder's ``events.jsonl`` in order, one per call (what
+    :func:`engine.context.diff.history_from_folder` makes its calls of); [] without one."""
+    from engine.store.fsutil import read_jsonl_objects
+
+    events = Path(folder) / "events.jsonl"
+    return [r for r in read_jsonl_objects(events, []) if r.get("type") == "context"] if events.exists() else []
+
+
 def session_cost(path: Path) -> RecordsCost | None:
     """The cost of the calls of a ctxbench session folder (its ``context`` records) or of an agent's session
     file a reader knows (its calls); None for a file no reader knows."""
     from engine.sources.detect import detect_format
     from engine.sources.readers import READERS, read_source
-    from engine.store.fsutil import read_jsonl_objects
 
     path = Path(path)
     if path.is_dir():
-        events = path / "events.jsonl"
-        records = read_jsonl_objects(events, []) if events.exists() else []
-        return records_cost(r for r in records if r.get("type") == "context")
+        return records_cost(folder_records(path))
     fmt = detect_format(path)
     if fmt not in READERS:
         return None
@@ -125,5 +132,5 @@ def records_cost(records: Iterable[Mapping[str, Any]], table: PriceTable | None 
     return RecordsCost(total, calls, unpriced, problem)
 
 
-__all__ = ["NO_TABLE", "RecordsCost", "call_record", "price_table", "priced_record", "record_cost", "records_cost",
-           "session_cost"]
+__all__ = ["NO_TABLE", "RecordsCost", "call_record", "folder_records", "price_table", "priced_record", "record_cost",
+           "records_cost", "session_cost"]

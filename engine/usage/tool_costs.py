@@ -38,7 +38,9 @@ they are two views of the same dollars, not parts to be added.
 
 :func:`tool_costs` takes the history and one :class:`CallCost` per call of ``history.calls`` (in order);
 :func:`price_records` prices ``context`` records (a folder's ``events.jsonl`` or
-:func:`engine.usage.costs.call_record` of a reader's calls) as :func:`engine.usage.costs.session_cost` does.
+:func:`engine.usage.costs.call_record` of a reader's calls) as :func:`engine.usage.costs.session_cost` does;
+:func:`session_tool_costs` puts the two together for a history and its calls' records (what ``ctxbench tools``
+and the window's Tools tab show).
 """
 
 from __future__ import annotations
@@ -87,6 +89,11 @@ class ToolCosts:
 
     def get(self, tool: str) -> ToolCost | None:
         return next((t for t in self.tools if t.tool == tool), None)
+
+    def of(self, tool: str) -> ToolCost:
+        """The cost of ``tool``; a tool no call's response or prompt held (its only results came after the
+        last call) costs a known nothing."""
+        return self.get(tool) or ToolCost(tool, 0.0, 0, 0, 0.0, 0, 0)
 
     @property
     def calls_usd(self) -> float | None:
@@ -252,4 +259,14 @@ def tool_costs(history: History, costs: Sequence[CallCost]) -> ToolCosts:
                      scaled_calls=scaled)
 
 
-__all__ = ["ToolCost", "ToolCosts", "price_records", "tool_costs"]
+def session_tool_costs(history: History, records: Sequence[Mapping[str, Any]],
+                       table: PriceTable | None = None) -> ToolCosts | None:
+    """The cost of each tool of ``history`` from its calls' ``context`` records (one per call of
+    ``history.calls``, in order: :func:`engine.usage.costs.folder_records` for a session folder); None when
+    there is no record or they are not one per call (nothing to share out)."""
+    if not records or len(records) != len(history.calls):
+        return None
+    return tool_costs(history, price_records(records, table))
+
+
+__all__ = ["ToolCost", "ToolCosts", "price_records", "session_tool_costs", "tool_costs"]

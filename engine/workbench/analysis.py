@@ -5,8 +5,10 @@ Both read the session folder as ``ctxbench diff`` / ``ctxbench tools`` do
 equal the CLI's), in a worker thread (a long session's folder is read off the loop thread), and send
 a typed event: :class:`DiffReady` (an :class:`engine.context.diff.ContextDiff`) and
 :class:`ToolsReady` (an :class:`engine.context.attribution.Attribution` plus where each of its
-largest results is: ``"live"`` or the archive day that holds it). A result for a session that was
-closed meanwhile is dropped; a call number out of range becomes a notice.
+largest results is: ``"live"`` or the archive day that holds it, and the dollar cost by tool:
+:class:`engine.usage.tool_costs.ToolCosts` from the folder's ``context`` records, the figures ``ctxbench
+tools`` prints; None when the session recorded no call). A result for a session that was closed meanwhile
+is dropped; a call number out of range becomes a notice.
 
 Intents: ``diff_calls(a, b)`` (calls numbered from 1, as the timeline's tooltips number them),
 ``tool_attribution()``.
@@ -21,6 +23,8 @@ from typing import Any
 from engine.context.attribution import Attribution, attribute
 from engine.context.diff import CallRangeError, ContextDiff, History, diff_calls, history_from_folder
 from engine.store import archive
+from engine.usage.costs import folder_records
+from engine.usage.tool_costs import ToolCosts, session_tool_costs
 from engine.workbench.core import WorkbenchCore
 from engine.workbench.events import DiffReady, ToolsReady
 
@@ -47,10 +51,13 @@ def compute_diff(folder: Path, a: int, b: int) -> ContextDiff:
     return diff_calls(history_from_folder(folder), a, b)
 
 
-def compute_tools(folder: Path, top: int = TOP_RESULTS) -> tuple[Attribution, dict[str, str]]:
+def compute_tools(folder: Path, top: int = TOP_RESULTS) -> tuple[Attribution, dict[str, str], ToolCosts | None]:
+    """The tokens by tool of the session folder, where each of its largest results is, and the cost by tool
+    (None when the folder recorded no call)."""
     history: History = history_from_folder(folder)
     result = attribute(history, top)
-    return result, message_locations(folder, [r.message_id for r in result.largest if r.message_id])
+    costs = session_tool_costs(history, folder_records(folder))
+    return result, message_locations(folder, [r.message_id for r in result.largest if r.message_id]), costs
 
 
 class AnalysisPart:
@@ -76,16 +83,16 @@ class AnalysisPart:
             self.core.emit(DiffReady(diff, session_id))
 
     def tool_attribution(self) -> asyncio.Task[Any] | None:
-        """Compute the tokens by tool of the open session; sends ToolsReady."""
+        """Compute the tokens and the cost by tool of the open session; sends ToolsReady."""
         session = self.core.session
         if session is None:
             return None
         return self.core.tasks.spawn("tools", self._tools(session.id, session.path), replace=True)
 
     async def _tools(self, session_id: str, folder: Path) -> None:
-        result, where = await asyncio.to_thread(compute_tools, folder)
+        result, where, costs = await asyncio.to_thread(compute_tools, folder)
         if self.core.session is not None and self.core.session.id == session_id:
-            self.core.emit(ToolsReady(result, where, session_id))
+            self.core.emit(ToolsReady(result, where, session_id, costs))
 
 
 __all__ = ["TOP_RESULTS", "AnalysisPart", "compute_diff", "compute_tools", "message_locations"]

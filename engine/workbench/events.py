@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from engine.context.compaction import CompactionPreview
     from engine.context.diff import ContextDiff
     from engine.usage.report import UsageReport
+    from engine.usage.tool_costs import ToolCosts
     from engine.workbench.imported import ImportFacts
     from engine.workbench.views import ContextState, Marker, SessionView
 
@@ -322,14 +323,16 @@ class DiffReady(WorkbenchEvent):
 
 @dataclass
 class ToolsReady(WorkbenchEvent):
-    """Tokens by tool of the open session and its largest tool results, each with where it is."""
+    """Tokens by tool of the open session and its largest tool results, each with where it is, and the
+    dollar cost by tool (None: not computed, or the session recorded no call)."""
 
     attribution: Attribution
     locations: dict[str, str] = field(default_factory=dict)  # message id → "live" | archive day
     session_id: str = ""
+    costs: ToolCosts | None = None
 
     def payload(self) -> tuple[Any, ...]:
-        return (self.attribution, self.locations)
+        return (self.attribution, self.locations, self.costs)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from engine.store.config import Settings
 from tests.app.test_imported_window import open_transcript
 from tests.app.test_main_window import close, make_window
 from tests.conftest import SHARED
+from widgets.formatting import format_usd
 
 ROOT = Path(__file__).resolve().parents[2]
 PARENT = SHARED / "data" / "sessions" / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
@@ -94,9 +95,13 @@ def test_the_tools_tab_equals_ctxbench_tools(qtbot: Any, win: MainWindow) -> Non
     cli = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "tools", str(folder), "--json"], cwd=ROOT,
                                     capture_output=True, text=True, check=True).stdout)
     assert tools.table.rowCount() == len(cli["tools"])
+    assert tools.costs is not None and tools.costs.total.usd == cli["cost"]["cost_usd"]
     for row, t in enumerate(cli["tools"]):
         assert tools.tool_row(row) == [t["tool"], f"{t['calls']:,}", f"{t['argument_tokens']:,}",
-                                       f"{t['result_tokens']:,}", f"{t['share'] * 100:.1f}%"]
+                                       f"{t['result_tokens']:,}", f"{t['share'] * 100:.1f}%",
+                                       format_usd(t["calls_cost_usd"]), format_usd(t["context_cost_usd"])]
+    calls_usd = cli["tool_costs"]["calls_cost_usd"]
+    assert tools.cost_label.text().startswith(f"Cost by tool: Calls $ {format_usd(calls_usd)} = ")
     largest = [tools.result_link(r)[0] for r in range(tools.results.rowCount())]
     assert largest[: len(cli["largest"])] == [r["message_id"] for r in cli["largest"]][: len(largest)]
     # an archived result: the Archive tab shows its day with the message selected, the chat scrolls there

@@ -41,8 +41,8 @@ Methods:
     show_tab(name)                  "files" | "archive" | "summary" | "compactions" | "tools"
     show_compaction(event)          the Compactions tab with that event (by id) selected
     show_archived(day, message_id="")  the Archive tab at that day (asked for when not loaded), the message selected
-    tools.set_attribution(attribution, locations) / tools.clear()   the Tools tab (engine Attribution,
-                                    message id → "live" | archive day)
+    tools.set_attribution(attribution, locations, costs=None) / tools.clear()   the Tools tab (engine
+                                    Attribution, message id → "live" | archive day, engine ToolCosts | None)
     tools.set_definitions(facts)    the system prompt and tool definitions (engine ImportFacts | None)
     set_palette(palette)
 Sub-widgets (tests): files_view, viewer, archive_tree, archive_view, summary_view, log_table.

@@ -15,7 +15,7 @@ from engine.model.messages import Message
 from engine.sources.readers import read_source
 from engine.usage.costs import call_record, record_cost, session_cost
 from engine.usage.prices import CallCost, PriceTable, load_table
-from engine.usage.tool_costs import price_records, tool_costs
+from engine.usage.tool_costs import ToolCost, price_records, session_tool_costs, tool_costs
 from tests.engine.context.test_diff import call, msg
 from tests.engine.sources.conftest import BIG_CLAUDE, PERSISTED_CLAUDE
 
@@ -136,6 +136,22 @@ def test_unknown_prices_are_none_never_zero() -> None:
     assert read is not None and (read.responses, read.unpriced_responses, read.unpriced_prompts) == (2, 2, 3)
     with pytest.raises(ValueError, match="3 call costs for 4 calls"):
         tool_costs(history, unknown[:3])
+
+
+def test_a_session_from_its_calls_records() -> None:
+    history, costs = _history()
+    records = [{"model": "m", "provider_prompt_tokens": 1000, "completion_tokens": 10},
+               {"model": "m", "provider_prompt_tokens": 1200, "completion_tokens": 20, "cache_read_tokens": 1000,
+                "cache_write_tokens": 100},
+               {"model": "m", "provider_prompt_tokens": 1500, "completion_tokens": 30, "cache_read_tokens": 1400},
+               {"model": "no-such-model", "provider_prompt_tokens": 500, "completion_tokens": 5}]
+    tc = session_tool_costs(history, records, TABLE)
+    assert tc is not None and tc.to_json() == tool_costs(history, costs).to_json()
+    assert session_tool_costs(history, [], TABLE) is None  # no call recorded: nothing to share out
+    assert session_tool_costs(history, records[:3], TABLE) is None  # not one record per call
+    # a tool no call touched costs a known nothing; one that is there is itself
+    assert tc.of("read") is tc.get("read")
+    assert tc.of("late") == ToolCost("late", 0.0, 0, 0, 0.0, 0, 0) and tc.get("late") is None
 
 
 def test_the_input_side_of_a_call_from_the_price_tables_entry() -> None:

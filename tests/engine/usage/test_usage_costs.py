@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine import export
-from engine.usage.costs import call_record, priced_record, record_cost, records_cost, session_cost
+from engine.usage.costs import call_record, folder_records, priced_record, record_cost, records_cost, session_cost
 from engine.usage.index import UsageIndex
 from engine.usage.prices import PriceTable, load_table
 from engine.usage.report import usage_report
@@ -57,6 +57,7 @@ def test_session_cost_of_a_folder_and_of_a_file(tmp_path: Path) -> None:
     (folder / "events.jsonl").write_text(json.dumps(RECORD) + "\n" + json.dumps({"type": "compaction"}) + "\n")
     cost = session_cost(folder)
     assert cost is not None and cost.calls == 1 and cost.usd == pytest.approx(_expected())
+    assert folder_records(folder) == [RECORD] and folder_records(tmp_path) == []  # the context records only
     (tmp_path / "x.jsonl").write_text(_user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z"))
     cost = session_cost(tmp_path / "x.jsonl")
     assert cost is not None and cost.calls == 1 and cost.usd and cost.usd > 0

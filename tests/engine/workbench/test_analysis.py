@@ -64,6 +64,15 @@ async def test_tools_equal_the_cli(rig: Rig) -> None:  # noqa: F811
     # the CLI adds each tool's cost (engine.usage.tool_costs) to the attribution's fields
     assert mine["tools"] == [{k: t[k] for k in mine["tools"][0]} for t in cli["tools"]]
     assert all("calls_cost_usd" in t and "context_cost_usd" in t for t in cli["tools"])
+    # the cost by tool: the same figures as the CLI's JSON (engine.usage.tool_costs on the same folder)
+    costs = got.costs
+    assert costs is not None and costs.total.calls == 143 and costs.total.usd is not None
+    assert {k: v for k, v in costs.to_json().items() if k != "tools"} == cli["tool_costs"]
+    keys = [k for k in cli["tools"][0] if k not in mine["tools"][0]]
+    assert "calls_cost_usd" in keys and "context_cost_share" in keys
+    assert [costs.of(t["tool"]).to_json(costs.total.usd) for t in cli["tools"]] == \
+        [{k: t[k] for k in ("tool", *keys)} for t in cli["tools"]]
+    assert cli["cost"]["cost_usd"] == costs.total.usd and cli["tool_costs"]["calls_cost_usd"] > 0
     assert mine["history_tokens"] == cli["history_tokens"]
     assert [r["message_id"] for r in mine["largest"][:len(cli["largest"])]] == \
         [r["message_id"] for r in cli["largest"]][:len(mine["largest"])]
