@@ -83,6 +83,10 @@ TOOL_COLUMNS: dict[str, str] = {
     "tokens": "BIGINT",
 }
 ROLLUPS = ("call_rollup", "tool_rollup", "session_rollup")
+# the rollups' version, in ROLLUP_MARKER: rollups of another version are built again from the rows
+# (2: a call's cost split evenly over its tool calls in tool_rollup, as ``ctxbench tools`` splits it)
+ROLLUP_VERSION = 2
+ROLLUP_MARKER = "rollups-version"
 # a call rollup row: (day, agent, project, session_id, file_id, model) and the sums of its calls
 _CALL_ROLLUP = """
     SELECT CAST(day AS DATE) AS day, agent, project, session_id, file_id, model,
@@ -97,15 +101,17 @@ _CALL_ROLLUP = """
            max(prompt_tokens / nullif("window", 0)) AS peak_fullness,
            count(*) FILTER (WHERE kind = 'compaction')::BIGINT AS compaction_calls
     FROM {source} GROUP BY ALL"""
-# a tool rollup row: (day, tool, file_id), its results and the calls that used it
+# a tool rollup row: (day, tool, file_id), its results and the tool calls made (each call's cost split
+# evenly over its tool calls: a response calling Read twice and Bash once gives Read 2/3, Bash 1/3)
 _TOOL_ROLLUP = """
     WITH r AS (
         SELECT CAST(day AS DATE) AS day, tool, file_id, count(*)::BIGINT AS results,
                sum(tokens)::BIGINT AS result_tokens, max(tokens) AS largest
         FROM {results} GROUP BY ALL),
     u AS (
-        SELECT day, tool, file_id, count(*)::BIGINT AS used_calls, sum(cost_usd) AS cost_usd_of_calls FROM (
-            SELECT CAST(day AS DATE) AS day, unnest(tools) AS tool, file_id, cost_usd FROM {calls})
+        SELECT day, tool, file_id, count(*)::BIGINT AS used_calls, sum(share) AS cost_usd_of_calls FROM (
+            SELECT CAST(day AS DATE) AS day, unnest(tools) AS tool, file_id, cost_usd / len(tools) AS share
+            FROM {calls})
         GROUP BY ALL)
     SELECT coalesce(r.day, u.day) AS day, coalesce(r.tool, u.tool) AS tool, coalesce(r.file_id, u.file_id) AS file_id,
            coalesce(r.results, 0) AS results, r.result_tokens, r.largest, coalesce(u.used_calls, 0) AS used_calls,
@@ -613,6 +619,8 @@ class UsageIndex:
         for name in ("sessions", *ROLLUPS):
             with contextlib.suppress(OSError):
                 (self.root / f"{name}.parquet").unlink()
+        with contextlib.suppress(OSError):
+            (self.root / ROLLUP_MARKER).unlink()
 
     def _connection(self) -> Any:
         """A cursor of the in-memory DuckDB database this object keeps for its writes (made once: a new
@@ -642,7 +650,7 @@ class UsageIndex:
             sessions = [fr.session for fr in changed.values() if fr.session]
             self._load_rows(con, "new_sessions", SESSION_COLUMNS, sessions)
             self._replace_rows(con, "sessions", "SELECT * FROM new_sessions", fids)
-            if all((self.root / f"{name}.parquet").is_file() for name in ROLLUPS):
+            if self._rollups_current():
                 con.execute("CREATE OR REPLACE TEMP TABLE new_call_rollup AS "
                             + _CALL_ROLLUP.format(source="new_calls"))
                 self._replace_rows(con, "call_rollup", "SELECT * FROM new_call_rollup", fids)
@@ -650,7 +658,7 @@ class UsageIndex:
                     results="new_tool_results", calls="new_calls"), fids)
                 self._replace_rows(con, "session_rollup", _SESSION_ROLLUP.format(
                     calls="new_call_rollup", sessions="new_sessions"), fids)
-            else:  # a new index, or one written before the rollups: all of them from the day files
+            else:  # a new index, or one written before these rollups: all of them from the day files
                 self._write_rollups(con)
         finally:
             con.close()
@@ -747,6 +755,7 @@ class UsageIndex:
                  "session_rollup": _SESSION_ROLLUP.format(calls="all_call_rollup", sessions=sessions)}
         for name, query in fresh.items():
             _copy_to(con, query, self.root / f"{name}.parquet")
+        atomic_write_bytes(self.root / ROLLUP_MARKER, f"{ROLLUP_VERSION}\n".encode(), durable=False)
 
     def rebuild_rollups(self) -> None:
         """Write the rollups from all the call and tool-result rows (an index of an older version)."""
@@ -760,18 +769,28 @@ class UsageIndex:
     # ------------------------------------------------------------------ query
 
     def _layout(self) -> tuple[bool, ...]:
-        """Which of the index's parts exist (a cached connection is made again when this changes)."""
+        """Which of the index's parts exist, and whether its rollups are of this version (a cached connection
+        is made again when this changes)."""
         return (any((self.root / "calls").glob("day=*/*.parquet")),
                 any((self.root / "tool_results").glob("day=*/*.parquet")),
-                *((self.root / f"{name}.parquet").is_file() for name in ("sessions", *ROLLUPS)))
+                *((self.root / f"{name}.parquet").is_file() for name in ("sessions", *ROLLUPS)),
+                self._rollups_current())
+
+    def _rollups_current(self) -> bool:
+        """Whether every rollup is there, written by this version (:data:`ROLLUP_VERSION`)."""
+        try:
+            marker = (self.root / ROLLUP_MARKER).read_text().strip()
+        except OSError:
+            return False
+        return marker == str(ROLLUP_VERSION) and all((self.root / f"{n}.parquet").is_file() for n in ROLLUPS)
 
     def connect(self) -> Any:
         """A DuckDB connection with the views ``calls``, ``tool_results``, ``sessions``, ``call_rollup`` and
         ``tool_rollup`` (empty tables when the index holds none): a cursor of an in-memory database kept per
         index folder for the process, whose views read the files when queried. Close it when done."""
         layout = self._layout()
-        if (layout[0] or layout[1]) and not all(layout[3:]):
-            self.rebuild_rollups()  # an index written before the rollups
+        if (layout[0] or layout[1]) and not layout[-1]:
+            self.rebuild_rollups()  # an index written before these rollups
             layout = self._layout()
         key = (str(self.root.resolve()), layout)
         with _DATABASES_LOCK:
@@ -797,7 +816,7 @@ class UsageIndex:
             else:
                 cols = ", ".join(f'"{k}" {v}' for k, v in columns.items())
                 con.execute(f"CREATE TABLE {table} ({cols})")
-        for name, there in zip(("sessions", *ROLLUPS), layout[2:], strict=True):
+        for name, there in zip(("sessions", *ROLLUPS), layout[2:-1], strict=True):
             path = self.root / f"{name}.parquet"
             if there:  # a view, read when queried (loaded as a table: 40 ms more for a process's first query)
                 con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(str(path))})")

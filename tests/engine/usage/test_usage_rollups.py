@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import date
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from engine.usage import index as index_mod
 from engine.usage.index import UsageIndex, _fetch, summarize
 from engine.usage.report import _where, usage_report
 from tests.engine.usage.test_usage_index import _call, _result, _update, _user
@@ -49,8 +51,8 @@ def _raw_summarize(con: Any, by: str, where: str) -> list[dict[str, Any]]:
             SELECT tool, count(*) AS results, sum(tokens) AS result_tokens FROM tool_results
             WHERE {where} GROUP BY tool),
         used AS (
-            SELECT tool, count(*) AS calls, sum(cost_usd) AS cost_usd_of_calls FROM (
-                SELECT unnest(tools) AS tool, cost_usd FROM calls WHERE {where}) GROUP BY tool)
+            SELECT tool, count(*) AS calls, sum(cost_usd / len(tools)) AS cost_usd_of_calls FROM (
+                SELECT unnest(tools) AS tool, cost_usd, tools FROM calls WHERE {where}) GROUP BY tool)
         SELECT coalesce(r.tool, u.tool) AS tool, coalesce(u.calls, 0) AS calls,
                coalesce(r.results, 0) AS results, coalesce(r.result_tokens, 0) AS result_tokens,
                u.cost_usd_of_calls
@@ -163,11 +165,13 @@ def test_rollups_follow_incremental_updates(home: Path, tmp_path: Path) -> None:
     con = ix.connect()
     incremental = con.execute("SELECT * FROM call_rollup ORDER BY ALL").fetchall()
     tools = con.execute("SELECT * FROM tool_rollup ORDER BY ALL").fetchall()
+    sessions = con.execute("SELECT * FROM session_rollup ORDER BY ALL").fetchall()
     con.close()
     ix.rebuild_rollups()  # from scratch: the same rows
     con = ix.connect()
     assert con.execute("SELECT * FROM call_rollup ORDER BY ALL").fetchall() == incremental
     assert con.execute("SELECT * FROM tool_rollup ORDER BY ALL").fetchall() == tools
+    assert con.execute("SELECT * FROM session_rollup ORDER BY ALL").fetchall() == sessions
     con.close()
 
 
@@ -191,3 +195,34 @@ def test_empty_index_totals(tmp_path: Path) -> None:
     ix = UsageIndex(tmp_path / "usage")
     assert ix.totals()["calls"] == 0 and ix.totals()["unpriced_calls"] == 0
     assert usage_report(ix).sessions == [] and usage_report(ix).tools == []
+
+
+def test_a_calls_cost_is_split_over_its_tool_calls_and_older_rollups_are_built_again(
+        home: Path, tmp_path: Path) -> None:
+    """A response calling Read twice and Bash once: Read gets 2/3 of its cost, Bash 1/3 (as ``ctxbench tools``
+    splits it), so the tools' costs add up to the calls' cost. Rollups written by an older version (no marker,
+    or another one) are built again on the next query."""
+    line = json.loads(_call(2, "2026-03-05T10:00:05.000Z", tool="Read"))
+    use = line["message"]["content"][1]
+    line["message"]["content"] += [dict(use, id="tu2b"), dict(use, id="tu2c", name="Bash")]
+    folder = home / ".claude" / "projects" / "-home-u-three"
+    folder.mkdir(parents=True)
+    (folder / "s4.jsonl").write_text(_user(1, "2026-03-05T10:00:00.000Z") + json.dumps(line) + "\n")
+    ix = UsageIndex(tmp_path / "usage")
+    _update(ix, home)
+    _check_against_raw(ix)
+    con = ix.connect()
+    try:
+        cost = con.execute("SELECT cost_usd FROM calls WHERE day = DATE '2026-03-05'").fetchone()[0]
+        split = dict(con.execute("SELECT tool, sum(cost_usd_of_calls) FROM tool_rollup WHERE day = DATE '2026-03-05' "
+                                 "GROUP BY tool").fetchall())
+        total_with_tools = con.execute("SELECT sum(cost_usd) FROM calls WHERE len(tools) > 0").fetchone()[0]
+    finally:
+        con.close()
+    assert cost > 0 and split == pytest.approx({"Read": cost * 2 / 3, "Bash": cost / 3})
+    assert sum(r["cost_usd_of_calls"] for r in ix.query("tool")) == pytest.approx(total_with_tools)
+    (ix.root / "rollups-version").write_text("1\n")  # an older version's rollups
+    (ix.root / "tool_rollup.parquet").write_bytes((ix.root / "call_rollup.parquet").read_bytes())  # not even one
+    again = UsageIndex(ix.root)
+    assert sum(r["cost_usd_of_calls"] for r in again.query("tool")) == pytest.approx(total_with_tools)
+    assert (ix.root / "rollups-version").read_text().strip() == str(index_mod.ROLLUP_VERSION)
