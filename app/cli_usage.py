@@ -5,8 +5,9 @@ this machine (only new or changed files are read; ``--refresh`` reads all again,
 then prints per group: calls, tokens (prompt, uncached input, cache read / write, output), the cost in USD
 from litellm's price table, and the cache hit rate; per session also its peak fullness, compactions and the
 agent's own cost where it recorded one (Claude Code's ``cost-state``) with the difference; per tool the tool
-results' estimated tokens, its tool calls and their cost (each response's cost split evenly over the tool calls
-it made, as ``ctxbench tools`` splits it: the tools' costs add up to the cost of the responses that called one). A call of a model without a price is counted in
+results' estimated tokens, its tool calls and their cost (each response's cost split evenly over the tool
+calls it made, as ``ctxbench tools`` splits it: the tools' costs add up to the cost of the responses that
+called one). A call of a model without a price is counted in
 ``unpriced_calls`` and never as $0: a cost shown with ``+`` is a lower bound.
 
 ``--json`` prints one object: ``type`` ``usage``, ``by``, ``since``, ``groups`` (one object per group),
