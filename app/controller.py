@@ -353,9 +353,11 @@ class Controller(QObject):
     def tool_attribution(self) -> None:
         self.service.tool_attribution()
 
-    def refresh_usage(self, since: str | None = None, until: str | None = None, update: bool = True) -> None:
-        """What the agents spent from ``since`` to ``until`` (ISO days; engine.workbench.usage)."""
-        self.service.usage.refresh(since, until, update)
+    def refresh_usage(self, since: str | None = None, until: str | None = None, update: bool = True,
+                      quiet: bool = False) -> None:
+        """What the agents spent from ``since`` to ``until`` (ISO days; engine.workbench.usage; ``quiet``: the
+        live refresh, answered only when the update read something)."""
+        self.service.usage.refresh(since, until, update, quiet)
 
     async def shutdown(self) -> None:
         """Cancel everything and close the session (the window is closing)."""

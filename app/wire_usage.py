@@ -6,6 +6,11 @@
   files into the usage index first (``Controller.refresh_usage``, off the loop: engine.workbench.usage).
   A range change queries the index as it is; Refresh reads new files again. A double-clicked session opens
   as a read-only view (as Sources → Open) and the chart is raised.
+- **Live figures**: while the dock is visible (not when the chart's tab is raised over it), every
+  ``engine.workbench.usage.AUTO_REFRESH_SECONDS`` (and at once when it is shown again) the range is asked
+  again as a *quiet* refresh: new session files are read, and a report comes only when something was read
+  (an idle machine repaints nothing; the view keeps its sort, selection and scroll position). The timer
+  stops when the dock is hidden and when the window closes.
 - **The session's cost**: every timeline record comes priced (``cost_usd``, engine.usage.costs); their sum
   is shown in the status bar beside the agent's own cost, updated with each call.
 
@@ -14,13 +19,15 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel
 
 from engine.usage.costs import records_cost
+from engine.workbench import usage as usage_part
 from engine.workbench.views import SessionView
 from widgets.theme import Palette
 
@@ -55,7 +62,10 @@ class UsageWiring(QObject):
         view_menu = getattr(window, "view_menu", None)
         if view_menu is not None:
             view_menu.addAction(self.action)
+        self.timer = QTimer(self)  # the live refresh, while the dock is visible
+        self.timer.timeout.connect(self._on_tick)
         self.dock.visibilityChanged.connect(self._on_visibility_changed)
+        window.closed.connect(self.timer.stop)
         window._theme.changed.connect(self._on_theme_changed)
         c = self.controller
         c.usage_ready.connect(self._on_usage_ready)
@@ -89,8 +99,22 @@ class UsageWiring(QObject):
         return view
 
     def _on_visibility_changed(self, visible: bool) -> None:
-        if visible and self.view is None:
-            self.ensure_view()
+        if not visible:
+            self.timer.stop()
+            return
+        if self.view is None:
+            self.ensure_view()  # asks for the last 30 days, reading new files first
+        elif not self.timer.isActive():
+            self._on_tick()  # shown again: catch up at once
+        if not getattr(self.window, "_closing", False):
+            self.timer.start(round(usage_part.AUTO_REFRESH_SECONDS * 1000))
+
+    def _on_tick(self) -> None:
+        if self.view is None or not self.dock.isVisible():
+            self.timer.stop()
+            return
+        since, until = self.view.date_range()
+        self.controller.refresh_usage(since or None, until or None, True, quiet=True)
 
     def _on_theme_changed(self, pal: Palette) -> None:
         if self.view is not None:
@@ -105,7 +129,9 @@ class UsageWiring(QObject):
         self.window.chart_dock.raise_()
 
     def _on_usage_ready(self, report: UsageReport) -> None:
-        self.report = report.to_json()
+        # its fields as they are (rows of plain values, nobody changes them): report.to_json() copies each
+        # row (dataclasses.asdict), ~0.5 s at 10,000 sessions, on the GUI thread
+        self.report = {f.name: getattr(report, f.name) for f in fields(report)}
         if self.view is not None:
             self.view.set_report(self.report)
 

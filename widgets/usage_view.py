@@ -14,7 +14,8 @@ Signals:
                                   (False) or Refresh was pressed (True: read new session files first)
     session_opened(str)           the session file to open (double-click, Enter)
 Methods:
-    set_report(report)            show a report (dict); ``updating`` says newer figures follow
+    set_report(report)            show a report (dict); ``updating`` says newer figures follow. The tables
+                                  keep the sort the user chose, the selected row and the scroll position
     date_range() -> (str, str)    since, until as chosen ("" for open)
     set_days(n)                   choose "the last n days" (0: all) and ask for them
     set_metric("cost" | "tokens")
@@ -22,17 +23,30 @@ Methods:
     bar_totals() -> list[float]   per day, the stacked total drawn (tests)
     series() -> list[str]         the models stacked, bottom first (tests)
     day_tooltip(index) -> str     the tooltip of day ``index`` (tests)
+Tables (``sessions``, ``projects``, ``models``, ``tools``: :class:`UsageTable`, a QTableView over a
+:class:`RowsModel` of plain rows, so 10,000 sessions fill at once): ``row_count()``, ``text(row, column)``,
+``path(row)``, ``sort_by(column, order)``, ``selected_id()``, ``select_id(id)`` (a session's path; else the
+first column's text).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QDate, QPointF, Qt, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QDate,
+    QItemSelectionModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPointF,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -43,8 +57,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
+    QTableView,
     QTabWidget,
     QToolTip,
     QVBoxLayout,
@@ -86,17 +99,6 @@ def _int(value: Any) -> str:
     return "" if v is None else f"{int(v):,}"
 
 
-class _Item(QTableWidgetItem):
-    """A cell that sorts by its number (None last) or its text."""
-
-    def __lt__(self, other: QTableWidgetItem) -> bool:
-        a, b = self.data(SORT_ROLE), other.data(SORT_ROLE)
-        if isinstance(a, int | float) or isinstance(b, int | float):
-            return (a if isinstance(a, int | float) else float("-inf")) < (
-                b if isinstance(b, int | float) else float("-inf"))
-        return self.text().lower() < other.text().lower()
-
-
 class _DayAxis(pg.AxisItem):
     """Day numbers as MM-DD (the view keeps the first day)."""
 
@@ -123,44 +125,233 @@ class _ValueAxis(pg.AxisItem):
         return [short_tokens(v * scale) for v in values]
 
 
-def _table(headers: Sequence[str], first_width: int = 160) -> QTableWidget:
-    t = QTableWidget(0, len(headers))
-    t.setHorizontalHeaderLabels(list(headers))
-    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    t.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    t.verticalHeader().hide()
-    t.setAlternatingRowColors(True)
-    t.setWordWrap(False)
-    header = t.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-    header.resizeSection(0, first_width)
-    header.setStretchLastSection(True)
-    return t
+Index = QModelIndex | QPersistentModelIndex
+Record = Mapping[str, Any]
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole)
+_ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
+_TIP = int(Qt.ItemDataRole.ToolTipRole)
+_SORT = int(SORT_ROLE)
+_PATH = int(PATH_ROLE)
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+SIZED_ROWS = 100  # the rows a column's width fits (the ones in view first; Qt's default, 1000, costs ~0.1 s)
 
 
-def _header_tip(table: QTableWidget, column: int, tip: str) -> None:
-    item = table.horizontalHeaderItem(column)
-    if item is not None:
-        item.setToolTip(tip)
+class Column:
+    """A table column: its title; ``text(record)``, a cell's text; ``key(record)``, its sort key (no ``key``:
+    the text, case folded); ``numeric``: numbers (right-aligned; a key that is no number, None, is "no
+    value" and sorts last); ``tip``, the header's tooltip."""
+
+    __slots__ = ("key", "numeric", "text", "tip", "title")
+
+    def __init__(self, title: str, text: Callable[[Record], str], key: Callable[[Record], Any] | None = None,
+                 *, numeric: bool = False, tip: str = "") -> None:
+        self.title, self.text, self.key, self.numeric, self.tip = title, text, key, numeric, tip
 
 
-def _fill(table: QTableWidget, rows: Sequence[Sequence[tuple[str, Any]]], paths: Sequence[str] = ()) -> None:
-    """Each cell a (text, sort value); numbers right-aligned."""
-    table.setSortingEnabled(False)
-    table.setRowCount(len(rows))
-    for r, row in enumerate(rows):
-        for c, (text, key) in enumerate(row):
-            item = _Item(text)
-            item.setData(SORT_ROLE, key)
-            if isinstance(key, int | float):
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            if c == 0 and r < len(paths):
-                item.setData(PATH_ROLE, paths[r])
-                item.setToolTip(f"{text}\n{paths[r]}\n(double-click: open it read-only)")
-            table.setItem(r, c, item)
-    table.setSortingEnabled(True)
+def _text_column(title: str, field: str, empty: str = "") -> Column:
+    return Column(title, lambda r: str(r.get(field) or "") or empty)
+
+
+def _usd_column(title: str, field: str, unpriced: str | None = "unpriced_calls", tip: str = "") -> Column:
+    return Column(title, lambda r: usd_text(r.get(field), r.get(unpriced) if unpriced else 0),
+                  lambda r: _num(r.get(field)), numeric=True, tip=tip)
+
+
+def _int_column(title: str, field: str, tip: str = "") -> Column:
+    return Column(title, lambda r: _int(r.get(field)), lambda r: _num(r.get(field)) or 0, numeric=True, tip=tip)
+
+
+def _pct_column(title: str, field: str) -> Column:
+    return Column(title, lambda r: _pct(r.get(field)), lambda r: _num(r.get(field)), numeric=True)
+
+
+class RowsModel(QAbstractTableModel):
+    """Plain rows: a record of the report each (a dict), its cells' texts and sort keys made by the columns
+    when first needed (10,000 sessions fill at once; the view asks for the rows it draws). The model sorts
+    itself: by number (no value last, whichever the order) or by text, stable (ties keep the report's
+    order); the chosen sort is kept when new records come. ``path`` names a record's session file (on the
+    first column's PATH_ROLE and tooltip)."""
+
+    def __init__(self, columns: Sequence[Column], path: str = "", parent: Any = None) -> None:
+        super().__init__(parent)
+        self.columns = tuple(columns)
+        self._path_field = path
+        self._records: list[Record] = []  # as the report gave them
+        self._texts: list[tuple[str, ...] | None] = []  # their cells' texts, once drawn
+        self._order: list[int] = []  # shown row -> record
+        self.sort_column = -1
+        self.sort_order = Qt.SortOrder.AscendingOrder
+
+    # --- the data
+    def set_records(self, records: Sequence[Record]) -> None:
+        self.beginResetModel()
+        self._records = list(records)
+        self._texts = [None] * len(self._records)
+        self._order = self._sorted(self.sort_column, self.sort_order)
+        self.endResetModel()
+
+    def _cells(self, i: int) -> tuple[str, ...]:
+        texts = self._texts[i]
+        if texts is None:
+            record = self._records[i]
+            texts = self._texts[i] = tuple(c.text(record) for c in self.columns)
+        return texts
+
+    def text(self, row: int, column: int) -> str:
+        return self._cells(self._order[row])[column]
+
+    def key(self, row: int, column: int) -> Any:
+        i = self._order[row]
+        key = self.columns[column].key
+        return key(self._records[i]) if key is not None else self._cells(i)[column].lower()
+
+    def path(self, row: int) -> str:
+        return self._record_path(self._order[row])
+
+    def _record_path(self, i: int) -> str:
+        return str(self._records[i].get(self._path_field) or "") if self._path_field else ""
+
+    def row_id(self, row: int) -> str:
+        """What a row is across refreshes: its path, else its first column's text."""
+        i = self._order[row]
+        return self._record_path(i) or self._cells(i)[0]
+
+    def find(self, row_id: str) -> int:
+        """The shown row of that id, -1 when none."""
+        for shown, i in enumerate(self._order):
+            if (self._record_path(i) or self._cells(i)[0]) == row_id:
+                return shown
+        return -1
+
+    # --- Qt
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._order)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = _DISPLAY) -> Any:
+        if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(self.columns):
+            return None
+        if role == _DISPLAY:
+            return self.columns[section].title
+        if role == _TIP:
+            return self.columns[section].tip or None
+        return None
+
+    def data(self, index: Index, role: int = _DISPLAY) -> Any:
+        row, c = index.row(), index.column()
+        if not 0 <= row < len(self._order):
+            return None
+        if role == _DISPLAY:
+            return self._cells(self._order[row])[c]
+        if role == _ALIGN:
+            return _RIGHT if self.columns[c].numeric else None
+        if c == 0 and role in (_TIP, _PATH):
+            path = self.path(row)
+            if not path:
+                return None
+            return path if role == _PATH else f"{self.text(row, 0)}\n{path}\n(double-click: open it read-only)"
+        if role == _SORT:
+            return self.key(row, c)
+        return None
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        self.sort_column, self.sort_order = column, order
+        if not self._records:
+            return
+        self.layoutAboutToBeChanged.emit()
+        old = self._order
+        self._order = self._sorted(column, order)
+        persistent = self.persistentIndexList()
+        if persistent:  # the selection, the current row: they follow their records
+            shown = {i: row for row, i in enumerate(self._order)}
+            self.changePersistentIndexList(persistent, [self.index(shown[old[p.row()]], p.column())
+                                                        for p in persistent])
+        self.layoutChanged.emit()
+
+    def _sorted(self, column: int, order: Qt.SortOrder) -> list[int]:
+        rows = list(range(len(self._records)))
+        if not 0 <= column < len(self.columns):
+            return rows
+        descending = order == Qt.SortOrder.DescendingOrder
+        key = self.columns[column].key
+        if key is None:
+            texts = [self._cells(i)[column].lower() for i in rows]
+            rows.sort(key=texts.__getitem__, reverse=descending)
+            return rows
+        keys = [key(r) for r in self._records]
+        if self.columns[column].numeric:
+            valued = [i for i in rows if isinstance(keys[i], int | float)]
+            valued.sort(key=keys.__getitem__, reverse=descending)
+            return valued + [i for i in rows if not isinstance(keys[i], int | float)]
+        rows.sort(key=lambda i: str(keys[i]), reverse=descending)
+        return rows
+
+
+class UsageTable(QTableView):
+    """A read-only table of :class:`RowsModel` rows, sorted by ``sort`` at first; :meth:`set_records` keeps
+    the user's sort, the selected row (by :meth:`RowsModel.row_id`) and the scroll position."""
+
+    def __init__(self, columns: Sequence[Column], first_width: int = 160, *, path: str = "",
+                 sort: tuple[int, Qt.SortOrder] = (1, Qt.SortOrder.DescendingOrder)) -> None:
+        super().__init__()
+        self.rows = RowsModel(columns, path, self)
+        self.setModel(self.rows)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.verticalHeader().hide()
+        self.setAlternatingRowColors(True)
+        self.setWordWrap(False)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        header.setResizeContentsPrecision(SIZED_ROWS)
+        header.resizeSection(0, first_width)
+        header.setStretchLastSection(True)
+        header.setSortIndicator(*sort)
+        self.setSortingEnabled(True)  # sorts by the indicator: the model keeps it for the records to come
+
+    def set_records(self, records: Sequence[Record]) -> None:
+        selected = self.selected_id()
+        bars = self.verticalScrollBar(), self.horizontalScrollBar()
+        where = [b.value() for b in bars]
+        self.rows.set_records(records)
+        if selected:
+            self.select_id(selected, scroll=False)
+        self.doItemsLayout()  # the scroll bars' ranges, now
+        for bar, value in zip(bars, where, strict=True):
+            bar.setValue(value)
+
+    def row_count(self) -> int:
+        return self.rows.rowCount()
+
+    def text(self, row: int, column: int) -> str:
+        return self.rows.text(row, column)
+
+    def path(self, row: int) -> str:
+        return self.rows.path(row)
+
+    def sort_by(self, column: int, order: Qt.SortOrder) -> None:
+        """As a click on the header does."""
+        self.sortByColumn(column, order)
+
+    def selected_id(self) -> str:
+        rows = self.selectionModel().selectedRows()
+        return self.rows.row_id(rows[0].row()) if rows else ""
+
+    def select_id(self, row_id: str, scroll: bool = True) -> bool:
+        """Select the row of that id (a session's path; else the first column's text)."""
+        row = self.rows.find(row_id)
+        if row < 0:
+            return False
+        index = self.rows.index(row, 0)
+        flags = QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+        self.selectionModel().setCurrentIndex(index, flags)
+        if scroll:
+            self.scrollTo(index)
+        return True
 
 
 class UsageView(QWidget):
@@ -240,13 +431,29 @@ class UsageView(QWidget):
         split.addWidget(top)
 
         self.tabs = QTabWidget()
-        self.sessions = _table(["Session", "Agent", "Project", "Last call", "Cost", "Agent's cost", "Calls",
-                                "Peak full", "Compactions", "Cache hits", "Models"], 220)
-        _header_tip(self.sessions, 5, "The agent's own cost, from its cost records (Claude Code)")
-        self.projects = _table(["Project", "Cost", "Calls", "Prompt tokens", "Output tokens", "Cache hits"])
-        self.models = _table(["Model", "Cost", "Calls", "Prompt tokens", "Output tokens", "Cache hits", "Priced as"])
-        self.tools = _table(["Tool", "Result tokens", "Results", "Sessions", "Largest result"])
-        _header_tip(self.tools, 1, "Estimated tokens of the tool's results, in every session")
+        totals = [_usd_column("Cost", "cost_usd"), _int_column("Calls", "calls"),
+                  _int_column("Prompt tokens", "prompt_tokens"), _int_column("Output tokens", "output_tokens"),
+                  _pct_column("Cache hits", "cache_hit_rate")]
+        self.sessions = UsageTable(
+            [Column("Session", lambda s: str(s.get("title") or "") or str(s.get("session_id") or "")),
+             _text_column("Agent", "agent"), _text_column("Project", "project"),
+             Column("Last call", lambda s: str(s.get("last_call") or "")[:16].replace("T", " "),
+                    lambda s: str(s.get("last_call") or "")),
+             _usd_column("Cost", "cost_usd"),
+             _usd_column("Agent's cost", "agent_cost_usd", None,
+                         "The agent's own cost, from its cost records (Claude Code)"),
+             _int_column("Calls", "calls"), _pct_column("Peak full", "peak_fullness"),
+             _int_column("Compactions", "compactions"), _pct_column("Cache hits", "cache_hit_rate"),
+             _text_column("Models", "models")],
+            220, path="path", sort=(4, Qt.SortOrder.DescendingOrder))  # the dearest first
+        self.projects = UsageTable([_text_column("Project", "project", "(none)"), *totals])
+        self.models = UsageTable([_text_column("Model", "model", "(none)"), *totals,
+                                  _text_column("Priced as", "price_key", "no price")])
+        self.tools = UsageTable([_text_column("Tool", "tool"),
+                                 _int_column("Result tokens", "result_tokens",
+                                             "Estimated tokens of the tool's results, in every session"),
+                                 _int_column("Results", "results"), _int_column("Sessions", "sessions"),
+                                 _int_column("Largest result", "largest")])
         self.tabs.addTab(self.sessions, "Sessions")
         self.tabs.addTab(self.projects, "Projects")
         self.tabs.addTab(self.models, "Models")
@@ -261,7 +468,7 @@ class UsageView(QWidget):
         self.until_edit.editingFinished.connect(self._on_dates_edited)
         self.metric_box.currentIndexChanged.connect(self._on_metric)
         self.refresh_button.clicked.connect(self._on_refresh_clicked)
-        self.sessions.itemActivated.connect(self._on_session_activated)
+        self.sessions.activated.connect(self._on_session_activated)
         self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self._quiet = True
         self.preset.setCurrentIndex(1)  # the last 30 days
@@ -414,50 +621,9 @@ class UsageView(QWidget):
 
     def _fill_tables(self) -> None:
         r = self._report
-        sessions = r.get("sessions") or []
-        rows: list[list[tuple[str, Any]]] = []
-        paths = []
-        for s in sessions:
-            cost, agent = _num(s.get("cost_usd")), _num(s.get("agent_cost_usd"))
-            title = str(s.get("title") or "") or str(s.get("session_id") or "")
-            rows.append([(title, None), (str(s.get("agent") or ""), None), (str(s.get("project") or ""), None),
-                         (str(s.get("last_call") or "")[:16].replace("T", " "), str(s.get("last_call") or "")),
-                         (usd_text(cost, s.get("unpriced_calls")), cost if cost is not None else -1.0),
-                         (usd_text(agent), agent if agent is not None else -1.0),
-                         (_int(s.get("calls")), _num(s.get("calls")) or 0),
-                         (_pct(s.get("peak_fullness")), _num(s.get("peak_fullness")) or -1.0),
-                         (_int(s.get("compactions")), _num(s.get("compactions")) or 0),
-                         (_pct(s.get("cache_hit_rate")), _num(s.get("cache_hit_rate")) or -1.0),
-                         (str(s.get("models") or ""), None)])
-            paths.append(str(s.get("path") or ""))
-        _fill(self.sessions, rows, paths)
-        self.sessions.sortItems(4, Qt.SortOrder.DescendingOrder)
-
-        def totals(key: str, extra: bool = False) -> list[list[tuple[str, Any]]]:
-            out = []
-            for g in r.get(key + "s") or []:
-                cost = _num(g.get("cost_usd"))
-                row = [(str(g.get(key) or "") or "(none)", None),
-                       (usd_text(cost, g.get("unpriced_calls")), cost if cost is not None else -1.0),
-                       (_int(g.get("calls")), _num(g.get("calls")) or 0),
-                       (_int(g.get("prompt_tokens")), _num(g.get("prompt_tokens")) or 0),
-                       (_int(g.get("output_tokens")), _num(g.get("output_tokens")) or 0),
-                       (_pct(g.get("cache_hit_rate")), _num(g.get("cache_hit_rate")) or -1.0)]
-                if extra:
-                    row.append((str(g.get("price_key") or "no price"), None))
-                out.append(row)
-            return out
-
-        _fill(self.projects, totals("project"))
-        _fill(self.models, totals("model", extra=True))
-        _fill(self.tools, [[(str(t.get("tool") or ""), None),
-                            (_int(t.get("result_tokens")), _num(t.get("result_tokens")) or 0),
-                            (_int(t.get("results")), _num(t.get("results")) or 0),
-                            (_int(t.get("sessions")), _num(t.get("sessions")) or 0),
-                            (_int(t.get("largest")), _num(t.get("largest")) or 0)] for t in r.get("tools") or []])
-        for table in (self.projects, self.models):
-            table.sortItems(1, Qt.SortOrder.DescendingOrder)
-        self.tools.sortItems(1, Qt.SortOrder.DescendingOrder)
+        for table, key in ((self.sessions, "sessions"), (self.projects, "projects"), (self.models, "models"),
+                           (self.tools, "tools")):
+            table.set_records([x for x in r.get(key) or [] if isinstance(x, dict)])
 
     # ------------------------------------------------------------------ look
 
@@ -498,9 +664,8 @@ class UsageView(QWidget):
         else:
             QToolTip.hideText()
 
-    def _on_session_activated(self, item: QTableWidgetItem) -> None:
-        first = self.sessions.item(item.row(), 0)
-        path = str(first.data(PATH_ROLE) or "") if first is not None else ""
+    def _on_session_activated(self, index: QModelIndex) -> None:
+        path = self.sessions.path(index.row()) if index.isValid() else ""
         if path:
             self.session_opened.emit(path)
 
@@ -516,4 +681,4 @@ class UsageView(QWidget):
         return list(self._days)
 
 
-__all__ = ["UsageView", "usd_text"]
+__all__ = ["PATH_ROLE", "Column", "RowsModel", "UsageTable", "UsageView", "usd_text"]

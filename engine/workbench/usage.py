@@ -6,6 +6,13 @@ with the session files first). It runs off the loop (``asyncio.to_thread``) and 
 :class:`engine.workbench.events.UsageReady` with a :class:`engine.usage.report.UsageReport` (plain data):
 when it updates the index, first the figures of the index as it is (``updating`` True, at once), then
 the figures after the update. A failed update or query is said in the report's ``problem``.
+
+Live figures: while the Usage view is shown, the window asks every :data:`AUTO_REFRESH_SECONDS` for a
+``quiet`` refresh (with ``update``): no first "index as it is" report, and a report after the update only
+when the update read something (a new or grown session file) or failed (a problem; files it could not
+read, unless the same as the last update's: a file that never reads fails at every update), so an idle
+machine repaints nothing. A quiet refresh does not start while a refresh runs (the one running
+answers; a refresh the user asked for is never replaced by a quiet one).
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from engine.usage.index import UsageIndex
 from engine.usage.report import UsageReport, usage_report
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
+
+AUTO_REFRESH_SECONDS = 10.0  # the Usage view's live refresh, while it is shown
 
 
 def _day(text: str | None) -> date | None:
@@ -43,6 +52,7 @@ class UsagePart:
         self.settings = settings
         self._index = index
         self._update = update or (lambda ix, s: ix.update(s))
+        self._failed: list[Any] = []  # the files the last update could not read
 
     @property
     def index(self) -> UsageIndex:
@@ -50,9 +60,14 @@ class UsagePart:
             self._index = UsageIndex()
         return self._index
 
-    def refresh(self, since: str | None = None, until: str | None = None, update: bool = True) -> asyncio.Task[Any]:
-        """Query the range (after updating the index when ``update``); the answer is a ``UsageReady``."""
-        return self.tasks.spawn("usage", self._refresh(_day(since), _day(until), update), replace=True)
+    def refresh(self, since: str | None = None, until: str | None = None, update: bool = True,
+                quiet: bool = False) -> asyncio.Task[Any] | None:
+        """Query the range (after updating the index when ``update``); the answer is a ``UsageReady``.
+        ``quiet`` (with ``update``): see the module docstring; None when it does not start (a refresh runs)."""
+        if quiet and self.tasks.get("usage") is not None:
+            return None
+        return self.tasks.spawn("usage", self._refresh(_day(since), _day(until), update, quiet and update),
+                                replace=True)
 
     def _query(self, since: date | None, until: date | None) -> UsageReport:
         try:
@@ -62,17 +77,23 @@ class UsagePart:
                                problem=f"cannot query the usage index in {self.index.root} "
                                        f"({type(exc).__name__}: {one_line(str(exc))}); try ctxbench usage --refresh")
 
-    async def _refresh(self, since: date | None, until: date | None, update: bool) -> UsageReport:
+    async def _refresh(self, since: date | None, until: date | None, update: bool,
+                       quiet: bool = False) -> UsageReport | None:
         index_json: dict[str, Any] | None = None
         problem = ""
         if update:
-            first = await asyncio.to_thread(self._query, since, until)
-            self.emit(UsageReady(replace(first, updating=True)))
+            if not quiet:
+                first = await asyncio.to_thread(self._query, since, until)
+                self.emit(UsageReady(replace(first, updating=True)))
+            done: Any = None
             try:
                 done = await asyncio.to_thread(self._update, self.index, self.settings())
                 index_json = done.to_json() if hasattr(done, "to_json") else None
             except OSError as exc:
                 problem = f"cannot update the usage index in {self.index.root}: {one_line(str(exc))}"
+            failed, self._failed = self._failed, list(getattr(done, "failed", None) or [])
+            if quiet and not problem and not getattr(done, "read", 0) and self._failed in ([], failed):
+                return None  # nothing new: nothing to repaint
         report = await asyncio.to_thread(self._query, since, until)
         report.index = index_json
         report.problem = report.problem or problem

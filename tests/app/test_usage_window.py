@@ -1,15 +1,21 @@
 """The Usage dock in the real window (offscreen): what the agents of a temp HOME spent, a session opened
-from it; the open session's cost so far in the status bar."""
+from it, the figures following a session file that grows while the dock is open; the open session's cost
+so far in the status bar."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
+from PySide6.QtCore import Qt
+
 from app.main_window import MainWindow
+from engine.workbench import usage as usage_part
 from tests.app.test_sources_window import home, open_source, win  # noqa: F401 (fixtures)
+from tests.engine.usage.test_usage_index import _call, _user
 from widgets.formatting import format_usd
-from widgets.usage_view import PATH_ROLE
+from widgets.usage_view import PATH_ROLE, UsageView
 
 
 def _final(qtbot: Any, win: MainWindow) -> dict[str, Any]:  # noqa: F811
@@ -29,13 +35,13 @@ def test_the_usage_dock_shows_what_the_agents_spent(qtbot: Any, win: MainWindow,
     assert view.series() and sum(view.bar_totals()) > 0
     agents = {s["agent"] for s in report["sessions"]}
     assert agents == {"claude-code", "codex"}
-    table = view.sessions
-    assert table.rowCount() == len(report["sessions"])
-    path = next(str(table.item(r, 0).data(PATH_ROLE)) for r in range(table.rowCount())
-                if str(table.item(r, 0).data(PATH_ROLE)).endswith("short.jsonl"))
-    row = next(r for r in range(table.rowCount()) if table.item(r, 0).data(PATH_ROLE) == path)
+    table, model = view.sessions, view.sessions.model()
+    assert table.row_count() == len(report["sessions"])
+    row = next(r for r in range(table.row_count())
+               if str(model.data(model.index(r, 0), PATH_ROLE)).endswith("short.jsonl"))
+    path = table.path(row)
     with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000) as blocker:
-        table.itemActivated.emit(table.item(row, 0))
+        table.activated.emit(model.index(row, 0))
     assert blocker.args[0].read_only and blocker.args[0].source["path"] == path
     assert win.chart_dock.isVisible()
 
@@ -47,3 +53,28 @@ def test_the_status_bar_says_the_sessions_cost_so_far(qtbot: Any, win: MainWindo
     assert total > 0 and win.status.texts()["session_cost"] == f"cost: {format_usd(total)}"
     assert not win.status.session_cost_label.isHidden()
     assert "Cost: $" in win.ensure_chart().column_tooltip(0)
+
+
+def test_the_open_dock_follows_the_agents_work(qtbot: Any, win: MainWindow, home: Path,  # noqa: F811
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usage_part, "AUTO_REFRESH_SECONDS", 0.2)
+    wiring = win.usage_wiring  # type: ignore[attr-defined]
+    view = wiring.show()
+    view.set_days(0, update=True)
+    before = _final(qtbot, win)
+    assert wiring.timer.isActive() and wiring.timer.interval() == 200
+    view.sessions.sort_by(6, Qt.SortOrder.AscendingOrder)  # the user's sort, kept by the live figures
+    shown: list[dict[str, Any]] = []
+    monkeypatch.setattr(view, "set_report", lambda report: shown.append(report) or UsageView.set_report(view, report))
+    qtbot.wait(800)  # a few quiet refreshes: nothing was read, nothing repainted
+    assert shown == []
+    short = home / ".claude" / "projects" / "-work-spotter" / "short.jsonl"
+    with short.open("a") as fh:  # the agent works on
+        fh.write(_user(9001, "2026-02-28T10:00:00.000Z") + _call(9002, "2026-02-28T10:00:05.000Z"))
+    qtbot.waitUntil(lambda: bool(shown), timeout=20_000)
+    after = shown[-1]
+    assert not after["updating"] and after["index"]["read"] == 1
+    assert after["total"]["calls"] == before["total"]["calls"] + 1 and wiring.report == after
+    assert view.sessions.horizontalHeader().sortIndicatorSection() == 6
+    wiring.dock.hide()  # hidden: no more refreshes
+    assert not wiring.timer.isActive()

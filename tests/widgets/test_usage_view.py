@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
+from widgets.formatting import format_usd
 from widgets.theme import DARK
 from widgets.usage_view import MAX_MODELS, OTHER, PATH_ROLE, UsageView, usd_text
 
@@ -87,16 +88,79 @@ def test_summary_says_lower_bound_updating_and_problems(view: UsageView) -> None
 def test_tables_sort_by_number_and_a_double_click_opens_the_session(view: UsageView, qtbot: Any) -> None:
     view.set_report(_report())
     t = view.sessions
-    assert [t.item(r, 0).text() for r in range(t.rowCount())] == ["dear", "cheap"]  # by cost, largest first
-    assert t.item(0, 4).text() == "$4.00+" and t.item(0, 5).text() == "$4.10" and t.item(0, 7).text() == "20 %"
-    t.sortItems(6, Qt.SortOrder.DescendingOrder)  # calls: 9 before 3 (numbers, not text)
-    assert t.item(0, 0).text() == "cheap" and t.item(0, 0).data(PATH_ROLE) == "/x/cheap.jsonl"
+    assert [t.text(r, 0) for r in range(t.row_count())] == ["dear", "cheap"]  # by cost, largest first
+    assert t.text(0, 4) == "$4.00+" and t.text(0, 5) == "$4.10" and t.text(0, 7) == "20 %"
+    model = t.model()
+    assert model.data(model.index(0, 4), Qt.ItemDataRole.TextAlignmentRole) == int(
+        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)  # numbers right-aligned
+    assert model.data(model.index(0, 1), Qt.ItemDataRole.TextAlignmentRole) is None
+    assert "/x/dear.jsonl" in model.data(model.index(0, 0), Qt.ItemDataRole.ToolTipRole)
+    assert model.headerData(5, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole).startswith("The agent's own")
+    t.sort_by(6, Qt.SortOrder.DescendingOrder)  # calls: 9 before 3 (numbers, not text)
+    assert t.text(0, 0) == "cheap" and model.data(model.index(0, 0), PATH_ROLE) == "/x/cheap.jsonl"
     with qtbot.waitSignal(view.session_opened) as blocker:
-        t.itemActivated.emit(t.item(0, 3))
+        t.activated.emit(model.index(0, 3))
     assert blocker.args == ["/x/cheap.jsonl"]
-    assert view.tools.item(0, 0).text() == "Bash"  # the most context first
-    assert view.models.item(2, 6).text() == "no price"
-    assert [view.projects.item(r, 0).text() for r in range(2)] == ["q", "p"]
+    assert view.tools.text(0, 0) == "Bash"  # the most context first
+    assert view.models.text(2, 6) == "no price"
+    assert [view.projects.text(r, 0) for r in range(2)] == ["q", "p"]
+
+
+def _sessions(n: int) -> list[dict[str, Any]]:
+    return [{"title": f"s{i}", "agent": "codex", "project": f"p{i % 7}", "path": f"/x/s{i}.jsonl",
+             "cost_usd": None if i % 10 == 3 else float(i % 50), "unpriced_calls": int(i % 10 == 3),
+             "calls": i, "last_call": f"2026-03-{1 + i % 28:02d}T10:00:00"} for i in range(n)]
+
+
+def test_no_value_sorts_last_either_way_and_ties_keep_the_reports_order(view: UsageView) -> None:
+    view.set_report(_report(sessions=_sessions(40)))
+    t = view.sessions
+    for order in (Qt.SortOrder.DescendingOrder, Qt.SortOrder.AscendingOrder):
+        t.sort_by(4, order)
+        costs = [t.text(r, 4) for r in range(t.row_count())]
+        assert costs[-4:] == ["unknown"] * 4 and "unknown" not in costs[:-4]
+        assert [t.text(r, 0) for r in range(36, 40)] == ["s3", "s13", "s23", "s33"]
+    assert t.text(0, 4) == format_usd(0.0)  # ascending: the cheapest first
+    t.sort_by(2, Qt.SortOrder.AscendingOrder)  # by project (text): the report's order within a project
+    p0 = [t.text(r, 0) for r in range(t.row_count()) if t.text(r, 2) == "p0"]
+    assert p0 == [f"s{i}" for i in range(0, 40, 7)] and t.text(0, 2) == "p0"
+    t.sort_by(2, Qt.SortOrder.DescendingOrder)  # stable both ways
+    assert [t.text(r, 0) for r in range(t.row_count()) if t.text(r, 2) == "p0"] == p0 and t.text(0, 2) == "p6"
+    t.sort_by(3, Qt.SortOrder.DescendingOrder)  # the last call (ISO text)
+    assert t.text(0, 3) == "2026-03-28 10:00"
+
+
+def test_a_refresh_keeps_the_sort_the_selection_and_the_scroll_position(view: UsageView, qtbot: Any) -> None:
+    view.show()
+    view.set_report(_report(sessions=_sessions(300)))
+    t = view.sessions
+    t.sort_by(6, Qt.SortOrder.AscendingOrder)  # calls, fewest first
+    assert t.select_id("/x/s120.jsonl")
+    bar = t.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)
+    where = bar.value()
+    assert where > 0
+    view.projects.sort_by(0, Qt.SortOrder.AscendingOrder)
+    grown = _sessions(301)
+    grown[120]["calls"] = 121  # the selected one moved a row
+    view.set_report(_report(sessions=grown))
+    assert t.horizontalHeader().sortIndicatorSection() == 6
+    assert [t.text(r, 6) for r in range(3)] == ["0", "1", "2"]  # still by calls, fewest first
+    assert t.selected_id() == "/x/s120.jsonl" and t.path(t.currentIndex().row()) == "/x/s120.jsonl"
+    assert bar.value() == where
+    assert view.projects.text(0, 0) == "p"  # projects still by name
+    view.set_report(_report(sessions=_sessions(10)))  # the selected session is gone: nothing selected
+    assert t.selected_id() == "" and t.row_count() == 10
+
+
+def test_a_report_of_10000_sessions_fills_the_table(view: UsageView) -> None:
+    view.show()
+    view.set_report(_report(sessions=_sessions(10_000)))
+    t = view.sessions
+    assert t.row_count() == 10_000
+    assert t.text(0, 4) == "$49.00" and t.text(9_999, 4) == "unknown"
+    view.set_report(_report(sessions=_sessions(10_000)))  # again (a refresh): the same rows
+    assert t.row_count() == 10_000
 
 
 def test_the_date_range(view: UsageView, qtbot: Any) -> None:

@@ -1,14 +1,16 @@
 """The service's Usage part: queries off the loop, a UsageReady with plain data (first the index as it is,
-then after the update), problems said in the report."""
+then after the update), problems said in the report; a quiet (live) refresh says only what is new and
+does not replace a running one."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 from engine.store.config import Settings
-from engine.usage.index import UsageIndex
+from engine.usage.index import IndexReport, UsageIndex
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
 from engine.workbench.usage import UsagePart
@@ -82,3 +84,67 @@ def test_the_service_holds_the_part() -> None:
     from engine.workbench.service import Workbench
 
     assert isinstance(Workbench(Settings()).usage, UsagePart)
+
+
+def _quiet(part: UsagePart) -> Any:
+    return _run(part, None, None, update=True, quiet=True)
+
+
+def test_a_quiet_refresh_says_nothing_when_the_update_read_nothing(tmp_path: Path) -> None:
+    events: list[Any] = []
+    part = _part(tmp_path, events, update=lambda ix, s: IndexReport(files=3, unchanged=3))
+    assert _quiet(part) is None and events == []  # no "index as it is" first, nothing after: no repaint
+
+
+def test_a_quiet_refresh_sends_the_figures_once_when_a_file_grew(tmp_path: Path) -> None:
+    events: list[Any] = []
+    part = _part(tmp_path, events)
+    _run(part)  # the user's first look: the index is up to date
+    events.clear()
+    assert _quiet(part) is None and events == []  # nothing changed since
+    s1 = tmp_path / "home" / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl"
+    with s1.open("a") as f:  # the agent works on
+        f.write(_user(5, "2026-03-02T11:00:00.000Z") + _call(6, "2026-03-02T11:00:05.000Z"))
+    report = _quiet(part)
+    assert [type(e) for e in events] == [UsageReady] and events[0].report is report
+    assert not report.updating and report.index["read"] == 1 and report.total["calls"] == 3
+
+
+def test_a_quiet_refresh_says_new_failures_and_problems_once(tmp_path: Path) -> None:
+    events: list[Any] = []
+    failing = IndexReport(files=1, failed=[("/x/a.jsonl", "not JSON")])
+    part = _part(tmp_path, events, update=lambda ix, s: failing)
+    assert _quiet(part) is not None and len(events) == 1  # a file that does not read: said
+    assert _quiet(part) is None and len(events) == 1  # the same one again: nothing new
+
+    def fail(ix: UsageIndex, s: Settings) -> None:
+        raise OSError("disk full")
+
+    part._update = fail
+    assert _quiet(part) is not None and "disk full" in events[-1].report.problem
+
+
+def test_a_quiet_refresh_does_not_replace_a_running_one(tmp_path: Path) -> None:
+    events: list[Any] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow(ix: UsageIndex, s: Settings) -> IndexReport:
+        started.set()
+        release.wait(10)
+        return IndexReport(read=1)
+
+    part = _part(tmp_path, events, update=slow)
+
+    async def go() -> Any:
+        task = part.refresh(None, None, update=True)  # the user's
+        assert task is not None
+        await asyncio.to_thread(started.wait, 10)
+        assert part.refresh(None, None, update=True, quiet=True) is None  # skipped: the user's one answers
+        assert part.tasks.get("usage") is task
+        release.set()
+        return await task
+
+    report = asyncio.run(go())
+    assert events[-1].report is report and report.index["read"] == 1
+    assert [e.report.updating for e in events] == [True, False]
+
