@@ -453,7 +453,11 @@ class UsageView(QWidget):
                                  _int_column("Result tokens", "result_tokens",
                                              "Estimated tokens of the tool's results, in every session"),
                                  _int_column("Results", "results"), _int_column("Sessions", "sessions"),
-                                 _int_column("Largest result", "largest")])
+                                 _int_column("Largest result", "largest"),
+                                 _int_column("Tool calls", "tool_calls", "The calls the model made to the tool"),
+                                 _usd_column("Cost of calls", "cost_usd_of_calls", None,
+                                             "What the responses that called the tool cost, each response's cost "
+                                             "split evenly over its tool calls (as ctxbench tools splits it)")])
         self.tabs.addTab(self.sessions, "Sessions")
         self.tabs.addTab(self.projects, "Projects")
         self.tabs.addTab(self.models, "Models")

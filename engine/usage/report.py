@@ -4,7 +4,9 @@
 call rows) and returns a
 :class:`UsageReport` of plain data: cost and tokens per day and model (the stacked bars), the sessions
 (cost, calls, peak fullness, compactions, cache hit rate, the agent's own cost, the file to open), per
-project and per model totals, the tools whose results take the most context, and the range's total.
+project and per model totals, the tools whose results take the most context (with their tool calls and what
+the responses that made them cost, each response's cost split evenly over its tool calls), and the range's
+total.
 Days are UTC (as the index files them); ``since`` and ``until`` are both included, None: open.
 """
 
@@ -76,8 +78,9 @@ def usage_report(index: UsageIndex, since: date | None = None, until: date | Non
                                     f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
         report.tools = _fetch(con, f"""
             SELECT tool, sum(results)::BIGINT AS results, sum(result_tokens)::BIGINT AS result_tokens,
-                   count(DISTINCT file_id) AS sessions, max(largest) AS largest
-            FROM tool_rollup WHERE {where} AND results > 0 GROUP BY tool
+                   count(DISTINCT file_id) FILTER (WHERE results > 0) AS sessions, max(largest) AS largest,
+                   sum(used_calls)::BIGINT AS tool_calls, sum(cost_usd_of_calls) AS cost_usd_of_calls
+            FROM tool_rollup WHERE {where} GROUP BY tool HAVING sum(results) > 0
             ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
         rows = _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {where}")
         report.total = rows[0] if rows else {}

@@ -33,8 +33,10 @@ def _report(**kw: Any) -> dict[str, Any]:
              "unpriced_calls": 1, "calls": 3, "peak_fullness": 0.2, "compactions": 0, "cache_hit_rate": 0.9,
              "agent_cost_usd": 4.1, "last_call": "2026-03-01T10:00:00"}],
         "projects": [{"project": "q", "cost_usd": 4.0, "calls": 3}, {"project": "p", "cost_usd": 0.5, "calls": 9}],
-        "tools": [{"tool": "Read", "results": 3, "result_tokens": 900, "sessions": 2, "largest": 500},
-                  {"tool": "Bash", "results": 5, "result_tokens": 9000, "sessions": 1, "largest": 4000}],
+        "tools": [{"tool": "Read", "results": 3, "result_tokens": 900, "sessions": 2, "largest": 500,
+                   "tool_calls": 3, "cost_usd_of_calls": 0.25},
+                  {"tool": "Bash", "results": 5, "result_tokens": 9000, "sessions": 1, "largest": 4000,
+                   "tool_calls": 6, "cost_usd_of_calls": None}],
         "total": {"calls": 5, "cost_usd": 4.5, "unpriced_calls": 1, "prompt_tokens": 5000, "output_tokens": 10,
                   "cache_hit_rate": 0.8},
     }
@@ -102,6 +104,8 @@ def test_tables_sort_by_number_and_a_double_click_opens_the_session(view: UsageV
         t.activated.emit(model.index(0, 3))
     assert blocker.args == ["/x/cheap.jsonl"]
     assert view.tools.text(0, 0) == "Bash"  # the most context first
+    assert [view.tools.text(r, 5) for r in range(2)] == ["6", "3"]  # tool calls
+    assert view.tools.text(1, 6) == usd_text(0.25) and view.tools.text(0, 6) == usd_text(None)  # their cost
     assert view.models.text(2, 6) == "no price"
     assert [view.projects.text(r, 0) for r in range(2)] == ["q", "p"]
 

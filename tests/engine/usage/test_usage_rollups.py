@@ -73,9 +73,14 @@ def _raw_report(con: Any, since: date | None, until: date | None) -> dict[str, A
         "projects": _raw_summarize(con, "project", where),
         "models": _raw_summarize(con, "model", where),
         "tools": _fetch(con, f"""
-            SELECT tool, count(*) AS results, sum(tokens) AS result_tokens,
-                   count(DISTINCT file_id) AS sessions, max(tokens) AS largest
-            FROM tool_results WHERE {where} GROUP BY tool ORDER BY result_tokens DESC, tool LIMIT 20"""),
+            WITH r AS (SELECT tool, count(*) AS results, sum(tokens) AS result_tokens,
+                              count(DISTINCT file_id) AS sessions, max(tokens) AS largest
+                       FROM tool_results WHERE {where} GROUP BY tool),
+                 u AS (SELECT tool, count(*) AS tool_calls, sum(share) AS cost_usd_of_calls FROM (
+                           SELECT unnest(tools) AS tool, cost_usd / len(tools) AS share FROM calls WHERE {where})
+                       GROUP BY tool)
+            SELECT r.*, coalesce(u.tool_calls, 0) AS tool_calls, u.cost_usd_of_calls
+            FROM r LEFT JOIN u USING (tool) ORDER BY result_tokens DESC, tool LIMIT 20"""),
         "total": _fetch(con, f"SELECT {_RAW_SUMS} FROM calls WHERE {where}")[0],
     }
 
