@@ -932,19 +932,19 @@ _SESSION_OUT = ("agent, project, session_id, file_id, first_call, last_call, mod
                 "\"window\", peak_fullness, compactions, agent_cost_usd, title, path")
 
 
-def session_query(since: date | None, until: date | None, order: str) -> str:
+def session_query(since: date | None, until: date | None, order: str, columns: str = _SESSION_OUT) -> str:
     """The SQL of one row per session file with calls between ``since`` and ``until`` (days, both included;
     None: open), ordered by ``order``: read from ``session_rollup`` for the whole range, else summed from the
-    ``call_rollup`` rows of the range."""
+    ``call_rollup`` rows of the range; ``columns``: some of :data:`_SESSION_OUT`'s."""
     if since is None and until is None:
-        return f"SELECT {_SESSION_OUT} FROM session_rollup ORDER BY {order}"
+        return f"SELECT {columns} FROM session_rollup ORDER BY {order}"
     where = ["TRUE"]
     if since is not None:
         where.append(f"day >= DATE {_sql_str(since.isoformat())}")
     if until is not None:
         where.append(f"day <= DATE {_sql_str(until.isoformat())}")
     calls = f"(SELECT * FROM call_rollup WHERE {' AND '.join(where)})"
-    return (f"SELECT {_SESSION_OUT} FROM ({_SESSION_ROLLUP.format(calls=calls, sessions='sessions')}) "
+    return (f"SELECT {columns} FROM ({_SESSION_ROLLUP.format(calls=calls, sessions='sessions')}) "
             f"ORDER BY {order}")
 
 
