@@ -39,7 +39,7 @@ from typing import Any, Literal, cast
 
 from engine.sources import gemini_cli, opencode
 from engine.sources.claude_code import SYNTHETIC_MODEL, window_for_model
-from engine.sources.model import SourceError, dict_at, int_or_none, iso
+from engine.sources.model import SourceError, dict_at, int_or_none, iso, read_on
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
 
@@ -242,12 +242,10 @@ def _summary_claude(path: Path) -> SourceEntry:
     with _CLAUDE_SCANS_LOCK:
         scan = _CLAUDE_SCANS.pop(key, None)
     with open(path, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if scan is not None and (scan.inode != st.st_ino or st.st_size < scan.offset
-                                 or not _same_bytes(fh, scan.offset, scan.tail)):
+        if scan is not None and not read_on(fh, scan.inode, scan.offset, scan.tail):
             scan = None
         if scan is None:
-            scan = _ClaudeScan(inode=st.st_ino)
+            scan = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
         fh.seek(scan.offset)
         data = fh.read()
     cut = data.rfind(b"\n") + 1
@@ -265,13 +263,6 @@ def _summary_claude(path: Path) -> SourceEntry:
         while len(_CLAUDE_SCANS) > CLAUDE_SCANS_KEPT:
             _CLAUDE_SCANS.popitem(last=False)
     return entry
-
-
-def _same_bytes(fh: Any, offset: int, tail: bytes) -> bool:
-    if not tail:
-        return offset == 0
-    fh.seek(offset - len(tail))
-    return bool(fh.read(len(tail)) == tail)
 
 
 def _cost_state(raw: bytes, previous: float | None) -> float | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -254,6 +255,19 @@ class LineBuffer:
         for raw in lines:
             self.count += 1
             yield raw
+
+
+def read_on(fh: Any, inode: int, offset: int, tail: bytes) -> bool:
+    """Whether the open file ``fh`` is the one read before up to ``offset`` and only grew since: the same inode,
+    not shorter, and ``tail`` (the last bytes read) still just before ``offset`` (a file rewritten in place has
+    other bytes there). Then reading may go on at ``offset``."""
+    st = os.fstat(fh.fileno())
+    if st.st_ino != inode or st.st_size < offset:
+        return False
+    if not tail:
+        return offset == 0
+    fh.seek(offset - len(tail))
+    return bool(fh.read(len(tail)) == tail)
 
 
 @dataclass

@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 from engine.context.tokens import estimate_message_tokens
 from engine.sources.discovery import SourceEntry, scan_sources
-from engine.sources.model import ProviderCall, SourceError, SourceFormat, SourceSession, int_or_none
+from engine.sources.model import ProviderCall, SourceError, SourceFormat, SourceSession, int_or_none, read_on
 from engine.sources.readers import read_source
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
@@ -432,14 +432,6 @@ def _reader(agent: str, path: Path) -> Any:
     return GeminiCliReader(path)
 
 
-def _ends_with(fh: Any, offset: int, tail: bytes) -> bool:
-    """Whether the bytes of ``fh`` just before ``offset`` are ``tail``."""
-    if not tail:
-        return offset == 0
-    fh.seek(offset - len(tail))
-    return bool(fh.read(len(tail)) == tail)
-
-
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -487,12 +479,10 @@ class UsageIndex:
             return read_source(path, entry.agent), None
         kept = self._followed.pop(entry.path, None)
         with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if kept is not None and (kept.inode != st.st_ino or st.st_size < kept.offset
-                                     or not _ends_with(fh, kept.offset, kept.tail)):
+            if kept is not None and not read_on(fh, kept.inode, kept.offset, kept.tail):
                 kept = None
             if kept is None:
-                kept = _Followed(_reader(entry.agent, path), 0, st.st_ino)
+                kept = _Followed(_reader(entry.agent, path), 0, os.fstat(fh.fileno()).st_ino)
             fh.seek(kept.offset)
             data = fh.read()
         kept.offset += len(data)
