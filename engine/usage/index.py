@@ -392,6 +392,11 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def _empty(columns: Mapping[str, str]) -> str:
+    """An empty relation of ``columns`` (name -> DuckDB type), for a table the index holds no file of."""
+    return "(SELECT " + ", ".join(f'NULL::{v} AS "{k}"' for k, v in columns.items()) + " LIMIT 0)"
+
+
 def _copy_to(con: Any, query: str, target: Path, *, keep_empty: bool = True) -> int:
     """Write the rows of ``query`` to the Parquet file ``target``, atomically (a hidden file beside it, renamed
     over it); the rows written. With ``keep_empty`` False, no rows: no file (and ``target`` left as it was)."""
@@ -730,15 +735,14 @@ class UsageIndex:
             if files:
                 listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
                 sources[table] = f"read_parquet({listing}, hive_partitioning=true, union_by_name=true)"
-            else:  # none left: an empty relation of the table's columns
-                cols = ", ".join(f"NULL::{v} AS \"{k}\"" for k, v in columns.items())
-                sources[table] = f"(SELECT {cols} LIMIT 0)"
+            else:  # none left
+                sources[table] = _empty(columns)
         con.execute("CREATE OR REPLACE TEMP TABLE all_call_rollup AS " + _CALL_ROLLUP.format(source=sources["calls"]))
         sessions_file = self.root / "sessions.parquet"
         if sessions_file.is_file():
             sessions = f"read_parquet({_sql_str(str(sessions_file))})"
         else:
-            sessions = "(SELECT " + ", ".join(f"NULL::{v} AS \"{k}\"" for k, v in SESSION_COLUMNS.items()) + " LIMIT 0)"
+            sessions = _empty(SESSION_COLUMNS)
         tools = _TOOL_ROLLUP.format(results=sources["tool_results"], calls=sources["calls"])
         fresh = {"call_rollup": "SELECT * FROM all_call_rollup ORDER BY day",
                  "tool_rollup": f"SELECT * FROM ({tools}) ORDER BY day",
