@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
+import stat
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -47,7 +50,12 @@ PROVIDER = "provider"  # counted by the provider, recorded by the agent
 INFERRED = "inferred"  # derived from provider figures minus our estimate (labelled so)
 ESTIMATED = "estimated"  # our estimate only
 
-_decode = json.JSONDecoder().decode
+# strict=False: a raw control character inside a JSON string (an agent that wrote a tab or a NUL unescaped) is
+# read as that character, not a reason to drop the line and the call on it
+_decode = json.JSONDecoder(strict=False).decode
+MAX_COUNT = 2**53  # a token count, a size or a time above this is no figure (and would overflow DuckDB's BIGINT sums)
+MAX_LINE_BYTES = 64 * 2**20  # a longer line of a session file is skipped (said), never held whole in memory
+FILE_SECONDS = 300.0  # reading one session file longer than this stops it (SourceError), so that no file stalls a scan
 _MS_UTC_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _REDACTED_RE = re.compile(r"^\[REDACTED_[A-Z_]+ len=(\d+)(?: sha=[0-9a-f]+)?\]$")
 
@@ -235,20 +243,36 @@ class LineBuffer:
     """Appended bytes cut into complete lines for an incremental reader: a partial last line waits for its
     newline; :meth:`counted` numbers the lines as they pass, across feeds (blank ones included)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
         self.pending = b""
         self.count = 0  # lines passed through counted()
+        self.limit = limit  # a line longer than this is kept as its first limit + 1 bytes (json_lines skips it)
+        self._overlong = False  # the pending line passed the limit: what follows, up to its newline, is dropped
 
     def lines(self, data: bytes) -> list[bytes]:
-        """The complete lines ``data`` finishes (each with its newline)."""
+        """The complete lines ``data`` finishes (each with its newline); an over-long one as its first
+        ``limit + 1`` bytes and a newline (never held whole)."""
+        if self._overlong:
+            end = data.find(b"\n")
+            if end < 0:
+                return []
+            self._overlong = False
+            out = [self.pending + b"\n"]
+            self.pending = b""
+            return out + self.lines(data[end + 1:])
         data = self.pending + data
         cut = data.rfind(b"\n") + 1
         self.pending = data[cut:]
+        if len(self.pending) > self.limit:
+            self.pending, self._overlong = self.pending[:self.limit + 1], True
         return [line + b"\n" for line in data[:cut].split(b"\n")[:-1]] if cut else []
 
     def rest(self) -> bytes:
         """The partial last line, taken (at the end of a file: a torn line, read as such)."""
         rest, self.pending = self.pending, b""
+        if self._overlong:
+            self._overlong = False
+            return rest + b"\n"  # over-long: skipped as such, not as a torn line
         return rest
 
     def counted(self, lines: Iterable[bytes]) -> Iterator[bytes]:
@@ -327,9 +351,75 @@ def dict_at(obj: Any, key: str) -> dict[str, Any]:
 
 
 def int_or_none(value: Any) -> int | None:
+    """A count, size or time a file records, as an int; None when it is no such figure: not a number, a bool,
+    NaN or infinite, negative, or above :data:`MAX_COUNT` (other agents' files are never trusted)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value < 0 or value > MAX_COUNT:
+        return None
     return int(value)
+
+
+def float_or_none(value: Any) -> float | None:
+    """A finite, non-negative number (a cost, a rate) a file records, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 <= number <= MAX_COUNT else None
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is not a regular file ("a FIFO (named pipe)", …); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path | str) -> Any:
+    """``path`` opened for reading in binary, only when it is a regular file (symbolic links followed): a FIFO is
+    opened without blocking and refused, as are devices (``/dev/zero``), sockets and folders, with SourceError
+    naming the file and what it is. Other failures raise OSError as ``open`` does."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        kind = not_regular(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise SourceError(f"{Path(path).name}: not a regular file ({kind}): not read")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def capped_lines(fh: Any, *, name: str = "", limit: int = MAX_LINE_BYTES,
+                 seconds: float = FILE_SECONDS) -> Iterator[bytes]:
+    """The lines of the binary file ``fh`` (each with its newline; the last one may lack it), never holding more
+    than ``limit`` bytes of one line: a longer line is yielded as its first ``limit + 1`` bytes and a newline
+    (:func:`json_lines` then skips it as too long) and the rest of it is read past. Reading for longer than
+    ``seconds`` raises SourceError naming ``name``."""
+    started = time.monotonic()
+    count = 0
+    while True:
+        raw = fh.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while True:  # the rest of the over-long line: read in pieces, dropped
+                more = fh.readline(limit)
+                if not more or more.endswith(b"\n"):
+                    break
+            raw = raw + b"\n"
+        yield raw
+        count += 1
+        if count % 4096 == 0 and time.monotonic() - started > seconds:
+            raise SourceError(f"{name or 'the file'}: reading took more than {seconds:.0f} s: stopped")
 
 
 def expand_redacted(text: str) -> str:
@@ -356,8 +446,8 @@ def read_json_lines(
     if lines is not None:
         yield from json_lines(lines, skipped, skip)
         return
-    with open(path, "rb") as fh:
-        yield from json_lines(fh, skipped, skip)
+    with open_regular(path) as fh:
+        yield from json_lines(capped_lines(fh, name=Path(path).name), skipped, skip)
 
 
 def json_lines(
@@ -368,10 +458,16 @@ def json_lines(
     for n, raw in enumerate(lines, start=start):
         if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
             continue
+        if len(raw) > MAX_LINE_BYTES:
+            skipped.append(Skipped(n, f"a line of more than {MAX_LINE_BYTES // 2**20} MiB: not read"))
+            continue
         try:
             obj = _decode(raw.decode("utf-8"))
         except RecursionError:
             skipped.append(Skipped(n, "not JSON (nested too deeply)"))
+            continue
+        except UnicodeDecodeError:
+            skipped.append(Skipped(n, "not UTF-8 text"))
             continue
         except ValueError as exc:
             if not raw.endswith(b"\n"):
