@@ -70,6 +70,22 @@ class SourceEntry:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class ScanProblem:
+    """A session file (or database) the scan could not read: skipped, never stopping the others. ``path`` as
+    the scan found it; ``reason`` says what was wrong, for a person."""
+
+    agent: str
+    path: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
 # --------------------------------------------------------------------------- where
 
 
@@ -552,8 +568,11 @@ def _load_index(path: Path) -> dict[str, Any]:
 
 
 def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env: Mapping[str, str] | None = None,
-                 home: Path | None = None, index: Path | None = None) -> list[SourceEntry]:
-    """Every session found, newest first; unchanged files (same size and mtime) come from the index."""
+                 home: Path | None = None, index: Path | None = None,
+                 problems: list[ScanProblem] | None = None) -> list[SourceEntry]:
+    """Every session found, newest first; unchanged files (same size and mtime) come from the index. A file
+    that cannot be read is left out and, when ``problems`` is given, added to it with the reason."""
+    problems = problems if problems is not None else []
     index = index or index_path()
     cached = {} if refresh else _load_index(index)
     files: dict[str, Any] = {}
@@ -588,7 +607,9 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
                     continue
             try:
                 entry = summarize(kind, path)
-            except OSError:
+            except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+                problems.append(ScanProblem(kind, key, reason))
                 continue
             changed = True
             files[key] = {"stamp": stamp, "entry": entry.to_json()}
