@@ -44,10 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from app import cli_export
-from engine.model.text import one_line
+from engine.model.text import json_safe, one_line, printable
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
+SOURCE_PROBLEMS_SHOWN = 10  # `sources`: files that could not be read named on stderr, then "and N more"
 COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export", "diff", "tools", "usage")
 
 
@@ -63,8 +64,10 @@ class UsageError(Exception):
 
 
 def _json_line(obj: Any) -> str:
+    """One JSON line; the characters a terminal acts on that json.dumps leaves raw (C1, bidi controls, lone
+    surrogates) as ``\\uNNNN`` escapes: the same JSON value, safe to print."""
     try:
-        return json.dumps(obj, ensure_ascii=False, default=str)
+        return json_safe(json.dumps(obj, ensure_ascii=False, default=str))
     except UnicodeEncodeError:
         return json.dumps(obj, ensure_ascii=True, default=str)
 
@@ -95,7 +98,8 @@ class Printer:
 
 
 def warn(text: str) -> None:
-    print(f"{PROG}: warning: {one_line(text)}", file=sys.stderr, flush=True)
+    """One line on stderr; control characters in it (a path or a name from another agent's files) escaped."""
+    print(f"{PROG}: warning: {printable(one_line(text))}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -176,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="do not look up the model's window (use the window the log's usage implies)")
     src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex, Gemini CLI, "
                          "OpenCode), newest first")
-    src.add_argument("--json", action="store_true", help="one JSON object per session, one per line")
+    src.add_argument("--json", action="store_true", help="one JSON object per session, one per line (type "
+                                                         "\"source\"; a file that could not be read: \"unreadable\")")
     src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")
     from app import cli_follow
 
@@ -283,12 +288,12 @@ def open_session(
 
 
 async def _ask_on_terminal(name: str, arguments: dict[str, Any]) -> bool:
-    shown = one_line(json.dumps(arguments, ensure_ascii=False))
+    shown = printable(one_line(json.dumps(arguments, ensure_ascii=False)))
     if len(shown) > 500:
         shown = shown[:499] + "…"
 
     def ask() -> bool:
-        sys.stderr.write(f"{PROG}: allow {name} {shown}? [y/N] ")
+        sys.stderr.write(f"{PROG}: allow {printable(name)} {shown}? [y/N] ")
         sys.stderr.flush()
         answer = sys.stdin.readline()
         return answer.strip().lower() in ("y", "yes")
@@ -452,6 +457,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> in
     from engine.ingest import import_source
     from engine.sources.detect import parse_format
     from engine.sources.model import SourceError
+    from engine.sources.opencode import split_path
 
     try:
         fmt = parse_format(args.format) if args.format else None
@@ -464,7 +470,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> in
         model_info = llm.model_info
     if args.session.exists() and not (args.session.is_dir() and not any(args.session.iterdir())):
         raise CLIError(f"cannot import into {args.session}: it already exists")
-    if not args.file.is_file():
+    if not split_path(args.file)[0].is_file():  # an OpenCode session (``opencode.db#ses_…``): its database
         raise CLIError(f"no file at {args.file}")
     try:
         report = import_source(
@@ -477,12 +483,20 @@ def cmd_import(args: argparse.Namespace, settings: Settings, out: Printer) -> in
 
 
 def cmd_sources(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
-    from engine.sources.discovery import format_table, scan_sources
+    from engine.sources.discovery import ScanProblem, format_table, scan_sources
+    from engine.sources.model import shown_path
 
-    entries = scan_sources(settings, refresh=args.refresh)
+    problems: list[ScanProblem] = []
+    entries = scan_sources(settings, refresh=args.refresh, problems=problems)
+    for problem in problems[:SOURCE_PROBLEMS_SHOWN]:  # each file left out, on stderr (the list goes on)
+        warn(f"{shown_path(problem.path)}: {problem.reason}")
+    if len(problems) > SOURCE_PROBLEMS_SHOWN:
+        warn(f"and {len(problems) - SOURCE_PROBLEMS_SHOWN} more file(s) that could not be read")
     if args.json:
         for entry in entries:
             out({"type": "source", **entry.to_json()})
+        for problem in problems:  # after the sources: a consumer that reads only "source" lines is unchanged
+            out({"type": "unreadable", **problem.to_json()})
         return 0
     text = format_table(entries)
     try:
@@ -583,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args, out)
     except UsageError as exc:
-        parser.error(one_line(str(exc)))  # exit code 2
+        parser.error(printable(one_line(str(exc))))  # exit code 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -591,12 +605,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: stopped", file=sys.stderr)
         return 143
     except CLIError as exc:
-        print(f"{PROG}: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"{PROG}: error: {printable(one_line(str(exc)))}", file=sys.stderr)
         return 1
     except Exception as exc:  # anything else: one line, no traceback (CTXBENCH_DEBUG=1 shows it)
         if os.environ.get("CTXBENCH_DEBUG"):
             traceback.print_exc()
-        print(f"{PROG}: error: {one_line(f'{type(exc).__name__}: {exc}')}", file=sys.stderr)
+        print(f"{PROG}: error: {printable(one_line(f'{type(exc).__name__}: {exc}'))}", file=sys.stderr)
         return 1
     return 1
 

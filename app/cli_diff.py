@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.context.diff import ContextDiff, DiffItem, History
+from engine.model.text import printable
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -58,10 +59,11 @@ def _load(path: Path, error: type[Exception], with_calls: bool) -> tuple[History
     from engine.context.diff import history_from_folder, history_from_source
     from engine.sources.detect import detect_format
     from engine.sources.model import SourceError
+    from engine.sources.opencode import split_path
     from engine.sources.readers import READERS, read_source
     from engine.usage.costs import call_record, folder_records
 
-    if not path.exists():
+    if not split_path(path)[0].exists():  # an OpenCode session (``opencode.db#ses_…``): its database
         raise error(f"no session folder or file at {path}")
     if path.is_dir():
         if not _is_session_dir(path):
@@ -101,14 +103,14 @@ def _signed(n: int) -> str:
 
 def _item_line(item: DiffItem, sign: str) -> str:
     where = "" if item.kind == "summary" else f"#{item.index + 1}"
-    what = item.kind if item.kind == "summary" else f"{item.role}{' ' + item.tool if item.tool else ''}"
-    return f"  {sign}{item.tokens:>9,}  {what[:28]:28} {where:>6}  {item.first_line}"
+    what = item.kind if item.kind == "summary" else printable(f"{item.role}{' ' + item.tool if item.tool else ''}")
+    return f"  {sign}{item.tokens:>9,}  {what[:28]:28} {where:>6}  {printable(item.first_line)}"
 
 
 def describe(diff: ContextDiff, label: str) -> list[str]:
-    """The text output of one diff."""
+    """The text output of one diff (the label, roles, tools and first lines with control characters escaped)."""
     comps = len(diff.compactions)
-    lines = [f"{label}: call {diff.a} → call {diff.b}"
+    lines = [f"{printable(label)}: call {diff.a} → call {diff.b}"
              + (f" ({comps} compaction{'s' if comps != 1 else ''} between them)" if comps else ""),
              f"entered {diff.entered_tokens:,} tokens ({len(diff.entered)} item(s)), left {diff.left_tokens:,} tokens "
              f"({len(diff.left)} item(s)), net {_signed(diff.net_tokens)} (estimated)",

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.model.text import printable
 from engine.store.config import Settings
 
 
@@ -47,8 +48,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings, out: Any, error: ty
     estimator = HeuristicEstimator() if args.estimator == "heuristic" else make_estimator(
         args.estimator, str(data.meta.get("model") or settings.model))
     text = render(data, args.export_format, estimator)
-    if str(args.output) == "-":
-        sys.stdout.write(text)
+    if str(args.output) == "-":  # on a terminal, the session's control characters are shown, not acted on
+        sys.stdout.write(printable(text, lines=True) if sys.stdout.isatty() else text)
         sys.stdout.flush()
         return 0
     target = args.output or default_path(args.session, args.export_format)

@@ -18,7 +18,12 @@ Each line has a ``"type"``:
   ``tokens_before``, ``tokens_after`` (null until the first call after it), ``calls_before``, ``ts``;
   ``compaction_update`` when ``tokens_after`` becomes known;
 - ``reset``: the file was truncated, replaced or rewritten (``reason``; an OpenCode session whose rows were
-  deleted, a revert: ``rewritten``); what follows is read from its start, with indices from 0 again.
+  deleted, a revert: ``rewritten``); what follows is read from its start, with indices from 0 again;
+- ``missing``: the file was deleted, or something that is not a regular file (a FIFO, a device) is at its path now
+  (``reason``): printed once; following goes on, and when the file is back it is read from its start (a
+  ``reset``). An OpenCode database that was removed is ``missing`` too;
+- ``problem``: an OpenCode database that cannot be read now (``reason``, naming it: damaged, a table or column
+  missing, or locked by another process for 5 s); printed once per problem; following goes on.
 
 First what the file holds (unless ``--new-only``), then what is appended, polled every ``--interval``
 seconds (0.2). SIGINT and SIGTERM end it with status 0.

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.context.attribution import DEFAULT_TOP, Attribution
+from engine.model.text import printable
 from engine.usage.costs import RecordsCost
 from engine.usage.tool_costs import ToolCost, ToolCosts
 
@@ -62,10 +63,10 @@ def cost_line(cost: RecordsCost | None) -> str:
     if cost is None or not cost.calls:
         return ""
     if cost.usd is None:
-        return f"cost: unknown for its {cost.calls} calls ({cost.problem or 'no price'})"
+        return f"cost: unknown for its {cost.calls} calls ({printable(cost.problem or 'no price')})"
     text = f"cost: ${cost.usd:,.4f} for {cost.calls} calls at litellm's prices"
     if cost.unpriced:
-        text += f" (+ {cost.unpriced} calls without a price: {cost.problem or 'no price'})"
+        text += f" (+ {cost.unpriced} calls without a price: {printable(cost.problem or 'no price')})"
     return text
 
 
@@ -82,7 +83,7 @@ def totals_line(costs: ToolCosts) -> str:
     """The tools' costs summed, beside the session's total and its input side."""
     total = costs.total.usd
     if total is None:
-        return f"cost by tool: unknown (no call has a price: {costs.total.problem or 'no price'})"
+        return f"cost by tool: unknown (no call has a price: {printable(costs.total.problem or 'no price')})"
     plus = "+" if costs.total.unpriced else ""
     return (f"cost by tool: responses that called a tool {usd(costs.calls_usd)} ({_pct(costs.calls_usd, total)} of "
             f"{usd(total)}{plus}; {costs.no_tool_responses} without a tool call {usd(costs.no_tool_usd)}), "
@@ -93,19 +94,21 @@ def totals_line(costs: ToolCosts) -> str:
 
 def describe(att: Attribution, label: str, cost: RecordsCost | None = None,
              costs: ToolCosts | None = None) -> list[str]:
-    """The text output of one attribution (``costs``: the cost columns and their totals)."""
-    lines = [f"{label}: {att.tool_tokens:,} of {att.history_tokens:,} history tokens are tool calls and results "
-             f"({att.tool_share:.1%}), {att.messages} messages (estimated tokens)"]
+    """The text output of one attribution (``costs``: the cost columns and their totals). Names and text from the
+    session (its label, tool names, message ids, first lines) are printed with control characters escaped."""
+    lines = [f"{printable(label)}: {att.tool_tokens:,} of {att.history_tokens:,} history tokens are tool calls and "
+             f"results ({att.tool_share:.1%}), {att.messages} messages (estimated tokens)"]
     if line := cost_line(cost):
         lines.append(line)
     if not att.tools:
         return [*lines, "no tool call or tool result"]
     priced = costs is not None and costs.total.calls > 0
-    width = max(12, *(len(t.tool) for t in att.tools))
+    names = {t.tool: printable(t.tool) for t in att.tools}
+    width = max(12, *(len(name) for name in names.values()))
     head = f"{'tool':{width}} {'calls':>6} {'results':>8} {'arg tokens':>11} {'result tokens':>14} {'share':>7}"
     lines.append(head + (f" {'calls $':>10} {'context $':>10}" if priced else ""))
     for t in att.tools:
-        row = (f"{t.tool:{width}} {t.calls:>6} {t.results:>8} {t.argument_tokens:>11,} {t.result_tokens:>14,} "
+        row = (f"{names[t.tool]:{width}} {t.calls:>6} {t.results:>8} {t.argument_tokens:>11,} {t.result_tokens:>14,} "
                f"{t.share:>7.1%}")
         if costs is not None and priced:
             tc = costs.of(t.tool)
@@ -119,7 +122,8 @@ def describe(att: Attribution, label: str, cost: RecordsCost | None = None,
         lines.append(totals_line(costs))
     if att.largest:
         lines.append(f"largest tool results ({len(att.largest)}):")
-        lines.extend(f"  {r.tokens:>9,}  {r.tool[:20]:20} #{r.index + 1:<6} {r.message_id}  {r.first_line}"
+        lines.extend(f"  {r.tokens:>9,}  {printable(r.tool)[:20]:20} #{r.index + 1:<6} {printable(r.message_id)}  "
+                     f"{printable(r.first_line)}"
                      for r in att.largest)
     return lines
 

@@ -11,7 +11,11 @@ called one). A call of a model without a price is counted in
 ``unpriced_calls`` and never as $0: a cost shown with ``+`` is a lower bound.
 
 ``--json`` prints one object: ``type`` ``usage``, ``by``, ``since``, ``groups`` (one object per group),
-``total``, and ``index`` (what the update did).
+``total``, ``index`` (what the update did: ``failed`` lists every session file that could not be read with
+the reason, ``warnings`` what the figures are not) and ``notices`` (what the query found, e.g. a damaged
+index file rebuilt). On stderr: the first five unreadable files (path and reason) and every warning. When
+another process is updating the index, ``usage`` says so after a second and, after ``--lock-wait`` seconds,
+answers from the index as it is; a read-only index answers as it is (a warning when files changed).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import re
 import sys
 from datetime import date
 from typing import Any
+
+from engine.model.text import printable
 
 GROUP_CHOICES = ("day", "project", "model", "session", "tool", "agent")
 
@@ -46,6 +52,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--refresh", action="store_true", help="read every session file again")
     mode.add_argument("--no-update", action="store_true", help="query the index as it is (read no file)")
+    p.add_argument("--lock-wait", type=float, default=30.0, metavar="SECONDS",
+                   help="how long to wait for another ctxbench process updating the index before answering from "
+                        "the index as it is (default: 30)")
     return p
 
 
@@ -64,16 +73,18 @@ def _pct(value: Any) -> str:
 
 
 def _label(row: dict[str, Any], by: str) -> str:
+    """The group's name as printed: its names come from other agents' files, so control characters are escaped."""
     if by == "session":
-        return f"{row.get('agent')} {row.get('project') or '?'} {str(row.get('session_id') or '')[:13]}"
-    return str(row.get(by) if row.get(by) not in (None, "") else "(none)")
+        return (f"{printable(row.get('agent'))} {printable(row.get('project') or '?')} "
+                f"{printable(str(row.get('session_id') or '')[:13])}")
+    return printable(row.get(by)) if row.get(by) not in (None, "") else "(none)"
 
 
 def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -> str:
     """The figures as a plain-text table."""
     if by == "tool":
         head = ["tool", "calls", "results", "result tokens", "cost of calls"]
-        rows = [[str(g["tool"]), _int(g["calls"]), _int(g["results"]), _int(g["result_tokens"]),
+        rows = [[printable(g["tool"]), _int(g["calls"]), _int(g["results"]), _int(g["result_tokens"]),
                  _usd(g.get("cost_usd_of_calls"))] for g in groups]
     else:
         head = [by, "calls", "prompt", "input", "cache read", "cache write", "output", "hit rate", "cost"]
@@ -108,32 +119,53 @@ def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -
 
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
-    from engine.usage.index import UsageIndex
+    from engine.usage.index import UsageIndex, UsageIndexError, shown_path
     from engine.usage.prices import compare_agent_cost
+
+    def warn(text: str) -> None:
+        print(f"ctxbench: warning: {printable(text)}", file=sys.stderr, flush=True)
+
+    def say(text: str) -> None:  # the wait for another process's update
+        print(f"ctxbench: {printable(text)}", file=sys.stderr, flush=True)
 
     index = UsageIndex()
     report = None
     if not args.no_update:
         try:
-            report = index.update(settings, refresh=args.refresh)
-        except OSError as exc:
-            raise error(f"cannot update the usage index in {index.root}: {exc}") from None
+            report = index.update(settings, refresh=args.refresh, say=say, lock_wait=args.lock_wait)
+        except (OSError, UsageIndexError) as exc:
+            raise error(str(exc) if isinstance(exc, UsageIndexError)
+                        else f"cannot update the usage index in {shown_path(index.root)}: {exc}") from None
         for path, reason in report.failed[:5]:
-            print(f"ctxbench: warning: {path}: {reason}", file=sys.stderr)
+            warn(f"{path}: {reason}")
         if len(report.failed) > 5:
-            print(f"ctxbench: warning: {len(report.failed) - 5} more session files could not be read", file=sys.stderr)
+            warn(f"{len(report.failed) - 5} more session files could not be read (--json lists them all)")
+        for text in report.warnings:
+            warn(text)
+        if report.bad_values:
+            warn(f"{report.bad_values} row(s) with a number out of range: the number left empty")
+    else:
+        manifest = index.manifest(whole=False)
+        if not manifest.valid and manifest.problem:  # another version's or a damaged index: not read, said
+            warn(f"{manifest.problem}; run ctxbench usage without --no-update to build it")
+    notices = len(index.notices)
     try:
         groups = index.query(args.by, args.since)
         total = index.totals(args.since)
-    except Exception as exc:  # a damaged Parquet file: say where, suggest --refresh
-        raise error(f"cannot query the usage index in {index.root} ({type(exc).__name__}: {exc}); "
-                    "try --refresh") from None
+    except UsageIndexError as exc:  # names the index and what was wrong
+        raise error(str(exc)) from None
+    except Exception as exc:  # never a raw traceback: say where, suggest --refresh
+        raise error(f"cannot query the usage index in {shown_path(index.root)} ({type(exc).__name__}: "
+                    f"{printable(exc)}); try --refresh") from None
+    for text in index.notices[notices:]:  # a damaged index file rebuilt
+        warn(text)
     if args.by == "session":
         for g in groups:
             g.update(compare_agent_cost(g.get("cost_usd"), g.get("agent_cost_usd")))
     if args.json:
         out({"type": "usage", "by": args.by, "since": args.since.isoformat() if args.since else None,
-             "groups": groups, "total": total, "index": report.to_json() if report else None})
+             "groups": groups, "total": total, "index": report.to_json() if report else None,
+             "notices": index.notices[notices:]})
         return 0
     try:
         sys.stdout.write(format_table(groups, total, args.by) + "\n")

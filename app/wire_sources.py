@@ -89,8 +89,9 @@ class SourcesWiring(QObject):
             self.controller.start_source_scans()  # now, then every 30 s (the index keeps rescans cheap)
 
     # --- what the service says
-    def _on_sources_listed(self, rows: list[dict[str, Any]]) -> None:
+    def _on_sources_listed(self, rows: list[dict[str, Any]], problems: list[dict[str, Any]]) -> None:
         self.window.sessions.sources.set_sources(rows)
+        self.window.sessions.sources.set_problems(problems)
         if self.view is not None and self.view.source.get("path"):
             self.window.sessions.sources.set_current(str(self.view.source["path"]))
 

@@ -19,6 +19,7 @@ def main(argv: list[str]) -> int:
         diff_bench,
         engine_bench,
         follow_bench,
+        hostile,
         local_accuracy,
         source_view_bench,
         sources_bench,
@@ -37,6 +38,7 @@ def main(argv: list[str]) -> int:
     suites.update(source_view_bench.ALL)
     suites.update(bigsession_bench.ALL)
     suites.update(usage_bench.ALL)  # issue 22: the usage index vs its targets and ccusage
+    suites.update(hostile.ALL)  # issue 26: hostile input from the command line (crashes, hangs, silent loss)
     try:
         from benchmarks import gui_bench
     except ImportError:

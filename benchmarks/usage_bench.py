@@ -295,12 +295,10 @@ def _child(args: list[str], timeout: float = 600) -> dict[str, Any]:
 
 def make_big_index(root: Path = BIG_INDEX, sessions: int = Q_SESSIONS, calls: int = Q_CALLS) -> Path:
     """An index of ``sessions`` sessions / ``calls`` calls written as Parquet with DuckDB (synthetic rows)."""
-    from engine.usage.index import CALL_COLUMNS, MANIFEST, ROLLUPS, SESSION_COLUMNS, TOOL_COLUMNS, UsageIndex
+    from engine.usage.index import CALL_COLUMNS, SESSION_COLUMNS, TOOL_COLUMNS, UsageIndex
 
     done = root / f".done-{sessions}-{calls}"
-    if done.exists():
-        if not all((root / f"{name}.parquet").is_file() for name in ROLLUPS):
-            UsageIndex(root).rebuild_rollups()  # made before the rollups
+    if done.exists() and UsageIndex(root).manifest(whole=False).rollups_current():
         return root
     import duckdb
 
@@ -363,13 +361,17 @@ def make_big_index(root: Path = BIG_INDEX, sessions: int = Q_SESSIONS, calls: in
                (ts + INTERVAL 5 SECOND)::DATE AS day, unnest(tools) AS tool, 'toolu_' || request_id AS tool_call_id,
                (hash(request_id) % 6000)::BIGINT AS tokens
         FROM calls_all""")
+    ix = UsageIndex(root)
+    day_files: dict[str, dict[str, str]] = {}
     for table, columns, src in (("calls", CALL_COLUMNS, "calls_all"), ("tool_results", TOOL_COLUMNS, "tools_all")):
-        names_sql = ", ".join(f'"{k}"' for k in columns if k != "day")
+        names_sql = ", ".join(f'CAST("{k}" AS {v}) AS "{k}"' for k, v in columns.items())
+        day_files[table] = {}
         for (day,) in con.execute(f"SELECT DISTINCT day FROM {src} ORDER BY day").fetchall():
-            folder = root / table / f"day={day.isoformat()}"
-            folder.mkdir(parents=True)
+            name = ix._new_name(table, 1, day.isoformat())
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
             con.execute(f"COPY (SELECT {names_sql} FROM {src} WHERE day = DATE '{day.isoformat()}' ORDER BY ts) "
-                        f"TO '{folder / 'data-0.parquet'}' (FORMAT PARQUET)")
+                        f"TO '{root / name}' (FORMAT PARQUET)")
+            day_files[table][day.isoformat()] = name
     scols = ", ".join(f'CAST({expr} AS {SESSION_COLUMNS[k]}) AS "{k}"' for k, expr in (
         ("agent", "any_value(agent)"), ("project", "any_value(project)"), ("session_id", "any_value(session_id)"),
         ("file_id", "file_id"), ("path", "'/home/dev/.claude/projects/x/' || any_value(session_id) || '.jsonl'"),
@@ -379,10 +381,10 @@ def make_big_index(root: Path = BIG_INDEX, sessions: int = Q_SESSIONS, calls: in
         ("compactions", "count(*) FILTER (WHERE kind = 'compaction')"), ("window", "200000"),
         ("peak_prompt_tokens", "max(prompt_tokens)"), ("peak_fullness", "max(prompt_tokens) / 200000"),
         ("agent_cost_usd", "CASE WHEN any_value(agent) = 'claude-code' THEN sum(cost_usd) * 1.01 END")))
-    con.execute(f"COPY (SELECT {scols} FROM calls_all GROUP BY file_id) TO '{root / 'sessions.parquet'}' "
+    sessions_file = ix._new_name("sessions", 1)
+    con.execute(f"COPY (SELECT {scols} FROM calls_all GROUP BY file_id) TO '{root / sessions_file}' "
                 "(FORMAT PARQUET)")
-    (root / MANIFEST).write_text(json.dumps({"version": 1, "prices": "synthetic", "files": {}}))
-    UsageIndex(root).rebuild_rollups()  # as the index writes them with its days
+    ix.adopt(day_files, sessions_file, prices="synthetic")  # the manifest naming them, and the rollups built
     n_calls, n_sessions = con.execute("SELECT count(*), count(DISTINCT file_id) FROM calls_all").fetchone()
     n_tools = con.execute("SELECT count(*) FROM tools_all").fetchone()[0]
     con.close()
@@ -490,10 +492,17 @@ def _report_queries(report_mod: Any) -> dict[str, str]:
             self.con.close()
 
     class Ix:
-        def connect(self) -> Any:
+        def __init__(self) -> None:
+            self.notices: list[str] = []
+
+        def read(self, fn: Any) -> Any:
             from engine.usage.index import UsageIndex
 
-            return Rec(UsageIndex(BIG_INDEX).connect())
+            con = Rec(UsageIndex(BIG_INDEX).connect())
+            try:
+                return fn(con)
+            finally:
+                con.close()
 
     report_mod.usage_report(Ix())  # type: ignore[arg-type]
     labels = ("by day and model", "sessions", "projects", "models", "tools", "total")

@@ -50,11 +50,13 @@ from engine.sources.model import (
     SourceError,
     SourceFormat,
     SourceSession,
+    open_regular,
 )
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
 from engine.store.fsutil import append_lines, fsync_dir
+from engine.store.staging import staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
 SUBAGENTS_DIR = "subagents"
@@ -393,7 +395,16 @@ def _link_offloaded(src: SourceSession, folder: Path) -> list[dict[str, Any]]:
         if off.local_path is not None:
             (folder / RESULTS_DIR).mkdir(exist_ok=True)
             rel = f"{RESULTS_DIR}/{uuid.uuid4().hex}.txt"
-            shutil.copyfile(off.local_path, folder / rel)
+            try:
+                with open_regular(off.local_path) as fh, open(folder / rel, "wb") as copy:  # never a FIFO or device
+                    shutil.copyfileobj(fh, copy, 1 << 20)
+            except (OSError, SourceError) as exc:
+                (folder / rel).unlink(missing_ok=True)
+                entry.update(found=False, problem=f"cannot be read: {getattr(exc, 'strerror', None) or exc}")
+                src.notes.append(f"persisted tool output {off.local_path.name} cannot be read: "
+                                 f"{getattr(exc, 'strerror', None) or exc}")
+                out.append(entry)
+                continue
             lines = sum(chunk.count(b"\n") for chunk in _chunks(folder / rel))
             src.messages[off.message_index]["offload"] = {
                 "path": rel, "bytes": off.size, "lines": lines, "strategy": "source",
@@ -526,15 +537,12 @@ def import_source(
     if final.exists():
         final.rmdir()
     parent = final.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = parent / f".import-{uuid.uuid4().hex}"
-    try:
+    # built in a hidden folder held by this process, renamed into place at the end; one an interrupted import left
+    # (no process holds it) is removed here
+    with staging_folder(parent) as tmp:
         report = _write(src, tmp, settings, estimator, model_info, title)
         os.rename(tmp, final)
         fsync_dir(parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     report.path = final
     report.session_id = final.name
     for sub in report.subagents:

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,9 +41,11 @@ from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import import_window
 from engine.model.messages import Message, MessageError, new_id, now_iso
 from engine.model.snapshot import WindowInfo
+from engine.sources.model import SourceError, read_regular
 from engine.store.config import Settings
 from engine.store.fsutil import append_lines, fsync_dir
 from engine.store.session import check_message
+from engine.store.staging import staging_folder
 
 SKIPPED_FILE = "import_skipped.jsonl"
 KEPT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
@@ -98,9 +98,11 @@ def parse_transcript(path: Path) -> tuple[list[Any], dict[str, Any], str, Callab
     """(raw items, container object, format, where(i) naming item i) — or TranscriptError."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path)  # a regular file only: a FIFO or a device is refused, never read
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot read: {exc}") from exc
+    except SourceError as exc:
+        raise TranscriptError(str(exc)) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -516,8 +518,7 @@ def _write_session(
     win: WindowInfo,
 ) -> tuple[int, int]:
     """Build the session in a temporary folder, then rename it into place: (snapshots, reported calls)."""
-    tmp = parent / f".import-{uuid.uuid4().hex}"
-    try:
+    with staging_folder(parent) as tmp:  # held while built; one an interrupted import left is removed
         session = Session.create(tmp, meta["title"], estimator=estimator, meta=meta)
         session.extend(log.conv.messages)
         if log.conv.skipped_raw:
@@ -532,9 +533,6 @@ def _write_session(
         session.close()
         os.rename(tmp, final)
         fsync_dir(parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return len(snaps), reported
 
 

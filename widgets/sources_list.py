@@ -8,11 +8,13 @@ being written now is marked "● live". Rows are source dicts (``agent``, ``proj
 Public API of :class:`SourcesList`
 ----------------------------------
 Signals:
-    source_opened(str)           path: show it (double-click, Enter, or Open in the menu)
-    continue_requested(str)      path: fork it into a ctxbench session (context menu)
+    source_opened(object)        path (a str): show it (double-click, Enter, or Open in the menu)
+    continue_requested(object)   path (a str): fork it into a ctxbench session (context menu)
     refresh_requested()
 Methods:
     set_sources(rows)            replace the rows (grouping kept, the selection too)
+    set_problems(problems)       the files the scan could not read ({"path", "shown", "reason"}): "N files could
+                                 not be read" under the list, each path and reason in its tooltip
     set_current(path)            select without emitting
     paths() -> list[str]         in display order (tests)
     item_for(path)               the row's item (tests)
@@ -20,6 +22,7 @@ Methods:
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +46,7 @@ from widgets.formatting import cost_tooltip, format_usd, local_datetime
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
 AGENTS = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI", "opencode": "OpenCode"}
 LIVE = QColor("#2e9d4f")
+PROBLEMS_SHOWN = 40  # files named in the tooltip of "N files could not be read" (then "and N more")
 
 
 def age(ts: Any, now: datetime | None = None) -> str:
@@ -66,6 +70,20 @@ def short_usd(value: float) -> str:
     return f"${value:,.0f}" if value >= 1000 else f"${value:,.2f}"
 
 
+def path_key(path: str) -> str:
+    """``path`` as a Qt string holds it: a file name's bytes that are not UTF-8 (lone surrogates in Python, which
+    Qt drops) escaped. The list keeps the path itself beside it (what it emits and returns)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            raw = path.encode("utf-8", "surrogateescape")  # the name's own bytes (as the file system gave them)
+        except UnicodeEncodeError:
+            raw = path.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "backslashreplace")
+    return path
+
+
 def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
     return [c for c in (item.child(i) for i in range(item.childCount())) if c is not None]
 
@@ -73,8 +91,9 @@ def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
 class SourcesList(QWidget):
     """See the module docstring."""
 
-    source_opened = Signal(str)
-    continue_requested = Signal(str)
+    # object, not str: a path is passed on whole (a Qt string would drop the bytes of a name that are not UTF-8)
+    source_opened = Signal(object)
+    continue_requested = Signal(object)
     refresh_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -101,6 +120,12 @@ class SourcesList(QWidget):
                                   "OpenCode: ~/.local/share/opencode)")
         self.empty_label.setWordWrap(True)
         layout.addWidget(self.empty_label)
+        self.problems_label = QLabel()
+        self.problems_label.setWordWrap(True)
+        self.problems_label.setStyleSheet("color: #b26a00;")
+        self.problems_label.hide()
+        layout.addWidget(self.problems_label)
+        self._problems: list[dict[str, Any]] = []
         row = QHBoxLayout()
         self.open_button = QPushButton("Open")
         self.refresh_button = QPushButton("Refresh")
@@ -108,6 +133,7 @@ class SourcesList(QWidget):
         row.addWidget(self.refresh_button)
         layout.addLayout(row)
         self._suppress = False
+        self._paths: dict[str, str] = {}  # path_key -> the path as the row gave it
         self.tree.itemActivated.connect(self._on_activated)
         self.tree.customContextMenuRequested.connect(self._on_menu)
         self.open_button.clicked.connect(self._open_current)
@@ -120,6 +146,7 @@ class SourcesList(QWidget):
         expanded = {g.text(0) for g in _children(self.tree.invisibleRootItem()) if g.isExpanded()}
         self._suppress = True
         self.tree.clear()
+        self._paths = {}
         groups: dict[str, QTreeWidgetItem] = {}
         projects: dict[tuple[str, str], QTreeWidgetItem] = {}
         now = datetime.now(UTC)
@@ -130,7 +157,7 @@ class SourcesList(QWidget):
                 self._bold(groups[agent])
             key = (agent, str(r.get("project") or "(no project)"))
             if key not in projects:
-                projects[key] = QTreeWidgetItem(groups[agent], [key[1]])
+                projects[key] = QTreeWidgetItem(groups[agent], [path_key(key[1])])  # a folder's name
             self._row(QTreeWidgetItem(projects[key]), r, now)
         for item in groups.values():
             item.setExpanded(not expanded or item.text(0) in expanded)
@@ -141,6 +168,27 @@ class SourcesList(QWidget):
             self.set_current(current)
         self.empty_label.setVisible(not rows)
         self.open_button.setEnabled(bool(rows))
+
+    def set_problems(self, problems: Sequence[dict[str, Any]]) -> None:
+        """The files the scan could not read: a line under the list, each file's path and reason in its
+        tooltip (none: the line is hidden)."""
+        self._problems = [dict(p) for p in problems]
+        n = len(self._problems)
+        self.problems_label.setVisible(bool(n))
+        if not n:
+            self.problems_label.clear()
+            self.problems_label.setToolTip("")
+            return
+        self.problems_label.setText(f"⚠ {n} file{'s' if n != 1 else ''} could not be read (left out; hover for why)")
+        lines = [f"{p.get('shown') or p.get('path') or ''}: {p.get('reason') or ''}"
+                 for p in self._problems[:PROBLEMS_SHOWN]]
+        if n > PROBLEMS_SHOWN:
+            lines.append(f"… and {n - PROBLEMS_SHOWN} more")
+        # rich text built here, the file names escaped: a name is never read as markup
+        self.problems_label.setToolTip("<qt>" + "<br>".join(html.escape(line) for line in lines) + "</qt>")
+
+    def problems(self) -> list[dict[str, Any]]:
+        return list(self._problems)
 
     @staticmethod
     def _bold(item: QTreeWidgetItem) -> None:
@@ -161,13 +209,16 @@ class SourcesList(QWidget):
         item.setText(3, "" if cost is None else short_usd(cost))
         item.setTextAlignment(3, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         item.setToolTip(3, cost_tooltip(cost))
-        item.setData(0, PATH_ROLE, str(r.get("path") or ""))
+        path = str(r.get("path") or "")
+        key = path_key(path)
+        self._paths[key] = path
+        item.setData(0, PATH_ROLE, key)
         tokens = r.get("last_prompt_tokens")
         window = r.get("window")
         figures = f"{tokens:,} of {window:,} tokens" if tokens is not None and window else ""
         spent = f"the agent's own cost {format_usd(cost)}" if cost is not None else ""
         item.setToolTip(0, "\n".join(s for s in (title, str(r.get("model") or ""), figures,
-                                                 f"{r.get('calls', 0)} calls", spent, str(r.get("path") or ""))
+                                                 f"{r.get('calls', 0)} calls", spent, key)
                                       if s))
         if live:
             for col in (0, 1):
@@ -178,14 +229,18 @@ class SourcesList(QWidget):
                 for row in _children(project)]
 
     def paths(self) -> list[str]:
-        return [str(item.data(0, PATH_ROLE)) for item in self._items()]
+        return [self._path(item) for item in self._items()]
 
     def item_for(self, path: str) -> QTreeWidgetItem | None:
-        return next((i for i in self._items() if i.data(0, PATH_ROLE) == path), None)
+        key = path_key(path)
+        return next((i for i in self._items() if i.data(0, PATH_ROLE) == key), None)
+
+    def _path(self, item: QTreeWidgetItem | None) -> str:
+        key = str(item.data(0, PATH_ROLE) or "") if item is not None else ""
+        return self._paths.get(key, key)
 
     def current_path(self) -> str:
-        item = self.tree.currentItem()
-        return str(item.data(0, PATH_ROLE) or "") if item is not None else ""
+        return self._path(self.tree.currentItem())
 
     def set_current(self, path: str) -> None:
         item = self.item_for(path)
@@ -196,7 +251,7 @@ class SourcesList(QWidget):
 
     # --- slots
     def _on_activated(self, item: QTreeWidgetItem, _column: int) -> None:
-        path = str(item.data(0, PATH_ROLE) or "")
+        path = self._path(item)
         if path and not self._suppress:
             self.source_opened.emit(path)
 
@@ -208,7 +263,7 @@ class SourcesList(QWidget):
     def _on_menu(self, pos: QPoint) -> None:
         item = self.tree.itemAt(pos)
         menu = QMenu(self)
-        path = str(item.data(0, PATH_ROLE) or "") if item is not None else ""
+        path = self._path(item)
         if path:
             menu.addAction("Open (read-only)", lambda: self.source_opened.emit(path))
             menu.addAction("Continue in ctxbench", lambda: self.continue_requested.emit(path))
@@ -218,4 +273,4 @@ class SourcesList(QWidget):
         self._menu = menu
 
 
-__all__ = ["SourcesList", "age", "short_usd"]
+__all__ = ["PROBLEMS_SHOWN", "SourcesList", "age", "path_key", "short_usd"]

@@ -15,7 +15,11 @@ Signals:
     session_opened(str)           the session file to open (double-click, Enter)
 Methods:
     set_report(report)            show a report (dict); ``updating`` says newer figures follow. The tables
-                                  keep the sort the user chose, the selected row and the scroll position
+                                  keep the sort the user chose, the selected row and the scroll position.
+                                  Its ``warnings`` and ``unreadable`` files (path, reason) are shown under
+                                  the summary: "N session files could not be read (show)", the list behind
+                                  the link and in the tooltip (``notes``, ``unreadable_list``)
+    unreadable_lines() -> list[str]  "path — reason" per file that could not be read (tests)
     date_range() -> (str, str)    since, until as chosen ("" for open)
     set_days(n)                   choose "the last n days" (0: all) and ask for them
     set_metric("cost" | "tokens")
@@ -31,6 +35,7 @@ first column's text).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, timedelta
 from typing import Any
@@ -406,6 +411,22 @@ class UsageView(QWidget):
         self.summary = QLabel("No figures yet")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
+        # what the figures are not (read-only index, another process updating, a damaged file rebuilt) and the
+        # session files that could not be read: a line, the list behind "show" (and in the tooltip)
+        self.notes = QLabel()
+        self.notes.setWordWrap(True)
+        self.notes.setTextFormat(Qt.TextFormat.RichText)
+        self.notes.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.notes.linkActivated.connect(self._on_notes_link)
+        self.notes.hide()
+        layout.addWidget(self.notes)
+        self.unreadable_list = QLabel()
+        self.unreadable_list.setWordWrap(True)
+        self.unreadable_list.setTextFormat(Qt.TextFormat.PlainText)
+        self.unreadable_list.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.unreadable_list.hide()
+        layout.addWidget(self.unreadable_list)
+        self._show_unreadable = False
 
         split = QSplitter(Qt.Orientation.Vertical)
         top = QWidget()
@@ -541,6 +562,7 @@ class UsageView(QWidget):
     def set_report(self, report: Mapping[str, Any]) -> None:
         self._report = dict(report)
         self._summarize()
+        self._show_notes()
         self._build_series()
         self._draw_bars()
         self._fill_tables()
@@ -563,8 +585,33 @@ class UsageView(QWidget):
         if r.get("updating"):
             text += " · <i>reading new session files…</i>"
         if r.get("problem"):
-            text += f"<br><span style='color:{self._pal.error}'>{r['problem']}</span>"
+            text += f"<br><span style='color:{self._pal.error}'>{html.escape(str(r['problem']))}</span>"
         self.summary.setText(text)
+
+    def unreadable_lines(self) -> list[str]:
+        """The session files that could not be read, as listed: "path — reason" each."""
+        return [f"{u.get('path', '')} — {u.get('reason', '')}" for u in self._report.get("unreadable") or []
+                if isinstance(u, Mapping)]
+
+    def _show_notes(self) -> None:
+        warnings = [str(w) for w in self._report.get("warnings") or []]
+        lines = self.unreadable_lines()
+        parts = [f"<span style='color:{self._pal.warning}'>{html.escape(w)}</span>" for w in warnings]
+        if lines:
+            files = "1 session file" if len(lines) == 1 else f"{len(lines):,} session files"
+            link = "hide" if self._show_unreadable else "show"
+            parts.append(f"<span style='color:{self._pal.warning}'>{files} could not be read</span> "
+                         f"(<a href='unreadable'>{link}</a>)")
+        self.notes.setText("<br>".join(parts))
+        self.notes.setToolTip(html.escape("\n".join(lines[:50] + ([f"… {len(lines) - 50} more"]
+                                                                  if len(lines) > 50 else []))))
+        self.notes.setVisible(bool(parts))
+        self.unreadable_list.setText("\n".join(lines))
+        self.unreadable_list.setVisible(bool(lines) and self._show_unreadable)
+
+    def _on_notes_link(self, _link: str) -> None:
+        self._show_unreadable = not self._show_unreadable
+        self._show_notes()
 
     def _build_series(self) -> None:
         rows = self._report.get("by_day_model") or []
@@ -640,6 +687,7 @@ class UsageView(QWidget):
             ax.setTextPen(pg.mkPen(QColor(pal.text)))
         if self._report:
             self._summarize()
+            self._show_notes()
 
     # ------------------------------------------------------------------ hover, double-click
 

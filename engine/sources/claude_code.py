@@ -48,6 +48,8 @@ from typing import Any
 
 from engine.model.messages import Message
 from engine.sources.model import (
+    LINE_ERRORS,
+    MAX_COUNT,
     Compaction,
     LineBuffer,
     OffloadedResult,
@@ -55,13 +57,19 @@ from engine.sources.model import (
     RequestPrefix,
     Skipped,
     SourceChanges,
+    SourceError,
     SourceSession,
     SubagentRef,
+    capped_lines,
     dict_at,
+    float_or_none,
     int_or_none,
     iso,
     json_args,
     json_lines,
+    line_problem,
+    open_regular,
+    read_regular,
     text_of,
     trigger_of,
 )
@@ -139,13 +147,33 @@ class _Scan:
     count: int = 0
 
 
+PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def usage_prompt(usage: dict[str, Any]) -> int | None:
+    """The whole prompt of one line's ``usage`` (input + cache write + cache read; a field that is absent counts
+    0); None when one of them is there but no count (NaN, infinite, negative, too large, not a number): a prompt
+    of the others alone would be a wrong figure."""
+    total = 0
+    for key in PROMPT_FIELDS:
+        value = usage.get(key)
+        if value is None:
+            continue
+        count = int_or_none(value)
+        if count is None:
+            return None
+        total += count
+    return total if total <= MAX_COUNT else None
+
+
 def merge_usage(call: ProviderCall, usage: dict[str, Any]) -> None:
-    """Fold one line's ``usage`` into its call: every figure is the largest seen (also used by follow)."""
-    inp = int_or_none(usage.get("input_tokens")) or 0
+    """Fold one line's ``usage`` into its call: every figure is the largest seen (also used by follow); a figure
+    the line gives as no count (NaN, negative, …) is none."""
     write = int_or_none(usage.get("cache_creation_input_tokens"))
     read = int_or_none(usage.get("cache_read_input_tokens"))
-    prompt = inp + (write or 0) + (read or 0)
-    call.prompt_tokens = max(call.prompt_tokens or 0, prompt)
+    prompt = usage_prompt(usage)
+    if prompt is not None:
+        call.prompt_tokens = max(call.prompt_tokens or 0, prompt)
     out = int_or_none(usage.get("output_tokens"))
     if out is not None:
         call.completion_tokens = max(call.completion_tokens or 0, out)
@@ -195,9 +223,9 @@ def _request(scan: _Scan, obj: dict[str, Any]) -> None:
 
 
 def _cost(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
-    total = obj.get("totalCostUSD")
-    if isinstance(total, int | float) and not isinstance(total, bool):
-        scan.costs.append((n, float(total), dict_at(obj, "modelUsage")))
+    total = float_or_none(obj.get("totalCostUSD"))  # NaN, infinite, negative: no figure, the line left out
+    if total is not None:
+        scan.costs.append((n, total, dict_at(obj, "modelUsage")))
 
 
 def _attachment(scan: _Scan, n: int, obj: dict[str, Any], uid: Any, ts: str) -> None:
@@ -532,7 +560,8 @@ def _compaction_costs(scan: _Scan, session: SourceSession) -> None:
         lo = before[0] if before else 0
         between = [call for key, call in scan.calls.items() if lo < scan.call_lines.get(key, 0) < after[0]]
         if not between:
-            comp.cost_usd = round(after[1] - (before[1] if before else 0.0), 10)
+            spent = round(after[1] - (before[1] if before else 0.0), 10)
+            comp.cost_usd = spent if spent >= 0 else None  # a running total that fell: no figure
         if comp.cost is not None:
             continue
         models = [m for m in after[2] if _usage_total(after[2], m) != _usage_total(before[2] if before else {}, m)]
@@ -598,7 +627,7 @@ def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
         found.add(agent_id)
         try:
             child = read_claude_code(path, subagents=False)
-        except OSError as exc:
+        except (OSError, SourceError) as exc:
             session.notes.append(f"subagent file {path.name} cannot be read: {exc}")
             continue
         if agent_id.startswith("acompact"):
@@ -612,7 +641,11 @@ def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
         beside = folder.parent / f"agent-{agent_id}.jsonl"  # where Claude Code before 2.1 kept them
         if agent_id not in found and beside.is_file():
             found.add(agent_id)
-            child = read_claude_code(beside, subagents=False)
+            try:
+                child = read_claude_code(beside, subagents=False)
+            except (OSError, SourceError) as exc:
+                session.notes.append(f"subagent file {beside.name} cannot be read: {exc}")
+                continue
             session.subagents.append(SubagentRef(agent_id, "task", beside, tool_id, child))
             _link_task(session, agent_id, tool_id)
         if agent_id not in found:
@@ -626,8 +659,8 @@ def _meta_tool_id(path: Path) -> str | None:
     """The Agent call that started a subagent, from ``agent-<id>.meta.json`` beside its file (2.1.3xx)."""
     meta = path.with_name(path.stem + ".meta.json")
     try:
-        data = json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else None
-    except (OSError, ValueError):
+        data = json.loads(read_regular(meta)) if meta.is_file() else None
+    except (OSError, ValueError, RecursionError):
         return None
     tool = data.get("toolUseId") if isinstance(data, dict) else None
     return tool if isinstance(tool, str) and tool else None
@@ -694,7 +727,10 @@ class ClaudeCodeReader:
         session, scan = self.session, self.scan
         if self.bulk:  # the whole file at once: scan now, build once when it is all there
             for n, obj in json_lines(self._buffer.counted(lines), scan.skipped, start=self._buffer.count + 1):
-                _scan_line(scan, n, obj)
+                try:
+                    _scan_line(scan, n, obj)
+                except LINE_ERRORS as exc:  # a field of a shape never seen: this line skipped, said
+                    scan.skipped.append(line_problem(n, exc))
             scan.count = self._buffer.count
             return SourceChanges(reset=True)
         mark = (len(session.messages), len(session.calls), len(session.compactions))
@@ -704,7 +740,12 @@ class ClaudeCodeReader:
         rebuilt = False
         for n, obj in json_lines(self._buffer.counted(lines), scan.skipped, start=self._buffer.count + 1):
             lines_before = len(scan.lines)
-            _scan_line(scan, n, obj)
+            try:
+                _scan_line(scan, n, obj)
+            except LINE_ERRORS as exc:  # a field of a shape never seen: this line skipped, said
+                scan.skipped.append(line_problem(n, exc))
+                del scan.lines[lines_before:]
+                continue
             if len(scan.lines) > lines_before:
                 rebuilt = self._take_new() or rebuilt
             else:
@@ -852,9 +893,8 @@ class ClaudeCodeReader:
         if scan.costs:
             _, total, per_model = scan.costs[-1]
             session.agent_cost_usd = total
-            session.agent_cost_by_model = {
-                m: float(v["costUSD"]) for m, v in per_model.items()
-                if isinstance(v, dict) and isinstance(v.get("costUSD"), int | float)}
+            by_model = {m: float_or_none(v.get("costUSD")) for m, v in per_model.items() if isinstance(v, dict)}
+            session.agent_cost_by_model = {m: v for m, v in by_model.items() if v is not None}
         _compaction_costs(scan, session)
         calls = session.calls
         positions = [c.message_index for c in calls] if session.compactions else []
@@ -892,8 +932,8 @@ def read_claude_code(
     if lines is not None:
         reader.feed_lines(lines)
     else:
-        with open(reader.path, "rb") as fh:
-            reader.feed_lines(fh)
+        with open_regular(reader.path) as fh:  # a regular file only; no line held longer than the cap
+            reader.feed_lines(capped_lines(fh, name=reader.path.name))
     return reader.finish(subagents=subagents)
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 from engine.model.messages import Message
 from engine.sources.model import (
+    LINE_ERRORS,
     Compaction,
     LineBuffer,
     ProviderCall,
@@ -48,11 +49,14 @@ from engine.sources.model import (
     Skipped,
     SourceChanges,
     SourceSession,
+    capped_lines,
     dict_at,
     expand_redacted,
     int_or_none,
     iso,
     json_lines,
+    line_problem,
+    open_regular,
     text_of,
 )
 
@@ -241,7 +245,7 @@ def _response_item(state: _State, n: int, payload: dict[str, Any]) -> None:
             head = f"[encrypted compaction summary: {size} characters]"
             text = (text + "\n" if text else "") + head + " " + "." * max(0, size - len(head) - 1)
         state.session.compactions[-1].summary = text
-    elif kind in IGNORED_ITEMS:
+    elif isinstance(kind, str) and kind in IGNORED_ITEMS:
         if n > 0:  # a line of its own (not an item of a compaction's replacement history)
             state.session.ignore(f"response_item/{kind}")
     else:
@@ -328,6 +332,17 @@ class TokenCount:
     new: bool  # False for the second of Codex's duplicated pair (same total): not another call
 
 
+def same_total(total: Any, last_total: Any) -> bool:
+    """Whether two ``total_token_usage`` values are the same (the second of Codex's duplicated pair): equal, or
+    written the same (a NaN in both is never ``==`` itself, but is the same repeat)."""
+    if total == last_total:
+        return True
+    try:
+        return json.dumps(total, sort_keys=True) == json.dumps(last_total, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
 def read_token_count(payload: dict[str, Any], last_total: Any) -> TokenCount | None:
     """The ``token_count`` payload's usage (None when it has none); ``new`` is False when its total
     equals the last one seen — Codex writes each call's event twice."""
@@ -335,7 +350,8 @@ def read_token_count(payload: dict[str, Any], last_total: Any) -> TokenCount | N
     if not isinstance(info, dict):
         return None
     total = info.get("total_token_usage")
-    return TokenCount(info, int_or_none(info.get("model_context_window")), total, total != last_total)
+    return TokenCount(info, int_or_none(info.get("model_context_window")), total,
+                      not same_total(total, last_total))
 
 
 def _token_count(state: _State, payload: dict[str, Any]) -> None:
@@ -460,7 +476,7 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
         elif etype == "context_compacted":
             if not state.compaction_pending:
                 _compacted(state, {})  # a compaction announced without its ``compacted`` line
-        elif etype in IGNORED_EVENTS:
+        elif isinstance(etype, str) and etype in IGNORED_EVENTS:
             session.ignore(f"event_msg/{etype}")
         else:
             session.skipped.append(Skipped(n, f"event type {etype!r} is not one this reader knows"))
@@ -475,7 +491,7 @@ def base_instructions(payload: dict[str, Any]) -> str:
 
 _NEEDED_EVENTS = (b'"token_count"', b'"task_started"', b'"context_compacted"')
 _MODEL_RE = re.compile(rb'"model":"([^"\\]{1,200})"')
-_RAW_DECODE = json.JSONDecoder().raw_decode
+_RAW_DECODE = json.JSONDecoder(strict=False).raw_decode  # as json_lines reads a line (raw control characters)
 _TOTAL_RE = re.compile(rb'"total_token_usage":(\{[^{}]*\})')
 # a compact line's head: its timestamp, then (Codex 0.1xx) its ordinal, then its type
 _HEAD_RE = re.compile(rb'\{"timestamp":"([^"]{1,40})",(?:"ordinal":\d+,)?"type":"(\w{1,40})"')
@@ -489,7 +505,9 @@ def _token_count_info(state: _State, raw: bytes, stamp: bytes) -> bool:
         return False
     try:
         info, _ = _RAW_DECODE(raw[at + 7:].decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):
+        return False  # read in full (and skipped there with the reason)
+    if not isinstance(info, dict):
         return False
     ts = iso(stamp.decode("ascii", "replace"))
     if ts:
@@ -529,6 +547,15 @@ def _fast_path(state: _State, raw: bytes) -> bool:
     return False
 
 
+def _fast_path_or_none(state: _State, raw: bytes) -> bool:
+    """:func:`_fast_path`, or False (the line read in full, and skipped there with the reason) when a field of the
+    line is of a shape it does not expect."""
+    try:
+        return _fast_path(state, raw)
+    except LINE_ERRORS:
+        return False
+
+
 def _figures_of(call: ProviderCall) -> tuple[Any, ...]:
     return (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens,
             call.reasoning_tokens, call.request_id)
@@ -558,9 +585,12 @@ class CodexReader:
         touched = state.response_start if state.response_start is not None else old_messages
         before = [_figures_of(c) for c in session.calls]
         for n, obj in json_lines(self._buffer.counted(lines), session.skipped,
-                                 skip=lambda raw: _fast_path(state, raw), start=self._buffer.count + 1):
+                                 skip=lambda raw: _fast_path_or_none(state, raw), start=self._buffer.count + 1):
             session.lines = n
-            _line(state, n, obj)
+            try:
+                _line(state, n, obj)
+            except LINE_ERRORS as exc:  # a field of a shape never seen: this line skipped, said
+                session.skipped.append(line_problem(n, exc))
         session.lines = self._buffer.count
         self._derive()
         return SourceChanges(
@@ -602,6 +632,6 @@ def read_codex(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSes
     if lines is not None:
         reader.feed_lines(lines)
     else:
-        with open(reader.path, "rb") as fh:
-            reader.feed_lines(fh)
+        with open_regular(reader.path) as fh:  # a regular file only; no line held longer than the cap
+            reader.feed_lines(capped_lines(fh, name=reader.path.name))
     return reader.finish()

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
-from engine.sources.model import FORMATS, SourceError, SourceFormat, dict_at
-from engine.sources.opencode import is_opencode_source
+from engine.sources.model import (
+    FORMATS,
+    SourceError,
+    SourceFormat,
+    _decode,
+    dict_at,
+    head_regular,
+    not_regular,
+    read_regular,
+)
+from engine.sources.opencode import is_opencode_source, split_path
 
 HEAD_BYTES = 1 << 20  # enough for the first lines of any of these formats
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "progress",
@@ -30,6 +39,8 @@ def parse_format(name: str) -> SourceFormat:
 
 def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
     kind = obj.get("type")
+    if not isinstance(kind, str):
+        kind = None  # ``"type": []`` and the like: no type (never hashed)
     if kind in CODEX_TYPES and "payload" in obj:
         return "codex"
     if kind in CLAUDE_TYPES and ("uuid" in obj or "sessionId" in obj or "messageId" in obj or "leafUuid" in obj):
@@ -48,7 +59,8 @@ def _is_gemini_cli(obj: dict[str, Any]) -> bool:
         return True
     if isinstance(obj.get("$set"), dict) or isinstance(obj.get("$rewindTo"), str):
         return True
-    return obj.get("type") in GEMINI_TYPES and isinstance(obj.get("id"), str) and "timestamp" in obj
+    kind = obj.get("type")
+    return isinstance(kind, str) and kind in GEMINI_TYPES and isinstance(obj.get("id"), str) and "timestamp" in obj
 
 
 def _json_kind(obj: Any) -> SourceFormat | None:
@@ -82,12 +94,12 @@ def detect_format(path: Path) -> SourceFormat:
     """The format of ``path``; SourceError naming every format tried when none fits."""
     path = Path(path)
     tried = ", ".join(FORMATS)
+    _regular_or_raise(path)  # a FIFO or a device is never opened (an open of a FIFO would wait for a writer)
     if is_opencode_source(path):  # an SQLite database (``opencode.db`` or ``opencode.db#ses_…``)
         return "opencode"
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
-            whole = len(head) < HEAD_BYTES
+        head = head_regular(path, HEAD_BYTES)
+        whole = len(head) < HEAD_BYTES
     except OSError as exc:
         raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
@@ -96,14 +108,14 @@ def detect_format(path: Path) -> SourceFormat:
     if text[:1] in (b"[", b"{"):
         if whole or text[:1] == b"[" or path.suffix in (".json", ".traj"):
             try:
-                kind = _json_kind(json.loads(path.read_bytes()))
-            except (ValueError, RecursionError):
+                kind = _json_kind(_loads(head if whole else read_regular(path)))
+            except (ValueError, RecursionError, OSError):
                 kind = None
             if kind is not None:
                 return kind
         for raw in text.splitlines()[:50]:
             try:
-                obj = json.loads(raw)
+                obj = _loads(raw)
             except (ValueError, RecursionError):
                 continue
             if isinstance(obj, dict) and (kind := _jsonl_kind(obj)) is not None:
@@ -112,3 +124,23 @@ def detect_format(path: Path) -> SourceFormat:
         f"{path.name}: not a session file of any known format (tried {tried}): "
         "no Claude Code or Codex line, OpenHands event, SWE-agent history or chat message found"
     )
+
+
+def _loads(data: bytes) -> Any:
+    """JSON as the readers take it (a raw control character inside a string read as it is); ValueError or
+    RecursionError when it is none."""
+    return _decode(data.decode("utf-8-sig"))
+
+
+def _regular_or_raise(path: Path) -> None:
+    """SourceError when ``path`` (an OpenCode ``<db>#<session>``: its database) is there but no regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        try:
+            mode = os.stat(split_path(path)[0]).st_mode
+        except OSError:
+            return  # missing: said by whoever opens it
+    kind = not_regular(mode)
+    if kind is not None:
+        raise SourceError(f"{path.name}: not a regular file ({kind}): not read")

@@ -21,8 +21,11 @@ re-reads only the files that changed. Files are only read, never locked or moved
 
 An OpenCode database's key is the size and mtime of the database and of its ``-wal`` file (where OpenCode's
 writes land first); when it changed, each session is read again only if its own rows changed (the session's
-``time_updated`` and its messages' count and newest ``time_updated``, its children's too). A database that is
-busy is skipped this scan (its sessions as the index had them) and read at the next one; never an error.
+``time_updated`` and its messages' count and newest ``time_updated``, its children's too). A database that
+stays locked by another process (1 s in all), or cannot be read (damaged, a table or column missing, not a
+database), is a problem of the scan with the reason; its sessions are shown as the index had them (said so)
+and it is read again at the next scan. A session that cannot be summarised is a problem of its own; the
+others are listed all the same.
 """
 
 from __future__ import annotations
@@ -32,14 +35,28 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from engine.model.text import printable
 from engine.sources import gemini_cli, opencode
-from engine.sources.claude_code import SYNTHETIC_MODEL, window_for_model
-from engine.sources.model import SourceError, dict_at, int_or_none, iso, read_on
+from engine.sources import model as source_model
+from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for_model
+from engine.sources.codex import same_total
+from engine.sources.model import (
+    SourceError,
+    _decode,
+    capped_lines,
+    dict_at,
+    float_or_none,
+    int_or_none,
+    iso,
+    open_regular,
+    read_on,
+    shown_path,
+)
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
 
@@ -121,14 +138,18 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
     return out
 
 
-def _files(agent: Agent | None, folder: Path) -> Iterable[tuple[Agent, Path]]:
+def _files(agent: Agent | None, folder: Path,
+           problems: list[ScanProblem] | None = None) -> Iterable[tuple[Agent, Path]]:
+    """The session files under ``folder`` (the walk never follows a linked folder, so a link loop ends). A file
+    whose format must be read from its first lines (a folder of the ``source_dirs`` setting) and that cannot be
+    read (a FIFO, a device) is added to ``problems``."""
     if not folder.is_dir():
         return
     if agent in ("codex", None):
-        for path in folder.rglob("rollout-*.jsonl"):
+        for path in _walk(folder.rglob("rollout-*.jsonl"), folder, problems):
             yield "codex", path
     if agent == "gemini-cli":
-        for path in folder.glob("*/chats/session-*.jsonl"):
+        for path in _walk(folder.glob("*/chats/session-*.jsonl"), folder, problems):
             yield "gemini-cli", path
     if agent in ("opencode", None):
         for path in folder.glob("opencode*.db" if agent else "**/opencode*.db"):
@@ -136,33 +157,48 @@ def _files(agent: Agent | None, folder: Path) -> Iterable[tuple[Agent, Path]]:
                 yield "opencode", path
     if agent in ("claude-code", None):
         pattern = "*/*.jsonl" if agent == "claude-code" else "**/*.jsonl"
-        for path in folder.glob(pattern):
+        for path in _walk(folder.glob(pattern), folder, problems):
             if "subagents" in path.parts or path.name.startswith(("rollout-", "agent-")):
                 continue
-            kind = _jsonl_agent(path) if agent is None else "claude-code"
+            try:
+                kind = _jsonl_agent(path) if agent is None else "claude-code"
+            except SourceError as exc:
+                if problems is not None:
+                    problems.append(ScanProblem("unknown", str(path), _reason(exc, path)))
+                continue
             if kind in ("claude-code", "gemini-cli"):
                 yield cast(Agent, kind), path
 
 
+def _walk(paths: Iterable[Path], folder: Path, problems: list[ScanProblem] | None) -> Iterator[Path]:
+    """``paths`` (a glob of ``folder``) until the walk fails (a folder that vanished or cannot be listed): what it
+    found until then, the failure added to ``problems``."""
+    try:
+        yield from paths
+    except OSError as exc:
+        if problems is not None:
+            problems.append(ScanProblem("unknown", str(folder), f"cannot list: {exc.strerror or exc}"))
+
+
 def _looks_claude(path: Path) -> bool:
-    return _jsonl_agent(path) == "claude-code"
+    try:
+        return _jsonl_agent(path) == "claude-code"
+    except SourceError:
+        return False
 
 
 def _jsonl_agent(path: Path) -> str | None:
-    """The format of a JSONL file's first JSON object line (``claude-code``, ``gemini-cli``, …), or None."""
+    """The format of a JSONL file's first JSON object line (``claude-code``, ``gemini-cli``, …), or None (also
+    when it cannot be opened); SourceError when it is no regular file (a FIFO, a device: never read)."""
     from engine.sources.detect import _jsonl_kind
 
     try:
-        with open(path, "rb") as fh:
-            for _ in range(20):
-                raw = fh.readline()
-                if not raw:
+        with open_regular(path) as fh:
+            for n, raw in enumerate(capped_lines(fh, name=path.name)):
+                if n >= 20:
                     return None
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict):
+                obj = _loads(raw)
+                if obj:
                     return _jsonl_kind(obj)
     except OSError:
         return None
@@ -174,18 +210,14 @@ def _jsonl_agent(path: Path) -> str | None:
 
 def _last_ts(path: Path) -> str:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - TAIL_BYTES))
-            tail = fh.read().splitlines()
-    except OSError:
+            tail = fh.read(TAIL_BYTES).split(b"\n")  # at newlines only: a raw \r inside a line is the line's
+    except (OSError, SourceError):
         return ""
     for raw in reversed(tail):
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and (ts := iso(obj.get("timestamp"))):
+        if ts := iso(_loads(raw).get("timestamp")):
             return ts
     return ""
 
@@ -229,13 +261,12 @@ class _ClaudeScan:
             if obj.get("type") != "assistant" or not isinstance(usage, dict) or msg.get("model") == SYNTHETIC_MODEL:
                 continue
             key = (str(msg.get("id") or obj.get("uuid")), str(obj.get("requestId") or ""))
-            prompt = sum(int_or_none(usage.get(k)) or 0 for k in
-                         ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            prompt = usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
             if key not in self.keys:
                 self.keys.add(key)
                 self.model = str(msg.get("model") or self.model)
             self.last_prompt = prompt
-            self.largest = max(self.largest, prompt)
+            self.largest = max(self.largest, prompt or 0)
 
     def entry(self, path: Path) -> SourceEntry:
         window, _ = window_for_model(self.model, self.largest)
@@ -257,22 +288,29 @@ def _summary_claude(path: Path) -> SourceEntry:
     key = str(path)
     with _CLAUDE_SCANS_LOCK:
         scan = _CLAUDE_SCANS.pop(key, None)
-    with open(path, "rb") as fh:
+    rest = b""  # a partial last line: counted in this summary, read again whole next time
+    with open_regular(path) as fh:
         if scan is not None and not read_on(fh, scan.inode, scan.offset, scan.tail):
             scan = None
         if scan is None:
             scan = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
         fh.seek(scan.offset)
-        data = fh.read()
-    cut = data.rfind(b"\n") + 1
-    scan.feed(data[:cut].splitlines())
-    if cut:
-        scan.offset += cut
-        scan.tail = data[max(0, cut - 64):cut]
+        for raw in capped_lines(fh, name=path.name):
+            if not raw.endswith(b"\n"):
+                rest = raw
+                break
+            if len(raw) > source_model.MAX_LINE_BYTES + 1:  # an over-long line, cut short (unread): fh is at its end
+                scan.offset = fh.tell()
+                fh.seek(scan.offset - 64)
+                scan.tail = fh.read(64)
+                continue
+            scan.feed([raw])
+            scan.offset += len(raw)
+            scan.tail = raw[-64:] if len(raw) >= 64 else (scan.tail + raw)[-64:]
     entry = scan.entry(path)
-    if cut < len(data):  # a partial last line: counted in this summary, read again whole next time
+    if rest:
         partial = _ClaudeScan(**{**scan.__dict__, "keys": set(scan.keys)})
-        partial.feed([data[cut:]])
+        partial.feed([rest])
         entry = partial.entry(path)
     with _CLAUDE_SCANS_LOCK:
         _CLAUDE_SCANS[key] = scan
@@ -285,10 +323,10 @@ def _cost_state(raw: bytes, previous: float | None) -> float | None:
     """The ``totalCostUSD`` of a ``cost-state`` line (a running total: the last one is the session's
     cost), else ``previous``."""
     obj = _loads(raw)
-    total = obj.get("totalCostUSD")
-    if obj.get("type") != "cost-state" or not isinstance(total, int | float) or isinstance(total, bool):
+    total = float_or_none(obj.get("totalCostUSD"))  # NaN, infinite, negative: no figure (the last one kept)
+    if obj.get("type") != "cost-state" or total is None:
         return previous
-    return float(total)
+    return total
 
 
 def _claude_prompt(obj: dict[str, Any]) -> str:
@@ -315,8 +353,8 @@ def _summary_codex(path: Path) -> SourceEntry:
     last_total: Any = None
     last_prompt: int | None = None
     window: int | None = None
-    with open(path, "rb") as fh:
-        for raw in fh:
+    with open_regular(path) as fh:
+        for raw in capped_lines(fh, name=path.name):
             if b'"session_meta"' in raw and not session_id:
                 payload = _loads(raw).get("payload") or {}
                 session_id = str(payload.get("id") or "")
@@ -335,7 +373,7 @@ def _summary_codex(path: Path) -> SourceEntry:
                 if not isinstance(info, dict):
                     continue
                 window = int_or_none(info.get("model_context_window")) or window
-                if info.get("total_token_usage") == last_total:
+                if same_total(info.get("total_token_usage"), last_total):
                     continue
                 last_total = info.get("total_token_usage")
                 calls += 1
@@ -351,8 +389,8 @@ def _summary_gemini(path: Path) -> SourceEntry:
     is the same call: its ``id``)."""
     started, session_id, model, title = "", "", "", ""
     prompts: dict[str, int | None] = {}  # record id -> its prompt, in the order the calls came
-    with open(path, "rb") as fh:
-        for raw in fh:
+    with open_regular(path) as fh:
+        for raw in capped_lines(fh, name=path.name):
             if b'"tokens"' in raw and b'"gemini"' in raw:
                 obj = _loads(raw)
                 gid = obj.get("id")
@@ -385,8 +423,13 @@ def _gemini_prompt(obj: dict[str, Any]) -> str:
 
 
 def _loads(raw: bytes) -> dict[str, Any]:
+    """A line's JSON object; {} when it is none (not JSON, not UTF-8, nested too deeply, longer than
+    :data:`engine.sources.model.MAX_LINE_BYTES`). A raw control character inside a string is read as it is (as the
+    readers do)."""
+    if len(raw) > source_model.MAX_LINE_BYTES:
+        return {}
     try:
-        obj = json.loads(raw)
+        obj = _decode(raw.decode("utf-8"))
     except (ValueError, RecursionError):
         return {}
     return obj if isinstance(obj, dict) else {}
@@ -424,14 +467,20 @@ def opencode_stamp(db: Path) -> list[int] | None:
 
 def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every top-level session of an OpenCode database as ``{session id: {"key": …, "entry": …}}``; a session
-    whose key is in ``cached`` unchanged is not read again. SourceError when the database cannot be read now
-    (busy, not OpenCode's)."""
+    whose key is in ``cached`` unchanged is not read again. A session that cannot be summarised (a damaged page
+    of its rows, a value of a shape nothing foresaw) is ``{"key": …, "problem": reason}``, with the cached
+    ``entry`` when there is one (shown as of the last read); the others are summarised all the same.
+    SourceError when the database cannot be read now (:class:`engine.sources.opencode.DatabaseBusy` when it
+    stayed locked; else damaged, not OpenCode's: the reason)."""
+    from engine.sources.model import LINE_ERRORS
+
     cached = cached or {}
 
     def work(conn: sqlite3.Connection) -> dict[str, Any]:
         sessions = {str(r["id"]): dict(r) for r in conn.execute("SELECT * FROM session")}
-        stats = {str(r[0]): [int(r[1]), int(r[2] or 0)] for r in conn.execute(
-            "SELECT session_id, count(*), max(time_updated) FROM message GROUP BY session_id")}
+        stats = {str(r[0]): [int_or_none(r[1]) or 0, int_or_none(r[2]) or 0] for r in conn.execute(
+            f"SELECT session_id, count(*), max({opencode.time_order('time_updated')}) FROM message "
+            "GROUP BY session_id")}
         children: dict[str, list[str]] = {}
         for sid, row in sessions.items():
             parent = row.get("parent_id")
@@ -439,7 +488,7 @@ def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dic
                 children.setdefault(str(parent), []).append(sid)
 
         def key(sid: str) -> list[Any]:
-            return [sessions[sid].get("time_updated"), *stats.get(sid, [0, 0])]
+            return [_key_value(sessions[sid].get("time_updated")), *stats.get(sid, [0, 0])]
 
         out: dict[str, Any] = {}
         for sid, row in sessions.items():
@@ -451,25 +500,50 @@ def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dic
             if isinstance(old, dict) and old.get("key") == k and isinstance(old.get("entry"), dict):
                 out[sid] = old
                 continue
-            entry = _opencode_entry(conn, db, row, [sessions[c] for c in kids], stats.get(sid, [0, 0])[1])
+            try:
+                entry = _opencode_entry(conn, db, row, [sessions[c] for c in kids], stats.get(sid, [0, 0])[1])
+            except sqlite3.DatabaseError as exc:
+                if not opencode.is_corrupt(exc):
+                    raise  # a lock, a missing column: the database's problem, not this session's
+                out[sid] = _session_problem(k, old, f"its rows cannot be read: {exc}")
+                continue
+            except LINE_ERRORS as exc:
+                out[sid] = _session_problem(k, old, f"cannot be summarised ({type(exc).__name__}: {str(exc)[:80]})")
+                continue
             out[sid] = {"key": k, "entry": entry.to_json()}
         return out
 
     return opencode.with_retries(db, work)
 
 
+def _session_problem(key: list[Any], old: Any, reason: str) -> dict[str, Any]:
+    """The index item of a session that could not be summarised: the reason, and its last entry if any."""
+    item: dict[str, Any] = {"key": key, "problem": reason}
+    if isinstance(old, dict) and isinstance(old.get("entry"), dict):
+        item["entry"] = old["entry"]
+    return item
+
+
+def _key_value(value: Any) -> Any:
+    """A column's value as the index can keep it (JSON) and compare with the next scan's."""
+    return value if value is None or (isinstance(value, int | str) and not isinstance(value, bool)) else repr(value)
+
+
 def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kids: list[dict[str, Any]],
                     newest_message: int) -> SourceEntry:
     """One session's row: its calls are the step-finish parts of its assistant messages (not a compaction's
     summary), as :class:`engine.sources.opencode.OpenCodeReader` counts them (a failed message without one is
-    a call of unknown size)."""
+    a call of unknown size). Each row's JSON is parsed here, never by SQLite (whose ``json_extract`` fails the
+    whole query on one malformed row): a row that does not parse is left out."""
     sid = str(row["id"])
     messages = conn.execute("SELECT id, time_created, data FROM message WHERE session_id = ? "
-                            "ORDER BY time_created, id", (sid,)).fetchall()
-    finishes: dict[str, list[Any]] = {}
-    for r in conn.execute("SELECT message_id, data FROM part WHERE session_id = ? AND "
-                          "json_extract(data, '$.type') = 'step-finish' ORDER BY id", (sid,)):
-        finishes.setdefault(str(r[0]), []).append(r[1])
+                            f"ORDER BY {opencode.time_order('time_created')}, id", (sid,)).fetchall()
+    finishes: dict[str, list[dict[str, Any]]] = {}
+    for r in conn.execute("SELECT message_id, data FROM part WHERE session_id = ? AND data LIKE '%step-finish%' "
+                          "ORDER BY id", (sid,)):
+        part = _loads_value(r[1])
+        if part.get("type") == "step-finish":
+            finishes.setdefault(str(r[0]), []).append(part)
     calls, last_prompt, model, title = 0, None, "", ""
     for m in messages:
         info = _loads_value(m["data"])
@@ -481,13 +555,13 @@ def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kid
         steps = finishes.get(mid, [])
         calls += len(steps) or (1 if info.get("error") else 0)
         model = str(info.get("modelID") or model)
-        for raw in steps:
-            tokens = dict_at(_loads_value(raw), "tokens")
+        for part in steps:
+            tokens = dict_at(part, "tokens")
             fresh = int_or_none(tokens.get("input"))
             cache = dict_at(tokens, "cache")
             if fresh is not None:
                 last_prompt = fresh + (int_or_none(cache.get("read")) or 0) + (int_or_none(cache.get("write")) or 0)
-    costs = [c for c in (_float(r.get("cost")) for r in [row, *kids]) if c is not None]
+    costs = [c for c in (float_or_none(r.get("cost")) for r in [row, *kids]) if c is not None]
     directory = str(row.get("directory") or "")
     updated = max(int_or_none(row.get("time_updated")) or 0, newest_message)
     entry = SourceEntry("opencode", Path(directory).name if directory else "", sid,
@@ -518,15 +592,15 @@ def _ms(value: Any) -> str:
     return iso(ms / 1000) if ms is not None and ms > 0 else ""
 
 
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _scan_opencode(db: Path, old: Any, refresh: bool) -> tuple[dict[str, Any] | None, list[SourceEntry], bool]:
-    """(the index record, the entries, whether anything was read) of one database; a busy database gives
-    the index's record unchanged (read again at the next scan)."""
+def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem],
+                   index: Path | None = None) -> tuple[dict[str, Any] | None, list[SourceEntry], bool]:
+    """(the index record, the entries, whether anything was read) of one database. A database that cannot be
+    read now — locked by another process (after :data:`engine.sources.opencode.LOCK_WAIT`), damaged, not
+    OpenCode's — is added to ``problems`` with the reason, and its sessions are shown as the index had them
+    (also under ``refresh``, from ``index``), said so; it is read again at the next scan. A session that could
+    not be summarised is a problem of its own (``<db>#<session id>``)."""
     stamp = opencode_stamp(db)
-    old = old if isinstance(old, dict) and isinstance(old.get("sessions"), dict) else None
+    old = _opencode_record(old)
     if stamp is None:
         return None, [], False
     if old is not None and old.get("stamp") == stamp and not refresh:
@@ -534,10 +608,27 @@ def _scan_opencode(db: Path, old: Any, refresh: bool) -> tuple[dict[str, Any] | 
     else:
         try:
             sessions = summarize_opencode(db, None if refresh or old is None else old["sessions"])
-        except SourceError:
-            return old, _entries_of(old), False  # busy (or not readable now): as before, tried again next scan
+        except SourceError as exc:
+            if old is None and refresh and index is not None:
+                old = _opencode_record(_load_index(index).get(str(db)))
+            shown = _entries_of(old)
+            reason = str(exc).removeprefix(f"{shown_path(db)}: ")
+            if isinstance(exc, opencode.DatabaseBusy):
+                reason = "locked by another process"
+            reason += "; shown as of the last read" if shown else "; not read"
+            problems.append(ScanProblem("opencode", str(db), reason))
+            return old, shown, False  # tried again at the next scan
         record, read = {"stamp": stamp, "sessions": sessions}, True
+    for sid, item in record["sessions"].items():
+        if isinstance(item, dict) and isinstance(item.get("problem"), str):
+            shown_as = "; shown as of the last read" if isinstance(item.get("entry"), dict) else "; not listed"
+            problems.append(ScanProblem("opencode", str(opencode.opencode_path(db, sid)), item["problem"] + shown_as))
     return record, _entries_of(record), read
+
+
+def _opencode_record(record: Any) -> dict[str, Any] | None:
+    """An index record of a database (``{"stamp": …, "sessions": {…}}``), or None when ``record`` is none."""
+    return record if isinstance(record, dict) and isinstance(record.get("sessions"), dict) else None
 
 
 def _entries_of(record: dict[str, Any] | None) -> list[SourceEntry]:
@@ -567,6 +658,28 @@ def _load_index(path: Path) -> dict[str, Any]:
     return data["files"]
 
 
+def _index_bytes(data: dict[str, Any]) -> bytes:
+    """The index as compact JSON (no fsync: a cache). A path that is not UTF-8 (Python keeps its bytes as lone
+    surrogates) is written as ``\\udcff`` escapes, which read back as the same path."""
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def _reason(exc: BaseException, path: Path) -> str:
+    """What was wrong with ``path``, for a person (its name, which a message may begin with, left out: the
+    problem names the path)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot read: {exc.strerror}"
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, RecursionError):
+        text = "nested too deeply to be read"
+    elif not isinstance(exc, SourceError):
+        text = f"cannot be read ({type(exc).__name__}: {text[:120]})"
+    return text.removeprefix(f"{path.name}: ")
+
+
 def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env: Mapping[str, str] | None = None,
                  home: Path | None = None, index: Path | None = None,
                  problems: list[ScanProblem] | None = None) -> list[SourceEntry]:
@@ -579,12 +692,12 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
     entries: list[SourceEntry] = []
     changed = refresh
     for agent, folder in source_roots(settings, env, home):
-        for kind, path in _files(agent, folder):
+        for kind, path in _files(agent, folder, problems):
             key = str(path)
             if key in files:
                 continue
             if kind == "opencode":
-                record, found, read = _scan_opencode(path, cached.get(key), refresh)
+                record, found, read = _scan_opencode(path, cached.get(key), refresh, problems, index)
                 if record is not None:
                     files[key] = record
                 changed = changed or read
@@ -592,7 +705,9 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
                 continue
             try:
                 st = path.stat()
-            except OSError:
+            except OSError as exc:
+                if os.path.lexists(path):  # a link to nothing, a folder it may not enter: said (a file gone: not)
+                    problems.append(ScanProblem(kind, key, _reason(exc, path)))
                 continue
             stamp = [st.st_size, st.st_mtime_ns]
             old = cached.get(key)
@@ -607,18 +722,15 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
                     continue
             try:
                 entry = summarize(kind, path)
-            except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-                problems.append(ScanProblem(kind, key, reason))
+            except Exception as exc:  # whatever one file does, the others are still listed
+                problems.append(ScanProblem(kind, key, _reason(exc, path)))
                 continue
             changed = True
             files[key] = {"stamp": stamp, "entry": entry.to_json()}
             entries.append(entry)
     if changed or set(files) != set(cached):
         try:
-            data = {"version": INDEX_VERSION, "files": files}  # compact, no fsync: a cache
-            atomic_write_bytes(index, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
-                               durable=False)
+            atomic_write_bytes(index, _index_bytes({"version": INDEX_VERSION, "files": files}), durable=False)
         except OSError:
             pass  # a read-only data dir: the next scan reads everything again
     entries.sort(key=lambda e: e.last_activity or e.started, reverse=True)
@@ -634,10 +746,11 @@ def format_table(entries: list[SourceEntry]) -> str:
             "% full", "path")
     rows = [head]
     for e in entries:
-        rows.append((e.agent, e.project[:28], e.session_id[:13], e.started[:16].replace("T", " "),
-                     e.last_activity[:16].replace("T", " "), str(e.calls),
+        rows.append((e.agent, shown_path(e.project)[:28], shown_path(e.session_id)[:13],
+                     e.started[:16].replace("T", " "), e.last_activity[:16].replace("T", " "), str(e.calls),
                      "" if e.last_prompt_tokens is None else str(e.last_prompt_tokens),
                      "" if e.window is None else str(e.window),
-                     "" if e.percent_full is None else f"{e.percent_full:.1f}", e.path))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows)
+                     "" if e.percent_full is None else f"{e.percent_full:.1f}", shown_path(e.path)))
+    shown = [[printable(c) for c in r] for r in rows]  # names, paths and times from other agents' files, escaped
+    widths = [max(len(r[i]) for r in shown) for i in range(len(head) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in shown)

@@ -19,7 +19,9 @@ Three layers, none of them holding the file's lines:
 - An OpenCode session is rows of a SQLite database, not an appended file (:data:`POLLED`): no Tail, its
   :class:`engine.sources.opencode.OpenCodeReader` is polled instead (the rows updated since the last poll,
   read-only; a busy database is no change this time). A step's call is final when its ``step-finish`` row
-  is there. Rows deleted (a revert) are a ``reset`` (``rewritten``).
+  is there. Rows deleted (a revert) are a ``reset`` (``rewritten``). A database that cannot be read is said
+  once per problem: removed (``missing``), damaged or not OpenCode's, or locked by another process for
+  :data:`LOCKED_LONG` seconds (``problem``, with the reason); polling goes on.
 
 - :class:`Follower` joins them and decides when to report:
 
@@ -30,7 +32,9 @@ Three layers, none of them holding the file's lines:
     whole file at once therefore gives each closed call once, with the full reader's figures;
   * a compaction is reported when its line is read (``compaction``); when its ``tokens_after`` is
     learnt later (the next call), a ``compaction_update`` carries it;
-  * ``reset``: the file was truncated, replaced or rewritten; what follows is read from its start.
+  * ``reset``: the file was truncated, replaced or rewritten; what follows is read from its start;
+  * ``missing``: the file was deleted, or something that is not a regular file (a FIFO, a device) is at its path
+    now (``reason``); said once, then nothing until it is back (then read from its start: a ``reset``).
 
 Differences from the whole read, by construction: a Claude Code call's ``window`` is the one known when
 it is reported (1M once a prompt above 200k has been seen, as the reader infers for the whole file); a
@@ -45,7 +49,6 @@ changed). No watcher library is a dependency of the engine.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from engine.sources import model as source_model
 from engine.sources.claude_code import ClaudeCodeReader
 from engine.sources.codex import CodexReader
 from engine.sources.detect import HEAD_BYTES, detect_format
@@ -64,6 +68,7 @@ from engine.sources.model import (
     SourceError,
     SourceFormat,
     SourceSession,
+    open_regular,
 )
 from engine.sources.opencode import OpenCodeReader, latest_session, split_path
 
@@ -71,12 +76,12 @@ POLL_INTERVAL = 0.2  # seconds between two looks at the file
 CHUNK = 1 << 20  # bytes read at a time
 SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
 FOLLOWABLE: tuple[SourceFormat, ...] = ("claude-code", "codex", "gemini-cli")  # files written by appending
+LOCKED_LONG = 5.0  # seconds an OpenCode database stays locked before following says so (``problem``)
 POLLED: tuple[SourceFormat, ...] = ("opencode",)  # database rows: the format's reader is polled (no Tail)
 FOLLOWED: tuple[SourceFormat, ...] = FOLLOWABLE + POLLED  # what a Follower follows
 
-EventKind = Literal["call", "call_update", "compaction", "compaction_update", "reset"]
+EventKind = Literal["call", "call_update", "compaction", "compaction_update", "reset", "missing", "problem"]
 ResetReason = Literal["truncated", "replaced", "rewritten"]
-_decode = json.JSONDecoder().decode
 
 
 @dataclass(frozen=True)
@@ -86,28 +91,43 @@ class FollowEvent:
     kind: EventKind
     call: ProviderCall | None = None
     compaction: Compaction | None = None
-    reason: str = ""  # for a reset
+    reason: str = ""  # for a reset; for ``missing``: why the file cannot be read now (deleted, not a regular file)
 
 
 # --------------------------------------------------------------------------- the file
 
 
 class Tail:
-    """The complete lines appended to one file since the last :meth:`read`."""
+    """The complete lines appended to one file since the last :meth:`read`. Only a regular file is opened (a FIFO
+    or a device put at the path is not read), and a line is never held longer than ``limit`` bytes: a longer one
+    comes out as its first ``limit + 1`` bytes (which the readers skip as too long, saying so)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limit: int | None = None) -> None:
         self.path = Path(path)
+        self.limit = source_model.MAX_LINE_BYTES if limit is None else limit
         self.offset = 0  # bytes consumed, the partial line included
         self.partial = bytearray()
+        self._overlong = False  # the partial line passed the limit: the rest of it, up to its newline, is dropped
         self._ident: tuple[int, int] | None = None
         self._stamp: tuple[int, int] = (-1, -1)  # (size, mtime_ns) at the last read
         self._head = b""  # the file's first bytes, as read
         self._last = b""  # the last bytes read (just before ``offset``)
+        self.gone = ""  # why the file cannot be read now (deleted, not a regular file…); "" while it can
+        self._told = ""  # the ``gone`` reason :meth:`notice` already gave
 
     def _reset(self) -> None:
         self.offset = 0
         self.partial.clear()
+        self._overlong = False
         self._head = self._last = b""
+
+    def notice(self) -> str | None:
+        """Why the file cannot be read, once each time it stops being readable; None otherwise (and again None
+        until it has come back and gone again)."""
+        if not self.gone or self.gone == self._told:
+            return None
+        self._told = self.gone
+        return self.gone
 
     def _changed_under_us(self, fh: Any, st: os.stat_result) -> ResetReason | None:
         ident = (st.st_dev, st.st_ino)
@@ -122,13 +142,29 @@ class Tail:
                 return "rewritten"
         return None
 
+    def _open(self) -> Any:
+        """The file opened for reading, or None (``gone`` says why) when there is none to read at the path."""
+        try:
+            fh = open_regular(self.path)  # closed by the caller: never held between reads
+        except FileNotFoundError:
+            self.gone = "deleted: no file at this path now" if self._ident is not None else "no file at this path"
+            return None
+        except SourceError as exc:  # a FIFO, a device, a folder put in its place
+            self.gone = str(exc).removeprefix(f"{self.path.name}: ")
+            return None
+        except OSError as exc:
+            self.gone = f"cannot be read: {exc.strerror or exc}"
+            return None
+        self.gone = self._told = ""
+        return fh
+
     def read(self, limit: int = CHUNK) -> tuple[list[bytes], ResetReason | None, bool]:
         """(complete lines, why the file was re-read from its start or None, whether more is waiting).
 
-        A missing file reads as nothing (it may be being replaced)."""
-        try:
-            fh = open(self.path, "rb")  # closed below: never held between reads
-        except FileNotFoundError:
+        A missing file (or one that is not a regular file) reads as nothing (it may be being replaced); ``gone``
+        says why, :meth:`notice` once."""
+        fh = self._open()
+        if fh is None:
             return [], None, False
         with fh:
             st = os.fstat(fh.fileno())
@@ -145,16 +181,37 @@ class Tail:
             self._head = (self._head + data)[:SIGNATURE]
         self.offset += len(data)
         self._last = (self._last + data)[-SIGNATURE:]
-        more = self.offset < st.st_size
+        return self._lines(data), reason, self.offset < st.st_size
+
+    def _lines(self, data: bytes) -> list[bytes]:
+        """The lines ``data`` completes (without their newlines; split at ``\\n`` only, as the agents write
+        them: a carriage return inside a line is the line's); the rest waits in ``partial``, never more than
+        ``limit + 1`` bytes of it."""
+        out: list[bytes] = []
+        if self._overlong:
+            end = data.find(b"\n")
+            if end < 0:
+                return out  # still the over-long line: dropped
+            out.append(bytes(self.partial))  # its first limit + 1 bytes: skipped as too long by the reader
+            self.partial.clear()
+            self._overlong = False
+            data = data[end + 1:]
         cut = data.rfind(b"\n")
         if cut < 0:
+            self._keep(data)
+            return out
+        block = bytes(self.partial) + data[:cut] if self.partial else data[:cut]
+        self.partial = bytearray()
+        self._keep(data[cut + 1:])
+        return out + block.split(b"\n")
+
+    def _keep(self, data: bytes) -> None:
+        room = self.limit + 1 - len(self.partial)
+        if len(data) > room:
+            self.partial += data[:room]
+            self._overlong = True
+        else:
             self.partial += data
-            return [], reason, more
-        block = bytes(self.partial) + data[: cut + 1]
-        self.partial = bytearray(data[cut + 1:])
-        return block.splitlines(), reason, more
-
-
 
 
 # --------------------------------------------------------------------------- parsers
@@ -268,12 +325,37 @@ class _PolledParser(_Parser):
 
     def __init__(self, reader: OpenCodeReader) -> None:
         super().__init__(reader, open_last=False)  # a call is its step-finish row: final when it is there
+        self._told = ""  # the problem last said (kind + reason), "" when the last pull read the database
 
     def pull(self) -> bool:
         """Read the rows changed since the last pull; True when the reader started over (rows were deleted)."""
         changes = self.reader.poll()
         self.absorb(changes)
         return changes.reset
+
+    def notice(self) -> FollowEvent | None:
+        """What to say about the database after a pull, once per problem (again after it was read well in
+        between): ``missing`` when it was removed, ``problem`` when it cannot be read (damaged, a table or column
+        missing) or has stayed locked by another process for :data:`LOCKED_LONG` seconds; None otherwise."""
+        reader = self.reader
+        if not reader.problem:
+            self._told = ""
+            return None
+        if not os.path.lexists(reader.db):
+            key, event = "missing", FollowEvent("missing", reason=f"deleted: no database at {reader.db} now")
+        elif reader.busy:
+            waited = time.monotonic() - (reader.failing_since or time.monotonic())
+            if waited < LOCKED_LONG:
+                return None  # a lock held a moment: OpenCode writing
+            key, event = "locked", FollowEvent("problem", reason=f"{reader.db}: locked by another process for "
+                                                                 f"{waited:.0f} s (following goes on when it is free)")
+        else:
+            key, event = reader.problem, FollowEvent("problem", reason=f"{reader.problem} (following goes on; "
+                                                                       "nothing is read until it can be)")
+        if key == self._told:
+            return None
+        self._told = key
+        return event
 
 
 def _opencode_parser(path: Path) -> _Parser:
@@ -347,6 +429,8 @@ class Follower:
         while more:
             backlog_left = self._backlog - self.tail.offset
             lines, reset, more = self.tail.read(min(CHUNK, backlog_left) if backlog_left > 0 else CHUNK)
+            if (gone := self.tail.notice()) is not None:
+                events.append(FollowEvent("missing", reason=gone))
             if reset is not None:
                 parser = self.parser = PARSERS[self.format](self.path)
                 self._reported_calls.clear()
@@ -368,6 +452,8 @@ class Follower:
             self._reported_compactions.clear()
             self._held.clear()
             events.append(FollowEvent("reset", reason="rewritten"))
+        if (notice := parser.notice()) is not None:
+            events.append(notice)
         return events + self._flush(parser, at_end=True, quiet=self.new_only and self._pulls == 1)
 
     def _flush(self, parser: _Parser, *, at_end: bool, quiet: bool) -> list[FollowEvent]:

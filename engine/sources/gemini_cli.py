@@ -37,17 +37,21 @@ from typing import Any
 
 from engine.model.messages import Message
 from engine.sources.model import (
+    LINE_ERRORS,
     Compaction,
     LineBuffer,
     ProviderCall,
     Skipped,
     SourceChanges,
     SourceSession,
+    capped_lines,
     dict_at,
     int_or_none,
     iso,
     json_args,
     json_lines,
+    line_problem,
+    open_regular,
 )
 
 READ_MESSAGES = frozenset({"user", "gemini"})
@@ -265,7 +269,10 @@ class GeminiCliReader:
         for n, obj in json_lines(lines, session.skipped, start=self._n + 1):
             self._n = n
             session.lines = n
-            self._line(n, obj)
+            try:
+                self._line(n, obj)
+            except LINE_ERRORS as exc:  # a field of a shape never seen: this line skipped, said
+                session.skipped.append(line_problem(n, exc))
         if self._reindex or self._orphans:
             self._fix_call_indices()
         self._derive()
@@ -288,7 +295,9 @@ class GeminiCliReader:
         kind = record_kind(obj)
         if kind == "message":
             rtype = obj.get("type")
-            if rtype in READ_MESSAGES:
+            if not isinstance(rtype, str):  # ``"type": []`` and the like: no record type (never hashed)
+                session.skipped.append(Skipped(n, f"message type {rtype!r} is not one this reader knows"))
+            elif rtype in READ_MESSAGES:
                 self._record(obj)
             elif rtype in IGNORED_MESSAGES:
                 session.ignore(f"message/{rtype}")
@@ -507,7 +516,6 @@ def read_gemini_cli(path: Path, *, lines: Iterable[bytes] | None = None) -> Sour
     if lines is not None:
         reader.feed_lines(lines)
         return reader.finish()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            reader.feed(chunk)
+    with open_regular(path) as fh:  # a regular file only; no line held longer than the cap
+        reader.feed_lines(capped_lines(fh, name=Path(path).name))
     return reader.finish()

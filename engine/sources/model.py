@@ -243,10 +243,11 @@ class LineBuffer:
     """Appended bytes cut into complete lines for an incremental reader: a partial last line waits for its
     newline; :meth:`counted` numbers the lines as they pass, across feeds (blank ones included)."""
 
-    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.pending = b""
         self.count = 0  # lines passed through counted()
-        self.limit = limit  # a line longer than this is kept as its first limit + 1 bytes (json_lines skips it)
+        # a line longer than this is kept as its first limit + 1 bytes (json_lines skips it)
+        self.limit = MAX_LINE_BYTES if limit is None else limit
         self._overlong = False  # the pending line passed the limit: what follows, up to its newline, is dropped
 
     def lines(self, data: bytes) -> list[bytes]:
@@ -335,11 +336,11 @@ def iso(value: Any) -> str:
     if isinstance(value, str) and value:
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            return parsed.astimezone(UTC).isoformat(timespec="milliseconds")
+        except (ValueError, OverflowError):  # not a time, or one that leaves the calendar in UTC (year 1 at +01:00)
             return ""
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.astimezone(UTC).isoformat(timespec="milliseconds")
     return ""
 
 
@@ -398,12 +399,62 @@ def open_regular(path: Path | str) -> Any:
         raise
 
 
-def capped_lines(fh: Any, *, name: str = "", limit: int = MAX_LINE_BYTES,
-                 seconds: float = FILE_SECONDS) -> Iterator[bytes]:
+def read_regular(path: Path | str) -> bytes:
+    """The whole of ``path`` when it is a regular file (:func:`open_regular`: never a FIFO or a device)."""
+    with open_regular(path) as fh:
+        data: bytes = fh.read()
+    return data
+
+
+def head_regular(path: Path | str, size: int) -> bytes:
+    """The first ``size`` bytes of ``path`` when it is a regular file (:func:`open_regular`)."""
+    with open_regular(path) as fh:
+        data: bytes = fh.read(size)
+    return data
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown_path(path: Path | str) -> str:
+    """``path`` for a person: bytes of a name that are not UTF-8 (kept by Python as lone surrogates, which cannot
+    be printed or written as UTF-8) and control characters shown as ``\\xff`` escapes. The path itself stays as
+    it was, to be opened."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            text = os.fsencode(text).decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no file name holds (from a file's text): as its code point
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+# what one line of another agent's file can raise in a reader that did not foresee its shape: the line is skipped
+# with the reason (:func:`line_problem`), never the file (nor the scan)
+LINE_ERRORS: tuple[type[BaseException], ...] = (TypeError, ValueError, AttributeError, KeyError, IndexError,
+                                                 RecursionError, ArithmeticError)
+
+
+def line_problem(n: int, exc: BaseException) -> Skipped:
+    """The :class:`Skipped` of line ``n``, which a reader could not use because of ``exc`` (one of
+    :data:`LINE_ERRORS`)."""
+    if isinstance(exc, RecursionError):
+        return Skipped(n, "not read (nested too deeply)")
+    return Skipped(n, f"not read: a field of a shape this reader does not expect ({type(exc).__name__}: "
+                      f"{str(exc)[:80]})")
+
+
+def capped_lines(fh: Any, *, name: str = "", limit: int | None = None,
+                 seconds: float | None = None) -> Iterator[bytes]:
     """The lines of the binary file ``fh`` (each with its newline; the last one may lack it), never holding more
     than ``limit`` bytes of one line: a longer line is yielded as its first ``limit + 1`` bytes and a newline
     (:func:`json_lines` then skips it as too long) and the rest of it is read past. Reading for longer than
-    ``seconds`` raises SourceError naming ``name``."""
+    ``seconds`` raises SourceError naming ``name``. By default :data:`MAX_LINE_BYTES` and :data:`FILE_SECONDS`
+    (as they are when reading starts)."""
+    limit = MAX_LINE_BYTES if limit is None else limit
+    seconds = FILE_SECONDS if seconds is None else seconds
     started = time.monotonic()
     count = 0
     while True:
@@ -420,6 +471,14 @@ def capped_lines(fh: Any, *, name: str = "", limit: int = MAX_LINE_BYTES,
         count += 1
         if count % 4096 == 0 and time.monotonic() - started > seconds:
             raise SourceError(f"{name or 'the file'}: reading took more than {seconds:.0f} s: stopped")
+
+
+def byte_size(n: int) -> str:
+    """``64 MiB``, ``4 KiB``, ``100 bytes``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n:,} bytes"
 
 
 def expand_redacted(text: str) -> str:
@@ -459,7 +518,7 @@ def json_lines(
         if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
             continue
         if len(raw) > MAX_LINE_BYTES:
-            skipped.append(Skipped(n, f"a line of more than {MAX_LINE_BYTES // 2**20} MiB: not read"))
+            skipped.append(Skipped(n, f"a line of more than {byte_size(MAX_LINE_BYTES)}: not read"))
             continue
         try:
             obj = _decode(raw.decode("utf-8"))

@@ -24,24 +24,52 @@ What OpenCode (1.18) keeps, and how it is read:
 
 OpenCode does not store the system prompt nor the tool definitions it sends (``prefix_label`` says so).
 
-The database is only read, while OpenCode writes it: it is opened read-only (``mode=ro``: no write, no lock
-held between reads, no checkpoint); a busy database (``database is locked``) is retried, and a row whose JSON
-does not parse yet is read again at the next poll. :class:`OpenCodeReader` reads only the rows updated since
-its last poll (by ``time_updated``, with a margin for writers that commit out of order).
+The database is only read, while OpenCode writes it, and nothing is written beside it (:func:`_plan`):
+
+- a WAL database with no ``-wal`` file (closed cleanly: OpenCode's last connection removes it) is opened
+  ``immutable=1``: no lock, no ``-wal`` / ``-shm`` created, no mtime changed (a read that finds the files changed
+  under it, a writer having opened it meanwhile, is made again the next way);
+- a WAL database with ``-wal`` and ``-shm`` (OpenCode running, or stopped without closing it) is opened
+  ``mode=ro`` beside OpenCode. SQLite's WAL readers do write into ``-shm`` (the shared-memory index: their read
+  marks); that is the one write left, into a file OpenCode itself keeps, and it is what keeps a checkpoint from
+  overwriting pages being read. A private copy would write nothing there but costs the whole database per read:
+  measured 55 ms for a 55 MB database and 508 ms for 553 MB (about 1 ms per MB, page cache warm), against 0.2 ms
+  for the read itself — too much for a follow that polls every 0.2 s, so it is kept for the next case;
+- a WAL database whose ``-wal`` is there but whose ``-shm`` is not (or cannot be written, or in a folder that
+  cannot be written): a read-only open would have to create ``-shm`` (and fails where it cannot), so the
+  database and its ``-wal`` are copied into a temporary folder, read there and removed (a read-only open that
+  fails with SQLITE_READONLY / SQLITE_CANTOPEN falls back to it too);
+- a rollback-journal database: ``mode=ro`` (its readers create nothing).
+
+A locked database (SQLITE_BUSY / SQLITE_LOCKED by its result code) is waited for :data:`LOCK_WAIT` (1 s) in all per
+read, then :class:`DatabaseBusy`; a database found locked in the last :data:`LOCK_MEMO` seconds, its files
+unchanged, is tried once without waiting, so a scan or an index update of many sessions waits once. Anything else
+SQLite says (no such table or column, not a database, a malformed image, cannot open) is a SourceError naming the
+database and the reason, at once. A row whose JSON does not parse is skipped with its id and read again at the
+next poll (OpenCode may be writing it); a row whose time is not one (text, -1, 1e30) is read all the same, placed
+by its id, and said in the session's notes. :class:`OpenCodeReader` reads only the rows updated since its last
+poll (by ``time_updated``, with a margin for writers that commit out of order; rows without a valid time always).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import sqlite3
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from engine.model.messages import Message
 from engine.sources.model import (
+    MAX_COUNT,
     Compaction,
     ProviderCall,
     Skipped,
@@ -50,9 +78,13 @@ from engine.sources.model import (
     SourceSession,
     SubagentRef,
     dict_at,
+    float_or_none,
+    head_regular,
     int_or_none,
     iso,
     json_args,
+    open_regular,
+    shown_path,
 )
 
 T = TypeVar("T")
@@ -99,8 +131,10 @@ IGNORED_PARTS: dict[str, str] = {
 KNOWN_PARTS = READ_PARTS | frozenset(IGNORED_PARTS)
 
 MARGIN_MS = 5_000  # rows updated this long before the newest seen are read again (writers commit out of order)
-BUSY_TIMEOUT = 2.0  # seconds SQLite waits on a busy database before a try fails
-RETRIES = 5  # tries of a read that finds the database locked
+LOCK_WAIT = 1.0  # seconds one read (a scan of a database, a poll, a whole read) waits in all for a locked database
+BUSY_TIMEOUT = 0.25  # seconds SQLite's busy handler waits in one try (never past what is left of LOCK_WAIT)
+RETRIES = 10  # tries of one read at most
+LOCK_MEMO = 10.0  # a database found locked this recently, its files unchanged, is tried once without waiting
 
 
 # --------------------------------------------------------------------------- paths and listing
@@ -125,15 +159,18 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def is_opencode_source(path: Path | str) -> bool:
     """True when ``path`` (``<db>#<session id>`` or a database) is an SQLite database with OpenCode's session,
-    message and part tables."""
+    message and part tables, or an SQLite database whose tables cannot be read now (locked, damaged): the reader
+    then says what is wrong with it (an SQLite file is no other format's). Never opens a FIFO or a device."""
     db, _ = split_path(path)
     try:
-        with open(db, "rb") as fh:
-            if fh.read(16) != SQLITE_MAGIC:
-                return False
-        return {"session", "message", "part"} <= set(table_names(db))
+        if head_regular(db, 16) != SQLITE_MAGIC:
+            return False
     except (OSError, SourceError):
         return False
+    try:
+        return {"session", "message", "part"} <= set(table_names(db))
+    except SourceError:
+        return True
 
 
 @dataclass
@@ -149,50 +186,191 @@ class OpenCodeSessionInfo:
     path: Path  # the source path (``<db>#<id>``)
 
 
-def _connect(db: Path) -> sqlite3.Connection:
-    if not Path(db).is_file():
-        raise SourceError(f"{db}: no such database")
-    conn = sqlite3.connect(f"file:{Path(db).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT,
-                           isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    return conn
+class DatabaseBusy(SourceError):
+    """The database stayed locked by another process for the whole wait a read allows (:data:`LOCK_WAIT`):
+    busy, not broken; reading it again later may succeed."""
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+# SQLite's primary result codes (the low byte of the extended code Python gives as ``sqlite_errorcode``)
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN = 5, 6, 8, 11, 14
+WAL_SUFFIXES = ("-wal", "-shm")
+
+# how a database is opened: "ro": read-only, shared (a rollback-journal database, or a WAL database OpenCode has open);
+# "immutable": a WAL database nobody has open (no -wal file): nothing is locked, created or written;
+# "copy": a private copy of the database and its -wal in a temporary folder (see _plan)
+Plan = Literal["ro", "immutable", "copy"]
+
+# a database found locked: (when, its files' stamp then); a read of it within LOCK_MEMO seconds, its files
+# unchanged, tries once without waiting (a scan of many sessions of one locked database waits once, not per
+# session)
+_locked: dict[str, tuple[float, tuple[Any, ...]]] = {}
+_locked_guard = threading.Lock()
 
 
-def with_retries(db: Path, work: Callable[[sqlite3.Connection], T], retries: int = RETRIES) -> T:
-    """``work(conn)`` inside one read transaction on a fresh read-only connection; a locked or busy database
-    is tried again (``retries`` times, with a growing pause) before SourceError."""
-    pause = 0.05
-    for attempt in range(retries):
+def _files_stamp(db: Path) -> tuple[Any, ...]:
+    """(size, mtime, inode) of the database and of its ``-wal`` and ``-shm`` files (None for one that is not
+    there): what tells that the database changed or was opened by a writer."""
+    out: list[Any] = []
+    for name in (str(db), *(f"{db}{s}" for s in WAL_SUFFIXES)):
         try:
-            conn = _connect(db)
-        except sqlite3.OperationalError as exc:
-            if not _busy(exc) or attempt == retries - 1:
-                raise SourceError(f"{Path(db).name}: cannot open: {exc}") from None
-            time.sleep(pause)
+            st = os.stat(name)
+            out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _header(db: Path) -> bytes:
+    """The database's first 100 bytes (its SQLite header); SourceError when it is no such file."""
+    try:
+        head = head_regular(db, 100)
+    except FileNotFoundError:
+        raise SourceError(f"{shown_path(db)}: no such database (removed?)") from None
+    except OSError as exc:
+        raise SourceError(f"{shown_path(db)}: cannot open the database: {exc.strerror or exc}") from None
+    except SourceError as exc:
+        raise SourceError(f"{shown_path(db)}: {exc}") from None
+    if not head.startswith(SQLITE_MAGIC):
+        raise SourceError(f"{shown_path(db)}: not an SQLite database (its first bytes are not SQLite's header)")
+    return head
+
+
+def _plan(db: Path) -> Plan:
+    """How to read ``db`` without writing anything beside it (see the module text)."""
+    head = _header(db)
+    if len(head) < 20 or head[18] != 2:  # not in WAL mode (a rollback journal): a read-only reader writes nothing
+        return "ro"
+    if not os.path.exists(f"{db}-wal"):
+        return "immutable"  # closed cleanly (the last connection removes -wal): nobody writes it
+    if not os.path.exists(f"{db}-shm") or not os.access(db.parent, os.W_OK) or not os.access(f"{db}-shm", os.W_OK):
+        return "copy"  # a read-only open would have to create -shm (or cannot write it): read a private copy
+    return "ro"  # OpenCode has it open: read beside it (SQLite's WAL readers update -shm's read marks)
+
+
+@contextlib.contextmanager
+def _private_copy(db: Path) -> Iterator[Path]:
+    """A copy of the database and its ``-wal`` in a temporary folder (removed after): what was committed when it
+    was taken. Taken again (up to 3 times) when the files changed while it was copied."""
+    folder = Path(tempfile.mkdtemp(prefix="ctxbench-opencode-"))
+    try:
+        target = folder / "opencode.db"
+        for _ in range(3):
+            before = _files_stamp(db)
+            for suffix in ("", "-wal"):
+                source = Path(f"{db}{suffix}")
+                try:
+                    with open_regular(source) as src, open(f"{target}{suffix}", "wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+                except FileNotFoundError:
+                    if not suffix:
+                        raise SourceError(f"{shown_path(db)}: no such database (removed?)") from None
+                    Path(f"{target}{suffix}").unlink(missing_ok=True)
+                except OSError as exc:
+                    raise SourceError(f"{shown_path(db)}: cannot copy {source.name} to read it: "
+                                      f"{exc.strerror or exc}") from None
+            if _files_stamp(db) == before:
+                break
+        yield target
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _connected(db: Path, plan: Plan, timeout: float) -> Iterator[sqlite3.Connection]:
+    with contextlib.ExitStack() as stack:
+        if plan == "copy":
+            uri = f"file:{_uri_path(stack.enter_context(_private_copy(db)))}?mode=rw"  # ours: it may recover the WAL
+        elif plan == "immutable":
+            uri = f"file:{_uri_path(db)}?immutable=1"
+        else:
+            uri = f"file:{_uri_path(db)}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+        stack.callback(conn.close)
+        conn.row_factory = sqlite3.Row
+        yield conn
+
+
+def _uri_path(path: Path) -> str:
+    return urllib.parse.quote(str(Path(path).resolve()))
+
+
+def _code(exc: sqlite3.Error) -> int:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return int(code) & 0xFF if isinstance(code, int) else -1
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite said the database is busy or locked by another connection (SQLITE_BUSY, SQLITE_LOCKED and
+    their extended codes): a reason to wait, not a broken database."""
+    return _code(exc) in (SQLITE_BUSY, SQLITE_LOCKED)
+
+
+def is_corrupt(exc: sqlite3.Error) -> bool:
+    """Whether SQLite found the pages it read damaged (SQLITE_CORRUPT: "database disk image is malformed")."""
+    return _code(exc) == SQLITE_CORRUPT
+
+
+def _locked_recently(db: Path) -> bool:
+    with _locked_guard:
+        seen = _locked.get(str(db))
+    return seen is not None and time.monotonic() - seen[0] < LOCK_MEMO and seen[1] == _files_stamp(db)
+
+
+def _note_locked(db: Path, locked: bool) -> None:
+    with _locked_guard:
+        if locked:
+            _locked[str(db)] = (time.monotonic(), _files_stamp(db))
+        else:
+            _locked.pop(str(db), None)
+
+
+def read_deadline(db: Path) -> float:
+    """When one read of ``db`` stops waiting for a lock (``time.monotonic()``): :data:`LOCK_WAIT` from now, or now
+    when it was found locked in the last :data:`LOCK_MEMO` seconds and its files did not change since."""
+    return time.monotonic() + (0.0 if _locked_recently(Path(db)) else LOCK_WAIT)
+
+
+def with_retries(db: Path, work: Callable[[sqlite3.Connection], T], *, deadline: float | None = None) -> T:
+    """``work(conn)`` inside one read transaction on a fresh read-only connection (how: :func:`_plan`).
+
+    A locked or busy database is waited for until ``deadline`` (``time.monotonic()``; default: :data:`LOCK_WAIT`
+    seconds from now; once, without waiting, when it was found locked in the last :data:`LOCK_MEMO` seconds),
+    then :class:`DatabaseBusy`. Anything else SQLite says — no such table or column, not a database, a malformed
+    image, cannot open — is a SourceError naming the database and the reason at once."""
+    db = Path(db)
+    now = time.monotonic()
+    if deadline is None:
+        deadline = read_deadline(db)
+    pause = 0.02
+    copy = False  # a read-only open failed for want of writing -shm: read a private copy
+    for attempt in range(1, RETRIES + 1):
+        plan: Plan = "copy" if copy else _plan(db)
+        before = _files_stamp(db) if plan == "immutable" else ()
+        try:
+            with _connected(db, plan, max(0.0, min(BUSY_TIMEOUT, deadline - time.monotonic()))) as conn:
+                conn.execute("BEGIN")
+                result = work(conn)
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            left = deadline - time.monotonic()
+            if not is_busy(exc):
+                if plan == "ro" and _code(exc) in (SQLITE_READONLY, SQLITE_CANTOPEN) and attempt < RETRIES \
+                        and _header(db)[18:19] == b"\x02":
+                    copy = True  # a WAL database whose -shm cannot be used here: read a private copy
+                    continue
+                raise SourceError(f"{shown_path(db)}: cannot read the database: {exc}") from None
+            if left <= 0 or attempt == RETRIES:
+                _note_locked(db, True)
+                raise DatabaseBusy(f"{shown_path(db)}: locked by another process (still locked after "
+                                   f"{max(0.0, deadline - now):.1f} s)") from None
+            time.sleep(min(pause, left))
             pause *= 2
             continue
-        try:
-            conn.execute("BEGIN")
-            try:
-                return work(conn)
-            finally:
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            if not _busy(exc) or attempt == retries - 1:
-                raise SourceError(f"{Path(db).name}: cannot read: {exc}") from None
-        except sqlite3.DatabaseError as exc:
-            raise SourceError(f"{Path(db).name}: not an OpenCode database: {exc}") from None
-        finally:
-            conn.close()
-        time.sleep(pause)
-        pause *= 2
-    raise SourceError(f"{Path(db).name}: the database stayed locked")  # pragma: no cover (the loop raises)
+        if plan == "immutable" and _files_stamp(db) != before and attempt < RETRIES:
+            continue  # a writer opened it (or checkpointed) while it was read as unchanging: read it again
+        _note_locked(db, False)
+        return result
+    raise DatabaseBusy(f"{shown_path(db)}: could not be read in {RETRIES} tries")  # pragma: no cover
 
 
 def _ms_iso(value: Any) -> str:
@@ -200,11 +378,28 @@ def _ms_iso(value: Any) -> str:
     return iso(ms / 1000) if ms is not None and ms > 0 else ""
 
 
+def good_time(column: str) -> str:
+    """SQL: true when ``column`` holds a time :func:`int_or_none` accepts (a number, 0 to 2^53): text, NULL, -1 or
+    1e30 in a time column (another program's database is never trusted) is none."""
+    return f"(typeof({column}) IN ('integer', 'real') AND {column} >= 0 AND {column} <= {MAX_COUNT})"
+
+
+def time_order(column: str) -> str:
+    """SQL: ``column`` where it is a good time, else NULL (first in an ascending order, last in a descending one)."""
+    return f"(CASE WHEN {good_time(column)} THEN {column} END)"
+
+
+def _since(column: str) -> str:
+    """SQL: the rows changed since the parameter (ms): a good time before it is the only reason to leave a row
+    out (a row whose time is not one is always read, so that it is never dropped)."""
+    return f"NOT ({good_time(column)} AND {column} < ?)"
+
+
 def list_sessions(db: Path) -> list[OpenCodeSessionInfo]:
     """Every session of the database, most recently updated first."""
     def work(conn: sqlite3.Connection) -> list[OpenCodeSessionInfo]:
         rows = conn.execute("SELECT id, title, directory, parent_id, time_created, time_updated FROM session "
-                            "ORDER BY time_updated DESC, id DESC").fetchall()
+                            f"ORDER BY {time_order('time_updated')} DESC, id DESC").fetchall()
         return [OpenCodeSessionInfo(str(r["id"]), str(r["title"] or ""), str(r["directory"] or ""),
                                     r["parent_id"], _ms_iso(r["time_created"]), _ms_iso(r["time_updated"]),
                                     opencode_path(db, str(r["id"]))) for r in rows]
@@ -214,12 +409,12 @@ def list_sessions(db: Path) -> list[OpenCodeSessionInfo]:
 def latest_session(db: Path) -> str:
     """The id of the most recently updated top-level session; SourceError when the database has none."""
     def work(conn: sqlite3.Connection) -> str | None:
-        row = conn.execute("SELECT id FROM session WHERE parent_id IS NULL ORDER BY time_updated DESC, id DESC "
-                           "LIMIT 1").fetchone()
+        row = conn.execute("SELECT id FROM session WHERE parent_id IS NULL "
+                           f"ORDER BY {time_order('time_updated')} DESC, id DESC LIMIT 1").fetchone()
         return str(row["id"]) if row else None
     sid = with_retries(Path(db), work)
     if sid is None:
-        raise SourceError(f"{Path(db).name}: the database has no session")
+        raise SourceError(f"{shown_path(db)}: the database has no session")
     return sid
 
 
@@ -234,10 +429,29 @@ def table_names(db: Path) -> list[str]:
 @dataclass
 class _Row:
     id: str
-    created: int
-    updated: int
+    created: int | None  # None: the row's time_created is no time (``bad`` says what it was)
+    updated: int | None
     data: dict[str, Any] | None  # None: the JSON did not parse (yet)
     message_id: str = ""
+    bad: str = ""  # the row's time columns that hold no time, for a note ("" when both are times)
+
+    @classmethod
+    def of(cls, r: sqlite3.Row, message_id: str = "") -> _Row:
+        created, updated = int_or_none(r["time_created"]), int_or_none(r["time_updated"])
+        bad = [f"{name} {r[name]!r}"[:80] for name, value in (("time_created", created), ("time_updated", updated))
+               if value is None]
+        return cls(str(r["id"]), created, updated, _parse(r["data"]), message_id, ", ".join(bad))
+
+
+def _in_order(rows: Iterable[_Row]) -> list[_Row]:
+    """Rows by (time_created, id); a row whose time_created is no time goes where its id puts it (OpenCode's ids
+    ascend with time): after the rows of smaller ids."""
+    keyed = []
+    last = 0
+    for row in sorted(rows, key=lambda r: r.id):
+        last = row.created if row.created is not None else last
+        keyed.append((row.created if row.created is not None else last, row.id, row))
+    return [row for _, _, row in sorted(keyed, key=lambda k: (k[0], k[1]))]
 
 
 @dataclass
@@ -269,22 +483,26 @@ class OpenCodeReader:
         self._mark = 0  # the newest time_updated seen (ms)
         self._unparsed = 0  # oldest time_updated of a row whose JSON did not parse (0: none)
         self.polls = 0
+        self.problem = ""  # why the last poll could not read the database ("" when it could); the session is
+        # then as the last good poll left it
+        self.busy = False  # that problem is a lock held by another process (DatabaseBusy), not a broken database
+        self.failing_since: float | None = None  # time.monotonic() of the first poll that failed in a row
 
     # ------------------------------------------------------------------ reading rows
     def _fetch(self, conn: sqlite3.Connection, since: int) -> tuple[dict[str, Any] | None, list[_Row], list[_Row],
                                                                     int, int, list[str], int]:
         info = conn.execute("SELECT * FROM session WHERE id = ?", (self.session_id,)).fetchone()
-        msgs = [_Row(str(r["id"]), int(r["time_created"]), int(r["time_updated"]), _parse(r["data"]))
-                for r in conn.execute("SELECT id, time_created, time_updated, data FROM message "
-                                      "WHERE session_id = ? AND time_updated >= ?", (self.session_id, since))]
-        parts = [_Row(str(r["id"]), int(r["time_created"]), int(r["time_updated"]), _parse(r["data"]),
-                      str(r["message_id"]))
+        msgs = [_Row.of(r) for r in conn.execute("SELECT id, time_created, time_updated, data FROM message "
+                                                 f"WHERE session_id = ? AND {_since('time_updated')}",
+                                                 (self.session_id, since))]
+        parts = [_Row.of(r, str(r["message_id"]))
                  for r in conn.execute("SELECT id, message_id, time_created, time_updated, data FROM part "
-                                       "WHERE session_id = ? AND time_updated >= ?", (self.session_id, since))]
+                                       f"WHERE session_id = ? AND {_since('time_updated')}", (self.session_id, since))]
         n_msgs = conn.execute("SELECT count(*) FROM message WHERE session_id = ?", (self.session_id,)).fetchone()[0]
         n_parts = conn.execute("SELECT count(*) FROM part WHERE session_id = ?", (self.session_id,)).fetchone()[0]
         children = [str(r[0]) for r in conn.execute(
-            "SELECT id FROM session WHERE parent_id = ? ORDER BY time_created, id", (self.session_id,))]
+            f"SELECT id FROM session WHERE parent_id = ? ORDER BY {time_order('time_created')}, id",
+            (self.session_id,))]
         if not self._tables:
             self._tables = [str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         v2 = 0
@@ -294,26 +512,37 @@ class OpenCodeReader:
         return (dict(info) if info else None), msgs, parts, int(n_msgs), int(n_parts), children, int(v2)
 
     def poll(self) -> SourceChanges:
-        """Read what changed since the last poll. A locked database is retried; if it stays locked, nothing
-        changed this time (the next poll tries again)."""
+        """Read what changed since the last poll, waiting at most :data:`LOCK_WAIT` in all for a locked database.
+
+        The first poll raises SourceError (:class:`DatabaseBusy` when locked) when the session cannot be read.
+        A later one that cannot (locked, damaged, removed, the session gone) changes nothing and says why in
+        :attr:`problem` (:attr:`busy` for a lock, :attr:`failing_since`); the next poll tries again."""
         self.polls += 1
         first = self.polls == 1
         since = self._since()
+        deadline = read_deadline(self.db)
         try:
-            fetched = with_retries(self.db, lambda conn: self._fetch(conn, since))
-        except SourceError:
+            fetched = with_retries(self.db, lambda conn: self._fetch(conn, since), deadline=deadline)
+            if fetched[0] is None:
+                raise SourceError(f"{shown_path(self.db)}: no session {self.session_id}")
+        except SourceError as exc:
             if first:
                 raise
-            return self._unchanged()
+            return self._failed(exc)
+        self.problem, self.busy, self.failing_since = "", False, None
         info, msgs, parts, n_msgs, n_parts, children, v2 = fetched
-        if info is None:
-            raise SourceError(f"{self.db.name}: no session {self.session_id}")
         reset = False
         merged_m = self._merge(self._messages, msgs)
         merged_p = self._merge(self._parts, parts)
         if len(self._messages) != n_msgs or len(self._parts) != n_parts:
             # rows were deleted (a revert, a deleted message): read the session whole again
-            fetched = with_retries(self.db, lambda conn: self._fetch(conn, 0))
+            try:
+                fetched = with_retries(self.db, lambda conn: self._fetch(conn, 0), deadline=deadline)
+            except SourceError as exc:
+                if first:
+                    raise
+                self._mark = 0  # read whole at the next poll
+                return self._failed(exc)
             info, msgs, parts, n_msgs, n_parts, children, v2 = fetched
             self._messages = {r.id: r for r in msgs}
             self._parts = {r.id: r for r in parts}
@@ -330,6 +559,12 @@ class OpenCodeReader:
         if first or reset:
             return SourceChanges(reset=not first and reset)
         return _diff(old, self.session, child_changed)
+
+    def _failed(self, exc: SourceError) -> SourceChanges:
+        self.problem, self.busy = str(exc), isinstance(exc, DatabaseBusy)
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+        return self._unchanged()
 
     def _unchanged(self) -> SourceChanges:
         s = self.session
@@ -355,8 +590,8 @@ class OpenCodeReader:
 
     def _note_marks(self) -> None:
         rows = [*self._messages.values(), *self._parts.values()]
-        self._mark = max((r.updated for r in rows), default=0)
-        bad = [r.updated for r in rows if r.data is None]
+        self._mark = max((r.updated for r in rows if r.updated is not None), default=0)
+        bad = [r.updated for r in rows if r.data is None and r.updated is not None]  # no time: read every poll
         self._unparsed = min(bad) if bad else 0
 
     def _poll_children(self, children: list[str]) -> bool:
@@ -384,10 +619,9 @@ class OpenCodeReader:
         s.started = _ms_iso(info.get("time_created"))
         s.last_activity = _ms_iso(info.get("time_updated"))
         s.prefix_label = PREFIX_LABEL
-        cost = info.get("cost")
-        s.agent_cost_usd = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-        s.aggregate = {k: info.get(k) for k in ("tokens_input", "tokens_output", "tokens_reasoning",
-                                               "tokens_cache_read", "tokens_cache_write") if k in info}
+        s.agent_cost_usd = float_or_none(info.get("cost"))
+        s.aggregate = {k: int_or_none(info.get(k)) for k in ("tokens_input", "tokens_output", "tokens_reasoning",
+                                                            "tokens_cache_read", "tokens_cache_write") if k in info}
         s.notes.append(f"title: {info.get('title') or ''}")
         for table in self._tables:
             if table not in KNOWN_TABLES and not table.startswith("sqlite_"):
@@ -399,7 +633,11 @@ class OpenCodeReader:
         for part in self._parts.values():
             by_message.setdefault(part.message_id, []).append(part)
         builder = _Builder(s, {cid: r.session for cid, r in self._children.items()}, self.db)
-        for msg in sorted(self._messages.values(), key=lambda r: (r.created, r.id)):
+        for row in _in_order([*self._messages.values(), *self._parts.values()]):
+            if row.bad:
+                kind = "part" if row.message_id else "message"
+                s.notes.append(f"{kind} {row.id}: {row.bad} is not a time (read all the same, placed by its id)")
+        for msg in _in_order(self._messages.values()):
             builder.message(msg, sorted(by_message.pop(msg.id, []), key=lambda r: r.id))
         for orphans in by_message.values():
             for part in orphans:

@@ -30,6 +30,7 @@ from engine.sources.model import (
     int_or_none,
     iso,
     openai_tool_calls,
+    read_regular,
     text_of,
 )
 
@@ -39,7 +40,9 @@ IGNORED_OBSERVATIONS = frozenset({"agent_state_changed", "null", "recall"})
 
 def load_events(path: Path) -> list[Any]:
     try:
-        data = json.loads(Path(path).read_bytes())
+        data = json.loads(read_regular(path))  # a regular file only (never a FIFO or a device)
+    except SourceError:
+        raise
     except (ValueError, RecursionError) as exc:
         raise SourceError(f"{Path(path).name}: not valid JSON ({str(exc)[:80]})") from None
     if isinstance(data, dict) and isinstance(data.get("events"), list):

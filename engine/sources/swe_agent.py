@@ -22,14 +22,35 @@ from engine.sources.model import (
     SourceError,
     SourceSession,
     dict_at,
+    float_or_none,
+    int_or_none,
     openai_tool_calls,
+    read_regular,
     text_of,
 )
 
 
+def _figures(stats: dict[str, Any]) -> dict[str, Any]:
+    """``model_stats`` as figures: a count (an int) or a cost (a float) only when it is one (finite, not negative,
+    in range; else None), text kept, anything else left out."""
+    out: dict[str, Any] = {}
+    for key, value in stats.items():
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int):
+            out[str(key)] = int_or_none(value)
+        elif isinstance(value, float):
+            out[str(key)] = float_or_none(value)
+        elif isinstance(value, str):
+            out[str(key)] = value
+    return out
+
+
 def load_traj(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_bytes())
+        data = json.loads(read_regular(path))  # a regular file only (never a FIFO or a device)
+    except SourceError:
+        raise
     except (ValueError, RecursionError) as exc:
         raise SourceError(f"{Path(path).name}: not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
@@ -89,7 +110,7 @@ def read_swe_agent(path: Path) -> SourceSession:
     exact = _exact_inputs(steps)
     info = dict_at(data, "info")
     stats = info.get("model_stats")
-    session.aggregate = dict(stats) if isinstance(stats, dict) else None
+    session.aggregate = _figures(stats) if isinstance(stats, dict) else None
     config = data.get("replay_config")
     if isinstance(config, dict):
         model = (config.get("agent") or {}).get("model") if isinstance(config.get("agent"), dict) else None

@@ -53,7 +53,11 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    try:
+        data = (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): as an escape, read back the same
+        data = (json.dumps(obj, ensure_ascii=True, indent=1) + "\n").encode("ascii")
+    atomic_write_bytes(path, data)
 
 
 def json_loads(data: bytes | str) -> Any:

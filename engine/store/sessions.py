@@ -14,6 +14,7 @@ from engine.model.messages import now_iso
 from engine.store.config import data_dir
 from engine.store.fsutil import atomic_write_json, count_file_lines, fsync_dir, json_loads
 from engine.store.session import HISTORY_FILE, ID_RE, SESSION_FILE, SessionError, StoredSession
+from engine.store.staging import IMPORT_PREFIX, remove_if_stale
 
 S = TypeVar("S", bound=StoredSession)
 
@@ -107,6 +108,9 @@ class SessionIndex(Generic[S]):
             return []
         out: list[SessionInfo] = []
         for path in self.root.iterdir():
+            if path.name.startswith(IMPORT_PREFIX):
+                remove_if_stale(path)  # an import a killed process left half-built: no process holds it
+                continue
             if not path.is_dir() or path.name.startswith("."):
                 continue
             meta_path = path / SESSION_FILE

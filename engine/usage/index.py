@@ -4,28 +4,57 @@ Built from the sources scan (:func:`engine.sources.discovery.scan_sources` lists
 read with :func:`engine.sources.readers.read_source`, its subagents' files included). Kept in
 ``<data dir>/usage/``::
 
-    files.json                      one entry per session file: size + mtime, its days, its session row
-    calls/day=YYYY-MM-DD/*.parquet  one row per call (main session, subagents, compaction calls)
-    tool_results/day=…/*.parquet    one row per tool result (tool, estimated tokens)
-    sessions.parquet                one row per session file (peak fullness, compactions, the agent's own cost)
-    call_rollup.parquet             the calls summed per (day, agent, project, session file, model)
-    tool_rollup.parquet             per (day, tool, session file): its results (count, tokens, largest) and
-                                    the calls that used it (count, cost)
+    files.json                              the manifest: which files make up the index, and the session files read
+    calls/day=YYYY-MM-DD/<gen>-<id>.parquet one row per call (main session, subagents, compaction calls) of a day
+    tool_results/day=…/<gen>-<id>.parquet   one row per tool result (tool, estimated tokens) of a day
+    sessions-<gen>-<id>.parquet             one row per session file (peak fullness, compactions, the agent's own cost)
+    call_rollup-<gen>-<id>.parquet          the calls summed per (day, agent, project, session file, model)
+    tool_rollup-<gen>-<id>.parquet          per (day, tool, session file): its results (count, tokens, largest) and
+                                            the calls that used it (count, cost)
+    session_rollup-<gen>-<id>.parquet       one row per session file over all its days (the sessions table's row
+                                            joined): what the whole range's session list reads
+    .lock                                   one writer at a time (flock; the holder's pid inside)
 
-    session_rollup.parquet          one row per session file over all its days (the sessions table's row
-                                    joined): what the whole range's session list reads
+**The manifest is the index.** Data files are immutable: a write puts new files under fresh names beside the old
+ones, then replaces ``files.json`` atomically (fsync'd: :func:`engine.store.fsutil.atomic_write_bytes`). Its first
+line names, per table, exactly the Parquet files that make up the index (a file per day of ``calls`` and
+``tool_results``, the sessions file, the three rollups), with a generation number and a token of this write; its
+second line holds the session files read (size + mtime, their days, their session row). A crash at any moment
+leaves the old manifest or the new one, each naming complete files: never a mix. Files no manifest names (the
+ones a write replaced, what a killed writer left) are removed after the switch, and as leftovers by the next
+writer. Readers (:meth:`UsageIndex.connect`, the queries, :mod:`engine.usage.report`) read the manifest's first
+line once and query exactly the files it lists (explicit lists: a user's path is never a glob pattern; a data dir
+whose path DuckDB would take for one is reached through a private symbolic link); a reader that loses a race
+(a file removed after it read the manifest) tries again on the new manifest. The process's DuckDB database is
+kept per manifest token.
 
-The queries (:func:`summarize`, :func:`engine.usage.report.usage_report`) read the rollups, not the call
-rows: about 1 % of their rows. Each rollup is one file; as every rollup row belongs to one session file, a
-write replaces the rows of the files it read (the other rows kept, the new ones summed from the new call
-rows alone: no day file is read again). An index without them (written by an older version) gets them built
-from its rows on its first query.
+**Damage** (a listed file DuckDB cannot read: truncated, flipped bytes, missing, empty, of other columns) is
+found when a write or a query fails, named (``IndexReport.warnings``, :attr:`UsageIndex.notices`) and rebuilt:
+the file leaves the manifest; the session files whose rows lived in it are marked to be read again from their
+sources; the sessions file is written again from the manifest's session rows, the rollups from the day files.
+
+**One bad file never stops the index**: each session file is read and turned into rows on its own; whatever one
+raises lands in ``IndexReport.failed`` (path, reason) and the others go on; the scan's unreadable files are
+listed there too. A number DuckDB cannot hold becomes NULL (``TRY_CAST``) and is counted
+(``IndexReport.bad_values``). Paths that are not UTF-8 are kept exactly in the manifest (JSON escapes) and shown
+with their bytes escaped.
+
+**The lock** is taken without blocking, in a loop: after a second, a callback says which process holds it;
+after :data:`LOCK_WAIT` seconds the update is given up and the index answers as it is (a warning says so). An index
+that cannot be written (read-only data dir) answers as it is; when session files changed since it was written,
+one warning says so.
+
+The queries (:func:`summarize`, :func:`engine.usage.report.usage_report`) read the rollups, not the call rows:
+about 1 % of their rows. As every rollup row belongs to one session file, a write replaces the rows of the files
+it read (the other rows kept, the new ones summed from the new call rows alone: no day file is read again).
+Rollups of another :data:`ROLLUP_VERSION` are built in memory by a query and written by the next update.
 
 Incremental: a file whose size and mtime did not change is not read again; a new or grown file is read
 and its rows replace the ones it had (only the days it touches are rewritten, one Parquet file a day). A Claude
 Code, Codex or Gemini CLI file that grows while the same :class:`UsageIndex` object lives (the window's) is read
 whole once, then only from where its incremental reader stopped (up to :data:`FOLLOWED` files kept); a new
-process (``ctxbench usage``) reads a file that grew since the last index whole, once.
+process (``ctxbench usage``) reads a file that grew since the last index whole, once. A last line without its
+newline is read as it is (the reader is then not kept: the next growth is read whole).
 A session file that disappears (Claude Code removes old ones) keeps its rows: what was spent stays
 spent. A new litellm price table (another litellm version) prices everything again.
 
@@ -37,34 +66,56 @@ readers' :class:`ProviderCall` does not carry them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from engine.context.tokens import estimate_message_tokens
-from engine.sources.discovery import SourceEntry, scan_sources
-from engine.sources.model import ProviderCall, SourceError, SourceFormat, SourceSession, int_or_none, read_on
+from engine.model.text import printable
+from engine.sources.discovery import ScanProblem, SourceEntry, scan_sources
+from engine.sources.model import (
+    ProviderCall,
+    SourceError,
+    SourceFormat,
+    SourceSession,
+    capped_lines,
+    int_or_none,
+    open_regular,
+    read_on,
+)
 from engine.sources.readers import read_source
 from engine.store.config import Settings, data_dir
-from engine.store.fsutil import atomic_write_bytes
+from engine.store.fsutil import atomic_write_bytes, fsync_dir
 from engine.usage.prices import REASONING_SEPARATE, PriceTable, PriceTableError, litellm_version, load_table
 
 INDEX_DIR = "usage"
 MANIFEST = "files.json"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the manifest names every data file (1: the files were found by globbing)
+LOCK_FILE = ".lock"
+LOCK_WAIT = 30.0  # seconds an update waits for another process's update before answering from the index as it is
+LOCK_SAY_AFTER = 1.0  # seconds of waiting before the wait is said
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
 FOLLOWED = 8  # growing session files whose readers an index keeps (read from where they stopped)
 ACTIVE_SECONDS = 3600  # a session file changed this recently is read by a reader that is kept (it may grow)
+SETTLED_SECONDS = 2.0  # a file unchanged this long is complete: a last line without its newline is read as it is
+# what reading one session file and making its rows may raise: that file is skipped (said), the others go on
+FILE_ERRORS: tuple[type[BaseException], ...] = (ValueError, OverflowError, TypeError, KeyError, IndexError,
+                                                AttributeError, RecursionError, UnicodeError, SourceError, OSError)
 
 GroupBy = Literal["day", "project", "model", "session", "tool", "agent"]
 GROUPS: tuple[str, ...] = ("day", "project", "model", "session", "tool", "agent")
@@ -165,12 +216,43 @@ class IndexReport:
     tool_results: int = 0
     days_rewritten: int = 0
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # the index answers as it is (busy, read-only), a file rebuilt
+    bad_values: int = 0  # rows with a number DuckDB could not hold (stored as NULL)
 
     def to_json(self) -> dict[str, Any]:
         return {"files": self.files, "read": self.read, "unchanged": self.unchanged,
                 "failed": [{"path": p, "reason": r} for p, r in self.failed], "calls": self.calls,
                 "tool_results": self.tool_results, "days_rewritten": self.days_rewritten,
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3), "warnings": list(self.warnings), "bad_values": self.bad_values}
+
+
+class UsageIndexError(Exception):
+    """The usage index cannot be read or written; the text names the index (and the file) and what was wrong."""
+
+
+class IndexBusy(UsageIndexError):
+    """Another process held the index's lock for longer than the wait."""
+
+
+class IndexReadOnly(UsageIndexError):
+    """The index's folder cannot be written."""
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as text safe to show and to write as UTF-8: a file name that is not UTF-8 (surrogate escapes) shows
+    its bytes as ``\\xNN``, control characters escaped (:func:`engine.model.text.printable`)."""
+    return printable(os.fspath(path))
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in a line (an OSError's own words when it has them)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+    elif isinstance(exc, RecursionError):
+        text = "nested too deeply"
+    else:
+        text = str(exc) or type(exc).__name__
+    return printable(text if isinstance(exc, SourceError | OSError) else f"{type(exc).__name__}: {text}")
 
 
 # --------------------------------------------------------------------------- rows of one session file
@@ -206,9 +288,9 @@ def claude_one_hour_writes(path: Path) -> dict[str, int]:
     """{requestId: one-hour cache write tokens} of a Claude Code file (the largest figure seen per request)."""
     found: dict[str, int] = {}
     try:
-        with open(path, "rb") as fh:
-            _one_hour_of_lines(fh, found)
-    except OSError:
+        with open_regular(path) as fh:
+            _one_hour_of_lines(capped_lines(fh, name=path.name), found)
+    except (OSError, SourceError):
         pass
     return found
 
@@ -220,7 +302,7 @@ def _one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
             continue
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         msg = obj.get("message") if isinstance(obj, dict) else None
         usage = msg.get("usage") if isinstance(msg, dict) else None
@@ -359,7 +441,173 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
     return out
 
 
-# --------------------------------------------------------------------------- the index
+# --------------------------------------------------------------------------- the manifest
+
+
+TABLES = ("calls", "tool_results")  # the tables kept as one file per day
+SINGLE = ("sessions", *ROLLUPS)  # the tables kept as one file
+_DAY_NAME = re.compile(r"(calls|tool_results)/day=\d{4}-\d\d-\d\d/[0-9]{6}-[0-9a-f]{12}\.parquet")
+_SINGLE_NAME = re.compile(r"(sessions|call_rollup|tool_rollup|session_rollup)-[0-9]{6}-[0-9a-f]{12}\.parquet")
+
+
+@dataclass
+class Manifest:
+    """What ``files.json`` says: the files that make up the index (names relative to its folder) and, when read
+    whole, the session files read. ``valid`` False: no manifest of this version (a new index, an older one, or a
+    manifest that could not be read: ``problem``)."""
+
+    valid: bool = False
+    generation: int = 0
+    token: str = ""
+    prices: str | None = None
+    rollups: int = 0  # the ROLLUP_VERSION its rollups were written by
+    days: dict[str, dict[str, str]] = field(default_factory=lambda: {t: {} for t in TABLES})  # table -> day -> name
+    single: dict[str, str] = field(default_factory=dict)  # "sessions" / a rollup -> name
+    files: dict[str, Any] = field(default_factory=dict)  # session file path -> {stamp, file_id, days, session}
+    problem: str = ""
+    sizes: dict[str, int] = field(default_factory=dict)  # data file -> its size as written (a cheap check)
+
+    def listed(self) -> list[str]:
+        """Every data file the manifest names (relative names)."""
+        return [*(n for t in TABLES for n in self.days[t].values()), *self.single.values()]
+
+    def rollups_current(self) -> bool:
+        """Whether every rollup is there, written by this version (:data:`ROLLUP_VERSION`)."""
+        return self.rollups == ROLLUP_VERSION and all(name in self.single for name in ROLLUPS)
+
+    def copy(self) -> Manifest:
+        return Manifest(self.valid, self.generation, self.token, self.prices, self.rollups,
+                        {t: dict(d) for t, d in self.days.items()}, dict(self.single), dict(self.files), self.problem,
+                        dict(self.sizes))
+
+    def header(self) -> dict[str, Any]:
+        return {"version": INDEX_VERSION, "generation": self.generation, "token": self.token, "prices": self.prices,
+                "rollups": self.rollups, "days": self.days, "single": self.single, "sizes": self.sizes}
+
+    def to_bytes(self) -> bytes:
+        """Two lines of JSON: the header (what readers read) and the session files. ASCII only (a path that is
+        not UTF-8 keeps its surrogate escapes as ``\\\\udcNN``, read back exactly)."""
+        head = json.dumps(self.header(), separators=(",", ":"))
+        files = json.dumps({"files": self.files}, separators=(",", ":"))
+        return f"{head}\n{files}\n".encode("ascii")
+
+
+def read_manifest(root: Path, *, whole: bool = True) -> Manifest:
+    """The manifest of the index in ``root``; with ``whole`` False only its first line (what readers need)."""
+    path = root / MANIFEST
+    try:
+        with open(path, "rb") as fh:
+            head = fh.readline()
+            rest = fh.readline() if whole else b""
+    except FileNotFoundError:
+        return Manifest()
+    except OSError as exc:
+        return Manifest(problem=f"{shown_path(path)}: cannot read: {exc.strerror or exc}")
+    try:
+        header = json.loads(head)
+        if not isinstance(header, dict):
+            raise ValueError("not an object")
+        if header.get("version") != INDEX_VERSION:
+            return Manifest(problem=f"{shown_path(path)}: written by another version ({header.get('version')!r})")
+        days = header.get("days")
+        single = header.get("single")
+        if not isinstance(days, dict) or not isinstance(single, dict):
+            raise ValueError("no file list")
+        m = Manifest(True, int(header.get("generation") or 0), str(header.get("token") or ""),
+                     header.get("prices") if isinstance(header.get("prices"), str) else None,
+                     int(header.get("rollups") or 0))
+        for table in TABLES:
+            listing = days.get(table) or {}
+            if not isinstance(listing, dict):
+                raise ValueError(f"the {table} list is no object")
+            for day, name in listing.items():
+                if not isinstance(name, str) or not _DAY_NAME.fullmatch(name) or f"day={day}/" not in name:
+                    raise ValueError(f"{name!r} is no day file of the index")
+                m.days[table][str(day)] = name
+        for kind, name in single.items():
+            if kind not in SINGLE or not isinstance(name, str) or not _SINGLE_NAME.fullmatch(name) \
+                    or not name.startswith(f"{kind}-"):
+                raise ValueError(f"{name!r} is no {kind} file of the index")
+            m.single[kind] = name
+        sizes = header.get("sizes") or {}
+        if isinstance(sizes, dict):
+            m.sizes = {str(k): v for k, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool)}
+        if whole:
+            files = json.loads(rest).get("files")
+            if not isinstance(files, dict):
+                raise ValueError("no session file list")
+            m.files = files
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        return Manifest(problem=f"{shown_path(path)}: damaged ({exc}): the index is built again")
+    return m
+
+
+# --------------------------------------------------------------------------- the lock
+
+
+def _holder(fd: int) -> str:
+    """The pid the lock's holder wrote into the lock file, as " (pid N)", or ""."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+@contextlib.contextmanager
+def _locked(path: Path, *, wait: float = LOCK_WAIT, say: Callable[[str], None] | None = None) -> Iterator[None]:
+    """One writer at a time: a POSIX advisory lock on ``path`` (elsewhere no lock), taken without blocking in a
+    loop. After :data:`LOCK_SAY_AFTER` s ``say`` is told which process holds it; after ``wait`` s IndexBusy. The
+    holder's pid is written into the file. IndexReadOnly when the folder or the lock file cannot be written."""
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(errno.EACCES, "the folder is not writable")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise IndexReadOnly(f"the usage index in {shown_path(folder)} is read-only "
+                            f"({exc.strerror or exc})") from None
+    try:
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks here
+            yield
+            return
+        started = time.monotonic()
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise IndexReadOnly(f"the usage index in {shown_path(folder)} cannot be locked "
+                                        f"({exc.strerror or exc})") from None
+            waited = time.monotonic() - started
+            if waited >= wait:
+                raise IndexBusy(f"another ctxbench process{_holder(fd)} is updating the usage index in "
+                                f"{shown_path(folder)}: gave up waiting after {waited:.0f} s")
+            if not said and waited >= LOCK_SAY_AFTER and say is not None:
+                say(f"waiting for another ctxbench process{_holder(fd)} that is updating the usage index…")
+                said = True
+            time.sleep(0.05)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- helpers
 
 
 def _stamp(entry: SourceEntry) -> list[Any] | None:
@@ -375,43 +623,28 @@ def _stamp(entry: SourceEntry) -> list[Any] | None:
     return [st.st_size, st.st_mtime_ns]
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One writer at a time (POSIX advisory lock; elsewhere no lock)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        try:
-            import fcntl
-        except ImportError:
-            yield
-            return
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def _empty(columns: Mapping[str, str]) -> str:
     """An empty relation of ``columns`` (name -> DuckDB type), for a table the index holds no file of."""
     return "(SELECT " + ", ".join(f'NULL::{v} AS "{k}"' for k, v in columns.items()) + " LIMIT 0)"
 
 
-def _copy_to(con: Any, query: str, target: Path, *, keep_empty: bool = True) -> int:
-    """Write the rows of ``query`` to the Parquet file ``target``, atomically (a hidden file beside it, renamed
-    over it); the rows written. With ``keep_empty`` False, no rows: no file (and ``target`` left as it was)."""
-    staged = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+def _copy_to(con: Any, query: str, target: Path) -> int:
+    """Write the rows of ``query`` to the new Parquet file ``target`` (a fresh name no manifest knows yet: a write
+    stopped midway leaves a file nobody reads, removed later); the rows written."""
     try:
-        count = int(con.execute(f"COPY ({query}) TO {_sql_str(str(staged))} (FORMAT PARQUET)").fetchone()[0])
-        if count or keep_empty:
-            os.replace(staged, target)
-        else:
-            staged.unlink()
+        return int(con.execute(f"COPY ({query}) TO {_sql_str(str(target))} (FORMAT PARQUET)").fetchall()[0][0])
     except BaseException:
         with contextlib.suppress(OSError):
-            staged.unlink()
+            target.unlink()
         raise
-    return count
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _active(path: Path) -> bool:
@@ -441,23 +674,93 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_GLOB_CHARS = re.compile(r"[*?\[\]{},]")
+_ALIASES: dict[str, Path] = {}  # index folder -> a private symbolic link to it that DuckDB reads as it is
+_ALIAS_LOCK = threading.Lock()
+
+
+def _duck_folder(root: Path) -> Path:
+    """``root`` as DuckDB is given it. DuckDB takes every path it reads as a glob pattern (``[1]`` would match
+    ``1``, ``*`` anything), and needs UTF-8 text: a folder whose path has such characters, or is not UTF-8, is
+    reached through a symbolic link of a plain name in a private temporary folder (made once per process)."""
+    text = str(root.absolute())
+    try:
+        text.encode("utf-8")
+        plain = _GLOB_CHARS.search(text) is None
+    except UnicodeEncodeError:
+        plain = False
+    if plain:
+        return Path(text)
+    with _ALIAS_LOCK:
+        alias = _ALIASES.get(text)
+        if alias is None:
+            holder = Path(tempfile.mkdtemp(prefix="ctxbench-usage-"))
+            alias = holder / "index"
+            os.symlink(root.absolute(), alias, target_is_directory=True)
+            atexit.register(shutil.rmtree, holder, True)
+            _ALIASES[text] = alias
+        return alias
+
+
+def _listing(folder: Path, names: list[str]) -> str:
+    """The SQL list of the files ``names`` (relative to the index folder, as DuckDB reaches it)."""
+    return "[" + ", ".join(_sql_str(str(folder / n)) for n in names) + "]"
+
+
 _LIST_SEP = "\x1f"  # joins a list column's items on their way into DuckDB (see UsageIndex._load_rows)
 LOAD_BATCH = 20_000  # rows handed to DuckDB at a time
+_NUMBERS = ("BIGINT", "INTEGER", "DOUBLE")
 
 
-def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """``rows`` as one NumPy array of text (or None) per column, for :meth:`UsageIndex._load_rows`."""
+def _db_text(text: str) -> str:
+    """``text`` as DuckDB can hold it (UTF-8): a lone surrogate (a file name that is not UTF-8, a JSON ``\\\\ud800``)
+    shown escaped (``\\\\xff`` for a byte of a file name)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_RANGES = {"BIGINT": 2**63, "INTEGER": 2**31}
+
+
+def _fits(value: Any, kind: str) -> bool:
+    """Whether ``value`` (a row's value of a number column) is one DuckDB's ``kind`` holds as it is."""
+    if value is None or (isinstance(value, float) and kind == "DOUBLE"):
+        return True
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    limit = _RANGES.get(kind)
+    return limit is None or -limit <= value < limit
+
+
+def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]],
+                  suspect: list[bool] | None = None) -> dict[str, Any]:
+    """``rows`` as one NumPy array of text (or None) per column, for :meth:`UsageIndex._load_rows`; ``suspect[0]``
+    set True when a number column holds a value its type cannot hold as it is."""
     import numpy as np
 
     arrays: dict[str, Any] = {}
     for k, kind in columns.items():
         values = [row.get(k) for row in rows]
+        if suspect is not None and kind in _NUMBERS and not suspect[0]:
+            suspect[0] = not all(_fits(v, kind) for v in values)
         if kind.endswith("[]"):
-            arrays[k] = np.array([_LIST_SEP.join(v) if v else "" for v in values], dtype=object)
+            arrays[k] = np.array([_db_text(_LIST_SEP.join(map(str, v))) if v else "" for v in values], dtype=object)
         else:  # the "" keeps a column of only None as text
-            arrays[k] = np.array([v if v is None or isinstance(v, str) else repr(v) for v in values] + [""],
-                                 dtype=object)[:-1]
+            arrays[k] = np.array([v if v is None else _db_text(v) if isinstance(v, str) else repr(v)
+                                  for v in values] + [""], dtype=object)[:-1]
     return arrays
+
+
+T = TypeVar("T")
 
 
 class UsageIndex:
@@ -471,31 +774,42 @@ class UsageIndex:
         self._followed: dict[str, _Followed] = {}
         self._db: Any = None  # the in-memory DuckDB database of the writes (see _connection)
         self._db_lock = threading.Lock()
+        self.notices: list[str] = []  # what the queries found and did (a damaged file rebuilt), for the caller to say
+        self.lock_wait = LOCK_WAIT  # seconds a repair during a query waits for the lock
 
-    def _read(self, entry: SourceEntry, grew: bool) -> tuple[SourceSession, dict[str, int] | None]:
+    def _read(self, entry: SourceEntry, grew: bool) -> tuple[SourceSession, dict[str, int] | None, bool]:
         """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code,
         Codex or Gemini CLI file that grew, or that changed in the last :data:`ACTIVE_SECONDS` (a session in
         progress), is read by an incremental reader kept for it (at most :data:`FOLLOWED` of them, the most
         recently read): whole the first time, then only what was appended since (same inode, not shorter,
-        the bytes where the last read stopped unchanged)."""
+        the bytes where the last read stopped unchanged). A Codex or Gemini CLI file whose last line has no
+        newline: while the file changed in the last :data:`SETTLED_SECONDS` (the agent may be writing that line)
+        the line waits in the reader and the third value is True (the read is not final: read the file again
+        next time); else the line is read as it is and the reader is not kept (the next read is whole)."""
         path = Path(entry.path)
         if entry.agent not in INCREMENTAL or not (grew or entry.path in self._followed or _active(path)):
             self._followed.pop(entry.path, None)
-            return read_source(path, entry.agent), None
+            return read_source(path, entry.agent), None, False
         kept = self._followed.pop(entry.path, None)
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             if kept is not None and not read_on(fh, kept.inode, kept.offset, kept.tail):
                 kept = None
+            st = os.fstat(fh.fileno())
             if kept is None:
-                kept = _Followed(_reader(entry.agent, path), 0, os.fstat(fh.fileno()).st_ino)
+                kept = _Followed(_reader(entry.agent, path), 0, st.st_ino)
             fh.seek(kept.offset)
             data = fh.read()
         kept.offset += len(data)
         if data:
             kept.tail = (kept.tail + data)[-64:]
+        waiting = False
         if entry.agent != "claude-code":
             kept.reader.feed(data)
-            session: SourceSession = kept.reader.session  # a torn last line waits for its newline
+            if kept.tail and not kept.tail.endswith(b"\n"):  # a last line without its newline
+                if time.time() - st.st_mtime >= SETTLED_SECONDS:  # the file is complete: the line read as it is
+                    return kept.reader.finish(), None, False  # (the reader is spent: not kept)
+                waiting = True
+            session: SourceSession = kept.reader.session
             one_hour = None
         else:
             if kept.reader.bulk:  # the whole file, complete lines: scanned, then built once
@@ -517,7 +831,7 @@ class UsageIndex:
         self._followed[entry.path] = kept
         while len(self._followed) > FOLLOWED:
             self._followed.pop(next(iter(self._followed)))
-        return session, one_hour
+        return session, one_hour, waiting
 
     # ------------------------------------------------------------------ manifest
 
@@ -525,15 +839,8 @@ class UsageIndex:
     def manifest_path(self) -> Path:
         return self.root / MANIFEST
 
-    def _load_manifest(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.manifest_path.read_bytes())
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(
-                data.get("files"), dict):
-            return {}
-        return data
+    def manifest(self, *, whole: bool = True) -> Manifest:
+        return read_manifest(self.root, whole=whole)
 
     def prices(self) -> PriceTable | None:
         if self._prices is None:
@@ -543,79 +850,214 @@ class UsageIndex:
                 return None
         return self._prices
 
-    # ------------------------------------------------------------------ update
+    def _save(self, manifest: Manifest, written: list[Path]) -> None:
+        """Make ``manifest`` the index: the files ``written`` for it and their folders fsync'd, then the manifest
+        replaced atomically (fsync'd); then the files no manifest names any more go."""
+        # at once, from threads: the file system commits them together (one after the other costs a commit each)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(_fsync, written))
+            list(pool.map(fsync_dir, sorted({p.parent for p in written})))
+        fresh = {str(p) for p in written}
+        manifest.sizes = {n: (self.root / n).stat().st_size if str(self.root / n) in fresh or n not in manifest.sizes
+                          else manifest.sizes[n] for n in manifest.listed()}
+        atomic_write_bytes(self.manifest_path, manifest.to_bytes())
+        self._sweep(manifest)
 
-    def update(self, settings: Settings | None = None, *, refresh: bool = False,
-               env: Mapping[str, str] | None = None, home: Path | None = None,
-               entries: list[SourceEntry] | None = None) -> IndexReport:
-        """Bring the index up to date with the session files on the machine (see the module's doc)."""
-        started = time.perf_counter()
-        report = IndexReport()
-        if entries is None:
-            entries = scan_sources(settings, env=env, home=home, index=self.root / "sources-index.json")
-        with _locked(self.root / ".lock"):
-            self._remove_leftovers()
-            manifest = self._load_manifest()
-            prices = self.prices()
-            version = litellm_version() if prices is not None else ""
-            if manifest.get("prices") != version or not manifest:
-                refresh = True  # another price table: price everything again; no manifest: start again
-            known: dict[str, Any] = {} if refresh else dict(manifest.get("files") or {})
-            if refresh:
-                self._clear()
-            changed: dict[str, FileRows] = {}
-            old_days: set[str] = set()
-            report.files = len(entries)
-            for entry in entries:
-                stamp = _stamp(entry)
-                if stamp is None:
-                    report.failed.append((entry.path, "the file is gone"))
-                    continue
-                old = known.get(entry.path)
-                if isinstance(old, dict) and old.get("stamp") == stamp:
-                    report.unchanged += 1
-                    continue
-                fid = file_id(entry.path)
-                try:
-                    session, one_hour = self._read(entry, grew=isinstance(old, dict) and not refresh)
-                except (SourceError, OSError, ValueError, RecursionError) as exc:
-                    self._followed.pop(entry.path, None)
-                    report.failed.append((entry.path, str(exc)))
-                    continue
-                rows = rows_of(entry, session, prices, fid, one_hour)
-                changed[fid] = rows
-                if isinstance(old, dict):
-                    old_days.update(str(d) for d in old.get("days") or ())
-                days = sorted({r["day"] for r in rows.calls} | {r["day"] for r in rows.tool_results})
-                known[entry.path] = {"stamp": stamp, "file_id": fid, "days": days, "session": rows.session}
-                report.read += 1
-                report.calls += len(rows.calls)
-                report.tool_results += len(rows.tool_results)
-            if changed or refresh or not self.manifest_path.exists():
-                report.days_rewritten = self._write(changed, old_days)
-                manifest = {"version": INDEX_VERSION, "prices": version, "files": known}  # compact: written often
-                atomic_write_bytes(self.manifest_path, json.dumps(manifest, ensure_ascii=False,
-                                                                  separators=(",", ":")).encode("utf-8"))
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def _remove_leftovers(self) -> None:
-        """What a writer stopped midway left (its lock is ours now): staged files, older versions' folders."""
-        for stale in [*self.root.glob(".*.tmp"), *self.root.glob(".tmp-*")]:
+    def _sweep(self, manifest: Manifest) -> None:
+        """Remove what ``manifest`` does not name: the files a write replaced, what a stopped writer left (staged
+        files, older versions' files and folders), empty day folders. Only under the lock."""
+        keep = {str(self.root / n) for n in manifest.listed()}
+        for stale in [*self.root.glob(".*.tmp"), *self.root.glob(".tmp-*"), self.root / "rollups-version",
+                      *self.root.glob("*.parquet")]:
+            if str(stale) in keep:
+                continue
             if stale.is_dir():
                 shutil.rmtree(stale, ignore_errors=True)
             else:
                 with contextlib.suppress(OSError):
                     stale.unlink()
+        for table in TABLES:
+            try:
+                folders = list(os.scandir(self.root / table))
+            except OSError:
+                continue
+            for folder in folders:
+                try:
+                    names = os.listdir(folder.path)
+                except OSError:  # not a folder
+                    with contextlib.suppress(OSError):
+                        os.unlink(folder.path)
+                    continue
+                left = len(names)
+                for name in names:
+                    path = os.path.join(folder.path, name)
+                    if path not in keep:
+                        with contextlib.suppress(OSError):
+                            os.unlink(path)
+                            left -= 1
+                if not left:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(folder.path)
 
-    def _clear(self) -> None:
-        for name in ("calls", "tool_results"):
-            shutil.rmtree(self.root / name, ignore_errors=True)
-        for name in ("sessions", *ROLLUPS):
-            with contextlib.suppress(OSError):
-                (self.root / f"{name}.parquet").unlink()
-        with contextlib.suppress(OSError):
-            (self.root / ROLLUP_MARKER).unlink()
+    # ------------------------------------------------------------------ update
+
+    def update(self, settings: Settings | None = None, *, refresh: bool = False,
+               env: Mapping[str, str] | None = None, home: Path | None = None,
+               entries: list[SourceEntry] | None = None, say: Callable[[str], None] | None = None,
+               lock_wait: float = LOCK_WAIT) -> IndexReport:
+        """Bring the index up to date with the session files on the machine (see the module's doc). ``say``:
+        told when the update waits for another process's (after a second); after ``lock_wait`` s the update is
+        given up. A busy or read-only index answers as it is: ``IndexReport.warnings`` says so. UsageIndexError
+        when the index cannot be written for another reason (the text names it)."""
+        started = time.perf_counter()
+        report = IndexReport()
+        if entries is None:
+            problems: list[ScanProblem] = []
+            entries = scan_sources(settings, env=env, home=home, index=self.root / "sources-index.json",
+                                   problems=problems)
+            report.failed += [(shown_path(p.path), printable(p.reason)) for p in problems]
+        report.files = len(entries)
+        try:
+            with _locked(self.root / LOCK_FILE, wait=lock_wait, say=say):
+                self._update_locked(entries, refresh, report)
+        except IndexBusy as exc:
+            report.warnings.append(f"{exc}; the figures are the index's as it was")
+        except IndexReadOnly as exc:
+            self._changed_since(entries, report, str(exc))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _changed_since(self, entries: list[SourceEntry], report: IndexReport, why: str) -> None:
+        """A read-only index: count the session files changed since it was written (one warning when some did)."""
+        known = self.manifest().files
+        changed = 0
+        for entry in entries:
+            old = known.get(entry.path)
+            if isinstance(old, dict) and old.get("stamp") == _stamp(entry):
+                report.unchanged += 1
+            else:
+                changed += 1
+        if changed:
+            report.warnings.append(f"{why}: {changed} session file(s) changed since it was written are not counted; "
+                                   "the figures are the index's as it was")
+
+    def _update_locked(self, entries: list[SourceEntry], refresh: bool, report: IndexReport) -> None:
+        manifest = self.manifest()
+        if manifest.valid:
+            self._sweep(manifest)  # what a writer stopped midway left
+        elif manifest.problem:
+            report.warnings.append(manifest.problem)
+        prices = self.prices()
+        version = litellm_version() if prices is not None else ""
+        if not manifest.valid or manifest.prices != version:
+            refresh = True  # another price table: price everything again; no manifest: start again
+        # a refresh reads every session file again over the index it had: a file that cannot be read now (a
+        # database locked, a file gone or damaged since) keeps the rows it had, never 0 calls; only with no
+        # valid manifest does it start from nothing
+        fresh = not manifest.valid
+        if refresh:
+            self._followed.clear()
+        failed_before, warned_before = len(report.failed), len(report.warnings)
+        broken = {} if fresh else self._sized_wrong(manifest)  # truncated, emptied, gone: found at once
+        for attempt in range(2):
+            if fresh:
+                base = Manifest(True, manifest.generation, prices=version)
+            else:
+                base = manifest.copy()
+                if refresh:
+                    base.files = {path: {**known, "stamp": None} if isinstance(known, dict) else known
+                                  for path, known in base.files.items()}
+            if broken:
+                base = self._without(base, broken, report)
+            try:
+                self._pass(base, entries, refresh or bool(broken) or not manifest.valid, prices, version, report)
+                return
+            except IndexReadOnly:
+                raise
+            except Exception as exc:
+                if not (_is_duckdb_error(exc) or isinstance(exc, OSError)):
+                    raise
+                if not _is_duckdb_error(exc) or attempt:
+                    raise UsageIndexError(f"cannot write the usage index in {shown_path(self.root)}: "
+                                          f"{printable(exc)}") from None
+                more = self._probe(base)  # found when used: what DuckDB could not read
+                if not more:
+                    raise UsageIndexError(f"cannot write the usage index in {shown_path(self.root)}: "
+                                          f"{printable(exc)}") from None
+                broken.update(more)
+                del report.failed[failed_before:]
+                del report.warnings[warned_before:]
+                report.read = report.unchanged = report.calls = report.tool_results = report.bad_values = 0
+
+    def _without(self, manifest: Manifest, broken: Mapping[str, str], report: IndexReport | None) -> Manifest:
+        """``manifest`` without the ``broken`` files (name -> why): the session files whose rows lived in one are
+        marked to be read again (their rows of the other days are replaced then); a broken sessions file is
+        written again from the manifest's session rows, broken rollups from the day files. Each said."""
+        m = manifest.copy()
+        stale = 0
+        for name, why in broken.items():
+            for table in TABLES:
+                for day, listed in list(m.days[table].items()):
+                    if listed != name:
+                        continue
+                    del m.days[table][day]
+                    for path, known in list(m.files.items()):
+                        if isinstance(known, dict) and day in (known.get("days") or ()) and known.get("stamp"):
+                            m.files[path] = {**known, "stamp": None}
+                            stale += 1
+            for kind, listed in list(m.single.items()):
+                if listed == name:
+                    del m.single[kind]
+            message = f"usage index file {shown_path(self.root / name)} could not be read ({why}): rebuilt"
+            if report is not None:
+                report.warnings.append(message)
+            else:
+                self.notices.append(message)
+        if stale:
+            message = f"{stale} session file(s) whose rows it held are read again"
+            (report.warnings if report is not None else self.notices).append(message)
+        for kind in ROLLUPS:  # built again from the day files, whichever part was lost
+            m.single.pop(kind, None)
+        return m
+
+    def _pass(self, base: Manifest, entries: list[SourceEntry], rewrite: bool, prices: PriceTable | None,
+              version: str, report: IndexReport) -> None:
+        """Read the new and changed session files of ``entries`` and write what changed over ``base`` (all of it
+        with ``rewrite``), then switch to the new manifest."""
+        known = base.files
+        changed: dict[str, FileRows] = {}
+        old_days: set[str] = set()
+        for entry in entries:
+            stamp = _stamp(entry)
+            if stamp is None:
+                report.failed.append((shown_path(entry.path), "the file is gone"))
+                continue
+            old = known.get(entry.path)
+            if isinstance(old, dict) and old.get("stamp") == stamp:
+                report.unchanged += 1
+                continue
+            fid = file_id(entry.path)
+            try:
+                session, one_hour, waiting = self._read(entry, grew=isinstance(old, dict))
+                rows = rows_of(entry, session, prices, fid, one_hour)
+                days = sorted({r["day"] for r in rows.calls} | {r["day"] for r in rows.tool_results})
+            except FILE_ERRORS as exc:  # this file only: said, the others go on
+                self._followed.pop(entry.path, None)
+                report.failed.append((shown_path(entry.path), _reason(exc)))
+                continue
+            changed[fid] = rows
+            if isinstance(old, dict):
+                old_days.update(str(d) for d in old.get("days") or ())
+            # a read that is not final (a last line still being written) is done again next time
+            known[entry.path] = {"stamp": None if waiting else stamp, "file_id": fid, "days": days,
+                                 "session": rows.session}
+            report.read += 1
+            report.calls += len(rows.calls)
+            report.tool_results += len(rows.tool_results)
+        if not (changed or rewrite or not base.rollups_current() or not self.manifest_path.exists()):
+            return
+        report.days_rewritten = self._write(base, changed, old_days, version, report,
+                                            all_sessions="sessions" not in base.single)
 
     def _connection(self) -> Any:
         """A cursor of the in-memory DuckDB database this object keeps for its writes (made once: a new
@@ -627,223 +1069,410 @@ class UsageIndex:
                 self._db = duckdb.connect()
             return self._db.cursor()
 
-    def _write(self, changed: dict[str, FileRows], old_days: set[str]) -> int:
-        """Write the rows of the files read (``changed``: by file id) in place of the rows they had: the days
-        either touches rewritten, the rollups' rows of these files replaced, their sessions rows too."""
+    def _new_name(self, kind: str, generation: int, day: str = "") -> str:
+        stem = f"{generation % 1_000_000:06d}-{uuid.uuid4().hex[:12]}.parquet"
+        return f"{kind}/day={day}/{stem}" if day else f"{kind}-{stem}"
+
+    def _write(self, base: Manifest, changed: dict[str, FileRows], old_days: set[str], version: str,
+               report: IndexReport, *, all_sessions: bool = False) -> int:
+        """Write the rows of the files read (``changed``: by file id) in place of the rows they had, as new files:
+        the days either touches, the sessions file (from every known session file's row with ``all_sessions``),
+        the rollups (their rows of these files replaced; all of them from the day files when ``base`` has none of
+        this version); then switch to the manifest naming them. The days rewritten."""
         self.root.mkdir(parents=True, exist_ok=True)
         fids = set(changed)
+        new = base.copy()
+        new.valid, new.generation, new.token, new.prices = True, base.generation + 1, uuid.uuid4().hex, version
+        written: list[Path] = []
         con = self._connection()
         try:
             days: set[str] = set(old_days)
             for table, columns, rows_key in (("calls", CALL_COLUMNS, "calls"),
                                              ("tool_results", TOOL_COLUMNS, "tool_results")):
                 rows = [r for fr in changed.values() for r in getattr(fr, rows_key)]
-                self._load_rows(con, f"new_{table}", columns, rows)
+                report.bad_values += self._load_rows(con, f"new_{table}", columns, rows)
                 days.update(r["day"] for r in rows)
             for table, columns in (("calls", CALL_COLUMNS), ("tool_results", TOOL_COLUMNS)):
-                self._rewrite_days(con, table, columns, sorted(days), fids)
-            sessions = [fr.session for fr in changed.values() if fr.session]
-            self._load_rows(con, "new_sessions", SESSION_COLUMNS, sessions)
-            self._replace_rows(con, "sessions", "SELECT * FROM new_sessions", fids)
-            if self._rollups_current():
+                self._rewrite_days(con, new, table, columns, sorted(days), fids, written)
+            if all_sessions:
+                sessions = [k["session"] for k in new.files.values() if isinstance(k, dict)
+                            and isinstance(k.get("session"), dict) and k["session"]]
+                fresh_fids: set[str] = set()
+            else:
+                sessions = [fr.session for fr in changed.values() if fr.session]
+                fresh_fids = fids
+            report.bad_values += self._load_rows(con, "new_sessions", SESSION_COLUMNS, sessions)
+            self._replace_rows(con, new, "sessions", "SELECT * FROM new_sessions", fresh_fids, written,
+                               keep_old=not all_sessions)
+            if base.rollups_current():
                 con.execute("CREATE OR REPLACE TEMP TABLE new_call_rollup AS "
                             + _CALL_ROLLUP.format(source="new_calls"))
-                self._replace_rows(con, "call_rollup", "SELECT * FROM new_call_rollup", fids)
-                self._replace_rows(con, "tool_rollup", _TOOL_ROLLUP.format(
-                    results="new_tool_results", calls="new_calls"), fids)
-                self._replace_rows(con, "session_rollup", _SESSION_ROLLUP.format(
-                    calls="new_call_rollup", sessions="new_sessions"), fids)
-            else:  # a new index, or one written before these rollups: all of them from the day files
-                self._write_rollups(con)
+                self._replace_rows(con, new, "call_rollup", "SELECT * FROM new_call_rollup", fids, written)
+                self._replace_rows(con, new, "tool_rollup", _TOOL_ROLLUP.format(
+                    results="new_tool_results", calls="new_calls"), fids, written)
+                self._replace_rows(con, new, "session_rollup", _SESSION_ROLLUP.format(
+                    calls="new_call_rollup", sessions="new_sessions"), fids, written)
+            else:  # a new index, a repaired one or one of older rollups: all of them from the day files
+                self._write_rollups(con, new, written)
+        except BaseException as exc:
+            for path in written:  # never named by a manifest: gone now rather than at the next sweep
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise IndexReadOnly(f"the usage index in {shown_path(self.root)} is read-only "
+                                    f"({exc.strerror or exc})") from None
+            raise
         finally:
             con.close()
+        self._save(new, written)
         return len(days)
 
-    def _replace_rows(self, con: Any, name: str, fresh: str, fids: set[str]) -> None:
-        """Rewrite ``<name>.parquet``: its rows of files not in ``fids`` kept, the rows of ``fresh`` added."""
-        target = self.root / f"{name}.parquet"
+    def _replace_rows(self, con: Any, m: Manifest, name: str, fresh: str, fids: set[str], written: list[Path],
+                      *, keep_old: bool = True) -> None:
+        """A new ``name`` file in ``m``: the rows of its old file of files not in ``fids`` kept, those of ``fresh``
+        added."""
+        folder = _duck_folder(self.root)
         query = f"SELECT * FROM ({fresh})"
-        if target.is_file():
+        old = m.single.get(name)
+        if old and keep_old:
             fid_list = ", ".join(_sql_str(f) for f in sorted(fids)) or "''"
-            query = (f"SELECT * FROM read_parquet({_sql_str(str(target))}) WHERE file_id NOT IN ({fid_list}) "
+            query = (f"SELECT * FROM read_parquet({_listing(folder, [old])}) WHERE file_id NOT IN ({fid_list}) "
                      f"UNION ALL BY NAME ({query})")
         order = " ORDER BY day" if name in ("call_rollup", "tool_rollup") else ""
-        _copy_to(con, f"SELECT * FROM ({query}){order}", target)
+        target = self._new_name(name, m.generation)
+        _copy_to(con, f"SELECT * FROM ({query}){order}", folder / target)
+        written.append(self.root / target)
+        m.single[name] = target
 
     @staticmethod
-    def _load_rows(con: Any, name: str, columns: Mapping[str, str], rows: list[dict[str, Any]]) -> None:
+    def _load_rows(con: Any, name: str, columns: Mapping[str, str], rows: list[dict[str, Any]]) -> int:
         """``rows`` as the temporary table ``name`` of ``columns``: handed to DuckDB as one NumPy array of text per
         column (numbers as their ``repr``, which reads back exactly; a list column as its items joined by
-        U+001F), cast to the column's type in SQL, so that DuckDB never guesses a type from a sample."""
+        U+001F), cast to the column's type in SQL, so that DuckDB never guesses a type from a sample. A value that
+        is no value of its column (a time that is no time, a number out of range) is NULL; the rows with a number
+        out of range are counted (the count returned)."""
         cols = ", ".join(f'"{k}" {v}' for k, v in columns.items())
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({cols})")
         if not rows:
-            return
+            return 0
         select = []
+        bad = []
         for k, kind in columns.items():
             if kind.endswith("[]"):
                 select.append(f"CASE WHEN src.\"{k}\" = '' THEN []::{kind} "
                               f"ELSE string_split(src.\"{k}\", chr(31))::{kind} END")
-            else:  # a time that is no time (a file's bad line) is NULL, not a failed write
-                cast = "TRY_CAST" if kind in ("TIMESTAMP", "DATE") else "CAST"
-                select.append(f"{cast}(src.\"{k}\" AS {kind})")
+                continue
+            select.append(f"TRY_CAST(src.\"{k}\" AS {kind})")
+            if kind in _NUMBERS:
+                bad.append(f"(src.\"{k}\" IS NOT NULL AND TRY_CAST(src.\"{k}\" AS {kind}) IS NULL)")
         insert = f"INSERT INTO {name} SELECT {', '.join(select)} FROM src_{name} AS src"
+        count = f"SELECT count(*) FROM src_{name} AS src WHERE {' OR '.join(bad) or 'FALSE'}"
+        rejected = 0
         for start in range(0, len(rows), LOAD_BATCH):  # in batches: the text of a first index stays small
-            con.register(f"src_{name}", _text_columns(columns, rows[start:start + LOAD_BATCH]))
+            suspect = [False]
+            con.register(f"src_{name}", _text_columns(columns, rows[start:start + LOAD_BATCH], suspect))
             try:
                 con.execute(insert)
+                if suspect[0]:  # counted only when a value looked out of range (the readers' are in range)
+                    rejected += int(con.execute(count).fetchall()[0][0])
             finally:
                 con.unregister(f"src_{name}")
+        return rejected
 
-    def _rewrite_days(self, con: Any, table: str, columns: Mapping[str, str], days: list[str],
-                      fids: set[str]) -> None:
-        """Each day in ``days``: its old rows of files not in ``fids`` + the new rows, as one Parquet file (written
-        beside the old ones, which then go; a day left without rows goes)."""
-        base = self.root / table
-        names = ", ".join(f'"{k}"' for k in columns if k != "day")
+    def _rewrite_days(self, con: Any, m: Manifest, table: str, columns: Mapping[str, str], days: list[str],
+                      fids: set[str], written: list[Path]) -> None:
+        """Each day in ``days``: its old rows of files not in ``fids`` + the new rows, as one new Parquet file named
+        in ``m`` (a day left without rows leaves ``m``)."""
+        folder = _duck_folder(self.root)
+        names = ", ".join(f'"{k}"' for k in columns)
         fid_list = ", ".join(_sql_str(f) for f in sorted(fids)) or "''"
         for day in days:
-            folder = base / f"day={day}"
-            old_files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-            parts = [f"SELECT {names}, DATE {_sql_str(day)} AS day FROM new_{table} WHERE day = DATE {_sql_str(day)}"]
-            if old_files:
-                listing = "[" + ", ".join(_sql_str(str(f)) for f in old_files) + "]"
-                parts.insert(0, f"SELECT {names}, DATE {_sql_str(day)} AS day FROM read_parquet({listing}, "
-                                f"hive_partitioning=false) WHERE file_id NOT IN ({fid_list})")
-            query = " UNION ALL ".join(parts)
-            folder.mkdir(parents=True, exist_ok=True)
-            count = _copy_to(con, f"SELECT {names} FROM ({query}) ORDER BY ts NULLS LAST",
-                             folder / f"data-{uuid.uuid4().hex[:12]}.parquet", keep_empty=False)
-            for old in old_files:
-                with contextlib.suppress(FileNotFoundError):
-                    old.unlink()
-            if not count:
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            old = m.days[table].get(day)
+            parts = [f"SELECT {names} FROM new_{table} WHERE day = DATE {_sql_str(day)}"]
+            if old:
+                parts.insert(0, f"SELECT {names} FROM read_parquet({_listing(folder, [old])}) "
+                                f"WHERE file_id NOT IN ({fid_list})")
+            target = self._new_name(table, m.generation, day)
+            (self.root / target).parent.mkdir(parents=True, exist_ok=True)
+            count = _copy_to(con, f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY ts NULLS LAST",
+                             folder / target)
+            if count:
+                written.append(self.root / target)
+                m.days[table][day] = target
+            else:
+                (self.root / target).unlink()
+                m.days[table].pop(day, None)
 
-    def _day_files(self, table: str, days: list[str] | None) -> list[str]:
-        base = self.root / table
-        if days is None:
-            return sorted(str(p) for p in base.glob("day=*/*.parquet"))
-        return sorted(str(p) for day in days for p in (base / f"day={day}").glob("*.parquet"))
-
-    def _write_rollups(self, con: Any) -> None:
-        """Write the rollups from all the call and tool-result rows (written already) and the sessions."""
+    def _write_rollups(self, con: Any, m: Manifest, written: list[Path]) -> None:
+        """Write the rollups of ``m`` from all its call and tool-result rows (written already) and its sessions."""
+        folder = _duck_folder(self.root)
         sources = {}
         for table, columns in (("calls", CALL_COLUMNS), ("tool_results", TOOL_COLUMNS)):
-            files = self._day_files(table, None)
-            if files:
-                listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
-                sources[table] = f"read_parquet({listing}, hive_partitioning=true, union_by_name=true)"
-            else:  # none left
-                sources[table] = _empty(columns)
+            files = sorted(m.days[table].values())
+            sources[table] = f"read_parquet({_listing(folder, files)})" if files else _empty(columns)
         con.execute("CREATE OR REPLACE TEMP TABLE all_call_rollup AS " + _CALL_ROLLUP.format(source=sources["calls"]))
-        sessions_file = self.root / "sessions.parquet"
-        if sessions_file.is_file():
-            sessions = f"read_parquet({_sql_str(str(sessions_file))})"
-        else:
-            sessions = _empty(SESSION_COLUMNS)
+        sessions = m.single.get("sessions")
+        sessions_sql = f"read_parquet({_listing(folder, [sessions])})" if sessions else _empty(SESSION_COLUMNS)
         tools = _TOOL_ROLLUP.format(results=sources["tool_results"], calls=sources["calls"])
         fresh = {"call_rollup": "SELECT * FROM all_call_rollup ORDER BY day",
                  "tool_rollup": f"SELECT * FROM ({tools}) ORDER BY day",
-                 "session_rollup": _SESSION_ROLLUP.format(calls="all_call_rollup", sessions=sessions)}
+                 "session_rollup": _SESSION_ROLLUP.format(calls="all_call_rollup", sessions=sessions_sql)}
         for name, query in fresh.items():
-            _copy_to(con, query, self.root / f"{name}.parquet")
-        atomic_write_bytes(self.root / ROLLUP_MARKER, f"{ROLLUP_VERSION}\n".encode(), durable=False)
+            target = self._new_name(name, m.generation)
+            _copy_to(con, query, folder / target)
+            written.append(self.root / target)
+            m.single[name] = target
+        m.rollups = ROLLUP_VERSION
 
-    def rebuild_rollups(self) -> None:
-        """Write the rollups from all the call and tool-result rows (an index of an older version)."""
-        with _locked(self.root / ".lock"):
+    def rebuild_rollups(self, *, lock_wait: float = LOCK_WAIT) -> None:
+        """Write the rollups from all the call and tool-result rows (and switch to them)."""
+        with _locked(self.root / LOCK_FILE, wait=lock_wait):
+            base = self.manifest()
+            if not base.valid:
+                return
+            new = base.copy()
+            new.generation, new.token = base.generation + 1, uuid.uuid4().hex
+            written: list[Path] = []
             con = self._connection()
             try:
-                self._write_rollups(con)
+                self._write_rollups(con, new, written)
             finally:
                 con.close()
+            self._save(new, written)
+
+    def adopt(self, days: Mapping[str, Mapping[str, str]], sessions: str, prices: str = "adopted") -> None:
+        """Make an index of data files written by another tool (the benchmarks' synthetic index): ``days`` (table ->
+        day -> name) and ``sessions`` named as :meth:`_new_name` names them, under ``root``; rollups built."""
+        with _locked(self.root / LOCK_FILE):
+            m = Manifest(True, 1, uuid.uuid4().hex, prices, 0, {t: dict(days.get(t) or {}) for t in TABLES},
+                         {"sessions": sessions})
+            written: list[Path] = []
+            con = self._connection()
+            try:
+                self._write_rollups(con, m, written)
+            finally:
+                con.close()
+            written += [self.root / n for n in m.listed()]
+            self._save(m, sorted(set(written)))
+
+    # ------------------------------------------------------------------ damage
+
+    def _sized_wrong(self, m: Manifest) -> dict[str, str]:
+        """The files ``m`` names that are gone or whose size is not the size they were written with."""
+        wrong: dict[str, str] = {}
+        for name in m.listed():
+            try:
+                size = (self.root / name).stat().st_size
+            except FileNotFoundError:
+                wrong[name] = "missing"
+                continue
+            except OSError as exc:
+                wrong[name] = exc.strerror or str(exc)
+                continue
+            if name in m.sizes and size != m.sizes[name]:
+                wrong[name] = "empty (0 bytes)" if not size else f"{size:,} bytes, written with {m.sizes[name]:,}"
+        return wrong
+
+    def _probe(self, m: Manifest) -> dict[str, str]:
+        """The files ``m`` names that DuckDB cannot read whole, or that do not hold their table's columns: name ->
+        what is wrong."""
+        import duckdb
+
+        folder = _duck_folder(self.root)
+        expected = _expected_columns()
+        kinds = {n: t for t in TABLES for n in m.days[t].values()} | {n: k for k, n in m.single.items()}
+        broken: dict[str, str] = {}
+        con = duckdb.connect()
+        try:
+            for name, kind in kinds.items():
+                path = self.root / name
+                try:
+                    size = path.stat().st_size
+                except OSError as exc:
+                    broken[name] = "missing" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
+                    continue
+                if not size:
+                    broken[name] = "empty (0 bytes)"
+                    continue
+                try:
+                    source = f"read_parquet({_listing(folder, [name])})"
+                    columns = [d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description]
+                    con.execute(f"SELECT max(hash(COLUMNS(*))) FROM {source}").fetchall()  # every value read
+                except duckdb.Error as exc:
+                    broken[name] = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                    continue
+                if columns != expected[kind]:
+                    broken[name] = "not a file of this table (other columns)"
+        finally:
+            con.close()
+        return broken
+
+    def _repair(self, seen: Manifest) -> bool:
+        """A query failed on the index of manifest ``seen``: find the damaged files and rebuild without them (under
+        the lock; the session files whose rows they held are read again by the next update). Whether something
+        was rebuilt (or the manifest changed meanwhile: worth another try)."""
+        try:
+            with _locked(self.root / LOCK_FILE, wait=self.lock_wait):
+                m = self.manifest()
+                if not m.valid or m.token != seen.token:
+                    return m.token != seen.token  # another process wrote meanwhile
+                broken = self._sized_wrong(m) or self._probe(m)
+                if not broken:
+                    return False
+                new = self._without(m, broken, None)
+                new.generation, new.token = m.generation + 1, uuid.uuid4().hex
+                written: list[Path] = []
+                con = self._connection()
+                try:
+                    if "sessions" not in new.single:
+                        self._load_rows(con, "new_sessions", SESSION_COLUMNS, [
+                            k["session"] for k in new.files.values()
+                            if isinstance(k, dict) and isinstance(k.get("session"), dict) and k["session"]])
+                        self._replace_rows(con, new, "sessions", "SELECT * FROM new_sessions", set(), written,
+                                           keep_old=False)
+                    self._write_rollups(con, new, written)
+                finally:
+                    con.close()
+                self._save(new, written)
+                return True
+        except UsageIndexError as exc:  # busy, read-only: the damage stays (said)
+            self.notices.append(f"{exc}: the damaged index could not be rebuilt now")
+            return False
 
     # ------------------------------------------------------------------ query
 
-    def _layout(self) -> tuple[bool, ...]:
-        """Which of the index's parts exist, and whether its rollups are of this version (a cached connection
-        is made again when this changes)."""
-        return (any((self.root / "calls").glob("day=*/*.parquet")),
-                any((self.root / "tool_results").glob("day=*/*.parquet")),
-                *((self.root / f"{name}.parquet").is_file() for name in ("sessions", *ROLLUPS)),
-                self._rollups_current())
-
-    def _rollups_current(self) -> bool:
-        """Whether every rollup is there, written by this version (:data:`ROLLUP_VERSION`)."""
-        try:
-            marker = (self.root / ROLLUP_MARKER).read_text().strip()
-        except OSError:
-            return False
-        return marker == str(ROLLUP_VERSION) and all((self.root / f"{n}.parquet").is_file() for n in ROLLUPS)
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """``fn(connection)`` on the index as its manifest names it (see :meth:`connect`). A query that fails because
+        a file went (another process switched the manifest after this one read it) runs again on the new
+        manifest; one that fails on a damaged file has the index rebuilt without it (said in :attr:`notices`)
+        and runs again. Else UsageIndexError naming the index and what was wrong (never DuckDB's traceback)."""
+        last: Exception | str | None = None
+        for _attempt in range(3):
+            m = self.manifest(whole=False)
+            wrong = self._sized_wrong(m)  # gone, emptied, truncated, replaced: a stat per file
+            if wrong:
+                last = "; ".join(f"{shown_path(self.root / n)}: {why}" for n, why in wrong.items())
+                if self.manifest(whole=False).token != m.token or self._repair(m):
+                    continue
+                break
+            try:
+                con = self._cursor(m)
+                try:
+                    return fn(con)
+                finally:
+                    con.close()
+            except Exception as exc:
+                if not _is_duckdb_error(exc):
+                    raise
+                last = exc
+            now = self.manifest(whole=False)
+            if now.token != m.token:
+                continue  # lost a race with a writer: the new manifest
+            if not m.valid or not self._repair(m):
+                break
+        raise UsageIndexError(f"cannot query the usage index in {shown_path(self.root)}: "
+                              f"{printable(str(last).splitlines()[0] if last else '')}")
 
     def connect(self) -> Any:
-        """A DuckDB connection with the views ``calls``, ``tool_results``, ``sessions``, ``call_rollup`` and
-        ``tool_rollup`` (empty tables when the index holds none): a cursor of an in-memory database kept per
-        index folder for the process, whose views read the files when queried. Close it when done."""
-        layout = self._layout()
-        if (layout[0] or layout[1]) and not layout[-1]:
-            self.rebuild_rollups()  # an index written before these rollups
-            layout = self._layout()
-        key = (str(self.root.resolve()), layout)
+        """A DuckDB connection with the views ``calls``, ``tool_results``, ``sessions``, ``call_rollup``,
+        ``tool_rollup`` and ``session_rollup`` over exactly the files the manifest names (empty tables when it
+        names none; rollups of another version built in memory): a cursor of an in-memory database kept per
+        manifest for the process, whose views read the files when queried. Close it when done. A query on it may
+        fail when another process switched the manifest meanwhile: :meth:`read` tries again."""
+        return self._cursor(self.manifest(whole=False))
+
+    def _cursor(self, m: Manifest) -> Any:
+        key = (str(self.root.absolute()), m.token)
         with _DATABASES_LOCK:
             base = _DATABASES.get(key)
             if base is None:
-                base = self._database(layout)
+                base = self._database(m)
                 for old in [k for k in _DATABASES if k[0] == key[0]]:
-                    del _DATABASES[old]  # the old layout: dropped (its open cursors keep it alive)
+                    del _DATABASES[old]  # the old manifest's: dropped (its open cursors keep it alive)
                 _DATABASES[key] = base
                 while len(_DATABASES) > MAX_DATABASES:
                     del _DATABASES[next(iter(_DATABASES))]
             return base.cursor()
 
-    def _database(self, layout: tuple[bool, ...]) -> Any:
+    def _database(self, m: Manifest) -> Any:
         import duckdb
 
+        folder = _duck_folder(self.root)
         con = duckdb.connect()
-        for table, columns, there in (("calls", CALL_COLUMNS, layout[0]), ("tool_results", TOOL_COLUMNS, layout[1])):
-            pattern = self.root / table / "day=*" / "*.parquet"
-            if there:  # every day file is written with the table's columns (no union_by_name: binds 3× faster)
-                con.execute(f"CREATE VIEW {table} AS SELECT * REPLACE (CAST(day AS DATE) AS day) FROM "
-                            f"read_parquet({_sql_str(str(pattern))}, hive_partitioning=true)")
+        try:
+            for table, columns in (("calls", CALL_COLUMNS), ("tool_results", TOOL_COLUMNS)):
+                files = sorted(m.days[table].values())
+                if files:  # every day file is written with the table's columns (no union_by_name: binds 3× faster)
+                    con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_listing(folder, files)})")
+                else:
+                    cols = ", ".join(f'"{k}" {v}' for k, v in columns.items())
+                    con.execute(f"CREATE TABLE {table} ({cols})")
+            if "sessions" in m.single:
+                con.execute("CREATE VIEW sessions AS SELECT * FROM "
+                            f"read_parquet({_listing(folder, [m.single['sessions']])})")
             else:
-                cols = ", ".join(f'"{k}" {v}' for k, v in columns.items())
-                con.execute(f"CREATE TABLE {table} ({cols})")
-        for name, there in zip(("sessions", *ROLLUPS), layout[2:-1], strict=True):
-            path = self.root / f"{name}.parquet"
-            if there:  # a view, read when queried (loaded as a table: 40 ms more for a process's first query)
-                con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(str(path))})")
-            elif name == "sessions":
                 cols = ", ".join(f'"{k}" {v}' for k, v in SESSION_COLUMNS.items())
                 con.execute(f"CREATE TABLE sessions ({cols})")
-            else:  # the rollup of no rows
-                query = {"call_rollup": _CALL_ROLLUP.format(source="calls"),
-                         "tool_rollup": _TOOL_ROLLUP.format(results="tool_results", calls="calls"),
-                         "session_rollup": _SESSION_ROLLUP.format(calls="call_rollup", sessions="sessions")}[name]
-                con.execute(f"CREATE TABLE {name} AS SELECT * FROM ({query}) LIMIT 0")
+            if m.rollups_current():  # views, read when queried (as tables: 40 ms more for a process's first query)
+                for name in ROLLUPS:
+                    con.execute(f"CREATE VIEW {name} AS SELECT * FROM "
+                                f"read_parquet({_listing(folder, [m.single[name]])})")
+            else:  # none, or of another version: built from the rows, in memory (written by the next update)
+                con.execute("CREATE TABLE call_rollup AS " + _CALL_ROLLUP.format(source="calls"))
+                con.execute("CREATE TABLE tool_rollup AS "
+                            + _TOOL_ROLLUP.format(results="tool_results", calls="calls"))
+                con.execute("CREATE TABLE session_rollup AS "
+                            + _SESSION_ROLLUP.format(calls="call_rollup", sessions="sessions"))
+        except BaseException:
+            con.close()
+            raise
         return con
 
     def query(self, by: str = "day", since: date | None = None) -> list[dict[str, Any]]:
         """The figures per group (see :func:`summarize`)."""
-        con = self.connect()
-        try:
-            return summarize(con, by, since)
-        finally:
-            con.close()
+        if by not in GROUPS:
+            raise ValueError(f"cannot group by {by!r}: one of {', '.join(GROUPS)}")
+        return self.read(lambda con: summarize(con, by, since))
 
     def totals(self, since: date | None = None) -> dict[str, Any]:
-        con = self.connect()
+        rows = self.read(lambda con: _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {_since(since)}"))
+        return rows[0] if rows else {}
+
+
+def _is_duckdb_error(exc: BaseException) -> bool:
+    import duckdb
+
+    return isinstance(exc, duckdb.Error)
+
+
+_EXPECTED: dict[str, list[str]] = {}
+
+
+def _expected_columns() -> dict[str, list[str]]:
+    """The columns of each kind of data file, in the order the index writes them."""
+    if not _EXPECTED:
+        import duckdb
+
+        con = duckdb.connect()
         try:
-            rows = _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {_since(since)}")
-            return rows[0] if rows else {}
+            for name, columns in (("calls", CALL_COLUMNS), ("tool_results", TOOL_COLUMNS),
+                                  ("sessions", SESSION_COLUMNS)):
+                cols = ", ".join(f'"{k}" {v}' for k, v in columns.items())
+                con.execute(f"CREATE TABLE {name} ({cols})")
+                _EXPECTED[name] = list(columns)
+            for name, query in (("call_rollup", _CALL_ROLLUP.format(source="calls")),
+                                ("tool_rollup", _TOOL_ROLLUP.format(results="tool_results", calls="calls")),
+                                ("session_rollup", _SESSION_ROLLUP.format(calls="call_rollup", sessions="sessions"))):
+                con.execute(f"CREATE TABLE {name} AS {query}")
+                _EXPECTED[name] = [d[0] for d in con.execute(f"SELECT * FROM {name}").description]
         finally:
             con.close()
+    return _EXPECTED
 
 
 # --------------------------------------------------------------------------- queries
 
-_DATABASES: dict[tuple[str, tuple[bool, ...]], Any] = {}  # (index folder, layout) -> its in-memory database
+_DATABASES: dict[tuple[str, str], Any] = {}  # (index folder, manifest token) -> its in-memory database
 _DATABASES_LOCK = threading.Lock()
 MAX_DATABASES = 8
 

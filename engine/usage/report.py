@@ -41,6 +41,10 @@ class UsageReport:
     index: dict[str, Any] | None = None  # what the index update did (IndexReport.to_json), None: not updated
     problem: str = ""  # why the figures may be missing or old ("" when all went well)
     updating: bool = False  # the index is being brought up to date: newer figures follow
+    # the session files the last update could not read: {"path", "reason"} each (paths shown escaped)
+    unreadable: list[dict[str, str]] = field(default_factory=list)
+    # what the figures are not: the index is read-only or another process is updating it, a damaged file rebuilt
+    warnings: list[str] = field(default_factory=list)
 
     def days(self) -> list[str]:
         """The days with calls, in order."""
@@ -65,33 +69,37 @@ def _where(since: date | None, until: date | None, column: str = "day") -> str:
 
 def usage_report(index: UsageIndex, since: date | None = None, until: date | None = None,
                  top_tools: int = TOP_TOOLS) -> UsageReport:
-    """The Usage view's figures from ``index`` (read only: no update) between ``since`` and ``until``."""
+    """The Usage view's figures from ``index`` (no update; a damaged file is rebuilt, said in ``warnings``) between
+    ``since`` and ``until``. UsageIndexError (naming the index) when it cannot be read."""
+    notices = len(index.notices)
+    report = index.read(lambda con: _report(con, since, until, top_tools))
+    report.warnings += index.notices[notices:]
+    return report
+
+
+def _report(con: Any, since: date | None, until: date | None, top_tools: int) -> UsageReport:
     where = _where(since, until)
     report = UsageReport(since.isoformat() if since else None, until.isoformat() if until else None)
-    con = index.connect()
-    try:
-        report.by_day_model = _fetch(con, f"""
-            SELECT day, model, coalesce(sum(calls), 0)::BIGINT AS calls, sum(cost_usd) AS cost_usd,
-                   coalesce(sum(unpriced_calls), 0)::BIGINT AS unpriced_calls,
-                   sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(output_tokens)::BIGINT AS output_tokens,
-                   (coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0))::BIGINT AS tokens
-            FROM call_rollup WHERE {where} GROUP BY day, model ORDER BY day, model""")
-        report.sessions = _fetch(con, session_query(since, until, "cost_usd DESC NULLS LAST, last_call DESC",
-                                                    SESSION_COLUMNS))
-        report.projects = _fetch(con, f"SELECT project, {_SUMS} FROM call_rollup WHERE {where} GROUP BY project "
-                                      "ORDER BY cost_usd DESC NULLS LAST, project")
-        report.models = _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM call_rollup "
-                                    f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
-        report.tools = _fetch(con, f"""
-            SELECT tool, sum(results)::BIGINT AS results, sum(result_tokens)::BIGINT AS result_tokens,
-                   count(DISTINCT file_id) FILTER (WHERE results > 0) AS sessions, max(largest) AS largest,
-                   sum(used_calls)::BIGINT AS tool_calls, sum(cost_usd_of_calls) AS cost_usd_of_calls
-            FROM tool_rollup WHERE {where} GROUP BY tool HAVING sum(results) > 0
-            ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
-        rows = _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {where}")
-        report.total = rows[0] if rows else {}
-    finally:
-        con.close()
+    report.by_day_model = _fetch(con, f"""
+        SELECT day, model, coalesce(sum(calls), 0)::BIGINT AS calls, sum(cost_usd) AS cost_usd,
+               coalesce(sum(unpriced_calls), 0)::BIGINT AS unpriced_calls,
+               sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(output_tokens)::BIGINT AS output_tokens,
+               (coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0))::BIGINT AS tokens
+        FROM call_rollup WHERE {where} GROUP BY day, model ORDER BY day, model""")
+    report.sessions = _fetch(con, session_query(since, until, "cost_usd DESC NULLS LAST, last_call DESC",
+                                                SESSION_COLUMNS))
+    report.projects = _fetch(con, f"SELECT project, {_SUMS} FROM call_rollup WHERE {where} GROUP BY project "
+                                  "ORDER BY cost_usd DESC NULLS LAST, project")
+    report.models = _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM call_rollup "
+                                f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
+    report.tools = _fetch(con, f"""
+        SELECT tool, sum(results)::BIGINT AS results, sum(result_tokens)::BIGINT AS result_tokens,
+               count(DISTINCT file_id) FILTER (WHERE results > 0) AS sessions, max(largest) AS largest,
+               sum(used_calls)::BIGINT AS tool_calls, sum(cost_usd_of_calls) AS cost_usd_of_calls
+        FROM tool_rollup WHERE {where} GROUP BY tool HAVING sum(results) > 0
+        ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
+    rows = _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {where}")
+    report.total = rows[0] if rows else {}
     return report
 
 

@@ -278,12 +278,14 @@ class LlmReady(WorkbenchEvent):
 
 @dataclass
 class SourcesListed(WorkbenchEvent):
-    """The agent sessions on this machine (``engine.workbench.sources.source_dict`` dicts, newest first)."""
+    """The agent sessions on this machine (``engine.workbench.sources.source_dict`` dicts, newest first), and the
+    files the scan could not read (``{"agent", "path", "reason"}``: left out, never stopping the others)."""
 
     sources: list[dict[str, Any]]
+    problems: list[dict[str, Any]] = field(default_factory=list)
 
     def payload(self) -> tuple[Any, ...]:
-        return (self.sources,)
+        return (self.sources, self.problems)
 
 
 @dataclass

@@ -31,8 +31,9 @@ from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
 from engine.sources.follow import Tail
-from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession
+from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
+from engine.store.staging import IMPORT_PREFIX, remove_if_stale
 
 VIEWS_DIR = "views"
 SHM = "/dev/shm"  # memory-backed on Linux
@@ -188,8 +189,8 @@ _TAIL_BYTES = 4 << 20  # without a compaction in the file: the first screen show
 def tail_offset(path: Path, block: int = 4 << 20) -> int:
     """Where the file's current context begins: the start of its last ``compact_boundary`` line (searched
     from the end), else of a line about :data:`_TAIL_BYTES` before the end."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:  # a regular file only (never a FIFO or a device)
+        size = os.fstat(fh.fileno()).st_size
         end = size
         while end > 0:
             start = max(0, end - block)
@@ -216,9 +217,9 @@ def preview_view(path: Path, folder: Path, prefix: str, settings: Settings, mode
     start = tail_offset(path)
     reader = ClaudeCodeReader(path, bulk=True)
     reader.session.make_id = IdMaker(prefix)
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         fh.seek(start)
-        reader.feed_lines(line for line in fh if line.endswith(b"\n"))
+        reader.feed_lines(line for line in capped_lines(fh, name=path.name) if line.endswith(b"\n"))
     src = reader.finish(subagents=False)
     if not src.messages and not src.calls:
         return False
@@ -307,6 +308,9 @@ def remove_stale_views(root: Path) -> int:
     except OSError:
         return 0
     for child in children:
+        if child.name.startswith(IMPORT_PREFIX):  # an import building a view: removed only when no process holds it
+            removed += remove_if_stale(child)
+            continue
         head = child.name.split("-", 1)[0]
         if head.isdigit() and _pid_alive(int(head)):
             continue

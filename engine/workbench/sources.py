@@ -40,6 +40,7 @@ from typing import Any
 
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
+from engine.sources.model import shown_path
 from engine.store.session import SessionError
 from engine.usage.costs import priced_record
 from engine.workbench import source_views as sv
@@ -72,6 +73,14 @@ def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
     """A Sources-panel row: the discovery entry's fields, and ``live``."""
     out = entry.to_json()
     out["live"] = sv.is_live(entry.path, now)
+    return out
+
+
+def problem_dict(problem: Any) -> dict[str, Any]:
+    """A file the scan could not read, for the Sources panel: ``agent``, ``path`` (as found: it may hold bytes
+    that are not UTF-8), ``shown`` (the path printable, such bytes escaped) and ``reason``."""
+    out: dict[str, Any] = problem.to_json()
+    out["shown"] = shown_path(problem.path)
     return out
 
 
@@ -119,11 +128,12 @@ class SourcesPart:
         return self.core.tasks.spawn("sources", self._scan(refresh), replace=True)
 
     async def _scan(self, refresh: bool) -> list[dict[str, Any]]:
-        from engine.sources.discovery import scan_sources
+        from engine.sources.discovery import ScanProblem, scan_sources
 
-        entries = await asyncio.to_thread(scan_sources, self.core.settings, refresh=refresh)
+        problems: list[ScanProblem] = []
+        entries = await asyncio.to_thread(scan_sources, self.core.settings, refresh=refresh, problems=problems)
         rows = [source_dict(e) for e in entries]
-        self.core.emit(SourcesListed(rows))
+        self.core.emit(SourcesListed(rows, [problem_dict(p) for p in problems]))
         return rows
 
     def start_source_scans(self, interval: float = SCAN_INTERVAL) -> asyncio.Task[Any]:
@@ -228,6 +238,10 @@ class SourcesPart:
                 plan = None
             if self.core.view is not view or self.core.session is None:
                 return
+            if (gone := live.tail.notice()) is not None:  # deleted, or no regular file now: said once
+                self.core.notice("warning", f"following {shown_path(Path(view.source).name)}: {gone}; the view "
+                                            "shows it as last read, and goes on when the file is back")
+                continue
             if plan is None:
                 await self._rewrite(view)
             elif not plan.empty:
@@ -377,4 +391,4 @@ class SourcesPart:
         return None
 
 
-__all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "SourcesPart", "source_dict"]
+__all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "SourcesPart", "problem_dict", "source_dict"]

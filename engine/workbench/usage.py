@@ -5,7 +5,9 @@ A standalone part the service holds (``workbench.usage``). Intent: :meth:`UsageP
 with the session files first). It runs off the loop (``asyncio.to_thread``) and sends
 :class:`engine.workbench.events.UsageReady` with a :class:`engine.usage.report.UsageReport` (plain data):
 when it updates the index, first the figures of the index as it is (``updating`` True, at once), then
-the figures after the update. A failed update or query is said in the report's ``problem``.
+the figures after the update. A failed update or query is said in the report's ``problem``; every report
+carries the session files the last update could not read (``unreadable``: path and reason) and its warnings
+(``warnings``: the index is read-only, another process is updating it, a damaged index file was rebuilt).
 
 Live figures: while the Usage view is shown, the window asks every :data:`AUTO_REFRESH_SECONDS` for a
 ``quiet`` refresh (with ``update``): no first "index as it is" report, and a report after the update only
@@ -25,7 +27,7 @@ from typing import Any
 
 from engine.model.text import one_line
 from engine.store.config import Settings
-from engine.usage.index import UsageIndex
+from engine.usage.index import UsageIndex, UsageIndexError, shown_path
 from engine.usage.report import UsageReport, usage_report
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
@@ -52,7 +54,8 @@ class UsagePart:
         self.settings = settings
         self._index = index
         self._update = update or (lambda ix, s: ix.update(s))
-        self._failed: list[Any] = []  # the files the last update could not read
+        self._failed: list[Any] = []  # the files the last update could not read: (path, reason)
+        self._warnings: list[str] = []  # what the last update said (busy, read-only, a damaged file rebuilt)
 
     @property
     def index(self) -> UsageIndex:
@@ -70,12 +73,20 @@ class UsagePart:
                                 replace=True)
 
     def _query(self, since: date | None, until: date | None) -> UsageReport:
+        notices = len(self.index.notices)
         try:
-            return usage_report(self.index, since, until)
-        except Exception as exc:  # a damaged Parquet file: say so (ctxbench usage --refresh rebuilds it)
-            return UsageReport(since.isoformat() if since else None, until.isoformat() if until else None,
-                               problem=f"cannot query the usage index in {self.index.root} "
-                                       f"({type(exc).__name__}: {one_line(str(exc))}); try ctxbench usage --refresh")
+            report = usage_report(self.index, since, until)
+        except UsageIndexError as exc:  # names the index and what was wrong
+            report = UsageReport(since.isoformat() if since else None, until.isoformat() if until else None,
+                                 problem=one_line(str(exc)), warnings=self.index.notices[notices:])
+        except Exception as exc:  # never a raw traceback (ctxbench usage --refresh builds the index again)
+            report = UsageReport(since.isoformat() if since else None, until.isoformat() if until else None,
+                                 problem=f"cannot query the usage index in {shown_path(self.index.root)} "
+                                         f"({type(exc).__name__}: {one_line(str(exc))}); try ctxbench usage --refresh")
+        # what the last update could not read and what it said: on every report, the view shows them
+        report.unreadable = [{"path": str(p), "reason": str(r)} for p, r in self._failed]
+        report.warnings = [*self._warnings, *report.warnings]
+        return report
 
     async def _refresh(self, since: date | None, until: date | None, update: bool,
                        quiet: bool = False) -> UsageReport | None:
@@ -89,10 +100,14 @@ class UsagePart:
             try:
                 done = await asyncio.to_thread(self._update, self.index, self.settings())
                 index_json = done.to_json() if hasattr(done, "to_json") else None
+            except UsageIndexError as exc:
+                problem = one_line(str(exc))
             except OSError as exc:
-                problem = f"cannot update the usage index in {self.index.root}: {one_line(str(exc))}"
+                problem = f"cannot update the usage index in {shown_path(self.index.root)}: {one_line(str(exc))}"
             failed, self._failed = self._failed, list(getattr(done, "failed", None) or [])
-            if quiet and not problem and not getattr(done, "read", 0) and self._failed in ([], failed):
+            said, self._warnings = self._warnings, [str(w) for w in getattr(done, "warnings", None) or []]
+            if (quiet and not problem and not getattr(done, "read", 0) and self._failed in ([], failed)
+                    and self._warnings in ([], said)):
                 return None  # nothing new: nothing to repaint
         report = await asyncio.to_thread(self._query, since, until)
         report.index = index_json

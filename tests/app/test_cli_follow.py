@@ -207,6 +207,25 @@ def test_a_truncated_file_prints_a_reset_and_its_new_calls(tmp_path: Path, runni
     assert f.stop() == 0
 
 
+def test_a_deleted_file_is_said_once_and_followed_again_when_it_is_back(tmp_path: Path,
+                                                                         running: list[Follow]) -> None:
+    target = tmp_path / "session.jsonl"
+    target.write_bytes(TOOL_HEAVY.read_bytes())
+    f = start(running, str(target))
+    assert [o["type"] for o in f.take(4)] == ["call"] * 4
+    target.unlink()
+    assert f.take(1) == [{"type": "missing", "reason": "deleted: no file at this path now"}]
+    assert f.quiet(0.3) == []  # said once, not at every poll
+    os.mkfifo(target)  # something that is no regular file in its place: said, never opened
+    assert f.take(1) == [{"type": "missing", "reason": "not a regular file (a FIFO (named pipe)): not read"}]
+    back = tmp_path / "back.jsonl"
+    back.write_bytes(b"".join(lines_of(CLAUDE / "short.jsonl")))
+    os.replace(back, target)  # the session again (at once: no moment without a file)
+    out = f.take(2)
+    assert [o["type"] for o in out] == ["reset", "call"] and out[0]["reason"] == "replaced" and out[1]["index"] == 0
+    assert f.stop() == 0
+
+
 def test_a_file_that_cannot_be_followed_is_one_error_line(tmp_path: Path) -> None:
     missing = subprocess.run([sys.executable, "-m", "app.cli", "follow", str(tmp_path / "nope.jsonl")], cwd=REPO,
                              capture_output=True, text=True, timeout=60)

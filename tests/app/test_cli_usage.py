@@ -61,3 +61,20 @@ def test_usage_empty_and_bad_date(fake_home: Path, capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit) as exc:
         main(["usage", "--since", "March"])
     assert exc.value.code == 2
+
+
+def test_no_update_over_an_index_of_another_version_says_so(fake_home: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """An index an older ctxbench wrote is not read as empty in silence: --no-update says why it shows nothing."""
+    from engine.usage.index import index_dir
+
+    index_dir().mkdir(parents=True, exist_ok=True)
+    (index_dir() / "files.json").write_text('{"version": 1, "prices": "x", "files": {}}')
+    assert main(["usage", "--no-update"]) == 0
+    err = capsys.readouterr().err
+    assert "written by another version" in err and "without --no-update" in err
+    assert main(["usage"]) == 0  # built again by an update (which says what it replaced)
+    capsys.readouterr()
+    assert main(["usage", "--no-update", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["total"]["calls"] == 2 and not captured.err

@@ -78,6 +78,41 @@ def test_the_sources_tab_lists_the_sessions_grouped(qtbot: Any, win: MainWindow,
     assert win.controller.session is not None and win.sources_wiring.view.read_only  # type: ignore[attr-defined]
 
 
+def test_files_the_scan_could_not_read_are_said_under_the_list(qtbot: Any, win: MainWindow, home: Path) -> None:
+    import os
+
+    project = home / ".claude" / "projects" / "-work-spotter"
+    os.mkfifo(project / "pipe.jsonl")
+    (project / "zero.jsonl").symlink_to("/dev/zero")
+    sources = win.sessions.sources
+    with qtbot.waitSignal(win.controller.sources_listed, timeout=20_000) as blocker:
+        win.sessions.tabs.setCurrentWidget(sources)
+    rows, problems = blocker.args
+    assert len(rows) == 3 and len(sources.paths()) == 3  # every other session still listed
+    assert sorted(Path(p["path"]).name for p in problems) == ["pipe.jsonl", "zero.jsonl"]
+    assert sources.problems_label.isVisible() and sources.problems_label.text().startswith(
+        "⚠ 2 files could not be read")
+    tip = sources.problems_label.toolTip()
+    assert f"{project / 'pipe.jsonl'}: not a regular file (a FIFO (named pipe)): not read" in tip
+    assert f"{project / 'zero.jsonl'}: not a regular file (a character device): not read" in tip
+
+
+def test_a_session_file_whose_name_is_not_utf8_is_listed_and_opens(qtbot: Any, win: MainWindow, home: Path) -> None:
+    import os
+
+    odd = home / ".claude" / "projects" / "-work-spotter" / os.fsdecode(b"odd-\xff.jsonl")
+    shutil.copyfile(_need(SHARED / "claude-code" / "short.jsonl"), odd)
+    sources = win.sessions.sources
+    with qtbot.waitSignal(win.controller.sources_listed, timeout=20_000):
+        win.sessions.tabs.setCurrentWidget(sources)
+    assert str(odd) in sources.paths()  # the path whole, not what a Qt string keeps of it
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000) as blocker:
+        sources.set_current(str(odd))
+        sources.open_button.click()
+    view = blocker.args[0]
+    assert view.read_only and view.source["path"] == str(odd) and len(view.timeline) == 1
+
+
 @pytest.mark.parametrize("name", [
     "claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl",
     "claude-code/subagent.jsonl",

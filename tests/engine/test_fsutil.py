@@ -65,3 +65,13 @@ def test_a_cache_write_is_atomic_without_fsync(tmp_path: Path, monkeypatch: pyte
     assert p.read_bytes() == b"one" and synced == [] and [x.name for x in tmp_path.iterdir()] == ["cache.json"]
     atomic_write_bytes(p, b"two")
     assert p.read_bytes() == b"two" and len(synced) == 2  # the file, then its folder
+
+
+def test_a_path_that_is_not_utf8_is_written_and_read_back_the_same(tmp_path: Path) -> None:
+    from engine.store.fsutil import atomic_write_json, json_loads
+
+    odd = {"source": os.fsdecode(b"/home/me/odd-\xff.jsonl"), "title": "caf\u00e9"}
+    atomic_write_json(tmp_path / "x.json", odd)
+    assert json_loads((tmp_path / "x.json").read_bytes()) == odd
+    atomic_write_json(tmp_path / "y.json", {"title": "caf\u00e9"})
+    assert (tmp_path / "y.json").read_bytes() == '{\n "title": "café"\n}\n'.encode()  # UTF-8 as before when it can be

@@ -9,7 +9,7 @@ import pytest
 
 from widgets.readonly_bar import ReadOnlyBar
 from widgets.sessions_panel import SessionsPanel
-from widgets.sources_list import SourcesList, age
+from widgets.sources_list import PROBLEMS_SHOWN, SourcesList, age
 
 NOW = datetime.now(UTC)
 
@@ -120,3 +120,36 @@ def test_the_agents_own_cost_column(sources: SourcesList) -> None:
     unknown = sources.item_for("/c/d.jsonl")
     assert unknown is not None and unknown.text(3) == "" and unknown.toolTip(3) == ""
     assert [short_usd(v) for v in (0.001, 0.0, 3.456, 1234.5)] == ["<$0.01", "$0.00", "$3.46", "$1,234"]
+
+
+def test_files_that_could_not_be_read_are_counted_with_their_reasons(sources: SourcesList) -> None:
+    assert sources.problems_label.isHidden()
+    problems = [{"agent": "claude-code", "path": f"/c/p{n}.jsonl", "shown": f"/c/p{n}.jsonl",
+                 "reason": "not a regular file (a FIFO (named pipe)): not read"} for n in range(PROBLEMS_SHOWN + 2)]
+    problems[0] = {"agent": "unknown", "path": "/c/odd-\udcff.jsonl", "shown": "/c/odd-\\xff.jsonl",
+                   "reason": "a <b>bold</b> & odd one"}
+    sources.set_problems(problems)
+    assert sources.problems_label.isVisible()
+    assert sources.problems_label.text().startswith(f"⚠ {PROBLEMS_SHOWN + 2} files could not be read")
+    tip = sources.problems_label.toolTip()
+    assert "/c/odd-\\xff.jsonl: a &lt;b&gt;bold&lt;/b&gt; &amp; odd one" in tip  # as text, never as markup
+    assert "/c/p1.jsonl: not a regular file (a FIFO (named pipe)): not read" in tip
+    assert f"/c/p{PROBLEMS_SHOWN}.jsonl" not in tip and "… and 2 more" in tip
+    assert len(sources.paths()) == len(ROWS)  # the rows are untouched
+    sources.set_problems(problems[1:2])
+    assert sources.problems_label.text().startswith("⚠ 1 file could not be read")
+    sources.set_problems([])
+    assert sources.problems_label.isHidden() and sources.problems() == []
+
+
+def test_a_path_that_is_not_utf8_is_kept_whole(sources: SourcesList, qtbot: Any) -> None:
+    odd = "/c/" + "\udcff\udcfe" + ".jsonl"  # a file name's bytes that are not UTF-8, as Python keeps them
+    sources.set_sources([*ROWS, row(odd, "claude-code", "-home-\udcffproj", 5)])
+    assert odd in sources.paths()
+    item = sources.item_for(odd)
+    assert item is not None and "\\xff\\xfe" in item.toolTip(0) and item.parent().text(0) == "-home-\\xffproj"
+    sources.set_current(odd)
+    assert sources.current_path() == odd
+    with qtbot.waitSignal(sources.source_opened) as blocker:
+        sources.open_button.click()
+    assert blocker.args == [odd]  # the path itself, not what Qt can show of it

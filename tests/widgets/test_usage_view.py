@@ -189,3 +189,25 @@ def test_palette(view: UsageView) -> None:
     view.set_report(_report(problem="x"))
     view.set_palette(DARK)
     assert DARK.error in view.summary.text()
+
+
+def test_the_files_that_could_not_be_read_and_the_warnings_are_shown(view: UsageView, qtbot: Any) -> None:
+    view.show()
+    view.set_report(_report())
+    assert view.notes.isHidden() and view.unreadable_list.isHidden()  # nothing to say: nothing shown
+    unreadable = [{"path": "/h/.claude/projects/p/a.jsonl", "reason": "a.jsonl: not a regular file (FIFO): not read"},
+                  {"path": "/h/.codex/sessions/b\\xff.jsonl", "reason": "ValueError: <b>bad</b>"}]
+    warning = "the usage index in /d/usage is read-only (Read-only file system): 3 session file(s) changed"
+    view.set_report(_report(unreadable=unreadable, warnings=[warning]))
+    text = view.notes.text()
+    assert not view.notes.isHidden() and "2 session files could not be read" in text and "read-only" in text
+    assert "<b>bad</b>" not in view.notes.toolTip() and "a.jsonl" in view.notes.toolTip()  # drawn as text
+    assert view.unreadable_list.isHidden()
+    view.notes.linkActivated.emit("unreadable")  # "show": the list, path and reason each
+    assert not view.unreadable_list.isHidden()
+    assert view.unreadable_list.text().splitlines() == [f"{u['path']} — {u['reason']}" for u in unreadable]
+    assert "hide" in view.notes.text()
+    view.notes.linkActivated.emit("unreadable")
+    assert view.unreadable_list.isHidden()
+    view.set_report(_report())  # a later update read everything: the line goes
+    assert view.notes.isHidden()

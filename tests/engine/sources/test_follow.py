@@ -290,7 +290,8 @@ def test_a_replaced_file_is_read_again_from_its_start(tmp_path: Path) -> None:
     events = seen.take(follower.poll())
     assert [e.kind for e in events] == ["reset", "call"]
     assert seen.resets == ["replaced"] and seen.call_list()[0][1] == 4000
-    target.unlink()  # gone for a moment (an agent rotating it): nothing, then the new file from its start
+    target.unlink()  # gone for a moment (an agent rotating it): said once, then the new file from its start
+    assert follower.poll() == [FollowEvent("missing", reason="deleted: no file at this path now")]
     assert follower.poll() == []
     target.write_bytes(claude_line("w1", "msg_w", 2, req="req_w", prompt=6000))
     events = seen.take(follower.poll())

@@ -240,7 +240,8 @@ def test_a_lock_that_lasts_is_no_change_when_following(tmp_path: Path, monkeypat
     db.conn.execute("BEGIN EXCLUSIVE")
     try:
         assert reader.poll().nothing(reader.session)  # tried again next time, not an error
-        with pytest.raises(SourceError, match="locked"):
+        assert reader.busy and "locked by another process" in reader.problem and str(db.path) in reader.problem
+        with pytest.raises(opencode.DatabaseBusy, match="locked"):
             read_opencode(opencode_path(db.path, SID))
     finally:
         db.conn.execute("COMMIT")

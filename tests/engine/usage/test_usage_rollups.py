@@ -151,7 +151,8 @@ def _check_against_raw(ix: UsageIndex) -> None:
 def test_rollup_answers_are_the_call_rows_answers(home: Path, tmp_path: Path) -> None:
     ix = UsageIndex(tmp_path / "usage")
     _update(ix, home)
-    assert (ix.root / "call_rollup.parquet").is_file() and (ix.root / "tool_rollup.parquet").is_file()
+    manifest = ix.manifest()
+    assert manifest.rollups_current() and all((ix.root / manifest.single[n]).is_file() for n in index_mod.ROLLUPS)
     _check_against_raw(ix)
     # the session of two days has one rollup row a day (and one per model)
     con = ix.connect()
@@ -183,19 +184,27 @@ def test_rollups_follow_incremental_updates(home: Path, tmp_path: Path) -> None:
     con.close()
 
 
-def test_an_index_without_rollups_gets_them(home: Path, tmp_path: Path) -> None:
+def test_an_index_whose_rollups_went_gets_them_again(home: Path, tmp_path: Path) -> None:
+    """Rollup files the manifest names but that are gone: a query rebuilds them from the day files (and says so);
+    an update that meets a missing one rebuilds them all, not only the touched days' rows."""
     ix = UsageIndex(tmp_path / "usage")
     _update(ix, home)
-    before = ix.query("session")
+    before, days = ix.query("session"), ix.query("day")
+    manifest = ix.manifest()
     for name in ("call_rollup", "tool_rollup"):
-        (ix.root / f"{name}.parquet").unlink()
-    assert _no_order_ties(UsageIndex(ix.root).query("session")) == _no_order_ties(before)
-    assert (ix.root / "call_rollup.parquet").is_file()
-    # and an update after an older version's index writes all the days, not only the touched ones
-    (ix.root / "call_rollup.parquet").unlink()
+        (ix.root / manifest.single[name]).unlink()
+    again = UsageIndex(ix.root)
+    assert again.query("day") == days
+    assert _no_order_ties(again.query("session")) == _no_order_ties(before)
+    assert any(manifest.single["call_rollup"] in n and "missing" in n for n in again.notices), again.notices
+    rebuilt = ix.manifest()
+    assert rebuilt.generation == manifest.generation + 1 and rebuilt.rollups_current()
+    assert all((ix.root / rebuilt.single[n]).is_file() for n in index_mod.ROLLUPS)
+    (ix.root / rebuilt.single["call_rollup"]).unlink()
     with open(home / ".claude" / "projects" / "-home-u-other" / "s3.jsonl", "a") as fh:
         fh.write(_call(3, "2026-03-03T08:00:09.000Z", model="mystery-model-9"))
-    _update(ix, home)
+    report = _update(ix, home)
+    assert report.read == 1 and any("call_rollup" in w and "missing" in w for w in report.warnings), report.warnings
     _check_against_raw(ix)
 
 
@@ -208,8 +217,8 @@ def test_empty_index_totals(tmp_path: Path) -> None:
 def test_a_calls_cost_is_split_over_its_tool_calls_and_older_rollups_are_built_again(
         home: Path, tmp_path: Path) -> None:
     """A response calling Read twice and Bash once: Read gets 2/3 of its cost, Bash 1/3 (as ``ctxbench tools``
-    splits it), so the tools' costs add up to the calls' cost. Rollups written by an older version (no marker,
-    or another one) are built again on the next query."""
+    splits it), so the tools' costs add up to the calls' cost. Rollups written by an older version are built
+    in memory by a query and written by the next update."""
     line = json.loads(_call(2, "2026-03-05T10:00:05.000Z", tool="Read"))
     use = line["message"]["content"][1]
     line["message"]["content"] += [dict(use, id="tu2b"), dict(use, id="tu2c", name="Bash")]
@@ -229,8 +238,11 @@ def test_a_calls_cost_is_split_over_its_tool_calls_and_older_rollups_are_built_a
         con.close()
     assert cost > 0 and split == pytest.approx({"Read": cost * 2 / 3, "Bash": cost / 3})
     assert sum(r["cost_usd_of_calls"] for r in ix.query("tool")) == pytest.approx(total_with_tools)
-    (ix.root / "rollups-version").write_text("1\n")  # an older version's rollups
-    (ix.root / "tool_rollup.parquet").write_bytes((ix.root / "call_rollup.parquet").read_bytes())  # not even one
+    manifest = ix.manifest()
+    manifest.rollups = 1  # an older version's rollups
+    (ix.root / index_mod.MANIFEST).write_bytes(manifest.to_bytes())
     again = UsageIndex(ix.root)
+    assert sum(r["cost_usd_of_calls"] for r in again.query("tool")) == pytest.approx(total_with_tools)  # in memory
+    _update(again, home)  # written by the next update
+    assert again.manifest().rollups == index_mod.ROLLUP_VERSION
     assert sum(r["cost_usd_of_calls"] for r in again.query("tool")) == pytest.approx(total_with_tools)
-    assert (ix.root / "rollups-version").read_text().strip() == str(index_mod.ROLLUP_VERSION)

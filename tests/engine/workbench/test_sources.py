@@ -233,6 +233,56 @@ async def test_scan_lists_the_sources_with_their_figures(
 
 
 @pytest.mark.asyncio
+async def test_the_scan_says_which_files_it_could_not_read(
+        rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    import os
+
+    home = tmp_path / "home"
+    project = home / ".claude" / "projects" / "-work-spotter"
+    project.mkdir(parents=True)
+    shutil.copyfile(_need(SHARED / "claude-code" / "short.jsonl"), project / "short.jsonl")
+    os.mkfifo(project / "pipe.jsonl")
+    odd = project / os.fsdecode(b"odd-\xff.jsonl")
+    odd.symlink_to("/dev/zero")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    rows = await asyncio.wait_for(rig.wb.scan_sources(), 20)
+    assert [r["path"] for r in rows] == [str(project / "short.jsonl")]  # the others are still listed
+    listed = rig.of(ev.SourcesListed)[-1]
+    assert listed.sources == rows
+    assert sorted(listed.problems, key=lambda p: p["path"]) == [
+        {"agent": "claude-code", "path": str(odd), "shown": str(project / "odd-\\xff.jsonl"),
+         "reason": "not a regular file (a character device): not read"},
+        {"agent": "claude-code", "path": str(project / "pipe.jsonl"), "shown": str(project / "pipe.jsonl"),
+         "reason": "not a regular file (a FIFO (named pipe)): not read"}]
+
+
+@pytest.mark.asyncio
+async def test_a_followed_file_that_is_deleted_is_said_once_and_followed_again(
+        rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    import os
+
+    live = tmp_path / "live.jsonl"
+    shutil.copyfile(_need(SHARED / "claude-code" / "short.jsonl"), live)
+    await rig.wb.open_source(live)
+    loads = len(rig.of(ev.SessionLoaded))
+    live.unlink()
+    said = "following live.jsonl: deleted: no file at this path now; the view shows it as last read, and goes on " \
+           "when the file is back"
+    await rig.until(lambda: said in rig.notices("warning"), timeout=10)
+    await asyncio.sleep(0.6)
+    assert rig.notices("warning").count(said) == 1  # once, not at every look
+    assert rig.wb.session is not None and rig.wb.view is not None  # the view stays
+    back = tmp_path / "back.jsonl"
+    shutil.copyfile(_need(SHARED / "claude-code" / "tool_heavy.jsonl"), back)
+    os.replace(back, live)
+    want = read_source(live, "claude-code")
+    await rig.until(lambda: len(rig.of(ev.SessionLoaded)) > loads, timeout=10)
+    assert len(_loaded(rig).timeline) == len(want.calls)
+
+
+@pytest.mark.asyncio
 async def test_a_subagent_of_an_imported_session_and_back(rig: Rig) -> None:  # noqa: F811
     await rig.wb.import_transcript(_need(BIG))
     await rig.until(lambda: bool(rig.of(ev.SessionLoaded)))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.store.config import Settings
+from engine.usage import index as index_mod
 from engine.usage.index import IndexReport, UsageIndex
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
@@ -70,14 +71,42 @@ def test_a_failed_update_is_said_in_the_report(tmp_path: Path) -> None:
     assert "disk full" in events[-1].report.problem
 
 
-def test_a_damaged_index_is_said_in_the_report(tmp_path: Path) -> None:
+def test_a_damaged_index_file_is_rebuilt_and_said_in_the_report(tmp_path: Path) -> None:
     events: list[Any] = []
     part = _part(tmp_path, events)
-    day = tmp_path / "usage" / "calls" / "day=2026-03-01"
-    day.mkdir(parents=True)
-    (day / "data-x.parquet").write_bytes(b"not parquet")
-    _run(part, update=False)
-    assert "cannot query the usage index" in events[-1].report.problem
+    before = _run(part)
+    rollup = tmp_path / "usage" / part.index.manifest().single["call_rollup"]
+    rollup.write_bytes(b"not parquet")
+    after = _run(part, update=False)
+    assert after.problem == "" and after.total == before.total
+    assert any(rollup.name in w and "rebuilt" in w for w in after.warnings), after.warnings
+
+
+def test_an_index_that_cannot_be_read_or_rebuilt_is_said_in_the_report(tmp_path: Path) -> None:
+    events: list[Any] = []
+    part = _part(tmp_path, events)
+    _run(part)
+    rollup = tmp_path / "usage" / part.index.manifest().single["call_rollup"]
+    rollup.write_bytes(b"not parquet")
+    part.index.lock_wait = 0.2
+    with index_mod._locked(tmp_path / "usage" / index_mod.LOCK_FILE):  # another process updates: no rebuild now
+        report = _run(part, update=False)
+    assert "cannot query the usage index" in report.problem and str(tmp_path / "usage") in report.problem
+    assert any("could not be rebuilt now" in w for w in report.warnings), report.warnings
+
+
+def test_every_report_carries_what_the_last_update_could_not_read(tmp_path: Path) -> None:
+    events: list[Any] = []
+    part = _part(tmp_path, events)
+    bad = tmp_path / "home" / ".claude" / "projects" / "-home-u-proj" / "bad.jsonl"
+    bad.mkdir()  # a folder named like a session file: unreadable, said, the others go on
+    (tmp_path / "home" / ".claude" / "projects" / "-home-u-proj" / "s2.jsonl").write_text(
+        _user(1, "2026-03-03T10:00:00.000Z") + _call(2, "2026-03-03T10:00:05.000Z"))
+    report = _run(part)
+    assert report.total["calls"] == 3
+    assert [u["path"] for u in report.unreadable] == [str(bad)] and report.unreadable[0]["reason"]
+    later = _run(part, "2026-03-03", None, update=False)  # a range change: the same list
+    assert later.unreadable == report.unreadable
 
 
 def test_the_service_holds_the_part() -> None:
