@@ -85,8 +85,8 @@ def test_one_file_that_fails_is_said_and_the_others_go_on(home: Path, tmp_path: 
 
 
 @pytest.mark.parametrize("refresh", [False, True], ids=["update", "refresh"])
-def test_a_file_that_cannot_be_read_again_keeps_the_rows_it_had(home: Path, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch, refresh: bool) -> None:
+def test_a_file_that_cannot_be_read_again_keeps_the_rows_it_had(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refresh: bool) -> None:
     """A session file read before that fails now (here: it changed and its read raises; a locked OpenCode
     database is the same case) keeps its rows, with ``--refresh`` too: never 0 calls for it, and it is said."""
     monkeypatch.setattr(index_mod, "ACTIVE_SECONDS", 0)
