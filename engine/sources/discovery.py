@@ -608,7 +608,9 @@ def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem
     else:
         try:
             sessions = summarize_opencode(db, None if refresh or old is None else old["sessions"])
-        except SourceError as exc:
+        except (SourceError, ValueError, TypeError, KeyError, RecursionError, OSError, sqlite3.Error) as exc:
+            if not isinstance(exc, SourceError):  # not foreseen by the reader: still this database's alone
+                exc = SourceError(f"{shown_path(db)}: cannot be read ({type(exc).__name__}: {exc})")
             if old is None and refresh and index is not None:
                 old = _opencode_record(_load_index(index).get(str(db)))
             shown = _entries_of(old)

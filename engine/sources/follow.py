@@ -325,7 +325,7 @@ class _PolledParser(_Parser):
 
     def __init__(self, reader: OpenCodeReader) -> None:
         super().__init__(reader, open_last=False)  # a call is its step-finish row: final when it is there
-        self._told = ""  # the problem last said (kind + reason), "" when the last pull read the database
+        self._notices = DatabaseNotices()
 
     def pull(self) -> bool:
         """Read the rows changed since the last pull; True when the reader started over (rows were deleted)."""
@@ -334,10 +334,20 @@ class _PolledParser(_Parser):
         return changes.reset
 
     def notice(self) -> FollowEvent | None:
-        """What to say about the database after a pull, once per problem (again after it was read well in
-        between): ``missing`` when it was removed, ``problem`` when it cannot be read (damaged, a table or column
-        missing) or has stayed locked by another process for :data:`LOCKED_LONG` seconds; None otherwise."""
-        reader = self.reader
+        """What to say about the database after a pull (see :class:`DatabaseNotices`)."""
+        return self._notices.notice(self.reader)
+
+
+class DatabaseNotices:
+    """What to say about a followed OpenCode database after a poll of its reader, once per problem (again after it
+    was read well in between): ``missing`` when it was removed, ``problem`` when it cannot be read (damaged, a
+    table or column missing) or has stayed locked by another process for :data:`LOCKED_LONG` seconds; None
+    otherwise. One wording for ``ctxbench follow`` and the window's followed view."""
+
+    def __init__(self) -> None:
+        self._told = ""  # the problem last said (kind + reason), "" when the last poll read the database
+
+    def notice(self, reader: OpenCodeReader) -> FollowEvent | None:
         if not reader.problem:
             self._told = ""
             return None

@@ -30,7 +30,7 @@ from typing import Any
 from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
-from engine.sources.follow import Tail
+from engine.sources.follow import DatabaseNotices, Tail
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
 from engine.store.staging import IMPORT_PREFIX, remove_if_stale
@@ -113,6 +113,15 @@ class LiveSource:
         self.tail = Tail(source_file(self.path))
         self.reader = _reader(fmt, self.path, prefix)
         self.importer: Any = None  # engine.ingest.LiveImport once written
+        self._notices = DatabaseNotices()
+
+    def notice(self) -> str | None:
+        """Why the source cannot be read now, said once per problem (the file deleted or no regular file now; an
+        OpenCode database removed, damaged or locked for long), else None: the view keeps what it last read."""
+        if self.format == "opencode":
+            event = self._notices.notice(self.reader)
+            return event.reason if event is not None else None
+        return self.tail.notice()
 
     @property
     def session(self) -> SourceSession:

@@ -238,9 +238,9 @@ class SourcesPart:
                 plan = None
             if self.core.view is not view or self.core.session is None:
                 return
-            if (gone := live.tail.notice()) is not None:  # deleted, or no regular file now: said once
+            if (gone := live.notice()) is not None:  # deleted, damaged, locked for long: said once
                 self.core.notice("warning", f"following {shown_path(Path(view.source).name)}: {gone}; the view "
-                                            "shows it as last read, and goes on when the file is back")
+                                            "shows it as last read, and goes on when it can be read again")
                 continue
             if plan is None:
                 await self._rewrite(view)

@@ -269,7 +269,7 @@ async def test_a_followed_file_that_is_deleted_is_said_once_and_followed_again(
     loads = len(rig.of(ev.SessionLoaded))
     live.unlink()
     said = "following live.jsonl: deleted: no file at this path now; the view shows it as last read, and goes on " \
-           "when the file is back"
+           "when it can be read again"
     await rig.until(lambda: said in rig.notices("warning"), timeout=10)
     await asyncio.sleep(0.6)
     assert rig.notices("warning").count(said) == 1  # once, not at every look
@@ -464,6 +464,37 @@ async def test_an_opencode_session_is_followed_from_its_live_database(rig: Rig, 
     assert shown.loads == 1 and shown.incremental > 0  # no reload: the new rows came as changes
     assert shown.calls == [c.prompt_tokens for c in final.calls]
     assert shown.messages == [str(m["id"]) for m in final.messages]
+
+
+@pytest.mark.asyncio
+async def test_a_followed_opencode_database_that_is_damaged_or_removed_is_said_once(
+        rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    """The window's followed view says what ``ctxbench follow`` says (one wording, DatabaseNotices): a database
+    that cannot be read is named with the reason once, and the view keeps what it last read."""
+    from engine.sources.opencode import opencode_path
+    from tests.engine.sources.test_opencode import SID, Db, assistant, tokens, user
+
+    db = Db(tmp_path / "opencode.db", wal=False)
+    db.session(SID)
+    user(db, "msg_01", "Run a command")
+    assistant(db, "msg_02", "msg_01", tokens(100, 10, write=50), text="done")
+    db.conn.close()
+    await rig.wb.open_source(opencode_path(db.path, SID))
+    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    data = bytearray(db.path.read_bytes())
+    data[:16] = b"not a database!\x00"
+    db.path.write_bytes(bytes(data))
+
+    def said() -> list[str]:
+        return [n for n in rig.notices("warning") if n.startswith("following opencode.db") and "SQLite" in n]
+
+    await rig.until(lambda: bool(said()), timeout=10)
+    assert str(db.path) in said()[0] and "shows it as last read" in said()[0]
+    await asyncio.sleep(0.6)
+    assert len(said()) == 1  # once, not at every poll
+    assert rig.wb.session is not None and rig.wb.view is not None  # the view stays
+    db.path.unlink()
+    await rig.until(lambda: any("deleted: no database at" in n for n in rig.notices("warning")), timeout=10)
 
 
 @pytest.mark.asyncio
