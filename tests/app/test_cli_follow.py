@@ -66,7 +66,23 @@ class Follow:
             return "(running)"
         return self.proc.stderr.read() if self.proc.stderr else ""
 
+    def handling(self, sig: int, timeout: float = 60.0) -> bool:
+        """Wait until the process catches ``sig`` (its handler installed: Linux's SigCgt mask), so that a signal sent
+        now is handled, not the default action of a process still importing on a loaded machine."""
+        status = Path(f"/proc/{self.proc.pid}/status")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                caught = next(line for line in status.read_text().splitlines() if line.startswith("SigCgt:"))
+            except (OSError, StopIteration):
+                return True  # no /proc here: nothing to wait on
+            if int(caught.split()[1], 16) >> (sig - 1) & 1:
+                return True
+            time.sleep(0.05)
+        return False
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.handling(sig), f"the process never caught signal {sig}: {self.stderr()}"
         self.proc.send_signal(sig)
         code = self.proc.wait(timeout=10)
         self._reader.join(timeout=5)
