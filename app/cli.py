@@ -400,6 +400,7 @@ async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer
     from engine.context.summaries import summary_figures
     from engine.context.window import session_window
     from engine.llm import client as llm
+    from engine.model.compaction_change import compaction_change
     from engine.model.events import Event, event_to_json
 
     session = open_session(args.session, settings, lock=bool(args.apply))
@@ -429,8 +430,11 @@ async def cmd_compact(args: argparse.Namespace, settings: Settings, out: Printer
                 "messages_kept": len(plan.keep),
                 "compact_ids": plan.compact_ids,
                 "keep_ids": plan.keep_ids,
-                "tokens_before": preview.before.used,
-                "tokens_after": preview.after.used,
+                # the prompt as sent, the basis of every view's before → after (engine.model.compaction_change)
+                "tokens_before": preview.before.prompt,
+                "tokens_after": preview.after.prompt,
+                "tokens_basis": "prompt",
+                "grows": compaction_change(preview.before.prompt, preview.after.prompt).grows,
                 "summary": preview.summary.text,
                 "summary_valid": preview.summary.valid,
                 "summary_problem": preview.summary.reason,

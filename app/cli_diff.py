@@ -25,6 +25,7 @@ from typing import Any
 
 from engine.context.diff import ContextDiff, DiffItem, History
 from engine.model.text import printable
+from engine.usage.costs import SessionCost
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -48,53 +49,57 @@ def load_history(path: Path, error: type[Exception]) -> History:
     return _load(path, error, with_calls=False)[0]
 
 
-def load_session(path: Path, error: type[Exception]) -> tuple[History, list[dict[str, Any]]]:
-    """The history of a session folder or of an agent's session file, and its calls' figures as
-    ``context`` records (one per call of the history, in order: what :mod:`engine.usage.costs` prices),
-    from one read of the file; problems raise ``error``."""
+def load_session(path: Path, error: type[Exception]) -> tuple[History, list[dict[str, Any]], SessionCost | None]:
+    """The history of a session folder or of an agent's session file, its calls' figures as ``context``
+    records (one per call of the history, in order: what :mod:`engine.usage.costs` prices) and the session's
+    cost (:class:`engine.usage.costs.SessionCost`: main + subagents + compaction calls), from one read of the
+    file; problems raise ``error``."""
     return _load(path, error, with_calls=True)
 
 
-def _load(path: Path, error: type[Exception], with_calls: bool) -> tuple[History, list[dict[str, Any]]]:
+def _load(path: Path, error: type[Exception], with_calls: bool
+          ) -> tuple[History, list[dict[str, Any]], SessionCost | None]:
     from engine.context.diff import history_from_folder, history_from_source
     from engine.sources.detect import detect_format
     from engine.sources.model import SourceError
     from engine.sources.opencode import split_path
     from engine.sources.readers import READERS, read_source
-    from engine.usage.costs import call_record, folder_records
+    from engine.usage.costs import call_record, folder_cost, folder_records, source_cost
 
     if not split_path(path)[0].exists():  # an OpenCode session (``opencode.db#ses_…``): its database
         raise error(f"no session folder or file at {path}")
     if path.is_dir():
         if not _is_session_dir(path):
             raise error(f"{path} is not a session folder (no session.json or history.jsonl in it)")
-        return history_from_folder(path), folder_records(path) if with_calls else []
+        records = folder_records(path) if with_calls else []
+        return history_from_folder(path), records, folder_cost(path, records=records) if with_calls else None
     try:
         fmt = detect_format(path)
         if fmt in READERS:
             src = read_source(path, fmt)
             calls = [call_record(c, src.format) for c in src.calls] if with_calls else []
-            return history_from_source(src, label=path.name), calls
+            return history_from_source(src, label=path.name), calls, source_cost(src) if with_calls else None
         return _imported(path, error)
     except SourceError as exc:
         raise error(str(exc)) from None
 
 
-def _imported(path: Path, error: type[Exception]) -> tuple[History, list[dict[str, Any]]]:
+def _imported(path: Path, error: type[Exception]) -> tuple[History, list[dict[str, Any]], SessionCost | None]:
     """A log that only the importer reads (mini-swe-agent, OpenAI format), imported into a temporary folder."""
     from engine.context.diff import history_from_folder
     from engine.ingest import import_source
-    from engine.usage.costs import folder_records
+    from engine.usage.costs import folder_cost, folder_records
 
     tmp = Path(tempfile.mkdtemp(prefix="ctxbench-diff-"))
     try:
         import_source(path, session_dir=tmp / "session", model_info=None)
         history = history_from_folder(tmp / "session")
         calls = folder_records(tmp / "session")
+        cost = folder_cost(tmp / "session", records=calls)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     history.label = path.name
-    return history, calls
+    return history, calls, cost
 
 
 def _signed(n: int) -> str:

@@ -19,8 +19,10 @@ tool's cost fields (:meth:`engine.usage.tool_costs.ToolCost.to_json`: ``calls_co
 ``calls_cost_share``, ``context_cost_usd``, ``prompts``, ``context_cost_share`` — shares of the session's
 total — and the unpriced counts; null when the calls cannot be priced here), ``tool_costs`` (the totals:
 :meth:`engine.usage.tool_costs.ToolCosts.to_json` without its tools), plus ``session``, ``path`` and
-``cost`` (the session's cost at litellm's prices: ``cost_usd``, ``calls``, ``unpriced_calls``,
-``cost_problem``; null when it has no calls). The text output says the cost under its first line.
+``cost`` (the session's cost at litellm's prices, :meth:`engine.usage.costs.SessionCost.to_json`: the total
+``cost_usd``, ``calls``, ``unpriced_calls``, ``cost_problem``, each part — ``main``, ``subagents``,
+``compaction`` — and ``agent_cost_usd`` with ``difference_usd``; null when it has no calls). The text output says
+the cost, its parts and the agent's own under its first line; the costs by tool share out the main calls.
 Problems are one line on stderr, exit status 1.
 """
 
@@ -32,7 +34,7 @@ from typing import Any
 
 from engine.context.attribution import DEFAULT_TOP, Attribution
 from engine.model.text import printable
-from engine.usage.costs import RecordsCost
+from engine.usage.costs import SessionCost, usd_text
 from engine.usage.tool_costs import ToolCost, ToolCosts
 
 
@@ -58,15 +60,21 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def cost_line(cost: RecordsCost | None) -> str:
-    """The session's cost at litellm's prices ("" when its calls cannot be read here)."""
-    if cost is None or not cost.calls:
+def cost_line(session: SessionCost | None) -> str:
+    """The session's cost at litellm's prices, its parts (main, subagents, compaction) and the agent's own ("" when
+    its calls cannot be read here)."""
+    cost = session.total if session is not None else None
+    if session is None or cost is None or not cost.calls:
         return ""
     if cost.usd is None:
-        return f"cost: unknown for its {cost.calls} calls ({printable(cost.problem or 'no price')})"
-    text = f"cost: ${cost.usd:,.4f} for {cost.calls} calls at litellm's prices"
-    if cost.unpriced:
-        text += f" (+ {cost.unpriced} calls without a price: {printable(cost.problem or 'no price')})"
+        text = f"cost: unknown for its {cost.calls} calls ({printable(cost.problem or 'no price')})"
+    else:
+        text = f"cost: {usd_text(cost.usd)}{'+' if cost.partial else ''} for {cost.calls} calls at litellm's prices"
+        if cost.unpriced:
+            text += f" (+ {cost.unpriced} calls without a price: {printable(cost.problem or 'no price')})"
+    text += f" — {session.breakdown()}"
+    if session.agent_usd is not None:
+        text += f"; the agent's own cost {usd_text(session.agent_usd)}"
     return text
 
 
@@ -86,13 +94,14 @@ def totals_line(costs: ToolCosts) -> str:
         return f"cost by tool: unknown (no call has a price: {printable(costs.total.problem or 'no price')})"
     plus = "+" if costs.total.unpriced else ""
     return (f"cost by tool: responses that called a tool {usd(costs.calls_usd)} ({_pct(costs.calls_usd, total)} of "
-            f"{usd(total)}{plus}; {costs.no_tool_responses} without a tool call {usd(costs.no_tool_usd)}), "
+            f"the main calls' {usd(total)}{plus}; {costs.no_tool_responses} without a tool call "
+            f"{usd(costs.no_tool_usd)}), "
             f"tool calls and results carried in prompts {usd(costs.context_usd)} "
             f"({_pct(costs.context_usd, total)} of the total, {_pct(costs.context_usd, costs.prompt_usd)} of the "
             f"{usd(costs.prompt_usd)} input cost; estimated)")
 
 
-def describe(att: Attribution, label: str, cost: RecordsCost | None = None,
+def describe(att: Attribution, label: str, cost: SessionCost | None = None,
              costs: ToolCosts | None = None) -> list[str]:
     """The text output of one attribution (``costs``: the cost columns and their totals). Names and text from the
     session (its label, tool names, message ids, first lines) are printed with control characters escaped."""
@@ -145,12 +154,11 @@ def cmd_tools(args: argparse.Namespace, out: Any, error: type[Exception]) -> int
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
     from app.cli_diff import load_session, write_lines
     from engine.context.attribution import attribute
-    from engine.usage.costs import records_cost
     from engine.usage.tool_costs import session_tool_costs
 
-    history, records = load_session(args.path, error)
+    history, records, cost = load_session(args.path, error)
     att = attribute(history, top=args.top)
-    cost = records_cost(records) if records else None
+    cost = cost if cost is not None and cost.total.calls else None
     costs = session_tool_costs(history, records)
     if args.json:
         data = to_json(att, costs)

@@ -52,9 +52,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--refresh", action="store_true", help="read every session file again")
     mode.add_argument("--no-update", action="store_true", help="query the index as it is (read no file)")
-    p.add_argument("--lock-wait", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--lock-wait", type=float, default=15.0, metavar="SECONDS",  # engine.usage.index.LOCK_WAIT
                    help="how long to wait for another ctxbench process updating the index before answering from "
-                        "the index as it is (default: 30)")
+                        "the index as it is (default: 15)")
     return p
 
 
@@ -140,6 +140,10 @@ def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exc
             warn(f"{path}: {reason}")
         if len(report.failed) > 5:
             warn(f"{len(report.failed) - 5} more session files could not be read (--json lists them all)")
+        for path, lines, first in report.damaged[:5]:
+            warn(f"{path}: {lines:,} line(s) could not be read ({first}); the rest of the file is counted")
+        if len(report.damaged) > 5:
+            warn(f"{len(report.damaged) - 5} more session files were read in part (--json lists them all)")
         for text in report.warnings:
             warn(text)
         if report.bad_values:

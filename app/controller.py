@@ -355,10 +355,11 @@ class Controller(QObject):
         self.service.tool_attribution()
 
     def refresh_usage(self, since: str | None = None, until: str | None = None, update: bool = True,
-                      quiet: bool = False) -> None:
-        """What the agents spent from ``since`` to ``until`` (ISO days; engine.workbench.usage; ``quiet``: the
-        live refresh, answered only when the update read something)."""
-        self.service.usage.refresh(since, until, update, quiet)
+                      quiet: bool = False, days: int | None = None) -> None:
+        """What the agents spent from ``since`` to ``until`` (ISO days), or over the last ``days`` days up to today
+        (UTC; 0: all time) (engine.workbench.usage; ``quiet``: the live refresh, answered only when the update
+        read something)."""
+        self.service.usage.refresh(since, until, update, quiet, days)
 
     async def shutdown(self) -> None:
         """Cancel everything and close the session (the window is closing)."""

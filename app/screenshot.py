@@ -13,7 +13,8 @@ the sessions panel listing the folder it is in (as ``source_dirs``);
 ``--tab NAME`` raises that inspector tab (``tools`` waits for its figures; ``compactions`` selects the
 first compaction); ``--diff A B`` computes the context diff from call A to call B and also writes the
 diff window to ``OUT-diff.png``; ``--usage DIR`` indexes the agent session files in DIR (as ``source_dirs``,
-nothing of this machine) and shows the Usage dock over all time.
+nothing of this machine) and shows the Usage view over all time (a window of its own: also written to
+``OUT-usage.png``).
 """
 
 from __future__ import annotations
@@ -177,6 +178,10 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     await asyncio.sleep(0.1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ok = bool(window.grab().save(str(args.out), "PNG"))
+    if ok and args.usage is not None and window.usage_wiring.dock.isFloating():  # type: ignore[attr-defined]
+        # the Usage view is a window of its own: written beside the main window's
+        dock = window.usage_wiring.dock  # type: ignore[attr-defined]
+        ok = bool(dock.grab().save(str(args.out.with_name(args.out.stem + "-usage.png")), "PNG"))
     dialog = window.analysis.dialog
     if ok and args.diff and dialog is not None:
         ok = bool(dialog.grab().save(str(args.out.with_name(args.out.stem + "-diff.png")), "PNG"))

@@ -1,18 +1,21 @@
 """Wiring of the Usage part of the window (issue 22): the Usage dock (what the agents on this machine spent,
 :class:`widgets.usage_view.UsageView`) and the open session's cost so far in the status bar.
 
-- **The Usage dock** sits tabbed with the context chart, hidden until View → Usage (Ctrl+Shift+U). Its view
-  is built when the dock is first shown (pyqtgraph); it then asks for the last 30 days, reading new session
-  files into the usage index first (``Controller.refresh_usage``, off the loop: engine.workbench.usage).
-  A range change queries the index as it is; Refresh reads new files again. A double-clicked session opens
+- **The Usage dock**, hidden until View → Usage (Ctrl+Shift+U), opens as a window of its own (a floating dock,
+  :data:`WINDOW_SIZE` at most, over the main window; its title bar docks it as a tab beside the context chart,
+  where View → Usage raises it). Its view is built when the dock is first shown (pyqtgraph); it then asks for
+  the last 30 days — the engine makes the range, today (UTC) the last — reading new session files into the
+  usage index first (``Controller.refresh_usage``, off the loop: engine.workbench.usage). A range change
+  queries the index as it is; Refresh reads new files again. A double-clicked session opens
   as a read-only view (as Sources → Open) and the chart is raised.
 - **Live figures**: while the dock is visible (not when the chart's tab is raised over it), every
   ``engine.workbench.usage.AUTO_REFRESH_SECONDS`` (and at once when it is shown again) the range is asked
   again as a *quiet* refresh: new session files are read, and a report comes only when something was read
   (an idle machine repaints nothing; the view keeps its sort, selection and scroll position). The timer
   stops when the dock is hidden and when the window closes.
-- **The session's cost**: every timeline record comes priced (``cost_usd``, engine.usage.costs); their sum
-  is shown in the status bar beside the agent's own cost, updated with each call.
+- **The session's cost**: the view's :class:`engine.usage.costs.SessionCost` (main + subagents + compaction
+  calls, the one figure every view shows), its main part following the timeline (every record comes priced,
+  ``cost_usd``), is shown in the status bar beside the agent's own cost, updated with each call.
 
 :func:`wire_usage` is called once from ``MainWindow._connect``; its state is ``window.usage_wiring``.
 """
@@ -23,10 +26,10 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel
 
-from engine.usage.costs import records_cost
+from engine.usage.costs import NONE, SessionCost
 from engine.workbench import usage as usage_part
 from engine.workbench.views import SessionView
 from widgets.theme import Palette
@@ -35,6 +38,9 @@ if TYPE_CHECKING:
     from app.main_window import MainWindow
     from engine.usage.report import UsageReport
     from widgets.usage_view import UsageView
+
+
+WINDOW_SIZE = (1180, 780)  # the Usage window's size at most (less on a smaller main window)
 
 
 class UsageWiring(QObject):
@@ -47,6 +53,7 @@ class UsageWiring(QObject):
         self.view: UsageView | None = None
         self.report: dict[str, Any] | None = None
         self.records: list[dict[str, Any]] = []
+        self.cost = SessionCost(NONE)
         self.dock = QDockWidget("Usage", window)
         self.dock.setObjectName("UsageDock")
         placeholder = QLabel("Loading…")
@@ -56,9 +63,12 @@ class UsageWiring(QObject):
         window.tabifyDockWidget(window.chart_dock, self.dock)
         window.chart_dock.raise_()
         self.dock.hide()
-        self.action = self.dock.toggleViewAction()
-        self.action.setText("&Usage (what the agents spent)")
+        self._placed = False  # opened once as its own window (later: where the user left it)
+        # checked while the Usage view is in sight: choosing it shows and raises it (a tab behind the chart included)
+        self.action = QAction("&Usage (what the agents spent)", self)
+        self.action.setCheckable(True)
         self.action.setShortcut(QKeySequence("Ctrl+Shift+U"))
+        self.action.triggered.connect(self._on_action_triggered)
         view_menu = getattr(window, "view_menu", None)
         if view_menu is not None:
             view_menu.addAction(self.action)
@@ -75,10 +85,32 @@ class UsageWiring(QObject):
 
     # --- the dock
     def show(self) -> UsageView:
-        """Show the Usage dock (building its view) and return the view."""
+        """Show the Usage view in sight (building it): the first time as a window of its own over the main window;
+        docked, its tab raised. Returns the view."""
+        if not self._placed:
+            self._placed = True
+            self._float()
         self.dock.show()
         self.dock.raise_()
+        if self.dock.isFloating():
+            self.dock.activateWindow()
         return self.ensure_view()
+
+    def _float(self) -> None:
+        """The dock as a window of its own, centred over the main window: room for the bars and the tables."""
+        w = self.window
+        width = min(WINDOW_SIZE[0], max(640, w.width() * 9 // 10))
+        height = min(WINDOW_SIZE[1], max(480, w.height() * 9 // 10))
+        self.dock.setFloating(True)
+        self.dock.resize(width, height)
+        centre = w.geometry().center()
+        self.dock.move(centre.x() - width // 2, centre.y() - height // 2)
+
+    def _on_action_triggered(self, checked: bool) -> None:
+        if checked:
+            self.show()
+        else:
+            self.dock.hide()
 
     def ensure_view(self) -> UsageView:
         if self.view is not None:
@@ -87,6 +119,7 @@ class UsageWiring(QObject):
 
         view = UsageView(pal=self.window.pal)
         view.refresh_requested.connect(self._on_refresh_requested)
+        view.days_requested.connect(self._on_days_requested)
         view.session_opened.connect(self._on_session_opened)
         old = self.dock.widget()
         self.dock.setWidget(view)
@@ -99,6 +132,7 @@ class UsageWiring(QObject):
         return view
 
     def _on_visibility_changed(self, visible: bool) -> None:
+        self.action.setChecked(visible)
         if not visible:
             self.timer.stop()
             return
@@ -113,6 +147,10 @@ class UsageWiring(QObject):
         if self.view is None or not self.dock.isVisible():
             self.timer.stop()
             return
+        days = self.view.preset_days()
+        if days >= 0:  # the last n days: made again by the engine (after midnight UTC, a day later)
+            self.controller.refresh_usage(None, None, True, quiet=True, days=days)
+            return
         since, until = self.view.date_range()
         self.controller.refresh_usage(since or None, until or None, True, quiet=True)
 
@@ -122,6 +160,9 @@ class UsageWiring(QObject):
 
     def _on_refresh_requested(self, since: str, until: str, update: bool) -> None:
         self.controller.refresh_usage(since or None, until or None, update)
+
+    def _on_days_requested(self, days: int, update: bool) -> None:
+        self.controller.refresh_usage(None, None, update, days=days)
 
     def _on_session_opened(self, path: str) -> None:
         self.controller.open_source(path)
@@ -138,6 +179,7 @@ class UsageWiring(QObject):
     # --- the session's cost
     def _on_session_loaded(self, view: SessionView) -> None:
         self.records = list(view.timeline)
+        self.cost = view.cost
         self._show_cost()
 
     def _on_call_recorded(self, record: dict[str, Any]) -> None:
@@ -152,8 +194,8 @@ class UsageWiring(QObject):
         self._show_cost()
 
     def _show_cost(self) -> None:
-        cost = records_cost(self.records)
-        self.window.status.set_session_cost(cost.usd, cost.calls, cost.unpriced, cost.problem)
+        self.cost = self.cost.with_main(self.records)
+        self.window.status.set_session_cost(self.cost)
 
 
 def wire_usage(window: MainWindow) -> UsageWiring:

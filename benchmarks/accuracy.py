@@ -11,6 +11,11 @@ For every such call this prints the error of
 
 as median and 90th percentile of |estimate − actual| / actual. Targets: calibrated median < 1 %,
 90th percentile < 2 %.
+
+Then the same for the other agents' sessions in ``../shared/data/sessions`` (Claude Code, Codex, OpenHands,
+SWE-agent) as ``ctxbench import`` records them — per file, per agent, the first call after each compaction,
+over all, with the largest error and the calls over 25 % — and for any more files named as
+``<format>:<path>`` on the command line (the sessions the real agents write in ``tests/agents``).
 """
 
 from __future__ import annotations
@@ -134,39 +139,87 @@ def measure(paths: Sequence[Path] | None = None, *, exact: bool = True) -> list[
 
 
 def source_files() -> list[tuple[str, Path]]:
-    """The real Claude Code sessions (and their Task subagents) and Codex rollouts."""
+    """The shared sessions of other agents: Claude Code (and its Task subagents), Codex, OpenHands, SWE-agent."""
     claude = sorted((SESSIONS / "claude-code").glob("*.jsonl"))
     claude += [p for p in sorted((SESSIONS / "claude-code").glob("*/subagents/agent-*.jsonl"))
                if not p.name.startswith("agent-acompact")]
-    return [("claude-code", p) for p in claude] + [("codex", p) for p in sorted((SESSIONS / "codex").glob("*.jsonl"))]
+    return ([("claude-code", p) for p in claude] + [("codex", p) for p in sorted((SESSIONS / "codex").glob("*.jsonl"))]
+            + [("openhands", p) for p in sorted((SESSIONS / "openhands").glob("*.json"))]
+            + [("swe-agent", p) for p in sorted((SESSIONS / "swe-agent").glob("*.traj"))])
 
 
-def measure_sources() -> list[Row]:
-    """Calibrated estimate of each call's prompt (as an import records it) vs the provider's figure, for
-    every call after a session's first, per agent; and separately the first call after each compaction."""
+@dataclass
+class SourceCall:
+    """One imported call: the calibrated estimate an import records for its request against the provider's figure."""
+
+    call: int
+    segment: int
+    raw: int  # the uncalibrated estimate
+    estimate: int  # what the record draws (system + summary + history + tools)
+    actual: int
+    window: int
+    after_compaction: bool  # the first call of a segment after a compaction
+
+    @property
+    def error(self) -> float:
+        return abs(self.estimate - self.actual) / self.actual
+
+
+def source_call_errors(fmt: str, path: Path) -> list[SourceCall]:
+    """Every reported call of ``path`` but the session's first (nothing to calibrate on yet), as
+    ``ctxbench import`` records it."""
     from engine.ingest import context_records
     from engine.sources.readers import read_source
 
-    errors: dict[str, list[float]] = {}
-    after: dict[str, list[float]] = {}
-    for agent, path in source_files():
-        recs = context_records(read_source(path, agent))  # type: ignore[arg-type]
-        for k, rec in enumerate(recs):
-            actual = rec["provider_prompt_tokens"]
-            if k == 0 or not actual:
-                continue
+    recs = context_records(read_source(path, fmt))  # type: ignore[arg-type]
+    out: list[SourceCall] = []
+    seen = False
+    for k, rec in enumerate(recs):
+        actual = rec["provider_prompt_tokens"]
+        if not actual:
+            continue
+        if seen:
             estimate = rec["system"] + rec["summary"] + rec["history"] + rec["tools"]
-            err = abs(estimate - actual) / actual
-            errors.setdefault(agent, []).append(err)
-            if rec["segment"] != recs[k - 1]["segment"]:
-                after.setdefault(agent, []).append(err)
-    rows = []
-    for agent, errs in errors.items():
-        rows.append(Row(f"{agent}: calibrated heuristic", statistics.median(errs), _p90(errs), len(errs)))
-        if agent in after:
-            first = after[agent]
-            rows.append(Row(f"{agent}: first call after a compaction", statistics.median(first), _p90(first),
-                            len(first)))
+            out.append(SourceCall(k, rec["segment"], rec["raw_prompt_tokens"], estimate, actual, rec["window"],
+                                  k > 0 and rec["segment"] != recs[k - 1]["segment"]))
+        seen = True
+    return out
+
+
+@dataclass
+class SourceRow:
+    name: str
+    median: float
+    p90: float
+    max: float
+    over_25: int
+    n: int
+
+
+def _source_row(name: str, errs: Sequence[float]) -> SourceRow:
+    return SourceRow(name, statistics.median(errs), _p90(errs), max(errs), sum(e > 0.25 for e in errs), len(errs))
+
+
+def measure_sources(files: Sequence[tuple[str, Path]] | None = None) -> list[SourceRow]:
+    """Calibrated estimate of each call's prompt (as an import records it) vs the provider's figure: per session
+    file, per agent, the first call after each compaction, and over all."""
+    rows: list[SourceRow] = []
+    by_agent: dict[str, list[float]] = {}
+    after: list[float] = []
+    for agent, path in source_files() if files is None else files:
+        calls = source_call_errors(agent, path)
+        if not calls:
+            continue
+        errs = [c.error for c in calls]
+        rows.append(_source_row(f"{agent} {path.name[:28]}", errs))
+        by_agent.setdefault(agent, []).extend(errs)
+        after += [c.error for c in calls if c.after_compaction]
+    rows += [_source_row(f"{agent}: all", errs) for agent, errs in by_agent.items()]
+    if after:
+        rows.append(_source_row("first call after a compaction", after))
+    every = [e for errs in by_agent.values() for e in errs]
+    if every:
+        rows.append(_source_row("all imported calls", every))
     return rows
 
 
@@ -179,10 +232,11 @@ def main(argv: Sequence[str] = ()) -> int:
     cal = [r for r in rows if r.name.startswith("calibrated")]
     ok = all(r.median < 0.01 and r.p90 < 0.02 for r in cal)
     print(f"target: calibrated median < 1%, p90 < 2%  -> {'MET' if ok else 'NOT MET'}")
-    print(f"\nthe same, on the Claude Code and Codex sessions ({SESSIONS}), as `ctxbench import` records them")
-    print(f"{'estimator':44} {'median':>8} {'p90':>8} {'calls':>6}")
-    for r in measure_sources():
-        print(f"{r.name:44} {r.median:8.2%} {r.p90:8.2%} {r.n:6d}")
+    print(f"\nthe same, on the other agents' sessions ({SESSIONS}), as `ctxbench import` records them")
+    extra = [(a.partition(":")[0], Path(a.partition(":")[2])) for a in argv if ":" in a and not a.startswith("-")]
+    print(f"{'session':44} {'median':>8} {'p90':>8} {'max':>8} {'>25%':>5} {'calls':>6}")
+    for s in measure_sources(source_files() + extra):
+        print(f"{s.name:44} {s.median:8.2%} {s.p90:8.2%} {s.max:8.1%} {s.over_25:5d} {s.n:6d}")
     return 0
 
 

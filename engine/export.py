@@ -39,12 +39,20 @@ from typing import Any, Literal
 from engine.context.cache import analyze
 from engine.context.diff import folder_call_ends
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.model.compaction_change import event_change
 from engine.model.messages import Message, content_text
 from engine.model.snapshot import PROMPT_REGIONS
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects
-from engine.usage.costs import RecordsCost, price_table, record_cost, records_cost
+from engine.usage.costs import (
+    SessionCost,
+    compaction_call_cost,
+    folder_cost,
+    price_table,
+    record_cost,
+    usd_text,
+)
 from engine.usage.prices import CallCost, PriceTable
 
 ExportFormat = Literal["md", "csv", "json"]
@@ -181,7 +189,8 @@ def calls_json(data: SessionExport, rows: Sequence[Mapping[str, Any]] | None = N
         "fields": list(CALL_FIELDS),
         "calls": [dict(r) for r in rows],
         "compactions": [{k: v for k, v in c.items() if k != "type"} for c in data.compactions],
-        "cost": {**records_cost(rows).to_json(), "agent_cost_usd": imported.get("agent_cost_usd")},
+        # the session's cost (main + subagents + compaction calls, each part; the agent's own beside it)
+        "cost": folder_cost(data.folder, records=rows).to_json(),
     }
     return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
 
@@ -211,17 +220,18 @@ def _usd(value: float) -> str:
     return f"${value:,.4f}"
 
 
-def _cost_fact(total: RecordsCost) -> str:
-    """The session's cost at litellm's prices, for the header."""
+def _cost_fact(cost: SessionCost) -> str:
+    """The session's cost at litellm's prices and its parts, for the header."""
+    total = cost.total
     if total.usd is None:
         return f"unknown for its {total.calls:,} calls ({total.problem or 'no price'})"
-    text = f"{_usd(total.usd)} for {total.calls:,} calls at litellm's prices"
+    text = f"{usd_text(total.usd)} for {total.calls:,} calls at litellm's prices ({cost.breakdown()})"
     if total.unpriced:
         text += f" (+ {total.unpriced:,} calls without a price: {total.problem or 'no price'})"
     return text
 
 
-def _header(data: SessionExport, counts: Sequence[int], total: RecordsCost | None = None) -> list[str]:
+def _header(data: SessionExport, counts: Sequence[int], total: SessionCost | None = None) -> list[str]:
     reported = [c for c in data.calls if isinstance(c.get("provider_prompt_tokens"), int)]
     found = data.meta.get("import")
     imported: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -238,11 +248,10 @@ def _header(data: SessionExport, counts: Sequence[int], total: RecordsCost | Non
     if reported:
         last = reported[-1]
         facts.append(("Last prompt (provider)", f"{last['provider_prompt_tokens']:,} tokens"))
-    if total is not None and total.calls:
+    if total is not None and total.total.calls:
         facts.append(("Cost", _cost_fact(total)))
-    agent = imported.get("agent_cost_usd")
-    if isinstance(agent, int | float) and not isinstance(agent, bool):
-        facts.append(("The agent's own cost", _usd(float(agent))))
+    if total is not None and total.agent_usd is not None:
+        facts.append(("The agent's own cost", usd_text(total.agent_usd)))
     lines += [f"- **{k}:** {v}" for k, v in facts]
     return lines
 
@@ -275,9 +284,12 @@ def _message_md(n: int, msg: Message, tokens: int, live: bool, calls: Sequence[s
 
 
 def _compaction_md(comp: Mapping[str, Any], table: PriceTable | None = None) -> list[str]:
-    lines = ["", "---", "", f"## Compaction ({comp.get('trigger', '?')}) · {_n(comp.get('tokens_before'))} → "
-             f"{_n(comp.get('tokens_after'))} tokens · {_n(comp.get('messages_compacted'))} messages archived"
+    change = event_change(comp)  # the before → after every view shows (engine.model.compaction_change)
+    lines = ["", "---", "", f"## Compaction ({comp.get('trigger', '?')}) · {change.text()} · "
+             f"{_n(comp.get('messages_compacted'))} messages archived"
              + (f" · {comp['ts']}" if comp.get("ts") else ""), ""]
+    if change.grows:
+        lines += [f"*⚠ {change.warning()}.*", ""]
     summary = str(comp.get("summary") or "").strip()
     if summary:
         lines += ["<details><summary>Summary</summary>", "", _quote(summary), "", "</details>"]
@@ -285,14 +297,14 @@ def _compaction_md(comp: Mapping[str, Any], table: PriceTable | None = None) -> 
     agent = comp.get("cost_usd")
     agent_usd = float(agent) if isinstance(agent, int | float) and not isinstance(agent, bool) else None
     if isinstance(cost, dict) and cost.get("prompt_tokens") is not None:
-        priced = record_cost({"model": cost.get("model"), "provider_prompt_tokens": cost.get("prompt_tokens"),
-                              "completion_tokens": cost.get("completion_tokens"),
-                              "cache_read_tokens": cost.get("cache_read_tokens"),
-                              "cache_write_tokens": cost.get("cache_write_tokens"),
-                              "source_format": comp.get("source_format")}, table)
-        usd = "" if priced.usd is None else f" · {_usd(priced.usd)} at litellm's prices"
-        lines += ["", f"*The compaction call: {_n(cost.get('prompt_tokens'))} prompt + "
-                      f"{_n(cost.get('completion_tokens'))} completion tokens{usd}.*"]
+        priced = compaction_call_cost(comp, table)
+        placeholder = cost.get("completion_tokens") is None and cost.get("completion_placeholder") is not None
+        out = (f"unknown (the file holds only a streaming placeholder, {cost['completion_placeholder']})"
+               if placeholder else f"{_n(cost.get('completion_tokens'))}")
+        usd = "" if priced is None or priced.usd is None else \
+            f" · {_usd(priced.usd)}{'+ (without the output)' if placeholder else ''} at litellm's prices"
+        lines += ["", f"*The compaction call: {_n(cost.get('prompt_tokens'))} prompt + {out} completion tokens"
+                      f"{usd}.*"]
     if agent_usd is not None:
         lines += ["", f"*What compacting cost, by the agent's own figure: {_usd(agent_usd)}.*"]
     return [*lines, "", "---"]
@@ -313,7 +325,8 @@ def session_markdown(data: SessionExport, estimator: Estimator | None = None,
     counts = message_tokens(data, estimator, known)
     table = price_table()
     costs = [record_cost(rec, table) for rec in data.calls]
-    total = records_cost({"cost_usd": c.usd, "cost_problem": c.problem} for c in costs)
+    total = folder_cost(data.folder, table,
+                        records=[{"cost_usd": c.usd, "cost_problem": c.problem} for c in costs])
     by_message: dict[int, list[str]] = {}  # the first message each call produced -> its calls
     for number, (end, cost) in enumerate(zip(folder_call_ends(data.messages, data.calls), costs, strict=True), 1):
         by_message.setdefault(end, []).append(_call_md(number, cost))

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.context.calibration import Calibrator
+from engine.context.calibration import SourceCalibrator
 from engine.context.conversation import Session
 from engine.context.snapshots import build_snapshot
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
@@ -135,35 +135,6 @@ class SourceImportReport:
 
 
 @dataclass
-class PrefixCalibrator(Calibrator):
-    """The session calibrator, for a source whose system prompt + tool definitions are known exactly
-    (inferred from the provider's first figure): the ratio actual/estimate is learnt and applied on
-    the rest of the prompt only, so a compaction — which changes the history, not the prefix — does
-    not rescale the prefix with a ratio that came from a very different history."""
-
-    exact_prefix: int = 0
-
-    def _rest_ratio(self) -> float | None:
-        raw, actual, fixed = self.last_raw, self.last_actual, self.exact_prefix
-        if raw is None or actual is None:
-            return None
-        if raw > fixed and actual > fixed:
-            return (actual - fixed) / (raw - fixed)
-        return self.ratio
-
-    def calibrate(self, raw_total: int, message_ids: Sequence[str] = (),
-                  fixed: tuple[int, int, int] = (0, 0, 0)) -> int:
-        ratio = self._rest_ratio()
-        if ratio is None or self.last_raw is None or self.last_actual is None:
-            return raw_total
-        n = len(self.last_prefix)
-        same = fixed == self.last_fixed and n <= len(message_ids) and tuple(message_ids[:n]) == self.last_prefix
-        if same and raw_total >= self.last_raw:
-            return super().calibrate(raw_total, message_ids, fixed)
-        return self.exact_prefix + round(max(0, raw_total - self.exact_prefix) * ratio)
-
-
-@dataclass
 class _Ctx:
     settings: Settings
     estimator: Estimator
@@ -189,6 +160,12 @@ def tool_server(name: str) -> str:
     return ""
 
 
+def tool_definitions_tokens(tools: Sequence[dict[str, Any]], estimator: Estimator) -> int:
+    """The tokens of a request's tool definitions: the sum of each one's (what the Tools tab lists, the chart's
+    legend and every call's *Tool definitions* region show: one figure, however it is summed)."""
+    return sum(estimator.tools([t]) for t in tools)
+
+
 def tool_definitions(prefix: RequestPrefix, estimator: Estimator) -> list[dict[str, Any]]:
     """Each tool definition of a request with its tokens, largest first (as Claude Code's /context lists
     them), ``server`` for MCP tools."""
@@ -211,7 +188,7 @@ class _Prefixes:
             return None
         if prefix.key not in self.counted:
             self.counted[prefix.key] = (self.estimator.text(prefix.system) if prefix.system else 0,
-                                        self.estimator.tools(prefix.tools) if prefix.tools else 0)
+                                        tool_definitions_tokens(prefix.tools, self.estimator))
         return self.counted[prefix.key]
 
 
@@ -241,7 +218,8 @@ class ContextRecorder:
         self.cache = TokenCache(ctx.estimator)
         self.counts: list[int] = []
         self._inferred = False
-        self.calibrator: Calibrator = Calibrator()
+        self.calibrator = SourceCalibrator()
+        self.segment = 0  # the segment (compactions before + 1) of the last call recorded
         self.summaries: dict[int, int] = {}
         self.prefixes = _Prefixes(src, ctx.estimator)
         self.base = (ctx.system_tokens, ctx.tools_tokens)
@@ -268,8 +246,8 @@ class ContextRecorder:
         system = ctx.system_tokens + (ctx.prefix or 0 if ctx.prefix_in_system else 0)
         tools = ctx.tools_tokens + (ctx.prefix or 0 if not ctx.prefix_in_system else 0)
         self.base = (system, tools)
-        if ctx.prefix is not None:
-            self.calibrator = PrefixCalibrator(exact_prefix=system + tools)
+        if ctx.prefix is not None:  # the provider's own size of the prefix, from its first figure
+            self.calibrator.exact_prefix, self.calibrator.prefix_known = system + tools, True
 
     def record(self, call: ProviderCall) -> dict[str, Any]:
         src, ctx = self.src, self.ctx
@@ -277,11 +255,12 @@ class ContextRecorder:
         exact = self.prefixes.of(call)
         system, tools = exact if exact is not None else self.base
         calibrator = self.calibrator
-        if exact is not None:
-            if not isinstance(calibrator, PrefixCalibrator):
-                calibrator = self.calibrator = PrefixCalibrator()
-            calibrator.exact_prefix = system + tools
-        win = replace(ctx.win, max_tokens=call.max_tokens) if call.max_tokens else ctx.win
+        if exact is not None:  # the prefix as sent, counted by the estimator
+            calibrator.exact_prefix, calibrator.prefix_known = system + tools, False
+        win = ctx.win
+        if call.max_tokens or call.window:  # the call's own (the window line its record draws)
+            win = replace(win, max_tokens=call.max_tokens or win.max_tokens,
+                          context_window=call.window or win.context_window)
         end = min(call.message_index, len(src.messages))
         if call.input_messages is not None:
             history = call.input_messages
@@ -291,6 +270,10 @@ class ContextRecorder:
             self._count_to(end)
             history, hcounts = src.messages[start:end], self.counts[start:end]
         comp = src.compaction_before(end)
+        segment = comp.index + 1 if comp is not None else 0
+        if segment != self.segment:
+            self.segment = segment
+            calibrator.restart()  # the scale starts again from what the provider reports after it
         if comp is not None and comp.index not in self.summaries:
             self.summaries[comp.index] = ctx.estimator.text(comp.summary) if comp.summary else 0
         summary = self.summaries.get(comp.index, 0) if comp is not None else 0
@@ -307,7 +290,7 @@ class ContextRecorder:
         data.update(
             type="context", message_count=len(history), message_tokens=[],
             message_id=src.messages[end]["id"] if end < len(src.messages) else None,
-            provider_prompt_tokens=actual, segment=comp.index + 1 if comp is not None else 0,
+            provider_prompt_tokens=actual, segment=segment,
             exact_input=call.input_messages is not None, source_format=src.format,
             prefix_tokens=ctx.prefix if exact is None else system + tools,
             prefix_source=FILE if exact is not None else (INFERRED if ctx.prefix is not None else None),
@@ -324,7 +307,8 @@ def call_figures(call: ProviderCall, window: int) -> dict[str, Any]:
     """The figures of a call's record that the source gives (and a later line of the same call may raise)."""
     return {"cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
             "completion_tokens": call.completion_tokens, "reasoning_tokens": call.reasoning_tokens,
-            "window": call.window or window, "request_id": call.request_id}
+            "cache_write_1h_tokens": call.cache_write_1h_tokens, "window": call.window or window,
+            "request_id": call.request_id}
 
 
 def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
@@ -346,6 +330,10 @@ def context_records(src: SourceSession, settings: Settings | None = None,
 def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
     out = []
     prev = 0
+    # a compaction's call that is also a call of the session or of a Task subagent (each written with its own
+    # record) is counted there: ``cost_separate`` False (engine.usage.costs.folder_cost)
+    counted = {id(c) for c in src.calls} | {id(c) for ref in src.subagents if ref.kind == "task" and ref.session
+                                            for c in ref.session.calls}
     for comp in src.compactions:
         archived = src.messages[prev:comp.message_index]
         cost = comp.cost
@@ -362,7 +350,10 @@ def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
             "cost": None if cost is None else {
                 "prompt_tokens": cost.prompt_tokens, "completion_tokens": cost.completion_tokens,
                 "cache_read_tokens": cost.cache_read_tokens, "cache_write_tokens": cost.cache_write_tokens,
-                "model": cost.model, "ts": cost.ts},
+                "cache_write_1h_tokens": cost.cache_write_1h_tokens, "reasoning_tokens": cost.reasoning_tokens,
+                "model": cost.model, "ts": cost.ts, "request_id": cost.request_id,
+                "completion_placeholder": cost.completion_placeholder,
+                "cost_separate": id(cost) not in counted},
         })
         prev = comp.message_index
     return out
@@ -501,7 +492,7 @@ def _write_subagents(src: SourceSession, folder: Path, settings: Settings, estim
         for msg in src.messages:
             if isinstance(msg.get("subagent"), dict) and msg["subagent"].get("id") == ref.id:
                 msg["subagent"].update(session=rel, model=child.model, calls=child.calls)
-        out.append({"id": ref.id, "path": rel, "session": rel, "file": str(ref.path),
+        out.append({"id": ref.id, "path": rel, "session": rel, "file": None if ref.path is None else str(ref.path),
                     "parent_tool_call_id": ref.parent_tool_call_id, "calls": child.calls,
                     "reported_calls": child.reported_calls, "messages": child.messages, "model": child.model,
                     "prompt_tokens": [c.prompt_tokens for c in ref.session.calls]})

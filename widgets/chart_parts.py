@@ -1,7 +1,7 @@
 """Parts of the context chart (widgets.context_chart): axes, the legend, the growing per-call series.
 
 - ``TokenAxis`` / ``CallAxis``: axes labelled 32k / 1.5M, and call numbers;
-- ``Legend``: rows of swatch · label · tokens · % of the window, in two columns;
+- ``Legend``: rows of swatch · label · how it was obtained · tokens · % of the window, in two columns;
 - ``Timeline``: growing numpy columns for the per-call series (amortised O(1) append);
 - small parsers of record values (``num``, ``opt_num``, ``parse_ts``) and ``swatch`` pixmaps.
 """
@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from engine.model.snapshot import PROMPT_REGIONS
+from engine.model.snapshot import PROMPT_REGIONS, REGION_ACCURACY_LABELS
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens
 
 TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
@@ -29,6 +29,9 @@ TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
 CallRecord = Mapping[str, Any]
 
 COLUMN_WIDTH = 0.8  # a timeline column's width, in calls
+# a region's accuracy (engine.model.snapshot.region_accuracy) as the legend marks it: a short word
+ACCURACY_MARKS: dict[str, str] = {"exact": "exact", "estimated": "est.", "calibrated": "cal.", "inferred": "inferred",
+                                  "set": "set"}
 
 def short_tokens(v: float) -> str:
     v = float(v)
@@ -106,7 +109,8 @@ def swatch(color: str, line: bool = False, dashed: bool = False) -> QPixmap:
 
 
 class Legend(QWidget):
-    """Rows: swatch · label · tokens · % of the window, in two columns (the dock stays short)."""
+    """Rows: swatch · label · how it was obtained (a muted word: exact, est., cal., inferred, set; the row's tooltip
+    says it in full) · tokens · % of the window, in two columns (the dock stays short)."""
 
     KEYS: tuple[str, ...] = (*REGION_ORDER, "threshold", "limit")
 
@@ -117,13 +121,14 @@ class Legend(QWidget):
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(1)
         grid.setColumnStretch(1, 1)
-        grid.setColumnStretch(6, 1)
-        grid.setColumnMinimumWidth(4, 10)  # the gap between the two columns
+        grid.setColumnStretch(7, 1)
+        grid.setColumnMinimumWidth(5, 10)  # the gap between the two columns
         per_column = -(-len(self.KEYS) // 2)
         self._swatches: dict[str, QLabel] = {}
         self._names: dict[str, QLabel] = {}
         self._tokens: dict[str, QLabel] = {}
         self._pcts: dict[str, QLabel] = {}
+        self._marks: dict[str, QLabel] = {}
         labels = dict(REGION_LABELS)
         labels["threshold"] = "Auto-compaction threshold"
         labels["limit"] = "Hard limit (window)"
@@ -141,17 +146,25 @@ class Legend(QWidget):
                 f.setStyleHint(QFont.StyleHint.Monospace)
                 f.setFamily("monospace")
                 lab.setFont(f)
-            r, c = row % per_column, 0 if row < per_column else 5
+            mark = QLabel("")
+            small = mark.font()
+            small.setPointSizeF(max(6.0, small.pointSizeF() * 0.85))
+            mark.setFont(small)
+            r, c = row % per_column, 0 if row < per_column else 6
             grid.addWidget(sw, r, c)
             grid.addWidget(name, r, c + 1)
-            grid.addWidget(tok, r, c + 2)
-            grid.addWidget(pct, r, c + 3)
+            grid.addWidget(mark, r, c + 2)
+            grid.addWidget(tok, r, c + 3)
+            grid.addWidget(pct, r, c + 4)
+            self._marks[key] = mark
             self._swatches[key] = sw
             self._names[key] = name
             self._tokens[key] = tok
             self._pcts[key] = pct
 
     def set_palette(self, pal: Palette) -> None:
+        for mark in self._marks.values():
+            mark.setStyleSheet(f"color: {pal.muted}")
         for key, sw in self._swatches.items():
             if key == "threshold":
                 sw.setPixmap(swatch(pal.threshold, line=True, dashed=True))
@@ -173,6 +186,20 @@ class Legend(QWidget):
 
     def name(self, key: str) -> str:
         return self._names[key].text()
+
+    def set_accuracy(self, key: str, accuracy: str) -> None:
+        """Mark how row ``key``'s tokens were obtained ("" : no mark)."""
+        mark = ACCURACY_MARKS.get(accuracy, accuracy)
+        if self._marks[key].text() != mark:
+            self._marks[key].setText(mark)
+        about = REGION_ACCURACY_LABELS.get(accuracy, accuracy)
+        tip = f"{self._names[key].text()}: {about}" if about else ""
+        if self._names[key].toolTip() != tip:
+            for label in (self._swatches[key], self._names[key], self._marks[key], self._tokens[key]):
+                label.setToolTip(tip)
+
+    def accuracy_mark(self, key: str) -> str:
+        return self._marks[key].text()
 
     def row_text(self, key: str) -> str:
         return f"{self._tokens[key].text()} · {self._pcts[key].text()}"

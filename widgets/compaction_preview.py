@@ -28,7 +28,8 @@ Methods:
                                 applied while the model writes (Cancel stops the model)
     set_mode(label)             how the summary is made ("digest — no model", …)
     set_costs(text)             what each part of the summary cost (tokens, time)
-    show_summary_parts(summary) set_mode + set_costs from an engine.context.summaries.Summary
+    show_summary_parts(summary) set_mode + set_costs from an engine.context.summaries.Summary, and the model's
+                                reply apart (read-only, under the editor) when it is not used
     show_problem(plan, summary) the reason the plan or summary cannot be applied as shown
     set_model_text(text)        the model's part arrived: replaces the editor text unless the user
                                 edited it meanwhile (then a note says so); returns whether it replaced
@@ -63,6 +64,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.context.summaries import Summary, mode_label
+from engine.model.compaction_change import CompactionChange, compaction_change
 from engine.model.messages import preview
 from engine.model.snapshot import ContextSnapshot
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
@@ -207,6 +209,7 @@ class CompactionPreview(QDialog):
         self._before: ContextSnapshot | None = None
         self._after: ContextSnapshot | None = None
         self._busy = False
+        self._confirming = False  # Apply was clicked once on a compaction that grows the context
         self._closed_emitted = False
         self._setting_summary = False
         self._user_edited = False
@@ -274,6 +277,15 @@ class CompactionPreview(QDialog):
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText("The summary appears here when it has been generated")
         rl.addWidget(self.editor, 1)
+        # the model's reply when it is not used (summary mode "model"): shown apart, never in the editor
+        self.model_reply_label = QLabel("")
+        self.model_reply_label.setWordWrap(True)
+        self.model_reply = QPlainTextEdit()
+        self.model_reply.setReadOnly(True)
+        self.model_reply.setMaximumHeight(self.fontMetrics().height() * 8)
+        for w in (self.model_reply_label, self.model_reply):
+            w.setVisible(False)
+            rl.addWidget(w)
         regen = QHBoxLayout()
         self.instruction_edit = QLineEdit()
         self.instruction_edit.setPlaceholderText("Instruction for the summary, e.g. “keep every file path”")
@@ -385,6 +397,7 @@ class CompactionPreview(QDialog):
         self._after = after
         self._update_bars()
         self._update_headline()
+        self._update_apply()
 
     def set_summary(self, text: str) -> None:
         self._setting_summary = True
@@ -396,6 +409,8 @@ class CompactionPreview(QDialog):
         self._update_apply()
 
     def set_model_text(self, text: str) -> bool:
+        if text == self.editor.toPlainText():
+            return True  # the text shown stands (the digest, when the model's reply is not used)
         if self._user_edited:
             self.set_error("The model's text arrived, but you edited the summary: your text is kept "
                            "(Regenerate to see the model's)")
@@ -414,11 +429,18 @@ class CompactionPreview(QDialog):
 
     def show_summary_parts(self, summary: Any) -> None:
         """The mode and the costs of an engine summary (:class:`engine.context.summaries.Summary`)."""
+        unused = ""
         if isinstance(summary, Summary):
             self.set_mode(mode_label(summary.mode, summary.model))  # type: ignore[arg-type]
             self.set_costs(summary.costs())
+            if summary.model_problem and summary.model_text.strip() and summary.model_text != summary.text:
+                unused = summary.model_text
         else:
             self.set_costs("")
+        self.model_reply_label.setText("The model's reply, not used (the digest above stands):" if unused else "")
+        self.model_reply.setPlainText(unused)
+        self.model_reply_label.setVisible(bool(unused))
+        self.model_reply.setVisible(bool(unused))
 
     def show_problem(self, plan: Any, summary: Any) -> None:
         """What keeps the plan or the summary from being applied as shown ("" clears)."""
@@ -490,12 +512,20 @@ class CompactionPreview(QDialog):
         if a is None:
             self.headline.setText(f"Before: {format_tokens(b.prompt)} prompt tokens · after: computing…")
             return
-        saved = b.prompt - a.prompt
-        pct = f" ({-saved / b.prompt * 100:+.0f}%)" if b.prompt else ""
-        self.headline.setText(
-            f"{format_tokens(b.prompt)} → {format_tokens(a.prompt)} prompt tokens{pct} · "
-            f"window {format_tokens(a.window)}"
-        )
+        change = self.change()
+        assert change is not None
+        self.headline.setText(f"{change.text(format_tokens)} · window {format_tokens(a.window)}"
+                              + (" · ⚠ the context grows" if change.grows else ""))
+        self.headline.setToolTip(change.warning() or "The prompt as sent (without the output reserve): what the "
+                                 "provider reports, and what the chat's marker and the Compactions tab show")
+        self.headline.setStyleSheet(f"color: {self._pal.warning};" if change.grows else "")
+
+    def change(self) -> CompactionChange | None:
+        """The plan's before → after on the one basis every view uses (engine.model.compaction_change); None
+        while the after is being computed."""
+        if self._before is None or self._after is None:
+            return None
+        return compaction_change(self._before.prompt, self._after.prompt)
 
     def _update_apply(self) -> None:
         has_summary = bool(self.editor.toPlainText().strip())
@@ -513,6 +543,12 @@ class CompactionPreview(QDialog):
             reason = (
                 "Replace the compacted messages with this summary (they are archived; Undo restores them)"
             )
+        change = self.change()
+        if ok and change is not None and change.grows:
+            reason = change.warning() + ". Apply asks to confirm."
+        if not (ok and change is not None and change.grows):
+            self._confirming = False
+        self.apply_button.setText("Apply anyway" if self._confirming else "Apply")
         self.apply_button.setToolTip(reason)
 
     def apply_reason(self) -> str:
@@ -527,6 +563,13 @@ class CompactionPreview(QDialog):
     def _on_apply(self) -> None:
         if not self.apply_button.isEnabled():
             return
+        change = self.change()
+        if change is not None and change.grows and not self._confirming:  # a second click applies
+            self._confirming = True
+            self.set_error(change.warning() + ". Click “Apply anyway” to apply it, or edit the summary.")
+            self._update_apply()
+            return
+        self._confirming = False
         text = self.editor.toPlainText().strip()
         self._closed_emitted = True
         if self._busy:  # applying the digest while the model writes: the model is stopped

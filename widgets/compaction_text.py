@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.model.compaction_change import event_change
 from widgets.formatting import format_usd
 from widgets.theme import format_tokens
 
@@ -48,8 +49,11 @@ def cost_line(event: Mapping[str, Any]) -> str:
     elif cached:
         parts.append(", ".join(cached))
     completion = _int(cost.get("completion_tokens"))
+    placeholder = _int(cost.get("completion_placeholder"))
     if completion is not None:
         parts.append(f"{format_tokens(completion)} completion")
+    elif placeholder is not None:  # never a figure the file does not hold (engine.sources.claude_code)
+        parts.append(f"completion unknown (the file holds only a streaming placeholder, {placeholder})")
     if not parts:
         return ""
     model = str(cost.get("model") or "")
@@ -81,14 +85,15 @@ def head_lines(event: Mapping[str, Any]) -> list[str]:
     result = str(event.get("result") or "")
     source = str(event.get("source_format") or "")
     lines = [f"Compaction ({trigger})" + (f" · {result}" if result else "") + (f" · by {source}" if source else "")]
-    before, after = _num(event.get("tokens_before")), _num(event.get("tokens_after"))
+    change = event_change(event)  # one basis in every view (engine.model.compaction_change)
     post = _int(event.get("post_tokens"))
-    if before is not None and after is not None:
-        change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
+    if change.before is not None and change.after is not None:
         first = " (the first call after)" if post is not None else ""
-        lines.append(f"{format_tokens(before)} → {format_tokens(after)} tokens{change}{first}")
-    elif before is not None:
-        lines.append(f"{format_tokens(before)} tokens before")
+        lines.append(f"{change.text(format_tokens)}{first}")
+        if change.grows:
+            lines.append("⚠ The context grew: the summary is longer than what it replaced")
+    elif change.before is not None:
+        lines.append(change.text(format_tokens))
     if post is not None:
         lines.append(post_line(event))
     counts = []

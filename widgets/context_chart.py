@@ -8,13 +8,16 @@ per-message counts, plus what the provider reported, e.g. its cache figures) and
 (a) **Next request** — one stacked horizontal bar: system, summary, history (user / assistant / tool
 shades), tool definitions, draft, output reserve, free; the auto-compaction threshold and the hard
 limit (the window) as vertical lines; a legend with tokens, % of the window and the accuracy label
-(estimated / exact / calibrated).
+(estimated / exact / calibrated); each legend row marks how that region was obtained (exact, est., cal.,
+inferred, set: ``engine.model.snapshot.region_accuracy``; the row's tooltip says it in full), and so does
+each region line of a column's tooltip.
 
 (b) **Timeline** — one stacked column per LLM call (system, summary, history user / assistant /
 tool, tools), the provider-reported prompt tokens as a line against the estimate (the column top)
 and the raw uncalibrated estimate as a dotted line, the window and threshold per call as dashed
-lines, compaction events as ▼ markers with a drop line from tokens before to tokens after; the next
-request is a faint column after the last call. Hovering a column or a marker shows a tooltip.
+lines drawn across the whole chart (from its left edge, over every column, on past the next request
+at the next request's values), compaction events as ▼ markers with a drop line from tokens before to
+tokens after; the next request is a faint column after the last call. Hovering a column or a marker shows a tooltip.
 
 (b′) **Cache view** (the *Cache view* toggle beside the timeline's title, enabled when the calls carry
 the provider's cache figures): each call's column split into cache read / cache write / uncached
@@ -29,6 +32,12 @@ of the call picked as the first of a diff. Clicking a column picks it; Shift- or
 second emits ``diff_requested(a, b)``; right-clicking a column offers *Diff with previous call* and
 *Diff from call N* (the picked one). Compaction markers' tooltips say what compacting cost
 (``widgets.compaction_text``).
+
+**Fit to data** (the toggle beside *Cache view*): the timeline's y axis and the bar's x axis span the
+calls and the next request instead of the whole window, and the window and threshold lines above the
+scale are named at the top right ("window 1M ↑"). It is on by itself while everything drawn is under
+:data:`FIT_BELOW` of the window (a 13k session in a 1M window is no flat line); a click chooses
+(unticking it is the way back to the whole window) and the choice is kept.
 
 Plot items are created once; updates only call ``setOpts``/``setData``. A setter draws at once: the
 caller throttles (the controller sends at most a few snapshots a second while a turn streams).
@@ -45,6 +54,7 @@ Methods:
     set_palette(palette: Palette)               re-colour (theme change)
     flush()                                     redraw what changed (the setters do it themselves)
     set_cache_view(on: bool)                    the cache view (b′) or the region view (b)
+    set_fit_to_data(on: bool | None)            fit to the data (True), the whole window (False), or by itself (None)
     export_image(fmt: "png" | "svg") -> bytes  the timeline plot as drawn, at its size (pyqtgraph exporters)
     set_subagents(marks: Sequence[dict])        the subagents of SessionView.subagents (with ``call_index``)
     select_call(index: int | None)              pick (outline) the first call of a diff (0-based)
@@ -59,6 +69,11 @@ Introspection (tests, accessibility):
     column_tooltip(index) -> str               tooltip of call ``index`` (0-based)
     compaction_count() -> int
     cache_view() / cache_available() -> bool
+    fit_to_data() -> bool                       the scale fits the data (not the whole window) now
+    timeline_y_range() -> (float, float)        the timeline's y axis as set
+    offscale_text() -> str                      the lines above the fitted scale, as named ("" when none)
+    line_span(name) -> (float, float)           x extent of the "window" / "threshold" line
+    legend_accuracy(region) -> str             the legend's mark of how a region was obtained
     cache_segments(index) -> dict[str, tuple[float, float]]   cache_read / cache_write / uncached → (bottom, height)
     hit_rate_series() -> ndarray / rewrite_calls() -> list[int] / rewrite_marker_positions()
     system_label() -> str                      the legend's name of the system region ("… (inferred)")
@@ -86,10 +101,10 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from engine.model.snapshot import ContextSnapshot
+from engine.model.snapshot import ContextSnapshot, region_accuracy
 from widgets.chart_cache import CacheLayer, PercentAxis
 from widgets.chart_marks import SelectionLayer, SubagentLayer, subagent_color
-from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, CallRecord, TokenAxis
+from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, CallRecord, TokenAxis, short_tokens
 from widgets.chart_parts import Legend as _Legend
 from widgets.chart_parts import Timeline as _Timeline
 from widgets.chart_parts import num as _num
@@ -109,6 +124,11 @@ MIN_TIMELINE_SLOTS = 12  # the timeline's x-axis spans at least this many calls
 CACHE_ON_TIP = "Split each call into cache read / cache write / uncached input, with the cache hit rate"
 CACHE_OFF_TIP = "No provider cache figures in these calls"
 INFERRED_LABEL = "System prompt + tools (inferred)"
+FIT_BELOW = 0.2  # fit to the data by itself while everything drawn is under this share of the window
+FAR = 1e6  # the window and threshold lines run to x = ±FAR: across the chart, however it is panned
+FIT_TIP = ("Scale the chart to the calls and the next request instead of the whole window (lines above the scale "
+           "are named at the top right); untick to see the whole window")
+FIT_ROOM = 1.08  # the y axis reaches this much above the highest thing drawn
 
 
 class ContextChart(QWidget):
@@ -131,6 +151,10 @@ class ContextChart(QWidget):
         self._compaction_x: list[float] = []
         self._dirty_bar = True
         self._dirty_timeline = True
+        self._fit: bool | None = None  # the user's choice; None: by itself (FIT_BELOW)
+        self._fitted = False  # the scale fits the data now
+        self._offscale = ""
+        self._lines_of: ContextSnapshot | None = None  # the next request the lines were last drawn with
         self.redraws = 0  # number of applied updates (tests, soak)
 
         layout = QVBoxLayout(self)
@@ -178,6 +202,9 @@ class ContextChart(QWidget):
         self._limit_line = pg.InfiniteLine(angle=90, movable=False)
         bp.addItem(self._threshold_line)
         bp.addItem(self._limit_line)
+        self._bar_offscale = pg.TextItem("", anchor=(1, 0.5))  # fitted: the lines past the bar's scale, named
+        self._bar_offscale.setVisible(False)
+        bp.addItem(self._bar_offscale, ignoreBounds=True)
         layout.addWidget(self._bar_plot)
 
         self._legend = _Legend()
@@ -192,6 +219,10 @@ class ContextChart(QWidget):
         title_row.setContentsMargins(0, 0, 0, 0)
         title_row.addWidget(self._tl_title)
         title_row.addStretch(1)
+        self.fit_button = QCheckBox("Fit to data")  # the scale of the calls, not of the whole window
+        self.fit_button.setToolTip(FIT_TIP)
+        self.fit_button.toggled.connect(self._on_fit_button_toggled)
+        title_row.addWidget(self.fit_button)
         self.cache_button = QCheckBox("Cache view")  # a checkable toggle that shows its state
         self.cache_button.setEnabled(False)
         self.cache_button.setToolTip(CACHE_OFF_TIP)
@@ -235,11 +266,14 @@ class ContextChart(QWidget):
         self._provider_curve = pg.PlotDataItem(connect="finite")
         self._drop_curve = pg.PlotDataItem(connect="pairs")
         self._markers = pg.ScatterPlotItem(symbol="t", size=11)
-        for item in (
-            self._window_curve, self._threshold_curve, self._raw_curve, self._provider_curve,
-            self._drop_curve, self._markers,
-        ):
+        for item in (self._window_curve, self._threshold_curve):  # across the chart: no part of its x range
+            tp.addItem(item, ignoreBounds=True)
+        for item in (self._raw_curve, self._provider_curve, self._drop_curve, self._markers):
             tp.addItem(item)
+        self._offscale_label = pg.TextItem("", anchor=(1, 0))  # fitted: the lines above the scale, named
+        self._offscale_label.setVisible(False)
+        tp.addItem(self._offscale_label, ignoreBounds=True)
+        tp.getViewBox().sigRangeChanged.connect(self._place_offscale)
         self._cache = CacheLayer(tp, self._tl_axis_right, self._pal)
         self._subagents = SubagentLayer(tp, self._pal)
         self._selection = SelectionLayer(tp, self._pal)
@@ -322,6 +356,12 @@ class ContextChart(QWidget):
 
     def flush(self) -> None:
         """Redraw the parts that changed."""
+        if self._dirty_timeline or (self._dirty_bar and self._snapshot is not self._lines_of):  # (not a draft)
+            fitted = self._fit_now()
+            if fitted != self._fitted:  # both scales follow
+                self._fitted = fitted
+                self._dirty_bar = self._dirty_timeline = True
+            self._sync_fit_button()
         if self._dirty_bar:
             self._update_bar()
             self._dirty_bar = False
@@ -354,6 +394,38 @@ class ContextChart(QWidget):
 
     def provider_series(self) -> np.ndarray:
         return self._timeline.provider[: self._timeline.n].copy()
+
+    def set_fit_to_data(self, on: bool | None) -> None:
+        """Fit the scales to the data (True), show the whole window (False), or choose by itself (None)."""
+        self._fit = on
+        self._dirty_bar = self._dirty_timeline = True
+        self.flush()
+
+    def fit_to_data(self) -> bool:
+        """True while the scales fit the data rather than the whole window."""
+        return self._fitted
+
+    def timeline_y_range(self) -> tuple[float, float]:
+        lo, hi = self._tl_plot.getPlotItem().getViewBox().viewRange()[1]
+        return float(lo), float(hi)
+
+    def offscale_text(self) -> str:
+        """The lines above the fitted scale as the chart names them ("" when none is)."""
+        return self._offscale
+
+    def line_span(self, name: str) -> tuple[float, float]:
+        """The x extent of the "window" or "threshold" line as drawn (finite points)."""
+        curve = self._window_curve if name == "window" else self._threshold_curve
+        x, y = curve.getData()
+        if x is None or not len(x):
+            return (math.nan, math.nan)
+        finite = np.isfinite(np.asarray(y, dtype=float))
+        xs = np.asarray(x, dtype=float)[finite]
+        return (float(xs.min()), float(xs.max())) if len(xs) else (math.nan, math.nan)
+
+    def legend_accuracy(self, region: str) -> str:
+        """The legend's mark of how ``region`` was obtained (exact, est., cal., inferred, set; "" : none)."""
+        return self._legend.accuracy_mark(region)
 
     def set_cache_view(self, on: bool) -> None:
         """Show the cache view (when the calls have cache figures) or the region view."""
@@ -405,6 +477,87 @@ class ContextChart(QWidget):
         self._dirty_timeline = True
         self.flush()
 
+    def _on_fit_button_toggled(self, on: bool) -> None:
+        self.set_fit_to_data(on)  # the user's choice, kept
+
+    # ----------------------------------------------------------------- scale
+    def _data_peak(self) -> float:
+        """The highest thing drawn but the window and threshold lines: columns, provider and raw lines,
+        compaction markers, the next request's column."""
+        tl = self._timeline
+        n = tl.n
+        peaks = [0.0]
+        if n:
+            peaks.append(float(tl.values[:, :n].sum(axis=0).max()))
+            for series in (tl.provider[:n], tl.raw[:n]):
+                if np.isfinite(series).any():
+                    peaks.append(float(np.nanmax(series)))
+        for event in self._compactions:
+            peaks += [_num(event.get("tokens_before")), _num(event.get("tokens_after"))]
+        if self._snapshot is not None:
+            peaks.append(float(self._snapshot.prompt))
+        return max(peaks)
+
+    def _lines(self) -> tuple[float, float]:
+        """The highest window and threshold drawn (0 when none)."""
+        tl, s = self._timeline, self._snapshot
+        out = []
+        for series, now in ((tl.window[: tl.n], s.window if s else 0),
+                            (tl.threshold[: tl.n], s.threshold_tokens if s else 0)):
+            values = [float(now or 0)]
+            if np.isfinite(series).any():
+                values.append(float(np.nanmax(series)))
+            out.append(max(values))
+        return out[0], out[1]
+
+    def _fit_now(self) -> bool:
+        peak, (window, threshold) = self._data_peak(), self._lines()
+        top = max(window, threshold)
+        if peak <= 0 or top <= peak:
+            return False  # nothing drawn, or nothing above it to leave out
+        return self._fit if self._fit is not None else peak < FIT_BELOW * top
+
+    def _sync_fit_button(self) -> None:
+        peak, (window, threshold) = self._data_peak(), self._lines()
+        useful = peak > 0 and max(window, threshold) > peak
+        b = self.fit_button
+        if b.isEnabled() != useful:
+            b.setEnabled(useful)
+        if b.isChecked() != self._fitted:
+            b.blockSignals(True)
+            b.setChecked(self._fitted)
+            b.blockSignals(False)
+
+    def _scale_top(self) -> float:
+        """The timeline's y top: everything drawn, or (fitted) the data and the lines just above it."""
+        peak, (window, threshold) = self._data_peak(), self._lines()
+        if not self._fitted:
+            top = max(peak, window, threshold)
+        else:
+            top = max([peak, *(v for v in (window, threshold) if v <= peak * FIT_ROOM)])
+        return top * FIT_ROOM if top > 0 else 1.0
+
+    def _set_offscale(self, top: float) -> None:
+        """Name the lines above the scale (fitted) at the top right of the timeline."""
+        pal = self._pal
+        (window, threshold), parts = self._lines(), []
+        if self._fitted:
+            if window > top:
+                parts.append((pal.limit, f"window {short_tokens(window)} ↑"))
+            if threshold > top and not self._cache.visible:
+                parts.append((pal.threshold, f"threshold {short_tokens(threshold)} ↑"))
+        self._offscale = " · ".join(t for _, t in parts)
+        self._offscale_label.setHtml(" &nbsp; ".join(
+            f"<span style='color:{c}'>{html.escape(t)}</span>" for c, t in parts))
+        self._offscale_label.setVisible(bool(parts))
+        self._place_offscale()
+
+    def _place_offscale(self, *_args: Any) -> None:
+        if not self._offscale_label.isVisible():
+            return
+        (_, right), (_, top) = self._tl_plot.getPlotItem().getViewBox().viewRange()
+        self._offscale_label.setPos(right, top)
+
     def compaction_count(self) -> int:
         return len(self._compactions)
 
@@ -417,8 +570,9 @@ class ContextChart(QWidget):
         lines = [f"Call {index + 1}" + (f" · {rec.get('ts')}" if rec.get("ts") else "")]
         if rec.get("model"):
             lines.append(f"model {rec['model']}")
+        accuracy = region_accuracy(rec)
         for r, key in enumerate(TIMELINE_REGIONS):
-            lines.append(f"{REGION_LABELS[key]}: {format_tokens(tl.values[r, index])}")
+            lines.append(f"{REGION_LABELS[key]}: {format_tokens(tl.values[r, index])} ({accuracy[key]})")
         est = tl.total(index)
         acc = rec.get("accuracy") or "estimated"
         lines.append(f"Estimate: {format_tokens(est)} ({acc})")
@@ -541,6 +695,11 @@ class ContextChart(QWidget):
         self._subagents.set_palette(pal)
         self._selection.set_palette(pal)
         self._inferred_label.setColor(QColor(pal.background))
+        plate = QColor(pal.background)
+        plate.setAlpha(225)  # the lines' names stay readable over a column or the bar
+        for label in (self._offscale_label, self._bar_offscale):
+            label.fill = pg.mkBrush(plate)
+            label.update()
         self._set_timeline_legend()
 
     def _update_bar(self) -> None:
@@ -554,8 +713,12 @@ class ContextChart(QWidget):
             self._header.setText("No request yet")
             for key in _Legend.KEYS:
                 self._legend.set_row(key, 0, "—")
+                self._legend.set_accuracy(key, "")
+            self._bar_offscale.setVisible(False)
             self._bar_plot.getPlotItem().setXRange(0, 1, padding=0)
             self._set_ghost(None)
+            if not self._dirty_timeline:
+                self._update_lines()
             return
         regions = s.detailed_regions(self._draft_override)
         widths = np.array([float(regions[k]) for k in REGION_ORDER])
@@ -567,9 +730,25 @@ class ContextChart(QWidget):
         self._limit_line.setVisible(True)
         self._threshold_line.setValue(s.threshold_tokens)
         self._limit_line.setValue(s.window)
-        self._bar_plot.getPlotItem().setXRange(0, max(window, used) * 1.01, padding=0)
+        if self._fitted:  # the bar's own scale; the lines past it named at its right end
+            right = max(1.0, used * 1.05)
+            past = []
+            if s.threshold_tokens > right:
+                past.append((pal.threshold, f"threshold {short_tokens(s.threshold_tokens)}"))
+            if s.window > right:
+                past.append((pal.limit, f"window {short_tokens(s.window)}"))
+            self._bar_offscale.setHtml(" · ".join(f"<span style='color:{c}'>{html.escape(t)}</span>" for c, t in past)
+                                       + " →")
+            self._bar_offscale.setPos(right, 0)
+            self._bar_offscale.setVisible(bool(past))
+        else:
+            right = max(window, used) * 1.01
+            self._bar_offscale.setVisible(False)
+        self._bar_plot.getPlotItem().setXRange(0, right, padding=0)
+        accuracy = s.region_accuracy()
         for key in REGION_ORDER:
             self._legend.set_row(key, regions[key], percent(regions[key], window))
+            self._legend.set_accuracy(key, accuracy[key])
         self._legend.set_row("threshold", s.threshold_tokens, percent(s.threshold_tokens, window))
         self._legend.set_row("limit", s.window, "100.0%")
         acc = ACCURACY_LABELS.get(s.accuracy, s.accuracy)
@@ -591,6 +770,8 @@ class ContextChart(QWidget):
             parts.append(f"<span style='color:{pal.warning}'><b>over the compaction threshold</b></span>")
         self._header.setText(" · ".join(parts))
         self._set_ghost(s)
+        if not self._dirty_timeline and self._lines_of is not s:  # (a draft alone: no change; else the timeline's
+            self._update_lines()                                  # update draws them)
 
     def _set_ghost(self, s: ContextSnapshot | None) -> None:
         nr = len(TIMELINE_REGIONS)
@@ -618,8 +799,6 @@ class ContextChart(QWidget):
         dots = want_symbols and bool(np.isfinite(provider).any())  # no figure at all (SWE-agent): no dots to bound
         self._provider_curve.setData(x, provider, symbol="o" if dots else None, symbolSize=5)
         self._raw_curve.setData(x, tl.raw[:n].copy())
-        self._window_curve.setData(x, tl.window[:n].copy())
-        self._threshold_curve.setData(x, tl.threshold[:n].copy())
         m = len(self._compactions)
         if m:
             mx = np.array(self._compaction_x, dtype=float)
@@ -647,7 +826,22 @@ class ContextChart(QWidget):
             vb.setXRange(0.4, MIN_TIMELINE_SLOTS + 0.6, padding=0)
         else:
             vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=True)
-        vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=True)
+        self._update_lines()
+
+    def _update_lines(self) -> None:
+        """The window and threshold lines across the chart (the calls', then the next request's) and the y axis
+        (the whole window, or fitted to the data), with the lines above it named: after the calls or the next
+        request changed."""
+        tl, s = self._timeline, self._snapshot
+        n = tl.n
+        self._lines_of = s
+        self._window_curve.setData(*_across(tl.window[:n], float(s.window) if s else math.nan))
+        self._threshold_curve.setData(*_across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan))
+        top = self._scale_top()
+        vb = self._tl_plot.getPlotItem().getViewBox()
+        vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=False)
+        vb.setYRange(0, top, padding=0)
+        self._set_offscale(top)
 
     def _timeline_header(self) -> str:
         tl, pal = self._timeline, self._pal
@@ -781,3 +975,24 @@ class ContextChart(QWidget):
         else:
             self.select_call(index)
             self.call_clicked.emit(index)
+
+
+def _across(values: np.ndarray, after: float) -> tuple[np.ndarray, np.ndarray]:
+    """A per-call line (window, threshold) drawn across the chart: from x = −FAR at the first call's value, a
+    step over each column (x ± 0.5; NaN: a gap), then on at ``after`` (the next request's; NaN: the last call's)
+    to x = FAR."""
+    n = len(values)
+    if math.isnan(after):
+        after = float(values[-1]) if n else math.nan
+    first = float(values[0]) if n else after
+    x = np.empty(2 * n + 3)
+    y = np.empty(2 * n + 3)
+    x[0], y[0] = -FAR, first
+    centres = np.arange(1, n + 1, dtype=float)
+    x[1 : 2 * n + 1 : 2] = centres - 0.5
+    x[2 : 2 * n + 2 : 2] = centres + 0.5
+    y[1 : 2 * n + 1 : 2] = values
+    y[2 : 2 * n + 2 : 2] = values
+    x[-2], y[-2] = n + 0.5, after
+    x[-1], y[-1] = FAR, after
+    return x, y

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from engine.usage.costs import usd_text
+
 # json.loads raises RecursionError on deeply nested input, besides ValueError/TypeError
 _BAD_JSON = (ValueError, TypeError, RecursionError)
 
@@ -47,8 +49,8 @@ def local_time_text(ts: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
 
 
 def format_usd(value: float) -> str:
-    """"$0.0670" below a dollar, "$12.34" from a dollar on."""
-    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+    """"$0.0670" below a dollar, "$12.34" from a dollar on (:func:`engine.usage.costs.usd_text`)."""
+    return usd_text(value)
 
 
 def _usd_or_none(value: Any) -> float | None:

@@ -9,8 +9,10 @@ Methods:
     set_state(state)                    "idle" | "streaming" | "tool" | "compacting" (others shown as is)
     set_agent_cost(usd, by_model=None)  an imported session's agent's own cost (its cost records),
                                         per model in the tooltip; None hides it
-    set_session_cost(usd, calls, unpriced=0, problem="")  the session's cost so far at litellm's prices
-                                        (beside the agent's own); no calls hides it
+    set_session_cost(cost)              the session's cost so far at litellm's prices, an
+                                        engine.usage.costs.SessionCost (main + subagents + compaction calls;
+                                        the breakdown and the agent's own in the tooltip); None or no calls
+                                        hides it
     set_palette(palette)
     texts() -> dict[str, str]           the shown texts by part (tests, accessibility)
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from engine.model.snapshot import ContextSnapshot
+from engine.usage.costs import SessionCost
 from widgets.formatting import cost_tooltip, format_usd
 from widgets.theme import Palette, format_tokens, palette, percent
 
@@ -128,20 +131,19 @@ class ContextStatusBar(QStatusBar):
         self.cost_label.setToolTip(cost_tooltip(usd, by_model))
         self.cost_label.show()
 
-    def set_session_cost(self, usd: float | None, calls: int, unpriced: int = 0, problem: str = "") -> None:
-        if not calls:
+    def set_session_cost(self, cost: SessionCost | None) -> None:
+        total = cost.total if cost is not None else None
+        if cost is None or total is None or not total.calls:
             self.session_cost_label.clear()
             self.session_cost_label.setToolTip("")
             self.session_cost_label.hide()
             return
-        if usd is None:
+        if total.usd is None:
             self.session_cost_label.setText("cost: unknown")
         else:
-            self.session_cost_label.setText(f"cost: {format_usd(usd)}{'+' if unpriced else ''}")
-        tip = [f"What this session's {calls} call(s) cost so far, at litellm's prices (the calls' own figures)"]
-        if unpriced:
-            tip.append(f"{unpriced} call(s) without a price are not counted" + (f": {problem}" if problem else ""))
-        self.session_cost_label.setToolTip("\n".join(tip))
+            self.session_cost_label.setText(f"cost: {format_usd(total.usd)}{'+' if total.lower_bound else ''}")
+        self.session_cost_label.setToolTip("\n".join(
+            [f"What this session's {total.calls:,} call(s) cost so far (the calls' own figures)", *cost.lines()]))
         self.session_cost_label.show()
 
     def texts(self) -> dict[str, str]:

@@ -10,17 +10,23 @@ litellm's table).
 Public API of :class:`UsageView`
 --------------------------------
 Signals:
-    refresh_requested(str, str, bool)  since, until (ISO days, "" for open), update: the range changed
-                                  (False) or Refresh was pressed (True: read new session files first)
+    refresh_requested(str, str, bool)  since, until (ISO days, "" for open), update: a date was picked (applied at
+                                  once, typing settles first) or Refresh was pressed (True: read new session
+                                  files first) while the range is Custom
+    days_requested(int, bool)     the last n days (0: all time; the engine makes the range: today, UTC, the last),
+                                  update: as above — a preset was chosen, or Refresh pressed with one chosen
     session_opened(str)           the session file to open (double-click, Enter)
 Methods:
-    set_report(report)            show a report (dict); ``updating`` says newer figures follow. The tables
+    set_report(report)            show a report (dict); ``updating`` says newer figures follow. The chart spans
+                                  the report's ``first_day`` … ``last_day`` (the range asked, empty days drawn);
+                                  with a preset chosen, the date boxes show the range the engine made. The tables
                                   keep the sort the user chose, the selected row and the scroll position.
                                   Its ``warnings`` and ``unreadable`` files (path, reason) are shown under
                                   the summary: "N session files could not be read (show)", the list behind
                                   the link and in the tooltip (``notes``, ``unreadable_list``)
     unreadable_lines() -> list[str]  "path — reason" per file that could not be read (tests)
-    date_range() -> (str, str)    since, until as chosen ("" for open)
+    date_range() -> (str, str)    since, until as shown ("" for open)
+    preset_days() -> int          the chosen preset's n (0: all time), -1: Custom
     set_days(n)                   choose "the last n days" (0: all) and ask for them
     set_metric("cost" | "tokens")
     set_palette(palette)
@@ -28,9 +34,11 @@ Methods:
     series() -> list[str]         the models stacked, bottom first (tests)
     day_tooltip(index) -> str     the tooltip of day ``index`` (tests)
 Tables (``sessions``, ``projects``, ``models``, ``tools``: :class:`UsageTable`, a QTableView over a
-:class:`RowsModel` of plain rows, so 10,000 sessions fill at once): ``row_count()``, ``text(row, column)``,
+:class:`RowsModel` of plain rows, so 10,000 sessions fill at once; the header's arrow points up when the smallest
+come first): ``row_count()``, ``text(row, column)``, ``tooltip(row, column)``,
 ``path(row)``, ``sort_by(column, order)``, ``selected_id()``, ``select_id(id)`` (a session's path; else the
-first column's text).
+first column's text). A project is the full path of its folder, shown short (``~/…``, its last folders) with
+the full path in the tooltip.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QPointF,
     Qt,
+    QTimer,
     Signal,
 )
 from PySide6.QtGui import QColor
@@ -62,6 +71,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSplitter,
+    QStyleOptionHeader,
     QTableView,
     QTabWidget,
     QToolTip,
@@ -69,6 +79,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.usage.report import last_days, short_path
 from widgets.chart_parts import short_tokens
 from widgets.formatting import format_usd
 from widgets.theme import Palette, palette
@@ -78,6 +89,9 @@ OTHER = "other models"
 COLORS = ("#2563eb", "#f59e0b", "#0d9488", "#8b5cf6", "#ec4899", "#64748b", "#16a34a", "#dc2626", "#a3a3a3")
 PRESETS = (("Last 7 days", 7), ("Last 30 days", 30), ("Last 90 days", 90), ("All time", 0), ("Custom", -1))
 OPEN_DATE = QDate(2000, 1, 1)  # a date edit at its minimum: the range is open on that side
+DATE_SETTLE_MS = 400  # a date typed digit by digit is asked for once it settles (a calendar click: as soon)
+MIN_PLOT_HEIGHT = 170  # docked in a short dock too: the bars with the day labels under them
+MIN_TABLES_HEIGHT = 140  # … and a few rows of the tables
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 PATH_ROLE = Qt.ItemDataRole.UserRole + 2
 
@@ -144,17 +158,24 @@ SIZED_ROWS = 100  # the rows a column's width fits (the ones in view first; Qt's
 class Column:
     """A table column: its title; ``text(record)``, a cell's text; ``key(record)``, its sort key (no ``key``:
     the text, case folded); ``numeric``: numbers (right-aligned; a key that is no number, None, is "no
-    value" and sorts last); ``tip``, the header's tooltip."""
+    value" and sorts last); ``tip``, the header's tooltip; ``cell_tip(record)``, a cell's tooltip."""
 
-    __slots__ = ("key", "numeric", "text", "tip", "title")
+    __slots__ = ("cell_tip", "key", "numeric", "text", "tip", "title")
 
     def __init__(self, title: str, text: Callable[[Record], str], key: Callable[[Record], Any] | None = None,
-                 *, numeric: bool = False, tip: str = "") -> None:
+                 *, numeric: bool = False, tip: str = "", cell_tip: Callable[[Record], str] | None = None) -> None:
         self.title, self.text, self.key, self.numeric, self.tip = title, text, key, numeric, tip
+        self.cell_tip = cell_tip
 
 
 def _text_column(title: str, field: str, empty: str = "") -> Column:
     return Column(title, lambda r: str(r.get(field) or "") or empty)
+
+
+def _project_column(title: str = "Project") -> Column:
+    """A project's folder: shown short, sorted and told in full (the tooltip)."""
+    return Column(title, lambda r: short_path(str(r.get("project") or "")) or "(none)",
+                  lambda r: str(r.get("project") or "").casefold(), cell_tip=lambda r: str(r.get("project") or ""))
 
 
 def _usd_column(title: str, field: str, unpriced: str | None = "unpriced_calls", tip: str = "") -> Column:
@@ -213,6 +234,11 @@ class RowsModel(QAbstractTableModel):
     def path(self, row: int) -> str:
         return self._record_path(self._order[row])
 
+    def tooltip(self, row: int, column: int) -> str:
+        """A cell's tooltip ("" when its column has none)."""
+        tip = self.columns[column].cell_tip
+        return tip(self._records[self._order[row]]) if tip is not None else ""
+
     def _record_path(self, i: int) -> str:
         return str(self._records[i].get(self._path_field) or "") if self._path_field else ""
 
@@ -255,8 +281,10 @@ class RowsModel(QAbstractTableModel):
         if c == 0 and role in (_TIP, _PATH):
             path = self.path(row)
             if not path:
-                return None
+                return self.tooltip(row, c) or None if role == _TIP else None
             return path if role == _PATH else f"{self.text(row, 0)}\n{path}\n(double-click: open it read-only)"
+        if role == _TIP:
+            return self.tooltip(row, c) or None
         if role == _SORT:
             return self.key(row, c)
         return None
@@ -294,6 +322,18 @@ class RowsModel(QAbstractTableModel):
         return rows
 
 
+class SortHeader(QHeaderView):
+    """A header whose sort arrow points up when the smallest come first (ascending) and down when the largest do:
+    QHeaderView gives the style the opposite (``SortDown`` for ascending), which Fusion draws as a down arrow."""
+
+    def initStyleOptionForIndex(self, option: QStyleOptionHeader, logicalIndex: int) -> None:
+        super().initStyleOptionForIndex(option, logicalIndex)
+        if option.sortIndicator == QStyleOptionHeader.SortIndicator.SortDown:
+            option.sortIndicator = QStyleOptionHeader.SortIndicator.SortUp
+        elif option.sortIndicator == QStyleOptionHeader.SortIndicator.SortUp:
+            option.sortIndicator = QStyleOptionHeader.SortIndicator.SortDown
+
+
 class UsageTable(QTableView):
     """A read-only table of :class:`RowsModel` rows, sorted by ``sort`` at first; :meth:`set_records` keeps
     the user's sort, the selected row (by :meth:`RowsModel.row_id`) and the scroll position."""
@@ -301,6 +341,7 @@ class UsageTable(QTableView):
     def __init__(self, columns: Sequence[Column], first_width: int = 160, *, path: str = "",
                  sort: tuple[int, Qt.SortOrder] = (1, Qt.SortOrder.DescendingOrder)) -> None:
         super().__init__()
+        self.setHorizontalHeader(SortHeader(Qt.Orientation.Horizontal, self))
         self.rows = RowsModel(columns, path, self)
         self.setModel(self.rows)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -338,6 +379,9 @@ class UsageTable(QTableView):
     def path(self, row: int) -> str:
         return self.rows.path(row)
 
+    def tooltip(self, row: int, column: int) -> str:
+        return self.rows.tooltip(row, column)
+
     def sort_by(self, column: int, order: Qt.SortOrder) -> None:
         """As a click on the header does."""
         self.sortByColumn(column, order)
@@ -363,6 +407,7 @@ class UsageView(QWidget):
     """See the module docstring."""
 
     refresh_requested = Signal(str, str, bool)
+    days_requested = Signal(int, bool)
     session_opened = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, *, pal: Palette | None = None) -> None:
@@ -379,6 +424,7 @@ class UsageView(QWidget):
         self._breakdown: dict[int, list[tuple[str, float | None, float, int]]] = {}
         self._metric = "cost"
         self._quiet = False
+        self._asked: tuple[str, str] = ("", "")  # the range last asked for (a Custom one)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -394,6 +440,12 @@ class UsageView(QWidget):
             edit.setDisplayFormat("yyyy-MM-dd")
             edit.setMinimumDate(OPEN_DATE)
             edit.setSpecialValueText(open_text)  # shown at the minimum date: open on that side
+        self.since_edit.setToolTip("The first day (UTC); a date picked is applied at once")
+        self.until_edit.setToolTip("The last day (UTC); a date picked is applied at once")
+        self._settle = QTimer(self)  # a date being typed: asked for once it settles
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(DATE_SETTLE_MS)
+        self._settle.timeout.connect(self._on_dates_settled)
         self.metric_box = QComboBox()
         self.metric_box.addItem("Cost (USD)", "cost")
         self.metric_box.addItem("Tokens", "tokens")
@@ -435,6 +487,7 @@ class UsageView(QWidget):
         self._day_axis = _DayAxis("bottom")
         self._value_axis = _ValueAxis("left")
         self.plot = pg.PlotWidget(axisItems={"bottom": self._day_axis, "left": self._value_axis})
+        self.plot.setMinimumHeight(MIN_PLOT_HEIGHT)  # the bars and the day labels under them, always
         p = self.plot.getPlotItem()
         p.setMenuEnabled(False)
         p.hideButtons()
@@ -457,7 +510,7 @@ class UsageView(QWidget):
                   _pct_column("Cache hits", "cache_hit_rate")]
         self.sessions = UsageTable(
             [Column("Session", lambda s: str(s.get("title") or "") or str(s.get("session_id") or "")),
-             _text_column("Agent", "agent"), _text_column("Project", "project"),
+             _text_column("Agent", "agent"), _project_column(),
              Column("Last call", lambda s: str(s.get("last_call") or "")[:16].replace("T", " "),
                     lambda s: str(s.get("last_call") or "")),
              _usd_column("Cost", "cost_usd"),
@@ -467,7 +520,7 @@ class UsageView(QWidget):
              _int_column("Compactions", "compactions"), _pct_column("Cache hits", "cache_hit_rate"),
              _text_column("Models", "models")],
             220, path="path", sort=(4, Qt.SortOrder.DescendingOrder))  # the dearest first
-        self.projects = UsageTable([_text_column("Project", "project", "(none)"), *totals])
+        self.projects = UsageTable([_project_column(), *totals], 320)
         self.models = UsageTable([_text_column("Model", "model", "(none)"), *totals,
                                   _text_column("Priced as", "price_key", "no price")])
         self.tools = UsageTable([_text_column("Tool", "tool"),
@@ -484,13 +537,19 @@ class UsageView(QWidget):
         self.tabs.addTab(self.models, "Models")
         self.tabs.addTab(self.tools, "Tools")
         split.addWidget(self.tabs)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 3)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
+        self.tabs.setMinimumHeight(MIN_TABLES_HEIGHT)
         layout.addWidget(split, 1)
 
         self.preset.currentIndexChanged.connect(self._on_preset)
-        self.since_edit.editingFinished.connect(self._on_dates_edited)
-        self.until_edit.editingFinished.connect(self._on_dates_edited)
+        self.since_edit.dateChanged.connect(self._on_date_changed)
+        self.until_edit.dateChanged.connect(self._on_date_changed)
+        self.since_edit.editingFinished.connect(self._on_dates_settled)  # Enter, or leaving the box: at once
+        self.until_edit.editingFinished.connect(self._on_dates_settled)
+        for edit in (self.since_edit, self.until_edit):  # a day clicked in the calendar: at once
+            edit.calendarWidget().clicked.connect(self._on_dates_settled)
         self.metric_box.currentIndexChanged.connect(self._on_metric)
         self.refresh_button.clicked.connect(self._on_refresh_clicked)
         self.sessions.activated.connect(self._on_session_activated)
@@ -510,6 +569,10 @@ class UsageView(QWidget):
 
         return text(self.since_edit), text(self.until_edit)
 
+    def preset_days(self) -> int:
+        """The chosen preset's number of days (0: all time); -1: a Custom range."""
+        return int(self.preset.currentData())
+
     def set_days(self, days: int, update: bool = False) -> None:
         """Choose the last ``days`` days (0: all time) and ask for them."""
         index = next((i for i, (_, n) in enumerate(PRESETS) if n == days), None)
@@ -520,12 +583,19 @@ class UsageView(QWidget):
         self._apply_preset(days)
         self._request(update)
 
+    def _set_dates(self, since: QDate, until: QDate) -> None:
+        """Show a range in the date boxes without asking for it."""
+        quiet, self._quiet = self._quiet, True
+        self.since_edit.setDate(since)
+        self.until_edit.setDate(until)
+        self._quiet = quiet
+        self._asked = self.date_range()
+
     def _apply_preset(self, days: int) -> None:
-        if days < 0:
-            return
-        today = QDate.currentDate()
-        self.since_edit.setDate(today.addDays(-(days - 1)) if days else OPEN_DATE)
-        self.until_edit.setDate(OPEN_DATE)
+        """The preset's range in the date boxes (the engine's definition; its report confirms it)."""
+        if days >= 0:
+            since, until = last_days(days)
+            self._set_dates(self._qdate(since), self._qdate(until))
 
     def _on_preset(self, index: int) -> None:
         if self._quiet:
@@ -535,7 +605,14 @@ class UsageView(QWidget):
             self._apply_preset(days)
             self._request()
 
-    def _on_dates_edited(self) -> None:
+    def _on_date_changed(self, _date: QDate) -> None:
+        if not self._quiet:
+            self._settle.start()  # typed digit by digit: once it settles
+
+    def _on_dates_settled(self, *_args: Any) -> None:
+        self._settle.stop()
+        if self._quiet or self.date_range() == self._asked:
+            return  # nothing new (Enter after a date already asked for, a preset's own dates)
         custom = len(PRESETS) - 1
         if self.preset.currentIndex() != custom:
             self._quiet = True
@@ -544,7 +621,12 @@ class UsageView(QWidget):
         self._request()
 
     def _request(self, update: bool = False) -> None:
-        self.refresh_requested.emit(*self.date_range(), update)
+        days = self.preset_days()
+        if days >= 0:
+            self.days_requested.emit(days, update)
+            return
+        self._asked = self.date_range()
+        self.refresh_requested.emit(*self._asked, update)
 
     def _on_refresh_clicked(self) -> None:
         self._request(True)
@@ -561,6 +643,9 @@ class UsageView(QWidget):
 
     def set_report(self, report: Mapping[str, Any]) -> None:
         self._report = dict(report)
+        if self.preset_days() >= 0 and not self._settle.isActive():  # (not over a date being typed)
+            # the range the engine made of the preset, in the date boxes
+            self._set_dates(self._qdate(report.get("since")), self._qdate(report.get("until")))
         self._summarize()
         self._show_notes()
         self._build_series()
@@ -598,9 +683,15 @@ class UsageView(QWidget):
         lines = self.unreadable_lines()
         parts = [f"<span style='color:{self._pal.warning}'>{html.escape(w)}</span>" for w in warnings]
         if lines:
-            files = "1 session file" if len(lines) == 1 else f"{len(lines):,} session files"
+            partly = sum(1 for u in self._report.get("unreadable") or [] if isinstance(u, Mapping) and u.get("partly"))
+            said = []
+            if len(lines) > partly:
+                whole = len(lines) - partly
+                said.append(f"{'1 session file' if whole == 1 else f'{whole:,} session files'} could not be read")
+            if partly:
+                said.append(f"{'1 session file' if partly == 1 else f'{partly:,} session files'} read in part")
             link = "hide" if self._show_unreadable else "show"
-            parts.append(f"<span style='color:{self._pal.warning}'>{files} could not be read</span> "
+            parts.append(f"<span style='color:{self._pal.warning}'>{' · '.join(said)}</span> "
                          f"(<a href='unreadable'>{link}</a>)")
         self.notes.setText("<br>".join(parts))
         self.notes.setToolTip(html.escape("\n".join(lines[:50] + ([f"… {len(lines) - 50} more"]
@@ -613,6 +704,11 @@ class UsageView(QWidget):
         self._show_unreadable = not self._show_unreadable
         self._show_notes()
 
+    @staticmethod
+    def _qdate(day: Any) -> QDate:
+        d = QDate.fromString(str(day.isoformat() if isinstance(day, date) else day or "")[:10], "yyyy-MM-dd")
+        return d if d.isValid() and d > OPEN_DATE else OPEN_DATE
+
     def _build_series(self) -> None:
         rows = self._report.get("by_day_model") or []
         names = [str(m.get("model") or "") for m in self._report.get("models") or []]
@@ -622,8 +718,12 @@ class UsageView(QWidget):
         shown = names if len(names) <= MAX_MODELS + 1 else [*names[:MAX_MODELS], OTHER]
         days = sorted({str(r.get("day"))[:10] for r in rows})
         self._series = shown
-        self._first = date.fromisoformat(days[0]) if days else None
-        span = (date.fromisoformat(days[-1]) - self._first).days + 1 if days and self._first else 0
+        # the days drawn: the report's span (the whole range asked), else the days with calls
+        first = str(self._report.get("first_day") or "")[:10] or (days[0] if days else "")
+        last = str(self._report.get("last_day") or "")[:10] or (days[-1] if days else "")
+        self._first = date.fromisoformat(first) if first else None
+        span = (date.fromisoformat(last) - self._first).days + 1 if first and last and self._first else 0
+        span = max(0, span)
         self._days = [(self._first + timedelta(days=i)).isoformat() for i in range(span)] if self._first else []
         self._day_axis.first = self._first
         # values[metric][series, day]
@@ -635,6 +735,8 @@ class UsageView(QWidget):
             if self._first is None:
                 break
             d = (date.fromisoformat(str(row.get("day"))[:10]) - self._first).days
+            if not 0 <= d < span:
+                continue  # outside the range drawn (the report's rows are of its range: should not happen)
             name = str(row.get("model") or "")
             s = index.get(name, index.get(OTHER, 0))
             c, t = _num(row.get("cost_usd")), _num(row.get("tokens")) or 0.0

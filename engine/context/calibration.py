@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -16,6 +16,10 @@ class Calibrator:
     sent plus the raw estimate of what was added since, scaled by the ratio actual/estimate of the
     last call. When the request no longer starts with what was sent (compaction, edits), the whole
     raw estimate is scaled instead.
+
+    This is the app's own agent's calibrator: the app builds every request itself, so the ratio is a
+    property of the tokenizer against the estimator and is kept across its compactions and rewrites
+    (persisted in ``session.json``). Other agents' files are calibrated by :class:`SourceCalibrator`.
     """
 
     last_raw: int | None = None
@@ -87,3 +91,136 @@ class Calibrator:
             last_prefix=tuple(data.get("last_prefix") or ()),
             last_fixed=(int(fixed[0]), int(fixed[1]), int(fixed[2])),
         )
+
+
+# --------------------------------------------------------------------------- another agent's session
+
+NEUTRAL_RATIO = 0.625  # chars × 2/5 against the ~chars/4 providers count (SPEC §1: it over-counts by ~45 %)
+RESTART_RATIO = 0.8  # the scale of what follows the prefix in the first request after a compaction
+RATIO_BOUNDS = (0.25, 1.5)  # a plausible actual/estimate for the heuristic (tool outputs cut before sending: low)
+RECENT_STEPS = 5  # the increments the ratio is learnt over
+MAX_ANCHORS = 16  # reported calls of the segment a later request can be anchored on (a rewind to one of them)
+
+
+def _bounded(ratio: float) -> float:
+    lo, hi = RATIO_BOUNDS
+    return min(hi, max(lo, ratio))
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A reported call of the current segment: its messages, fixed parts, raw estimate and provider figure."""
+
+    ids: tuple[str, ...]
+    fixed: tuple[int, int, int]
+    raw: int
+    actual: int
+
+    def starts(self, ids: Sequence[str], fixed: tuple[int, int, int]) -> bool:
+        """Whether a request with ``ids`` and ``fixed`` is this call's request with messages added after it."""
+        n = len(self.ids)
+        return fixed == self.fixed and n <= len(ids) and (n == 0 or ids[n - 1] == self.ids[-1]) \
+            and tuple(ids[:n]) == self.ids
+
+
+@dataclass
+class SourceCalibrator(Calibrator):
+    """The calibrator of another agent's session (an import, a followed file), one call at a time.
+
+    The app's own :class:`Calibrator` keeps one ratio actual/estimate for the whole session: the app builds
+    every request itself, so the ratio is a property of the tokenizer and stays right across its own
+    compactions and rewrites. Another agent's file is not the request: Codex cuts long tool outputs before
+    sending them (its rollout keeps them whole), Claude Code re-attaches files after a compaction that the
+    file does not hold, publishers redact text to its length. A ratio learnt over one stretch of such a
+    session does not carry to a context of another make-up (applied after a compaction, the ratio 0.49 of
+    a Codex context full of cut tool outputs made the next call 41 % low; a ratio learnt over a prefix the
+    file counts heuristically made another 23 × too high). So here:
+
+    - a request that extends a reported call of the segment (the last, or an earlier one after a rewind)
+      is that call's provider figure plus the raw estimate of what was added since, scaled by the ratio of
+      the segment's last :data:`RECENT_STEPS` increments (Δ actual / Δ estimate), bounded to
+      :data:`RATIO_BOUNDS`; before any increment was measured, by :data:`NEUTRAL_RATIO`;
+    - any other request (the first after a compaction, an edited history, a new system prompt) starts
+      again from what the provider reported: the prefix (system prompt + tool definitions) at its provider
+      size — exact when it was inferred from the first call's figure, else scaled by what the first call
+      showed — and the rest at :data:`RESTART_RATIO`, between the heuristic's typical over-count and its
+      own count (measured on the shared sessions and the files the real agents write in the tests: 1.0 left
+      a Codex agent's call 26 % high, 0.625 the shared Codex rollout's 32 % low, 0.8 both within 21 %);
+    - :meth:`restart` (a compaction) forgets the segment's calls and increments.
+    """
+
+    exact_prefix: int = 0  # the request's system prompt + tool definitions tokens, as the recorder counts them
+    prefix_known: bool = False  # exact_prefix is the provider's own figure (inferred from its first call)
+    prefix_scale: float | None = None  # provider size / raw estimate of the prefix; None before any report
+    anchors: list[Anchor] = field(default_factory=list)
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (Δ raw, Δ actual) of the segment
+
+    @property
+    def ratio(self) -> float | None:
+        """The scale of what is added to the last reported call (also the draft's)."""
+        if self.prefix_scale is None:
+            return None
+        recent = self.steps[-RECENT_STEPS:]
+        raw = sum(d for d, _ in recent)
+        if raw <= 0:
+            return NEUTRAL_RATIO
+        return _bounded(sum(a for _, a in recent) / raw)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.prefix_scale is not None
+
+    def restart(self) -> None:
+        """A compaction: what was learnt of the segment before does not hold for the one after it."""
+        self.anchors.clear()
+        self.steps.clear()
+
+    def _anchor(self, ids: Sequence[str], fixed: tuple[int, int, int]) -> Anchor | None:
+        return next((a for a in reversed(self.anchors) if a.starts(ids, fixed)), None)
+
+    def record(
+        self,
+        raw_total: int,
+        actual_prompt_tokens: int | None,
+        message_ids: Sequence[str] = (),
+        fixed: tuple[int, int, int] = (0, 0, 0),
+    ) -> None:
+        if actual_prompt_tokens is None or actual_prompt_tokens <= 0 or raw_total <= 0:
+            return
+        ids = tuple(message_ids)
+        anchor = self._anchor(ids, fixed)
+        if anchor is not None and raw_total > anchor.raw:
+            self.steps.append((raw_total - anchor.raw, actual_prompt_tokens - anchor.actual))
+            del self.steps[:-RECENT_STEPS]
+        if self.prefix_scale is None:
+            prefix = self.exact_prefix
+            if self.prefix_known or prefix <= 0:
+                self.prefix_scale = 1.0
+            else:
+                rest = NEUTRAL_RATIO * max(0, raw_total - prefix)
+                self.prefix_scale = _bounded((actual_prompt_tokens - rest) / prefix)
+        self.anchors.append(Anchor(ids, fixed, raw_total, actual_prompt_tokens))
+        del self.anchors[:-MAX_ANCHORS]
+        super().record(raw_total, actual_prompt_tokens, ids, fixed)
+
+    def calibrate(
+        self,
+        raw_total: int,
+        message_ids: Sequence[str] = (),
+        fixed: tuple[int, int, int] = (0, 0, 0),
+    ) -> int:
+        return self._estimate(raw_total, self._anchor(message_ids, fixed))
+
+    def calibrate_known(self, raw_total: int, same_ids: bool, fixed: tuple[int, int, int] = (0, 0, 0)) -> int:
+        """:meth:`calibrate` when the caller knows whether the request extends the last reported call."""
+        last = self.anchors[-1] if self.anchors else None
+        return self._estimate(raw_total, last if same_ids and last is not None and last.fixed == fixed else None)
+
+    def _estimate(self, raw_total: int, anchor: Anchor | None) -> int:
+        scale, ratio = self.prefix_scale, self.ratio
+        if scale is None or ratio is None:
+            return raw_total
+        prefix = round(self.exact_prefix * scale)
+        if anchor is not None:
+            return max(prefix, anchor.actual + round((raw_total - anchor.raw) * ratio))
+        return prefix + round(max(0, raw_total - self.exact_prefix) * RESTART_RATIO)

@@ -39,7 +39,14 @@ from engine.context.plan import (
 )
 from engine.context.request import SessionRequest, WireTally, system_message_tokens, system_text
 from engine.context.snapshots import scaled_sum
-from engine.context.summaries import Summary, plan_digest, resolve_mode, summarize_plan, summarizer_model
+from engine.context.summaries import (
+    Summary,
+    editor_summary,
+    plan_digest,
+    resolve_mode,
+    summarize_plan,
+    summarizer_model,
+)
 from engine.context.summaries import complete_model_part as _complete_model_part
 from engine.context.summary_call import (
     SummarizeFn,
@@ -169,7 +176,9 @@ class Compactor:
         )
 
     def _request_tokens(self, messages: Sequence[Message] | None = None, summary: str | None = None) -> int:
-        return self.snapshot(messages, summary).used
+        """The prompt as sent (without the output reserve): a compaction's before → after basis
+        (engine.model.compaction_change), the preview's too."""
+        return self.snapshot(messages, summary).prompt
 
     def plan(self, *, force: bool = False, keep_current_turn: bool = False) -> CompactionPlan:
         """The plan for the live session, in calibrated tokens when a provider report exists.
@@ -526,6 +535,7 @@ class Compactor:
             part, preview.plan, preview.base_summary, preview.instruction, self.settings, self.summarize,
             self.estimator.text, self.window_info(),
         )
+        done = editor_summary(part, done)  # an unusable model reply never replaces a usable digest in the editor
         return self._preview(preview.plan, done, preview.before, preview.instruction, base=preview)
 
     def _preview(

@@ -130,7 +130,11 @@ def build_snapshot(
     ``exact_system``: the system region is already the provider's count (another agent's system
     prompt and tools, inferred from its first call): calibration scales the other regions only.
     ``exact_tools`` (with ``exact_system``): the tool definitions are held too (both read from the file as
-    they were sent), so only the summary and the history absorb the calibration."""
+    they were sent), so only the summary and the history absorb the calibration.
+    ``provider_prompt_tokens`` (the call this snapshot is the request of was made): when the provider took
+    it with no more tokens than the window, the estimate is never above the window. The request fit, so an
+    estimate past the window line (a scale learnt on another stretch of the session, a file that holds
+    more than was sent) would draw an overflow that never happened: it is bounded at the window."""
     by_role = {"user": 0, "assistant": 0, "tool": 0}
     for msg, tokens in zip(history, history_counts, strict=True):
         role = msg.get("role")
@@ -141,19 +145,23 @@ def build_snapshot(
     accuracy = EXACT if estimator_name == "exact" else ESTIMATED
     parts = raw_parts
     draft = draft_tokens
-    if calibrator is not None and calibrator.calibrated:
-        fixed = (system_tokens, summary_tokens, tools_tokens)
-        calibrated_total = calibrator.calibrate(raw_total, ids, fixed)
-        held = system_tokens + (tools_tokens if exact_tools else 0)
-        if exact_system and exact_tools and 0 < held <= calibrated_total:
-            parts = [system_tokens, *_scale_parts(raw_parts[1:5], calibrated_total - held), tools_tokens]
-        elif exact_system and 0 < system_tokens <= calibrated_total:
-            parts = [system_tokens, *_scale_parts(raw_parts[1:], calibrated_total - system_tokens)]
-        else:
-            parts = _scale_parts(raw_parts, calibrated_total)
-        ratio = calibrator.ratio or 1.0
-        draft = round(draft_tokens * ratio)
+    total = raw_total
+    calibrated = calibrator is not None and calibrator.calibrated
+    if calibrator is not None and calibrated:
+        total = calibrator.calibrate(raw_total, ids, (system_tokens, summary_tokens, tools_tokens))
+        draft = round(draft_tokens * (calibrator.ratio or 1.0))
         accuracy = CALIBRATED
+    reported = provider_prompt_tokens
+    if reported is not None and 0 < reported <= window.context_window < total:
+        total = window.context_window  # the provider took this request with fewer tokens: it fit the window
+    if calibrated or total != raw_total:
+        held = system_tokens + (tools_tokens if exact_tools else 0)
+        if exact_system and exact_tools and 0 < held <= total:
+            parts = [system_tokens, *_scale_parts(raw_parts[1:5], total - held), tools_tokens]
+        elif exact_system and 0 < system_tokens <= total:
+            parts = [system_tokens, *_scale_parts(raw_parts[1:], total - system_tokens)]
+        else:
+            parts = _scale_parts(raw_parts, total)
     return ContextSnapshot(
         window=window.context_window,
         max_tokens=window.max_tokens,
@@ -174,4 +182,6 @@ def build_snapshot(
         model=model,
         ts=ts,
         call_index=call_index,
+        # the prefix held through calibration: both as sent (the file's), or one count inferred from the provider
+        prefix_source="file" if exact_system and exact_tools else "inferred" if exact_system else "",
     )

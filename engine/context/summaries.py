@@ -259,6 +259,16 @@ async def model_part(
     return replace(part, text=combine(part.digest, text, part.model), valid=True, reason="", **costs)
 
 
+def editor_summary(digest_part: Summary, done: Summary) -> Summary:
+    """The summary the compaction preview's editor gets once the model's part is in: in ``model`` mode an unusable
+    reply never replaces a usable digest — the digest stays the text (and what Apply uses), the reply is kept apart
+    (``model_text``) with why it is not used (``model_problem``)."""
+    if done.mode != "model" or done.valid or not digest_part.valid or not digest_part.text.strip():
+        return done
+    return replace(done, text=digest_part.text, valid=True, reason="",
+                   model_problem=done.model_problem or done.reason or "the model's reply is not a usable summary")
+
+
 # --------------------------------------------------------------------------- for the Compactor
 
 

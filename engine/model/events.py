@@ -119,6 +119,9 @@ class CompactionEvent(Event):
     archive_day: str = ""
     ts: str = field(default_factory=now_iso)
     id: str = ""
+    # what tokens_before / tokens_after count: the prompt as sent, without the output reserve
+    # (engine.model.compaction_change)
+    tokens_basis: str = "prompt"
 
 
 @dataclass

@@ -8,6 +8,7 @@ one window resolver (:mod:`engine.context.window`) returns.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -42,6 +43,39 @@ REGION_LABELS: dict[str, str] = {
     "reserve": "Output reserve",
     "free": "Free",
 }
+
+
+# how a region's tokens were obtained (per region; the snapshot's ``accuracy`` is the whole prompt's): the three
+# accuracies, and two that only some regions have
+INFERRED = "inferred"  # another agent's system prompt + tools the file lacks: its first call's count − the rest's
+SET = "set"  # the output reserve: the max_tokens sent with the request, a setting, not a count
+FILE_PREFIX = "file"  # ``prefix_source``: the system prompt and tools read from the file as sent
+REGION_ACCURACY_LABELS: dict[str, str] = {
+    EXACT: "exact (the model's tokenizer)",
+    ESTIMATED: "estimated (heuristic)",
+    CALIBRATED: "estimated share, scaled to the provider's count",
+    INFERRED: "inferred: the provider's count of the first call minus the estimate of the rest",
+    SET: "set: the output reserve sent with every request",
+}
+
+
+def region_accuracy(record: Mapping[str, Any]) -> dict[str, str]:
+    """How each region of a snapshot or of a call record (its JSON form) was obtained, region → one of exact,
+    estimated, calibrated (a share of the provider's count, split by the estimate), inferred, set.
+
+    The prompt's regions share the snapshot's ``accuracy``, except the system prompt and tool definitions of another
+    agent's file (``prefix_source``): read from the file as sent they are counted, not scaled (exact with the
+    model's tokenizer, else estimated); missing from the file they are inferred. The output reserve is set."""
+    accuracy = str(record.get("accuracy") or ESTIMATED)
+    base = accuracy if accuracy in (EXACT, CALIBRATED) else ESTIMATED
+    out = dict.fromkeys(REGION_ORDER, base)
+    prefix = record.get("prefix_source")
+    if prefix == INFERRED:
+        out["system"] = out["tools"] = INFERRED
+    elif prefix == FILE_PREFIX:
+        out["system"] = out["tools"] = EXACT if record.get("estimator") == "exact" else ESTIMATED
+    out["reserve"] = SET
+    return out
 
 
 def history_budget(context_window: int, system: int, summary: int, tools: int, max_tokens: int) -> int:
@@ -83,6 +117,9 @@ class ContextSnapshot:
     model: str = ""
     ts: str = ""
     call_index: int | None = None
+    # another agent's system prompt + tools: "file" (read as sent, counted), "inferred" (its first call's count −
+    # the rest's), "" (counted like the rest: our own sessions)
+    prefix_source: str = ""
 
     @property
     def history(self) -> int:
@@ -119,6 +156,11 @@ class ContextSnapshot:
     @property
     def over_budget(self) -> bool:
         return self.used > self.window
+
+    def region_accuracy(self) -> dict[str, str]:
+        """How each region was obtained (:func:`region_accuracy`)."""
+        return region_accuracy({"accuracy": self.accuracy, "estimator": self.estimator,
+                                "prefix_source": self.prefix_source})
 
     def regions(self) -> dict[str, int]:
         """The integer regions, in stacking order; they add up to the window when it fits."""
@@ -169,6 +211,8 @@ class ContextSnapshot:
         for key in (*_SNAPSHOT_INTS, "estimator", "accuracy"):
             if key not in kwargs:
                 raise ValueError(f"snapshot field {key!r} is missing")
+        if kwargs.get("prefix_source") is None:
+            kwargs.pop("prefix_source", None)  # an import's record says None when it had no prefix
         for key, value in kwargs.items():
             if value is None and key in _SNAPSHOT_OPTIONAL:
                 continue

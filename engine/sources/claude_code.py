@@ -130,6 +130,8 @@ class _Scan:
     parents: dict[str, str | None] = field(default_factory=dict)
     calls: dict[tuple[str, str], ProviderCall] = field(default_factory=dict)
     agent_links: dict[str, str] = field(default_factory=dict)  # agentId -> Task tool_use id
+    # agentId -> its calls streamed into this file as progress records (early 2026), by (message id, request id)
+    progress_calls: dict[str, dict[tuple[str, str], ProviderCall]] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     ignored: dict[str, int] = field(default_factory=dict)
     shapes: dict[str, RequestPrefix] = field(default_factory=dict)  # shapeHash -> what it holds
@@ -181,6 +183,10 @@ def merge_usage(call: ProviderCall, usage: dict[str, Any]) -> None:
         call.cache_write_tokens = max(call.cache_write_tokens or 0, write)
     if read is not None:
         call.cache_read_tokens = max(call.cache_read_tokens or 0, read)
+    creation = usage.get("cache_creation")
+    hour = int_or_none(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, dict) else None
+    if hour is not None:
+        call.cache_write_1h_tokens = max(call.cache_write_1h_tokens or 0, hour)
 
 
 def _ignore(scan: _Scan, kind: str) -> None:
@@ -277,6 +283,7 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
             tool = obj.get("parentToolUseID")
             if isinstance(tool, str):
                 scan.agent_links.setdefault(data["agentId"], tool)
+            _progress_call(scan, data)
         return
     if kind == "api-request-shape":
         _shape(scan, obj)
@@ -325,6 +332,53 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
                 scan.models.append(model)
             merge_usage(call, usage)
     scan.lines.append(line)
+
+
+def _progress_call(scan: _Scan, data: dict[str, Any]) -> None:
+    """A subagent's call streamed into the parent file (``data.message``: an assistant line with its ``usage``):
+    kept per agent, a call once per (message id, request id); used where no subagent file holds it."""
+    outer = data.get("message")
+    if not isinstance(outer, dict) or outer.get("type") != "assistant":
+        return
+    msg = outer.get("message")
+    usage = msg.get("usage") if isinstance(msg, dict) else None
+    if not isinstance(msg, dict) or not isinstance(usage, dict):
+        return
+    model = str(msg.get("model") or "")
+    if model == SYNTHETIC_MODEL:
+        return
+    request = str(outer.get("requestId") or "")
+    key = (str(msg.get("id") or ""), request)
+    calls = scan.progress_calls.setdefault(data["agentId"], {})
+    call = calls.get(key)
+    if call is None:
+        call = calls[key] = ProviderCall(len(calls), None, None, None, None, model=model,
+                                         ts=iso(outer.get("timestamp")), request_id=request)
+    merge_usage(call, usage)
+
+
+def _progress_child(scan: _Scan, agent_id: str, path: Path) -> SourceSession | None:
+    """A subagent whose file is missing, as the calls its progress records hold (no messages); None without any."""
+    calls = list(scan.progress_calls.get(agent_id, {}).values())
+    if not calls:
+        return None
+    child = SourceSession("claude-code", path, agent_id, calls=calls, model=_most_common(c.model for c in calls))
+    child.window, child.window_source = window_for_model(child.model, max(c.prompt_tokens or 0 for c in calls))
+    for call in calls:
+        call.window = child.window
+    child.notes.append(f"no subagent file: its {len(calls)} call(s) read from the parent's progress records")
+    return child
+
+
+def _add_progress_calls(child: SourceSession, calls: dict[tuple[str, str], ProviderCall]) -> None:
+    """The progress records' calls a subagent file does not hold, added to its calls."""
+    held = {c.request_id for c in child.calls if c.request_id}
+    extra = [c for (_, request), c in calls.items() if request and request not in held]
+    for call in extra:
+        call.index = len(child.calls)
+        child.calls.append(call)
+    if extra:
+        child.notes.append(f"{len(extra)} call(s) read from the parent's progress records (not in this file)")
 
 
 def _place_orphan_boundaries(scan: _Scan) -> set[str]:
@@ -609,6 +663,16 @@ def _attach_compaction_cost(session: SourceSession, child: SourceSession, path: 
         session.notes.append(f"{path.name}: a compaction call with no compaction in the session")
         return
     match.cost = cost
+    _placeholder_output(cost, match.summary)
+
+
+def _placeholder_output(call: ProviderCall, text: str) -> None:
+    """A compaction call whose file holds only the first line of its response (Claude Code 2.1.39): its
+    ``output_tokens`` is the streaming placeholder (a few tokens for a summary of thousands), not the figure; the
+    output becomes unknown (``completion_placeholder`` keeps what the file says)."""
+    written = len(text) * 2 // 5  # the heuristic's tokens of the summary it wrote
+    if call.completion_tokens is not None and text and call.completion_tokens * 4 < written:
+        call.completion_placeholder, call.completion_tokens = call.completion_tokens, None
 
 
 def _link_task(session: SourceSession, agent_id: str, tool_id: str | None) -> None:
@@ -635,6 +699,7 @@ def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
             session.subagents.append(SubagentRef(agent_id, "compaction", path, None, child))
             continue
         tool_id = scan.agent_links.get(agent_id) or _meta_tool_id(path)
+        _add_progress_calls(child, scan.progress_calls.get(agent_id, {}))
         session.subagents.append(SubagentRef(agent_id, "task", path, tool_id, child))
         _link_task(session, agent_id, tool_id)
     for agent_id, tool_id in scan.agent_links.items():
@@ -646,12 +711,16 @@ def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
             except (OSError, SourceError) as exc:
                 session.notes.append(f"subagent file {beside.name} cannot be read: {exc}")
                 continue
+            _add_progress_calls(child, scan.progress_calls.get(agent_id, {}))
             session.subagents.append(SubagentRef(agent_id, "task", beside, tool_id, child))
             _link_task(session, agent_id, tool_id)
         if agent_id not in found:
             missing = sub_dir / f"agent-{agent_id}.jsonl"
             problem = f"subagent file {missing.name} is missing (started by tool call {tool_id})"
-            session.subagents.append(SubagentRef(agent_id, "task", None, tool_id, None, problem))
+            streamed = _progress_child(scan, agent_id, missing)
+            if streamed is not None:
+                problem += f"; its {len(streamed.calls)} call(s) are read from the progress records of this file"
+            session.subagents.append(SubagentRef(agent_id, "task", None, tool_id, streamed, problem))
             session.skipped.append(Skipped(0, problem))
 
 

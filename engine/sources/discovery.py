@@ -62,7 +62,8 @@ from engine.store.fsutil import atomic_write_bytes
 
 Agent = Literal["claude-code", "codex", "gemini-cli", "opencode"]
 INDEX_FILE = "sources-index.json"
-INDEX_VERSION = 4  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title
+INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
+# 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
 TAIL_BYTES = 65536
 
 
@@ -363,10 +364,18 @@ def _summary_codex(path: Path) -> SourceEntry:
             elif not title and b'"user_message"' in raw:
                 payload = _loads(raw).get("payload") or {}
                 message = payload.get("message") if isinstance(payload, dict) else None
-                title = _one_line(message) if isinstance(message, str) else ""
+                title = _codex_prompt(message) if isinstance(message, str) else ""
+            elif not title and b'"response_item"' in raw and b'"user"' in raw:
+                # Codex 0.1xx writes no user_message event: the person's prompt is the user message item
+                title = _codex_item_prompt(_loads(raw).get("payload"))
             elif b'"turn_context"' in raw:
                 payload = _loads(raw).get("payload") or {}
                 model = str(payload.get("model") or model) if isinstance(payload, dict) else model
+                cwd = cwd or (str(payload.get("cwd") or "") if isinstance(payload, dict) else "")
+            elif not cwd and b'"world_state"' in raw:  # Codex 0.1xx: session_meta's cwd is empty
+                envs = dict_at(dict_at(dict_at(_loads(raw), "payload"), "state"), "environments")
+                found = [e.get("cwd") for e in dict_at(envs, "environments").values() if isinstance(e, dict)]
+                cwd = next((c for c in found if isinstance(c, str) and c), "")
             elif b'"token_count"' in raw:
                 payload = _loads(raw).get("payload") or {}
                 info = payload.get("info") if isinstance(payload, dict) else None
@@ -382,6 +391,27 @@ def _summary_codex(path: Path) -> SourceEntry:
     project = Path(cwd).name if cwd else ""
     return _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model,
                   title)
+
+
+def _codex_prompt(text: str) -> str:
+    """A Codex user text as a title: "" for what Codex injects (``<environment_context>``, ``<user_instructions>``,
+    the ``# AGENTS.md instructions`` block)."""
+    head = text.lstrip()
+    return "" if not head or head.startswith(("<", "# AGENTS.md instructions")) else _one_line(text)
+
+
+def _codex_item_prompt(payload: Any) -> str:
+    """The person's prompt of a Codex ``response_item`` user message (its first text Codex did not inject), or ""."""
+    if not isinstance(payload, dict) or payload.get("type") != "message" or payload.get("role") != "user":
+        return ""
+    content = payload.get("content")
+    parts = content if isinstance(content, list) else [content]
+    for part in parts:
+        text = part.get("text") if isinstance(part, dict) else part
+        title = _codex_prompt(text) if isinstance(text, str) else ""
+        if title:
+            return title
+    return ""
 
 
 def _summary_gemini(path: Path) -> SourceEntry:

@@ -111,6 +111,10 @@ class ProviderCall:
     input_messages: list[Message] | None = None  # the exact model input, where the source keeps it
     max_tokens: int | None = None  # the request's output reserve (``max_tokens``), where the source records it
     prefix_key: str = ""  # key in SourceSession.prefixes of this request's system prompt + tools (exact)
+    cache_write_1h_tokens: int | None = None  # the part of the cache write kept for one hour (Claude Code)
+    # the output figure the file holds when it is only a streaming placeholder (``completion_tokens`` is then None:
+    # unknown), e.g. Claude Code 2.1.39's compaction call: "6" for a summary of thousands of tokens
+    completion_placeholder: int | None = None
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -435,6 +439,23 @@ def shown_path(path: Path | str) -> str:
 # with the reason (:func:`line_problem`), never the file (nor the scan)
 LINE_ERRORS: tuple[type[BaseException], ...] = (TypeError, ValueError, AttributeError, KeyError, IndexError,
                                                  RecursionError, ArithmeticError)
+
+
+# the reasons of a line that could not be read at all (damage: flipped bytes, a cut, a bad value), as opposed to a
+# line of a kind the reader does not use, or a last line the agent may still be writing
+_DAMAGE = ("not JSON", "not UTF-8", "not read", "a line of more than", "a JSON ")
+
+
+def damaged_lines(session: SourceSession) -> list[Skipped]:
+    """The lines (and OpenCode rows) of ``session`` and of its subagents that could not be read: damaged, not JSON,
+    of a value or shape no reader can take; not the torn last line of a file still being written."""
+    out = []
+    for part in [session, *(sub.session for sub in session.subagents if sub.session is not None)]:
+        for item in part.skipped:
+            reason = item.reason
+            if reason.startswith(_DAMAGE) or ": data not JSON" in reason:
+                out.append(item)
+    return out
 
 
 def line_problem(n: int, exc: BaseException) -> Skipped:

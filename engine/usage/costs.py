@@ -9,23 +9,41 @@ the price table does not know costs ``None`` with the reason (never $0).
 
 - :func:`priced_record` — a copy of the record with ``cost_usd`` and ``cost_problem`` (the timeline's
   columns: the tooltip shows it);
-- :func:`records_cost` — the session's cost so far: the sum of the known costs, how many calls have none;
-- :func:`session_cost` — the same for a session folder or an agent's session file (cost by tool:
-  :mod:`engine.usage.tool_costs`);
+- :func:`records_cost` — the cost of some calls: the sum of the known costs, how many calls have none;
+- :class:`SessionCost` — **a session's cost, the one definition every view shows** (status bar, Tools tab,
+  ``ctxbench tools``, the Usage view and ``ctxbench usage``, the Markdown export): its own calls (*main*) +
+  its subagents' calls (*subagents*: Claude Code's Task subagents, their calls streamed into the parent file
+  as ``progress`` records where no subagent file holds them) + the compactions' own summarising calls
+  (*compaction*), with the agent's own cost beside it where the agent records one;
+- :func:`folder_cost` (a session folder: its ``context`` records, the ``cost`` of its ``compaction`` records,
+  its ``subagents/*`` folders), :func:`source_cost` (a reader's session, the calls :func:`session_parts`
+  lists — what the usage index makes its rows of) and :func:`session_cost` (either, by path) compute it;
+  an import's folder and its source file give the same figures (a test compares them);
 - :func:`folder_records` — a session folder's ``context`` records, in order (one per call).
+
+A call's cost uses every figure it carries, the one-hour cache writes (``cache_write_1h_tokens``) included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from engine.sources.model import ProviderCall
-from engine.usage.prices import REASONING_SEPARATE, CallCost, PriceTable, PriceTableError, load_table
+from engine.sources.model import ProviderCall, SourceSession
+from engine.usage.prices import (
+    REASONING_SEPARATE,
+    CallCost,
+    PriceTable,
+    PriceTableError,
+    compare_agent_cost,
+    load_table,
+)
 
 NO_TABLE = "no price table (litellm is not installed)"
+PLACEHOLDER = "output tokens unknown: the file holds only a streaming placeholder (priced without the output)"
 
 
 def _int(value: Any) -> int | None:
@@ -48,6 +66,7 @@ def record_cost(record: Mapping[str, Any], table: PriceTable | None) -> CallCost
         str(record.get("model") or ""), prompt=_int(record.get("provider_prompt_tokens")),
         completion=_int(record.get("completion_tokens")), cache_read=_int(record.get("cache_read_tokens")),
         cache_write=_int(record.get("cache_write_tokens")), reasoning=_int(record.get("reasoning_tokens")),
+        cache_write_1h=_int(record.get("cache_write_1h_tokens")),
         reasoning_in_output=record.get("source_format") not in REASONING_SEPARATE)
 
 
@@ -70,10 +89,15 @@ class RecordsCost:
     calls: int
     unpriced: int
     problem: str = ""
+    partial: int = 0  # calls priced without their output (the file holds only a placeholder): usd a lower bound
+
+    @property
+    def lower_bound(self) -> bool:
+        return bool(self.unpriced or self.partial)
 
     def to_json(self) -> dict[str, Any]:
         return {"cost_usd": self.usd, "calls": self.calls, "unpriced_calls": self.unpriced,
-                "cost_problem": self.problem}
+                "cost_problem": self.problem, "partial_calls": self.partial}
 
 
 def call_record(call: ProviderCall, fmt: str = "") -> dict[str, Any]:
@@ -81,7 +105,8 @@ def call_record(call: ProviderCall, fmt: str = "") -> dict[str, Any]:
     return {"model": call.model, "provider_prompt_tokens": call.prompt_tokens,
             "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
             "completion_tokens": call.completion_tokens, "reasoning_tokens": call.reasoning_tokens,
-            "source_format": fmt}
+            "cache_write_1h_tokens": call.cache_write_1h_tokens, "source_format": fmt,
+            "completion_placeholder": call.completion_placeholder}
 
 
 def folder_records(folder: Path) -> list[dict[str, Any]]:
@@ -93,31 +118,18 @@ def folder_records(folder: Path) -> list[dict[str, Any]]:
     return [r for r in read_jsonl_objects(events, []) if r.get("type") == "context"] if events.exists() else []
 
 
-def session_cost(path: Path) -> RecordsCost | None:
-    """The cost of the calls of a ctxbench session folder (its ``context`` records) or of an agent's session
-    file a reader knows (its calls); None for a file no reader knows."""
-    from engine.sources.detect import detect_format
-    from engine.sources.readers import READERS, read_source
-
-    path = Path(path)
-    if path.is_dir():
-        return records_cost(folder_records(path))
-    fmt = detect_format(path)
-    if fmt not in READERS:
-        return None
-    src = read_source(path, fmt)
-    return records_cost(call_record(c, src.format) for c in src.calls)
-
-
 def records_cost(records: Iterable[Mapping[str, Any]], table: PriceTable | None = None) -> RecordsCost:
     """The cost of ``records``: each record's ``cost_usd`` when it has been priced (:func:`priced_record`),
     else priced now with ``table`` (default :func:`price_table`)."""
     total: float | None = None
-    calls = unpriced = 0
+    calls = unpriced = partial = 0
     problem = ""
     loaded: PriceTable | None = table
     for rec in records:
         calls += 1
+        if rec.get("completion_placeholder") is not None and rec.get("completion_tokens") is None:
+            partial += 1
+            problem = problem or PLACEHOLDER
         if "cost_usd" in rec:
             usd, why = rec.get("cost_usd"), str(rec.get("cost_problem") or "")
         else:
@@ -129,8 +141,198 @@ def records_cost(records: Iterable[Mapping[str, Any]], table: PriceTable | None 
         else:
             unpriced += 1
             problem = problem or why
-    return RecordsCost(total, calls, unpriced, problem)
+    return RecordsCost(total, calls, unpriced, problem, partial)
 
 
-__all__ = ["NO_TABLE", "RecordsCost", "call_record", "folder_records", "price_table", "priced_record", "record_cost",
-           "records_cost", "session_cost"]
+def usd_text(value: float) -> str:
+    """"$0.0670" below a dollar, "$12.34" from a dollar on (every view's dollar figure)."""
+    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def add_costs(*costs: RecordsCost) -> RecordsCost:
+    """Several :class:`RecordsCost` as one (the known sums added; None when none is known)."""
+    known = [c.usd for c in costs if c.usd is not None]
+    return RecordsCost(sum(known) if known else None, sum(c.calls for c in costs), sum(c.unpriced for c in costs),
+                       next((c.problem for c in costs if c.problem), ""), sum(c.partial for c in costs))
+
+
+NONE = RecordsCost(None, 0, 0)
+PartKind = Literal["main", "task", "compaction"]
+
+
+@dataclass(frozen=True)
+class SessionCost:
+    """A session's cost (see the module's doc): ``main`` its own calls, ``subagents`` its subagents' calls,
+    ``compaction`` the compactions' own calls; ``total`` all three; ``agent_usd`` the agent's own cost where it
+    records one (Claude Code's ``cost-state``), None elsewhere."""
+
+    main: RecordsCost
+    subagents: RecordsCost = NONE
+    compaction: RecordsCost = NONE
+    agent_usd: float | None = None
+
+    @property
+    def total(self) -> RecordsCost:
+        return add_costs(self.main, self.subagents, self.compaction)
+
+    def with_main(self, records: Iterable[Mapping[str, Any]], table: PriceTable | None = None) -> SessionCost:
+        """The same cost with the main session's calls now ``records`` (a followed session's timeline grew)."""
+        return replace(self, main=records_cost(records, table))
+
+    @property
+    def usd(self) -> float | None:
+        return self.total.usd
+
+    def breakdown(self) -> str:
+        """"main $10.54 · subagents $0.26 (3 calls) · compaction $0.11 (1 call)" (the parts that have calls)."""
+        parts = []
+        for name, cost in (("main", self.main), ("subagents", self.subagents), ("compaction", self.compaction)):
+            if cost.calls:
+                usd = "unknown" if cost.usd is None else usd_text(cost.usd) + ("+" if cost.lower_bound else "")
+                parts.append(f"{name} {usd} ({cost.calls:,} call{'s' if cost.calls != 1 else ''})")
+        return " · ".join(parts)
+
+    def lines(self) -> list[str]:
+        """The cost said in full (a tooltip, the Markdown export's head): total, breakdown, the agent's own."""
+        total = self.total
+        head = ("unknown" if total.usd is None else usd_text(total.usd) + ("+" if total.lower_bound else ""))
+        out = [f"Cost {head} at litellm's prices: {self.breakdown()}" if total.calls else "No calls"]
+        if total.unpriced:
+            out.append(f"{total.unpriced} call(s) without a price are not counted"
+                       + (f": {total.problem}" if total.problem else ""))
+        if total.partial:
+            out.append(f"{total.partial} call(s) priced without their output: {PLACEHOLDER.split(': ', 1)[1]}")
+        if self.agent_usd is not None:
+            diff = compare_agent_cost(total.usd, self.agent_usd)
+            line = f"The agent's own cost: {usd_text(self.agent_usd)}"
+            if (d := diff.get("difference_usd")) is not None:
+                line += f" (ours {'+' if d >= 0 else '−'}{usd_text(abs(d))})"
+            out.append(line)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The total's fields (``cost_usd``, ``calls``, ``unpriced_calls``, ``cost_problem``), each part's
+        (``main``, ``subagents``, ``compaction``) and the agent's own cost with the difference."""
+        return {**self.total.to_json(), "main": self.main.to_json(), "subagents": self.subagents.to_json(),
+                "compaction": self.compaction.to_json(), **compare_agent_cost(self.total.usd, self.agent_usd)}
+
+
+def session_parts(src: SourceSession) -> Iterator[tuple[str, PartKind, SourceSession, ProviderCall]]:
+    """Every call a session paid for, once: (subagent id, kind, the part it belongs to, the call) — the main
+    session's calls (``""``, ``main``), each subagent's (its id, ``task``; Claude Code's ``agent-acompact`` file:
+    ``compaction``), and a compaction's own call that is no call of any part (OpenCode's summary message, Claude
+    Code's worked out from ``cost-state`` lines: ``compaction``). What the usage index makes its rows of."""
+    parts: list[tuple[str, PartKind, SourceSession]] = [("", "main", src)]
+    parts += [(sub.id, sub.kind, sub.session) for sub in src.subagents if sub.session is not None]
+    in_calls = {id(c) for _, _, part in parts for c in part.calls}
+    for sub_id, kind, part in parts:
+        for call in part.calls:
+            yield sub_id, kind, part, call
+        for comp in part.compactions:
+            if comp.cost is not None and id(comp.cost) not in in_calls:
+                yield sub_id, "compaction", part, comp.cost
+
+
+def source_cost(src: SourceSession, table: PriceTable | None = None) -> SessionCost:
+    """The cost of a reader's session (see :func:`session_parts`)."""
+    table = table if table is not None else price_table()
+    groups: dict[str, list[dict[str, Any]]] = {"main": [], "task": [], "compaction": []}
+    for _, kind, _, call in session_parts(src):
+        groups[kind].append(call_record(call, src.format))
+    return SessionCost(records_cost(groups["main"], table), records_cost(groups["task"], table),
+                       records_cost(groups["compaction"], table), src.agent_cost_usd)
+
+
+def compaction_call_record(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The call of a ``compaction`` record's ``cost`` (its summarising call), as a record to price; None when it
+    has none or the call is counted as a call of the session already (``cost_separate`` false)."""
+    cost = event.get("cost")
+    if not isinstance(cost, Mapping) or cost.get("cost_separate") is False:
+        return None
+    return _compaction_call(event, cost)
+
+
+def compaction_call_cost(event: Mapping[str, Any], table: PriceTable | None = None) -> CallCost | None:
+    """What a ``compaction`` record's own call cost at litellm's prices (shown by the Compactions tab and the
+    export whether or not it is also a call of the session); None when the record holds no call. A call whose
+    output the file does not hold (``completion_placeholder``) is priced without it, ``problem`` saying so."""
+    cost = event.get("cost")
+    if not isinstance(cost, Mapping) or (cost.get("prompt_tokens") is None and cost.get("completion_tokens") is None
+                                         and cost.get("completion_placeholder") is None):
+        return None
+    record = _compaction_call(event, cost)
+    priced = record_cost(record, table if table is not None else price_table())
+    if priced.usd is not None and record.get("completion_tokens") is None \
+            and record.get("completion_placeholder") is not None:
+        priced.problem = PLACEHOLDER
+    return priced
+
+
+def _compaction_call(event: Mapping[str, Any], cost: Mapping[str, Any]) -> dict[str, Any]:
+    return {"model": cost.get("model"), "provider_prompt_tokens": cost.get("prompt_tokens"),
+            "cache_read_tokens": cost.get("cache_read_tokens"), "cache_write_tokens": cost.get("cache_write_tokens"),
+            "cache_write_1h_tokens": cost.get("cache_write_1h_tokens"),
+            "completion_tokens": cost.get("completion_tokens"), "reasoning_tokens": cost.get("reasoning_tokens"),
+            "completion_placeholder": cost.get("completion_placeholder"),
+            "source_format": event.get("source_format") or ""}
+
+
+def _folder_events(folder: Path) -> list[dict[str, Any]]:
+    from engine.store.fsutil import read_jsonl_objects
+
+    events = Path(folder) / "events.jsonl"
+    return read_jsonl_objects(events, []) if events.exists() else []
+
+
+def _agent_cost(folder: Path) -> float | None:
+    try:
+        meta = json.loads((Path(folder) / "session.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    imported = meta.get("import") if isinstance(meta, dict) else None
+    usd = imported.get("agent_cost_usd") if isinstance(imported, dict) else None
+    return float(usd) if isinstance(usd, int | float) and not isinstance(usd, bool) else None
+
+
+def folder_cost(folder: Path, table: PriceTable | None = None,
+                records: Iterable[Mapping[str, Any]] | None = None) -> SessionCost:
+    """The cost of a session folder (ctxbench's own, an import, a source view): its ``context`` records (or
+    ``records``, the same records already read and priced: the window's timeline), the ``cost`` of its
+    ``compaction`` records, and each subagent folder under ``subagents/`` (its calls under *subagents*, its
+    compactions' under *compaction*)."""
+    folder = Path(folder)
+    events = _folder_events(folder)
+    main_records = list(records) if records is not None else [r for r in events if r.get("type") == "context"]
+    comp = [r for e in events if e.get("type") == "compaction" and (r := compaction_call_record(e)) is not None]
+    if (main_records or comp) and table is None and any("cost_usd" not in r for r in (*main_records, *comp)):
+        table = price_table()
+    subs, sub_comp = [], []
+    sub_dir = folder / "subagents"
+    if sub_dir.is_dir():
+        for child in sorted(p for p in sub_dir.iterdir() if p.is_dir()):
+            cost = folder_cost(child, table)
+            subs += [cost.main, cost.subagents]
+            sub_comp.append(cost.compaction)
+    return SessionCost(records_cost(main_records, table), add_costs(*subs),
+                       add_costs(records_cost(comp, table), *sub_comp), _agent_cost(folder))
+
+
+def session_cost(path: Path) -> SessionCost | None:
+    """The cost of a ctxbench session folder (:func:`folder_cost`) or of an agent's session file a reader knows
+    (:func:`source_cost`); None for a file no reader knows."""
+    from engine.sources.detect import detect_format
+    from engine.sources.readers import READERS, read_source
+
+    path = Path(path)
+    if path.is_dir():
+        return folder_cost(path)
+    fmt = detect_format(path)
+    if fmt not in READERS:
+        return None
+    return source_cost(read_source(path, fmt))
+
+
+__all__ = ["NO_TABLE", "RecordsCost", "SessionCost", "add_costs", "call_record", "compaction_call_cost",
+           "compaction_call_record",
+           "folder_cost", "folder_records", "price_table", "priced_record", "record_cost", "records_cost",
+           "session_cost", "session_parts", "source_cost", "usd_text"]

@@ -87,6 +87,7 @@ from typing import Any, Literal, TypeVar
 
 from engine.context.tokens import estimate_message_tokens
 from engine.model.text import printable
+from engine.sources import model as _model
 from engine.sources.discovery import ScanProblem, SourceEntry, scan_sources
 from engine.sources.model import (
     ProviderCall,
@@ -94,6 +95,7 @@ from engine.sources.model import (
     SourceFormat,
     SourceSession,
     capped_lines,
+    damaged_lines,
     int_or_none,
     open_regular,
     read_on,
@@ -101,13 +103,14 @@ from engine.sources.model import (
 from engine.sources.readers import read_source
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes, fsync_dir
+from engine.usage.costs import session_parts
 from engine.usage.prices import REASONING_SEPARATE, PriceTable, PriceTableError, litellm_version, load_table
 
 INDEX_DIR = "usage"
 MANIFEST = "files.json"
 INDEX_VERSION = 2  # 2: the manifest names every data file (1: the files were found by globbing)
 LOCK_FILE = ".lock"
-LOCK_WAIT = 30.0  # seconds an update waits for another process's update before answering from the index as it is
+LOCK_WAIT = 15.0  # seconds an update waits for another process's update before answering from the index as it is
 LOCK_SAY_AFTER = 1.0  # seconds of waiting before the wait is said
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
 FOLLOWED = 8  # growing session files whose readers an index keeps (read from where they stopped)
@@ -137,6 +140,9 @@ ROLLUPS = ("call_rollup", "tool_rollup", "session_rollup")
 # the rollups' version, in ROLLUP_MARKER: rollups of another version are built again from the rows
 # (2: a call's cost split evenly over its tool calls in tool_rollup, as ``ctxbench tools`` splits it)
 ROLLUP_VERSION = 2
+# what the rows of a session file hold; another version reads every session file again (as another price table)
+# 2: a project is its folder's full path (no longer its last name); a session without a title: its first prompt
+ROWS_VERSION = 2
 ROLLUP_MARKER = "rollups-version"
 # a call rollup row: (day, agent, project, session_id, file_id, model) and the sums of its calls
 _CALL_ROLLUP = """
@@ -218,12 +224,22 @@ class IndexReport:
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)  # the index answers as it is (busy, read-only), a file rebuilt
     bad_values: int = 0  # rows with a number DuckDB could not hold (stored as NULL)
+    # session files read in part: (path, lines that could not be read, the first of them described); said on every
+    # update (kept in the manifest), not only when the file is read
+    damaged: list[tuple[str, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"files": self.files, "read": self.read, "unchanged": self.unchanged,
                 "failed": [{"path": p, "reason": r} for p, r in self.failed], "calls": self.calls,
                 "tool_results": self.tool_results, "days_rewritten": self.days_rewritten,
-                "seconds": round(self.seconds, 3), "warnings": list(self.warnings), "bad_values": self.bad_values}
+                "seconds": round(self.seconds, 3), "warnings": list(self.warnings), "bad_values": self.bad_values,
+                "damaged": [{"path": p, "lines": n, "first": f} for p, n, f in self.damaged]}
+
+
+def _said_damaged(report: IndexReport, path: str, damaged: Any) -> None:
+    """Add a session file read in part (the manifest's ``[lines, first]``) to ``report``."""
+    if isinstance(damaged, list) and len(damaged) == 2 and isinstance(damaged[0], int) and damaged[0] > 0:
+        report.damaged.append((shown_path(path), damaged[0], str(damaged[1])))
 
 
 class UsageIndexError(Exception):
@@ -330,7 +346,7 @@ class _Followed:
     inode: int
     tail: bytes = b""  # the last bytes fed: a file rewritten in place does not have them there any more
     one_hour: dict[str, int] = field(default_factory=dict)  # Claude Code: request id -> one-hour cache writes
-    partial: bytes = b""  # Claude Code: the last line so far, when it has no newline yet (for the one-hour pass)
+    partial: bytes = b""  # the last line so far, when it has no newline yet
 
 
 def _tool_names(session: SourceSession) -> dict[str, str]:
@@ -358,6 +374,26 @@ def _tools_of(session: SourceSession, call: ProviderCall) -> list[str]:
     return out
 
 
+def project_of(entry: SourceEntry, session: SourceSession) -> str:
+    """A session's project: the full path of the folder the agent worked in (two folders of the same name are two
+    projects), else what the scan named it."""
+    return session.cwd.rstrip("/\\") or session.cwd or entry.project or session.project
+
+
+def first_prompt(session: SourceSession, limit: int = 120) -> str:
+    """The first prompt of a person in ``session`` (one line, cut at ``limit``; not what an agent injects: text in
+    ``<tags>``, an attachment, Codex's ``# AGENTS.md instructions``), "" when none."""
+    for msg in session.messages:
+        content = msg.get("content")
+        if msg.get("role") != "user" or msg.get("attachment") or not isinstance(content, str):
+            continue
+        head = content.lstrip()
+        if head and not head.startswith(("<", "# AGENTS.md instructions")):
+            flat = " ".join(content.split())
+            return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return ""
+
+
 @dataclass
 class FileRows:
     calls: list[dict[str, Any]] = field(default_factory=list)
@@ -373,52 +409,45 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
     fmt: SourceFormat = session.format
     reasoning_in_output = fmt not in REASONING_SEPARATE
     fallback = session.started or entry.started or session.last_activity or entry.last_activity
-    base = {"agent": entry.agent, "project": entry.project or session.project, "session_id": entry.session_id,
+    base = {"agent": entry.agent, "project": project_of(entry, session), "session_id": entry.session_id,
             "file_id": fid}
-    parts: list[tuple[str, str, SourceSession]] = [("", "main", session)]
-    for sub in session.subagents:
-        if sub.session is not None:
-            parts.append((sub.id, sub.kind, sub.session))
     peak_prompt, peak_full = 0, 0.0
     window_seen: int | None = None
-    in_calls = {id(c) for _, _, part in parts for c in part.calls}
-    for sub_id, kind, part in parts:
-        if fmt != "claude-code":
-            one_hour = {}
-        elif sub_id == "" and one_hour_main is not None:
-            one_hour = one_hour_main
+    hours: dict[int, dict[str, int]] = {}  # a part's one-hour cache writes by request (the light pass), if needed
+    parts = [("", session), *((s.id, s.session) for s in session.subagents if s.session is not None)]
+    owned = {id(c) for _, part in parts for c in part.calls}  # not a compaction's call derived apart
+    # every call the session paid for, once: the one list engine.usage.costs.source_cost prices too
+    for sub_id, kind, part, call in session_parts(session):
+        write_1h = call.cache_write_1h_tokens
+        if write_1h is None and fmt == "claude-code":
+            if id(part) not in hours:
+                hours[id(part)] = (one_hour_main if sub_id == "" and one_hour_main is not None else
+                                   claude_one_hour_writes(part.path) if part.path.is_file() else {})
+            write_1h = hours[id(part)].get(call.request_id)
+        window = call.window or part.window or session.window
+        if prices is None:
+            cost_usd, problem, key = None, "no price table (litellm is not installed)", ""
         else:
-            one_hour = claude_one_hour_writes(part.path) if part.path.is_file() else {}
-        calls = list(part.calls)
-        # a compaction's own call that is no call of any part (OpenCode's summary message; Claude Code's
-        # derived from cost-state lines); Claude Code's agent-acompact file is a part already
-        calls += [c.cost for c in part.compactions if c.cost is not None and id(c.cost) not in in_calls]
-        for call in calls:
-            window = call.window or part.window or session.window
-            is_main = id(call) in in_calls
-            write_1h = one_hour.get(call.request_id)
-            if prices is None:
-                cost_usd, problem, key = None, "no price table (litellm is not installed)", ""
-            else:
-                cost = prices.call_cost(call, cache_write_1h_tokens=write_1h, reasoning_in_output=reasoning_in_output)
-                cost_usd, problem, key = cost.usd, cost.problem, cost.price_key
-            prompt = call.prompt_tokens
-            uncached = None if prompt is None else max(0, prompt - (call.cache_read_tokens or 0)
-                                                       - (call.cache_write_tokens or 0))
-            out.calls.append({
-                **base, "subagent": sub_id, "kind": kind if is_main else "compaction", "call_index": call.index,
-                "request_id": call.request_id, "model": call.model, "ts": (ts := _ts(call.ts)),
-                "day": _day(ts, fallback), "prompt_tokens": prompt, "input_tokens": uncached,
-                "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
-                "cache_write_1h_tokens": write_1h, "output_tokens": call.completion_tokens,
-                "reasoning_tokens": call.reasoning_tokens, "cost_usd": cost_usd, "cost_problem": problem,
-                "price_key": key, "window": window, "tools": _tools_of(part, call) if is_main else [],
-            })
-            if sub_id == "" and is_main and prompt:
-                peak_prompt = max(peak_prompt, prompt)
-                if window:
-                    window_seen = max(window_seen or 0, window)
-                    peak_full = max(peak_full, prompt / window)
+            cost = prices.call_cost(call, cache_write_1h_tokens=write_1h, reasoning_in_output=reasoning_in_output)
+            cost_usd, problem, key = cost.usd, cost.problem, cost.price_key
+        prompt = call.prompt_tokens
+        uncached = None if prompt is None else max(0, prompt - (call.cache_read_tokens or 0)
+                                                   - (call.cache_write_tokens or 0))
+        out.calls.append({
+            **base, "subagent": sub_id, "kind": kind, "call_index": call.index,
+            "request_id": call.request_id, "model": call.model, "ts": (ts := _ts(call.ts)),
+            "day": _day(ts, fallback), "prompt_tokens": prompt, "input_tokens": uncached,
+            "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
+            "cache_write_1h_tokens": write_1h, "output_tokens": call.completion_tokens,
+            "reasoning_tokens": call.reasoning_tokens, "cost_usd": cost_usd, "cost_problem": problem,
+            "price_key": key, "window": window, "tools": _tools_of(part, call) if id(call) in owned else [],
+        })
+        if kind == "main" and prompt:
+            peak_prompt = max(peak_prompt, prompt)
+            if window:
+                window_seen = max(window_seen or 0, window)
+                peak_full = max(peak_full, prompt / window)
+    for sub_id, part in parts:
         names = _tool_names(part)
         for msg in part.messages:
             if msg.get("role") != "tool":
@@ -431,7 +460,8 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
                 "tokens": estimate_message_tokens(msg),
             })
     out.session = {
-        **base, "path": str(session.path), "title": entry.title, "model": session.model or entry.model,
+        **base, "path": str(session.path), "title": entry.title or first_prompt(session),
+        "model": session.model or entry.model,
         "started": session.started or entry.started, "last_activity": session.last_activity or entry.last_activity,
         "calls": len(session.calls), "compactions": len(session.compactions),
         "window": window_seen or session.window or entry.window, "peak_prompt_tokens": peak_prompt or None,
@@ -670,6 +700,17 @@ def _reader(agent: str, path: Path) -> Any:
     return GeminiCliReader(path)
 
 
+def _whole_object(line: bytes) -> bool:
+    """Whether ``line`` (a last line without its newline) is a whole JSON object: a line cut while being written
+    never is (its braces do not close), so only its newline is missing."""
+    if not line.rstrip().endswith(b"}") or len(line) > _model.MAX_LINE_BYTES:
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -782,7 +823,7 @@ class UsageIndex:
         Codex or Gemini CLI file that grew, or that changed in the last :data:`ACTIVE_SECONDS` (a session in
         progress), is read by an incremental reader kept for it (at most :data:`FOLLOWED` of them, the most
         recently read): whole the first time, then only what was appended since (same inode, not shorter,
-        the bytes where the last read stopped unchanged). A Codex or Gemini CLI file whose last line has no
+        the bytes where the last read stopped unchanged). A file whose last line has no
         newline: while the file changed in the last :data:`SETTLED_SECONDS` (the agent may be writing that line)
         the line waits in the reader and the third value is True (the read is not final: read the file again
         next time); else the line is read as it is and the reader is not kept (the next read is whole)."""
@@ -803,11 +844,15 @@ class UsageIndex:
         if data:
             kept.tail = (kept.tail + data)[-64:]
         waiting = False
+        settled = time.time() - st.st_mtime >= SETTLED_SECONDS
         if entry.agent != "claude-code":
             kept.reader.feed(data)
-            if kept.tail and not kept.tail.endswith(b"\n"):  # a last line without its newline
-                if time.time() - st.st_mtime >= SETTLED_SECONDS:  # the file is complete: the line read as it is
-                    return kept.reader.finish(), None, False  # (the reader is spent: not kept)
+            lines = kept.partial + data
+            kept.partial = lines[lines.rfind(b"\n") + 1:][:_model.MAX_LINE_BYTES + 1]  # never more than a line's cap
+            if kept.partial:  # a last line without its newline: read as it is when the file has settled or the
+                # line is a whole JSON object already (only its newline missing); read again next time unless settled
+                if settled or _whole_object(kept.partial):
+                    return kept.reader.finish(), None, not settled  # (the reader is spent: not kept)
                 waiting = True
             session: SourceSession = kept.reader.session
             one_hour = None
@@ -823,11 +868,14 @@ class UsageIndex:
             lines = kept.partial + data
             cut = lines.rfind(b"\n") + 1
             _one_hour_of_lines(lines[:cut].splitlines(), kept.one_hour)
-            kept.partial = lines[cut:]
-            session = kept.reader.read_beside(subagents=True)
+            kept.partial = lines[cut:][:_model.MAX_LINE_BYTES + 1]
             one_hour = dict(kept.one_hour)
             if kept.partial:  # the last line so far counts in this read, and is read whole next time
                 _one_hour_of_lines([kept.partial], one_hour)
+                if settled or _whole_object(kept.partial):  # complete, or only its newline missing: read as it is
+                    return kept.reader.finish(subagents=True), one_hour, not settled  # (the reader is spent)
+                waiting = True
+            session = kept.reader.read_beside(subagents=True)
         self._followed[entry.path] = kept
         while len(self._followed) > FOLLOWED:
             self._followed.pop(next(iter(self._followed)))
@@ -948,8 +996,8 @@ class UsageIndex:
         elif manifest.problem:
             report.warnings.append(manifest.problem)
         prices = self.prices()
-        version = litellm_version() if prices is not None else ""
-        if not manifest.valid or manifest.prices != version:
+        version = (litellm_version() if prices is not None else "") + f"+rows{ROWS_VERSION}"
+        if not manifest.valid or manifest.prices != version:  # (and rows of another ROWS_VERSION: read again)
             refresh = True  # another price table: price everything again; no manifest: start again
         # a refresh reads every session file again over the index it had: a file that cannot be read now (a
         # database locked, a file gone or damaged since) keeps the rows it had, never 0 calls; only with no
@@ -1035,6 +1083,7 @@ class UsageIndex:
             old = known.get(entry.path)
             if isinstance(old, dict) and old.get("stamp") == stamp:
                 report.unchanged += 1
+                _said_damaged(report, entry.path, old.get("damaged"))
                 continue
             fid = file_id(entry.path)
             try:
@@ -1051,6 +1100,9 @@ class UsageIndex:
             # a read that is not final (a last line still being written) is done again next time
             known[entry.path] = {"stamp": None if waiting else stamp, "file_id": fid, "days": days,
                                  "session": rows.session}
+            if bad := damaged_lines(session):
+                known[entry.path]["damaged"] = [len(bad), printable(bad[0].describe())]
+                _said_damaged(report, entry.path, known[entry.path]["damaged"])
             report.read += 1
             report.calls += len(rows.calls)
             report.tool_results += len(rows.tool_results)

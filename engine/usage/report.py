@@ -7,13 +7,17 @@ call rows) and returns a
 project and per model totals, the tools whose results take the most context (with their tool calls and what
 the responses that made them cost, each response's cost split evenly over its tool calls), and the range's
 total.
-Days are UTC (as the index files them); ``since`` and ``until`` are both included, None: open.
+Days are UTC (as the index files them); ``since`` and ``until`` are both included, None: open. The days the view's
+chart spans are the report's too (``first_day`` … ``last_day``: the whole range asked, empty days included; an open
+end: the first day with calls, the later of today and the last day with calls); :func:`last_days` is "the last n
+days" (today, UTC, the last: never a day to come).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from engine.usage.index import _SUMS, UsageIndex, _fetch, _sql_str, session_query
@@ -42,9 +46,12 @@ class UsageReport:
     problem: str = ""  # why the figures may be missing or old ("" when all went well)
     updating: bool = False  # the index is being brought up to date: newer figures follow
     # the session files the last update could not read: {"path", "reason"} each (paths shown escaped)
-    unreadable: list[dict[str, str]] = field(default_factory=list)
+    unreadable: list[dict[str, Any]] = field(default_factory=list)  # path, reason; "partly": read in part
     # what the figures are not: the index is read-only or another process is updating it, a damaged file rebuilt
     warnings: list[str] = field(default_factory=list)
+    # the days the chart spans (ISO, both included; None: no day to draw): the range asked, its open ends closed
+    first_day: str | None = None
+    last_day: str | None = None
 
     def days(self) -> list[str]:
         """The days with calls, in order."""
@@ -56,6 +63,53 @@ class UsageReport:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def today_utc() -> date:
+    """Today's date in UTC (the index files calls by their UTC day)."""
+    return datetime.now(UTC).date()
+
+
+def last_days(days: int, today: date | None = None) -> tuple[date | None, date | None]:
+    """The range "the last ``days`` days": ``days - 1`` days before today up to today (UTC), both included; 0 (or
+    less): all time (None, None)."""
+    if days <= 0:
+        return None, None
+    end = today or today_utc()
+    return end - timedelta(days=days - 1), end
+
+
+def span(since: date | None, until: date | None, days: list[str], today: date | None = None) -> tuple[str | None,
+                                                                                                    str | None]:
+    """The first and last day a chart of the range draws: ``since`` / ``until`` when given, else the first day with
+    calls / the later of today and the last day with calls; (None, None) when there is nothing to draw."""
+    first = since.isoformat() if since is not None else (days[0] if days else None)
+    if until is not None:
+        last: str | None = until.isoformat()
+    else:
+        last = max([*days[-1:], (today or today_utc()).isoformat()]) if first is not None else None
+    if first is None or last is None or last < first:
+        return None, None
+    return first, last
+
+
+def short_path(path: str, home: str | None = None, limit: int = 40) -> str:
+    """A folder's path as a person reads it in a narrow column: the home folder as ``~``, and past ``limit``
+    characters only its last folders after ``…/`` (the full path goes in a tooltip)."""
+    if not path:
+        return ""
+    home = os.path.expanduser("~") if home is None else home
+    home = home.rstrip("/")
+    shown = "~" + path[len(home):] if home and (path == home or path.startswith(home + "/")) else path
+    if len(shown) <= limit:
+        return shown
+    parts = shown.split("/")
+    tail = parts[-1]
+    for part in reversed(parts[1:-1]):
+        if len(tail) + len(part) + 3 > limit:
+            break
+        tail = part + "/" + tail
+    return "…/" + tail
 
 
 def _where(since: date | None, until: date | None, column: str = "day") -> str:
@@ -100,7 +154,9 @@ def _report(con: Any, since: date | None, until: date | None, top_tools: int) ->
         ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
     rows = _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {where}")
     report.total = rows[0] if rows else {}
+    report.first_day, report.last_day = span(since, until, report.days())
     return report
 
 
-__all__ = ["SESSION_COLUMNS", "TOP_TOOLS", "UsageReport", "usage_report"]
+__all__ = ["SESSION_COLUMNS", "TOP_TOOLS", "UsageReport", "last_days", "short_path", "span", "today_utc",
+           "usage_report"]

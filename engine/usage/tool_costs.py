@@ -52,7 +52,7 @@ from typing import Any
 
 from engine.context.attribution import UNKNOWN_TOOL, argument_counter
 from engine.context.diff import History, tool_calls_of
-from engine.usage.costs import RecordsCost, price_table, record_cost
+from engine.usage.costs import RecordsCost, SessionCost, price_table, record_cost
 from engine.usage.prices import CallCost, PriceTable
 
 
@@ -86,6 +86,8 @@ class ToolCosts:
     no_tool_usd: float | None  # the priced responses that called no tool (None: all of them unpriced)
     no_tool_responses: int
     scaled_calls: int  # calls whose estimated tool tokens exceeded the provider's prompt (shares scaled down)
+    # the whole session's cost (main + subagents + compaction calls; ``total`` is its main part), where known
+    session: SessionCost | None = None
 
     def get(self, tool: str) -> ToolCost | None:
         return next((t for t in self.tools if t.tool == tool), None)

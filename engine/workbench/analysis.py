@@ -17,13 +17,14 @@ Intents: ``diff_calls(a, b)`` (calls numbered from 1, as the timeline's tooltips
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from engine.context.attribution import Attribution, attribute
 from engine.context.diff import CallRangeError, ContextDiff, History, diff_calls, history_from_folder
 from engine.store import archive
-from engine.usage.costs import folder_records
+from engine.usage.costs import folder_cost, folder_records
 from engine.usage.tool_costs import ToolCosts, session_tool_costs
 from engine.workbench.core import WorkbenchCore
 from engine.workbench.events import DiffReady, ToolsReady
@@ -56,7 +57,10 @@ def compute_tools(folder: Path, top: int = TOP_RESULTS) -> tuple[Attribution, di
     (None when the folder recorded no call)."""
     history: History = history_from_folder(folder)
     result = attribute(history, top)
-    costs = session_tool_costs(history, folder_records(folder))
+    records = folder_records(folder)
+    costs = session_tool_costs(history, records)
+    if costs is not None:  # the whole session's cost beside the main calls' the tools share out
+        costs = replace(costs, session=folder_cost(folder, records=records))
     return result, message_locations(folder, [r.message_id for r in result.largest if r.message_id]), costs
 
 

@@ -225,9 +225,15 @@ class WorkbenchCore:
 
     # ------------------------------------------------------------------ the agent
 
-    def estimator(self) -> Estimator:
+    def estimator(self, imported: bool = False) -> Estimator:
+        """The estimator a session counts its messages with; ``imported`` (another agent's session, a view or an
+        import): the heuristic, whatever the setting — our model's tokenizer is not the agent's, and the heuristic
+        is what the import, the Tools tab, ``ctxbench tools`` and ``diff`` count it with, so that one message
+        (a tool result) has one size in the chat, the Archive and the Tools tab."""
         from engine.context.tokens import HeuristicEstimator, make_estimator
 
+        if imported:
+            return HeuristicEstimator()
         if self.settings.estimator == "exact" and not self.llm_ready:
             from engine.llm.local_model import is_local
 
@@ -265,7 +271,7 @@ class WorkbenchCore:
         if session is None:
             return
         if self.llm_ready:
-            wanted = self.estimator()
+            wanted = self.estimator(imported=bool(session.meta.get("import")))
             if _estimator_key(wanted) != _estimator_key(session.estimator):
                 session.set_estimator(wanted)
         workspace = self.workspace()

@@ -74,6 +74,8 @@ class SessionsPart:
             session = core.store.open(
                 session_id, estimator=core.estimator(), retention_days=core.settings.offload_retention_days
             )
+            if session.meta.get("import"):  # another agent's session: counted as its import counted it
+                session.set_estimator(core.estimator(imported=True))
         except (SessionError, OSError) as exc:
             core.notice("error", f"cannot open session {session_id}: {one_line(str(exc))}")
             self.list_sessions()

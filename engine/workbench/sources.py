@@ -173,7 +173,7 @@ class SourcesPart:
             else:
                 fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.core.settings,
                                           self.core.model_info())
-            session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator())
+            session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
             sv.remove_view(folder)
             self.core.emit(StateChanged(self.core.state))
@@ -196,7 +196,8 @@ class SourcesPart:
         try:
             made = await asyncio.to_thread(sv.preview_view, path, folder, prefix, self.core.settings,
                                            self.core.model_info())
-            session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator()) if made else None
+            session = (await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
+                       if made else None)
         except Exception:  # the first screen is a courtesy: the whole read below says what is wrong, if anything
             sv.remove_view(folder)
             return
@@ -302,7 +303,7 @@ class SourcesPart:
             return
         old = sv.swap_folders(stable, fresh)  # the view keeps its path (the inspector, Export use it)
         try:
-            session = await asyncio.to_thread(Session.load, stable, estimator=self.core.estimator())
+            session = await asyncio.to_thread(Session.load, stable, estimator=self.core.estimator(imported=True))
         except (SessionError, OSError) as exc:
             self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
@@ -371,7 +372,7 @@ class SourcesPart:
         self.core.view = None  # the parent's folder holds the child: it stays until the child is left
         await self.sessions.leave()
         try:
-            child = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator())
+            child = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
         except (SessionError, OSError) as exc:
             sv.remove_view(root)
             self.core.notice("error", f"cannot open the subagent {rel}: {one_line(str(exc))}")

@@ -1,8 +1,9 @@
 """The Usage part of the service: what the agents on this machine spent, for the window's Usage view.
 
 A standalone part the service holds (``workbench.usage``). Intent: :meth:`UsagePart.refresh`
-(``since`` / ``until`` ISO days, both included, None: open; ``update``: bring the usage index up to date
-with the session files first). It runs off the loop (``asyncio.to_thread``) and sends
+(``since`` / ``until`` ISO days, both included, None: open; or ``days``: the last n days up to today, UTC
+(:func:`engine.usage.report.last_days`; 0: all time), never a day to come; ``update``: bring the usage index up to
+date with the session files first). It runs off the loop (``asyncio.to_thread``) and sends
 :class:`engine.workbench.events.UsageReady` with a :class:`engine.usage.report.UsageReport` (plain data):
 when it updates the index, first the figures of the index as it is (``updating`` True, at once), then
 the figures after the update. A failed update or query is said in the report's ``problem``; every report
@@ -28,7 +29,7 @@ from typing import Any
 from engine.model.text import one_line
 from engine.store.config import Settings
 from engine.usage.index import UsageIndex, UsageIndexError, shown_path
-from engine.usage.report import UsageReport, usage_report
+from engine.usage.report import UsageReport, last_days, usage_report
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
 
@@ -56,6 +57,7 @@ class UsagePart:
         self._update = update or (lambda ix, s: ix.update(s))
         self._failed: list[Any] = []  # the files the last update could not read: (path, reason)
         self._warnings: list[str] = []  # what the last update said (busy, read-only, a damaged file rebuilt)
+        self._damaged: list[Any] = []  # the files the last update read in part: (path, lines, first described)
 
     @property
     def index(self) -> UsageIndex:
@@ -64,13 +66,14 @@ class UsagePart:
         return self._index
 
     def refresh(self, since: str | None = None, until: str | None = None, update: bool = True,
-                quiet: bool = False) -> asyncio.Task[Any] | None:
+                quiet: bool = False, days: int | None = None) -> asyncio.Task[Any] | None:
         """Query the range (after updating the index when ``update``); the answer is a ``UsageReady``.
+        ``days`` (not None): the last ``days`` days up to today, UTC, instead of ``since`` / ``until`` (0: all time).
         ``quiet`` (with ``update``): see the module docstring; None when it does not start (a refresh runs)."""
         if quiet and self.tasks.get("usage") is not None:
             return None
-        return self.tasks.spawn("usage", self._refresh(_day(since), _day(until), update, quiet and update),
-                                replace=True)
+        start, end = last_days(days) if days is not None else (_day(since), _day(until))
+        return self.tasks.spawn("usage", self._refresh(start, end, update, quiet and update), replace=True)
 
     def _query(self, since: date | None, until: date | None) -> UsageReport:
         notices = len(self.index.notices)
@@ -85,6 +88,8 @@ class UsagePart:
                                          f"({type(exc).__name__}: {one_line(str(exc))}); try ctxbench usage --refresh")
         # what the last update could not read and what it said: on every report, the view shows them
         report.unreadable = [{"path": str(p), "reason": str(r)} for p, r in self._failed]
+        report.unreadable += [{"path": str(p), "reason": f"{n:,} line(s) could not be read ({first}); the rest is "
+                                                         "counted", "partly": True} for p, n, first in self._damaged]
         report.warnings = [*self._warnings, *report.warnings]
         return report
 
@@ -106,8 +111,9 @@ class UsagePart:
                 problem = f"cannot update the usage index in {shown_path(self.index.root)}: {one_line(str(exc))}"
             failed, self._failed = self._failed, list(getattr(done, "failed", None) or [])
             said, self._warnings = self._warnings, [str(w) for w in getattr(done, "warnings", None) or []]
+            damaged, self._damaged = self._damaged, list(getattr(done, "damaged", None) or [])
             if (quiet and not problem and not getattr(done, "read", 0) and self._failed in ([], failed)
-                    and self._warnings in ([], said)):
+                    and self._warnings in ([], said) and self._damaged in ([], damaged)):
                 return None  # nothing new: nothing to repaint
         report = await asyncio.to_thread(self._query, since, until)
         report.index = index_json

@@ -17,7 +17,7 @@ from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
-from engine.usage.costs import price_table, priced_record
+from engine.usage.costs import NONE, SessionCost, folder_cost, price_table, priced_record
 from engine.workbench.imported import ImportFacts, import_facts
 from engine.workbench.subagents import subagent_marks
 
@@ -71,6 +71,8 @@ class SessionView:
     # what the imported file said of the agent itself: system prompt and tool definitions, its own cost
     # (engine.workbench.imported); None for a session that was not imported
     imported: ImportFacts | None = None
+    # the session's cost: main + subagents + compaction calls, the agent's own beside it (engine.usage.costs)
+    cost: SessionCost = field(default_factory=lambda: SessionCost(NONE))
 
 
 def session_dict(info: SessionInfo | Session) -> dict[str, Any]:
@@ -216,6 +218,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         last_call=last,
         subagents=subagent_marks(session.meta, timeline, messages),
         imported=import_facts(session.meta),
+        cost=folder_cost(session.path, records=timeline),
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.usage.costs import usd_text
 from tests.app.test_cli import assert_one_line_error, ctxbench, events
 from tests.engine.context.test_attribution import _raw_claude_tools
 from tests.engine.sources.conftest import PERSISTED_CLAUDE, SWE
@@ -47,7 +48,10 @@ def test_tools_text_and_links_into_an_imported_folder(tmp_path: Path) -> None:
     assert out[0].startswith(f"{folder.name}: {doc['tool_tokens']:,} of {doc['history_tokens']:,} history tokens")
     cost = doc["cost"]  # the session's cost at litellm's prices, the same from the folder and the file
     assert cost["calls"] > 0 and cost["cost_usd"] > 0 and cost["cost_usd"] == from_file["cost"]["cost_usd"]
-    assert out[1] == f"cost: ${cost['cost_usd']:,.4f} for {cost['calls']} calls at litellm's prices"
+    # the session's one cost (main + subagents + compaction calls) with its parts (engine.usage.costs.SessionCost)
+    plus = "+" if cost["partial_calls"] else ""
+    assert out[1].startswith(f"cost: {usd_text(cost['cost_usd'])}{plus} for {cost['calls']} calls at litellm's prices"
+                             f" — main {usd_text(cost['main']['cost_usd'])}")
     assert out[2].split() == ["tool", "calls", "results", "arg", "tokens", "result", "tokens", "share", "calls", "$",
                               "context", "$"]
     assert out[3].split()[0] == doc["tools"][0]["tool"]
@@ -59,7 +63,8 @@ def test_tools_text_and_links_into_an_imported_folder(tmp_path: Path) -> None:
     assert out[row].split()[:2] == ["(all", "tools)"]
     assert out[row].split()[-2:] == [f"${totals['calls_cost_usd']:,.4f}", f"${totals['context_cost_usd']:,.4f}"]
     assert out[row + 1].startswith(f"cost by tool: responses that called a tool ${totals['calls_cost_usd']:,.4f} "
-                                   f"({totals['calls_cost_share']:.1%} of ${cost['cost_usd']:,.4f}; ")
+                                   f"({totals['calls_cost_share']:.1%} of the main calls' "
+                                   f"${cost['main']['cost_usd']:,.4f}; ")
     assert out[-3] == "largest tool results (2):" and doc["largest"][1]["message_id"] in out[-1]
     # the imported folder's calls are the file's: the same cost by tool
     assert doc["tools"] == from_file["tools"] and doc["tool_costs"] == from_file["tool_costs"]
@@ -67,7 +72,8 @@ def test_tools_text_and_links_into_an_imported_folder(tmp_path: Path) -> None:
 
 def test_tools_json_costs_add_up_to_the_session_total() -> None:
     [doc] = events(ctxbench("tools", str(PERSISTED_CLAUDE), "--top", "0", "--json"))
-    totals, total = doc["tool_costs"], doc["cost"]["cost_usd"]
+    totals, total = doc["tool_costs"], doc["cost"]["main"]["cost_usd"]  # the tools share out the main calls
+    assert doc["cost"]["cost_usd"] >= total
     assert totals["total"]["cost_usd"] == total > 0 and totals["total"]["unpriced_calls"] == 0
     calls = sum(t["calls_cost_usd"] for t in doc["tools"])
     assert calls == pytest.approx(totals["calls_cost_usd"], abs=1e-6)

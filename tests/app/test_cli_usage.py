@@ -78,3 +78,28 @@ def test_no_update_over_an_index_of_another_version_says_so(fake_home: Path, tmp
     assert main(["usage", "--no-update", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["total"]["calls"] == 2 and not captured.err
+
+
+def test_lines_that_cannot_be_read_are_counted_and_said_on_every_run(fake_home: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Flipped bytes in a line of a session file: its other calls are counted, and every run names the file, how
+    many lines could not be read and the first (stderr and --json), not only the run that read it."""
+    session = fake_home / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl"
+    lines = session.read_bytes().splitlines(keepends=True)
+    lines.insert(1, b'{"type": "user", "mess\xff\x00age": {bad\n')
+    session.write_bytes(b"".join(lines))
+    for _ in range(2):
+        assert main(["usage", "--json"]) == 0
+        captured = capsys.readouterr()
+        data = json.loads(captured.out)
+        assert data["total"]["calls"] == 2
+        (damaged,) = data["index"]["damaged"]
+        assert damaged["path"] == str(session) and damaged["lines"] == 1 and damaged["first"].startswith("line 2: not")
+        assert f"{session}: 1 line(s) could not be read (line 2: not" in captured.err
+
+
+def test_the_lock_wait_default_is_the_index_s() -> None:
+    from app.cli import build_parser
+    from engine.usage.index import LOCK_WAIT
+
+    assert build_parser().parse_args(["usage"]).lock_wait == LOCK_WAIT

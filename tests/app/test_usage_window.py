@@ -78,3 +78,34 @@ def test_the_open_dock_follows_the_agents_work(qtbot: Any, win: MainWindow, home
     assert view.sessions.horizontalHeader().sortIndicatorSection() == 6
     wiring.dock.hide()  # hidden: no more refreshes
     assert not wiring.timer.isActive()
+
+
+def test_view_usage_raises_a_readable_usage_window(qtbot: Any, win: MainWindow, home: Path) -> None:  # noqa: F811
+    from app.wire_usage import WINDOW_SIZE
+    from engine.usage.report import last_days
+
+    wiring = win.usage_wiring  # type: ignore[attr-defined]
+    win.resize(1600, 1000)
+    assert not wiring.action.isChecked()
+    wiring.action.trigger()  # View → Usage: a window of its own, in sight, not a tab behind the chart
+    view = wiring.view
+    assert view is not None and wiring.dock.isVisible() and wiring.dock.isFloating()
+    assert wiring.action.isChecked() and win.chart_dock.isVisible()
+    assert (wiring.dock.width(), wiring.dock.height()) == WINDOW_SIZE
+    report = _final(qtbot, win)  # the last 30 days, the range made by the engine: today the last day
+    start, end = last_days(30)
+    assert start is not None and end is not None
+    assert (report["since"], report["until"]) == (start.isoformat(), end.isoformat())
+    assert view.days()[-1] == end.isoformat() and len(view.days()) == 30
+    assert view.plot.height() >= 220
+    wiring.action.trigger()  # again: hidden
+    assert not wiring.dock.isVisible() and not wiring.action.isChecked()
+    wiring.dock.setFloating(False)  # docked by the user: a tab beside the chart
+    win.chart_dock.raise_()
+    wiring.action.trigger()
+    qtbot.waitUntil(lambda: view.isVisible())  # its tab raised: the view in sight
+    assert not wiring.dock.isFloating() and wiring.action.isChecked()
+    win.chart_dock.raise_()  # the chart's tab raised over it: not in sight, so View → Usage is unticked
+    qtbot.waitUntil(lambda: not wiring.action.isChecked())
+    wiring.action.trigger()
+    qtbot.waitUntil(lambda: view.isVisible())

@@ -30,13 +30,15 @@ def test_calibration_uses_only_earlier_reports() -> None:
     assert calibrated_series(raw, calls)[:-1] == series[:-1]
 
 
-def test_claude_code_and_codex_sessions() -> None:
-    assert [a for a, _ in source_files()].count("claude-code") == 7 and len(source_files()) == 10
+def test_other_agents_sessions() -> None:
+    agents = [a for a, _ in source_files()]
+    assert agents.count("claude-code") == 7 and agents.count("codex") == 3 and len(agents) == 15
     rows = {r.name: r for r in measure_sources()}
-    claude, codex = rows["claude-code: calibrated heuristic"], rows["codex: calibrated heuristic"]
-    assert claude.n == 321 and codex.n == 290  # every call after a session's first
+    claude, codex = rows["claude-code: all"], rows["codex: all"]
+    assert claude.n == 321 and codex.n == 290 and rows["openhands: all"].n == 1  # every call after a session's first
     assert claude.median < 0.01 and claude.p90 < 0.02
     assert codex.median < 0.01 and codex.p90 < 0.03  # redacted text and encrypted reasoning: sized by length
+    every = rows["all imported calls"]
+    assert every.n == 612 and every.p90 < 0.05 and every.over_25 == 3  # each one listed in test_source_calibration
     # the first call after each compaction is included, and measured on its own
-    assert rows["claude-code: first call after a compaction"].n == 2
-    assert rows["codex: first call after a compaction"].n == 1
+    assert rows["first call after a compaction"].n == 3

@@ -667,13 +667,15 @@ async def test_undo_keeps_messages_added_since(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_apply_invalid_summary_drops_with_note(tmp_path: Path) -> None:
+async def test_apply_after_an_unusable_model_reply_applies_the_digest(tmp_path: Path) -> None:
     s = _session(tmp_path)
     c, _ = _compactor(s, FakeLLM("nope"), window=10_000)
     pv = await c.preview()
-    assert not pv.summary.valid
-    ev = await c.apply(pv)
-    assert ev.result == "dropped" and "left the context" in s.summary
+    # issue 27: the model's unusable reply never replaces the digest in the preview (kept apart, said why)
+    assert pv.summary.valid and getattr(pv.summary, "model_text", "") == "nope"
+    assert getattr(pv.summary, "model_problem", "") and pv.summary.text != "nope"
+    ev = await c.apply(pv)  # Apply uses the digest shown
+    assert ev.result == "summarized" and s.summary == pv.summary.text and "nope" not in s.summary
 
 
 @pytest.mark.asyncio
@@ -752,3 +754,19 @@ async def test_summary_material_fits_the_summarizing_models_own_window(tmp_path:
     assert chars[0] > 60_000  # nothing to shrink for a 200k window
     # 3,000 − 300 (summary) − 1,000 (prompt overhead) tokens ≈ 4,250 chars of material, plus the prompt
     assert chars[1] < 4_250 + 4_000
+
+
+@pytest.mark.asyncio
+async def test_the_preview_and_the_event_have_one_before_after(tmp_path: Path) -> None:
+    """Issue 27: the preview's before → after and the recorded event's (the chat's marker, the Compactions tab) are
+    one figure on one basis: the prompt as sent, without the output reserve."""
+    from engine.model.compaction_change import compaction_change, event_change
+
+    s = _session(tmp_path)
+    c, _ = _compactor(s, FakeLLM(VALID), window=10_000)
+    pv = await c.preview()
+    ev = await c.apply(pv)
+    shown = compaction_change(pv.before.prompt, pv.after.prompt)
+    recorded = event_change(ev.to_json() if hasattr(ev, "to_json") else vars(ev))
+    assert ev.tokens_basis == "prompt" and (recorded.before, recorded.after) == (shown.before, shown.after)
+    assert recorded.text() == shown.text() and pv.before.used - pv.before.prompt == pv.before.reserve > 0

@@ -19,6 +19,7 @@ from engine.context.cache import analyze, call_figures
 from engine.context.tokens import HeuristicEstimator
 from engine.ingest import import_source
 from engine.store.fsutil import read_jsonl_objects
+from engine.usage.costs import folder_cost, usd_text
 from tests.conftest import SHARED
 
 SESSIONS = SHARED / "data" / "sessions"
@@ -76,7 +77,7 @@ def test_markdown_has_every_message_with_its_tokens(claude_dir: Path, tmp_path: 
     before = [h for h in lines[:comp] if HEADING.match(h)]
     after = [h for h in lines[comp:] if HEADING.match(h)]
     assert all("archived" in h for h in before) and not any("archived" in h for h in after)
-    assert "167,731 → 42,603 tokens" in lines[comp]
+    assert "167,731 → 42,603 prompt tokens (-75%)" in lines[comp]  # the basis every view shows
     first_user = next(m for m in data.messages if m["role"] == "user")
     assert first_user["content"].strip() in text
 
@@ -85,8 +86,12 @@ def test_markdown_says_the_cost_of_the_session_and_of_each_call(claude_dir: Path
     data = export.read_session(claude_dir)
     rows = export.call_rows(data)
     lines = export.session_markdown(data).splitlines()
-    total = sum(r["cost_usd"] for r in rows)
-    assert f"- **Cost:** ${total:,.4f} for 143 calls at litellm's prices" in lines
+    main = sum(r["cost_usd"] for r in rows)
+    cost = folder_cost(claude_dir)  # the session's one cost: main + subagents + compaction calls
+    assert cost.main.usd == pytest.approx(main) and cost.main.calls == 143
+    assert cost.subagents.calls == 13 and cost.compaction.calls == 1
+    assert (f"- **Cost:** {usd_text(cost.total.usd or 0)} for 157 calls at litellm's prices "
+            f"({cost.breakdown()})") in lines
     calls = [(h, re.search(r" · call (\d+) · \$([\d,.]+)$", h)) for h in lines if HEADING.match(h)]
     marked = [(h, m) for h, m in calls if m]
     # each call produced one assistant message (Claude Code), numbered in order, with the CSV's cost

@@ -14,7 +14,7 @@ from engine.context.compaction import Compactor
 from engine.context.conversation import Session
 from engine.context.digest_text import parse_digest
 from engine.context.summaries import NARRATIVE_HEADING, Summary, resolve_mode
-from engine.context.summary_call import check_summary
+from engine.context.summary_call import SECTIONS, check_summary
 from engine.model.messages import Message, assistant, tool_call, tool_result, user
 from engine.model.snapshot import WindowInfo
 from engine.store import archive
@@ -197,3 +197,26 @@ async def test_the_digest_can_be_applied_while_the_model_writes(tmp_path: Path) 
     ev = await c.apply(quick)
     assert ev.result == "summarized" and s.summary == quick.summary.text
     assert NARRATIVE_HEADING not in s.summary
+
+
+@pytest.mark.asyncio
+async def test_an_unusable_model_reply_never_replaces_the_digest_in_the_preview(tmp_path: Path) -> None:
+    """Issue 27: summary mode "model" — a reply without the six sections leaves the digest in the editor (what
+    Apply uses), the reply kept apart with why it is not used."""
+    s = _session(tmp_path)
+    llm = FakeLLM("just prose")
+    c = _compactor(s, llm, "model")
+    quick = c.preview_now()
+    digest = quick.summary
+    assert isinstance(digest, Summary) and digest.valid and digest.model_pending
+    done = await c.complete_preview(quick)
+    part = done.summary
+    assert isinstance(part, Summary)
+    assert part.text == digest.text and part.valid and not part.model_pending
+    assert part.model_text == "just prose" and part.model_problem
+    assert done.after.summary > 0  # the after bar is drawn with the digest
+    # a usable reply is the summary, as before
+    reply = "\n\n".join(f"## {name}\nthe model's {name.lower()}" for name in SECTIONS)
+    good = _compactor(s, FakeLLM(reply), "model")
+    done = await good.complete_preview(good.preview_now())
+    assert done.summary.text == reply and done.summary.valid and not done.summary.model_problem

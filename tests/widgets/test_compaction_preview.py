@@ -172,3 +172,61 @@ def test_digest_first_then_the_models_text_unless_edited(preview, qtbot):
     preview.set_busy(False)
     preview.show_summary_parts(Summary(digest, True, mode="digest", digest=digest, digest_tokens=12))
     assert "digest — no model" in preview.summary_label.text() and "writing" not in preview.costs_text()
+
+
+def test_an_unusable_model_reply_is_shown_apart_and_the_digest_stays(preview, qtbot):
+    """Issue 27, summary mode "model": the engine keeps the digest as the summary (engine.context.summaries.
+    editor_summary); the editor keeps it, the warning says why, the model's reply is shown apart, read-only."""
+    from engine.context.summaries import Summary
+
+    digest = "## Goal\n1. ship it"
+    preview.set_summary(digest)
+    preview.show_summary_parts(Summary(digest, True, mode="model", model="m", digest=digest, model_pending=True))
+    assert preview.model_reply.isHidden()
+    done = Summary(digest, True, mode="model", model="m", digest=digest, model_text="just prose",
+                   model_problem="the summary has no '##' section headings", model_ms=10.0)
+    assert preview.set_model_text(done.text) and preview.summary() == digest
+    preview.show_summary_parts(done)
+
+    class _Plan:
+        needed = True
+        reason = ""
+
+    preview.show_problem(_Plan(), done)
+    assert preview.summary() == digest and "the digest stands" in preview.error_text()
+    assert not preview.model_reply.isHidden() and preview.model_reply.isReadOnly()
+    assert preview.model_reply.toPlainText() == "just prose" and "not used" in preview.model_reply_label.text()
+    preview.show_summary_parts(Summary(digest, True, mode="digest", digest=digest))
+    assert preview.model_reply.isHidden() and preview.model_reply.toPlainText() == ""
+
+
+def test_a_compaction_that_grows_the_context_warns_and_apply_asks_to_confirm(preview, qtbot):
+    """Issue 27: the preview's before → after is the prompt (no output reserve), the basis of the chat's marker
+    and the Compactions tab (engine.model.compaction_change); a compaction that grows it is said, and Apply
+    takes a second click."""
+    from engine.model.compaction_change import event_change
+
+    small = snap(history_user=100, history_assistant=200, history_tool=300, threshold_tokens=102_400)
+    grown = snap(summary=900, history_user=100, history_assistant=0, history_tool=0)
+    preview.set_plan(small, grown, MSGS[:6], MSGS[6:], TOKENS)
+    preview.set_summary("## Goal\nlong")
+    assert grown.prompt > small.prompt
+    head = preview.headline.text()
+    assert head.startswith(f"{small.prompt:,} → {grown.prompt:,} prompt tokens (+") and "grows" in head
+    # the marker and the Compactions tab say the same of the event the engine records (prompt basis)
+    event = {"tokens_before": small.prompt, "tokens_after": grown.prompt, "tokens_basis": "prompt"}
+    assert event_change(event).text() in head.replace(" · ", "|").split("|")[0]
+    assert preview.apply_button.isEnabled() and "larger" in preview.apply_reason()
+    with qtbot.assertNotEmitted(preview.apply_requested):
+        preview.apply_button.click()
+    assert preview.apply_button.text() == "Apply anyway" and "larger" in preview.error_text()
+    with qtbot.waitSignal(preview.apply_requested) as blocker:
+        preview.apply_button.click()
+    assert blocker.args == ["## Goal\nlong"]
+
+
+def test_a_compaction_that_shrinks_applies_at_once(preview, qtbot):
+    preview.set_summary("## Goal\nshort")
+    assert "grows" not in preview.headline.text() and preview.apply_button.text() == "Apply"
+    with qtbot.waitSignal(preview.apply_requested):
+        preview.apply_button.click()

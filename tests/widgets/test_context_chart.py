@@ -262,7 +262,7 @@ def test_an_imported_claude_code_session_with_its_compaction(chart, tmp_path):
     assert chart.column_count() == report.calls == 152 and chart.compaction_count() == 1
     prov = chart.provider_series()
     assert int((~np.isnan(prov)).sum()) == report.reported_calls == 152
-    assert f"{format_tokens(167094)} → {format_tokens(33960)} tokens" in chart.compaction_tooltip(0)
+    assert f"{format_tokens(167094)} → {format_tokens(33960)} prompt tokens" in chart.compaction_tooltip(0)
     tip = chart.column_tooltip(1)
     first = snapshots[1]
     assert f"read {format_tokens(first['cache_read_tokens'])}" in tip
@@ -391,3 +391,86 @@ def test_the_call_tooltip_says_what_the_call_cost(chart):
     tip = chart.column_tooltip(2)
     assert "Cost: $0.4000" in tip and "The agent's own cost: $0.5000" in tip
     assert "Cost" not in chart.column_tooltip(3)  # not priced: nothing said
+
+
+def _small_session(window: int = 1_000_000, calls: int = 8) -> list[dict]:
+    """A 13k-token session against a 1M window (its threshold at 80 %)."""
+    return [snap(window=window, threshold_tokens=int(0.8 * window), max_tokens=4_000, system=2_000, summary=0,
+                 history_user=500 + 100 * i, history_assistant=1_000 + 200 * i, history_tool=2_000 + 500 * i,
+                 tools=1_500, provider_prompt_tokens=7_000 + 800 * i, raw_prompt_tokens=7_100 + 800 * i,
+                 call_index=i).to_json() for i in range(calls)]
+
+
+def test_a_small_session_in_a_huge_window_is_fitted_to_its_data_with_a_way_back(chart):
+    recs = _small_session()
+    chart.set_timeline(recs)
+    nxt = snap(window=1_000_000, threshold_tokens=800_000, max_tokens=4_000, system=2_000, summary=0,
+               history_user=1_300, history_assistant=2_600, history_tool=6_000, tools=1_500, draft=0)
+    chart.set_snapshot(nxt)
+    peak = max(chart.column_tops().max(), np.nanmax(chart.provider_series()))
+    assert peak < 20_000
+    # by itself: fitted to the calls, the lines above the scale named
+    assert chart.fit_to_data() and chart.fit_button.isChecked() and chart.fit_button.isEnabled()
+    lo, hi = chart.timeline_y_range()
+    assert lo == 0 and peak < hi < 1.2 * peak  # the columns fill the plot: no flat line
+    assert chart.offscale_text() == "window 1M ↑ · threshold 800k ↑"
+    assert chart._offscale_label.isVisible()
+    (_, right), _ = chart._bar_plot.getPlotItem().getViewBox().viewRange()
+    assert nxt.used < right < 2 * nxt.used and chart._bar_offscale.isVisible()  # the bar on its own scale too
+    # the way back: the whole window, and the choice is kept as calls come
+    chart.fit_button.click()
+    assert not chart.fit_to_data() and chart.timeline_y_range()[1] >= 1_000_000
+    assert chart.offscale_text() == "" and not chart._offscale_label.isVisible()
+    assert chart._bar_plot.getPlotItem().getViewBox().viewRange()[0][1] >= 1_000_000
+    chart.append_call(_small_session(calls=9)[-1])
+    assert not chart.fit_to_data() and not chart.fit_button.isChecked()
+    chart.fit_button.click()
+    assert chart.fit_to_data() and chart.timeline_y_range()[1] < 30_000
+
+
+def test_a_session_that_fills_its_window_is_drawn_against_the_whole_window(chart):
+    chart.set_timeline(_small_session(window=20_000))
+    assert not chart.fit_to_data() and chart.timeline_y_range()[1] >= 20_000  # the window line in sight
+    assert chart.offscale_text() == ""
+    chart.set_fit_to_data(True)  # asked for: the window is above the calls, so the scale fits them
+    assert chart.fit_to_data() and chart.timeline_y_range()[1] < 20_000
+    chart.set_fit_to_data(None)
+    chart.clear()
+    assert not chart.fit_to_data() and not chart.fit_button.isEnabled()  # nothing drawn: nothing to fit
+
+
+def test_the_window_and_threshold_lines_run_across_the_chart(chart):
+    from widgets.context_chart import FAR
+
+    recs = [record(i) for i in range(3)]
+    chart.set_timeline(recs)
+    chart.set_snapshot(snap(threshold_tokens=90_000))  # the next request's threshold differs from the calls'
+    for name in ("window", "threshold"):
+        assert chart.line_span(name) == (-FAR, FAR)  # from the left edge on past the next request's column
+    x, y = chart._threshold_curve.getData()
+    assert y[0] == 80_000 and y[-1] == 90_000 and x[-2] == 3.5  # the next request's from after the last call
+    on_columns = [(a, b) for a, b in zip(x, y, strict=True) if 0 < a < 3.6]
+    assert (0.5, 80_000) in on_columns and (3.5, 80_000) in on_columns  # every column covered
+    chart.clear()
+    chart.set_snapshot(snap())  # no call yet: the next request's lines, still across
+    assert chart.line_span("threshold") == (-FAR, FAR)
+
+
+def test_the_legend_and_the_tooltips_say_which_regions_are_exact_and_which_estimated(chart):
+    chart.set_snapshot(snap(accuracy="calibrated"))
+    assert chart.legend_accuracy("history_tool") == "cal." and chart.legend_accuracy("reserve") == "set"
+    assert "scaled to the provider's count" in chart._legend._names["history_tool"].toolTip()
+    chart.set_snapshot(snap(accuracy="exact", estimator="exact"))
+    assert chart.legend_accuracy("history_user") == "exact"
+    chart.set_snapshot(snap(accuracy="estimated", prefix_source="inferred"))
+    assert chart.legend_accuracy("system") == "inferred" and chart.legend_accuracy("summary") == "est."
+    assert "inferred" in chart._legend._names["system"].toolTip()
+    recs = [record(i) for i in range(2)]
+    recs[1]["prefix_source"] = "file"  # an import's call: its system prompt and tools counted as sent
+    chart.set_timeline(recs)
+    assert "History · tool results: 3,000 (calibrated)" in chart.column_tooltip(0)
+    tip = chart.column_tooltip(1)
+    assert "System prompt: 1,000 (estimated)" in tip and "Tool definitions: 500 (estimated)" in tip
+    assert "History · user: 1,010 (calibrated)" in tip
+    chart.set_snapshot(None)
+    assert chart.legend_accuracy("system") == ""

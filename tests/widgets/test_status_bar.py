@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from engine.model.snapshot import ContextSnapshot
+from engine.usage.costs import RecordsCost, SessionCost
 from widgets.status_bar import ContextStatusBar
 from widgets.theme import DARK
 
@@ -80,13 +81,20 @@ def test_the_agents_own_cost(bar):
 
 def test_the_sessions_cost_so_far_beside_the_agents_own(bar):
     assert bar.texts()["session_cost"] == "" and bar.session_cost_label.isHidden()
-    bar.set_session_cost(0.5, 3)
+    bar.set_session_cost(SessionCost(RecordsCost(0.5, 3, 0)))
     bar.set_agent_cost(0.52)
     assert bar.texts()["session_cost"] == "cost: $0.5000" and not bar.session_cost_label.isHidden()
     assert bar.texts()["agent_cost"] == "agent's cost: $0.5200"
-    bar.set_session_cost(1.25, 4, unpriced=1, problem="no price for 'x'")
+    bar.set_session_cost(SessionCost(RecordsCost(1.0, 3, 1, "no price for 'x'"), RecordsCost(0.2, 2, 0),
+                                     RecordsCost(0.05, 1, 0), agent_usd=1.3))
     assert bar.texts()["session_cost"] == "cost: $1.25+" and "no price for 'x'" in bar.session_cost_label.toolTip()
-    bar.set_session_cost(None, 2, unpriced=2)
+    tip = bar.session_cost_label.toolTip()  # the parts and the agent's own cost, as every view says them
+    assert "main $1.00+ (3 calls) · subagents $0.2000 (2 calls) · compaction $0.0500 (1 call)" in tip
+    assert "The agent's own cost: $1.30 (ours −$0.0500)" in tip
+    bar.set_session_cost(SessionCost(RecordsCost(None, 2, 2)))
     assert bar.texts()["session_cost"] == "cost: unknown"
-    bar.set_session_cost(None, 0)
+    bar.set_session_cost(SessionCost(RecordsCost(None, 0, 0)))
+    assert bar.session_cost_label.isHidden()
+    bar.set_session_cost(SessionCost(RecordsCost(0.5, 3, 0)))
+    bar.set_session_cost(None)
     assert bar.session_cost_label.isHidden()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QDate, Qt
 
 from widgets.formatting import format_usd
 from widgets.theme import DARK
@@ -168,21 +167,89 @@ def test_a_report_of_10000_sessions_fills_the_table(view: UsageView) -> None:
 
 
 def test_the_date_range(view: UsageView, qtbot: Any) -> None:
-    since, until = view.date_range()  # the last 30 days by default
-    assert until == "" and since == (date.today() - timedelta(days=29)).isoformat()
-    with qtbot.waitSignal(view.refresh_requested) as blocker:
+    from engine.usage.report import last_days
+
+    since, until = view.date_range()  # the last 30 days by default: the engine's range, today (UTC) the last
+    start, end = last_days(30)
+    assert (since, until) == (start.isoformat(), end.isoformat()) and view.preset_days() == 30
+    with qtbot.waitSignal(view.days_requested) as blocker:
         view.set_days(0)
-    assert blocker.args == ["", "", False]
-    with qtbot.waitSignal(view.refresh_requested) as blocker:
-        view.preset.setCurrentIndex(0)  # the last 7 days
-    assert blocker.args[0] == (date.today() - timedelta(days=6)).isoformat()
-    with qtbot.waitSignal(view.refresh_requested) as blocker:
+    assert blocker.args == [0, False] and view.date_range() == ("", "")
+    with qtbot.waitSignal(view.days_requested) as blocker:
+        view.preset.setCurrentIndex(0)  # the last 7 days: asked as such, the engine makes the range
+    assert blocker.args == [7, False]
+    view.set_report(_report(since="2026-02-24", until="2026-03-02", first_day="2026-02-24", last_day="2026-03-02"))
+    assert view.date_range() == ("2026-02-24", "2026-03-02")  # the range the engine made, shown
+    with qtbot.waitSignal(view.days_requested) as blocker:
         view.refresh_button.click()
-    assert blocker.args[2] is True  # Refresh reads new session files
-    view.until_edit.setDate(view.until_edit.date().fromString("2026-03-02", "yyyy-MM-dd"))
-    with qtbot.waitSignal(view.refresh_requested) as blocker:
-        view.until_edit.editingFinished.emit()
-    assert blocker.args[1] == "2026-03-02" and view.preset.currentText() == "Custom"
+    assert blocker.args == [7, True]  # Refresh reads new session files
+    with qtbot.waitSignal(view.refresh_requested, timeout=2000) as blocker:
+        view.until_edit.setDate(QDate(2026, 3, 1))  # a date picked: asked for without Enter
+    assert blocker.args == ["2026-02-24", "2026-03-01", False] and view.preset.currentText() == "Custom"
+    with qtbot.assertNotEmitted(view.refresh_requested, wait=600):
+        view.until_edit.editingFinished.emit()  # Enter on the same range: not asked again
+    asked: list[list[Any]] = []
+    view.refresh_requested.connect(lambda *a: asked.append(list(a)))
+    view.since_edit.setDate(QDate(2026, 2, 20))  # typed digit by digit: asked once it settles
+    view.since_edit.setDate(QDate(2026, 2, 21))
+    qtbot.waitUntil(lambda: bool(asked), timeout=2000)
+    qtbot.wait(100)
+    assert asked == [["2026-02-21", "2026-03-01", False]]
+    view.set_report(_report(since="2026-02-21", until="2026-03-01"))  # Custom: the boxes stay as the user set them
+    assert view.date_range() == ("2026-02-21", "2026-03-01")
+    with qtbot.waitSignal(view.refresh_requested, timeout=100) as blocker:  # (before the typing's settle time)
+        view.until_edit.calendarWidget().clicked.emit(QDate(2026, 3, 2))  # a day clicked in the calendar: at once
+    assert blocker.args == ["2026-02-21", "2026-03-02", False]
+
+
+def test_the_bars_span_the_range_asked_not_only_its_days_with_calls(view: UsageView) -> None:
+    view.set_report(_report(since="2026-02-27", until="2026-03-05", first_day="2026-02-27", last_day="2026-03-05"))
+    assert view.days()[0] == "2026-02-27" and view.days()[-1] == "2026-03-05" and len(view.days()) == 7
+    assert view.bar_totals() == pytest.approx([0, 0, 3.5, 0, 1.0, 0, 0])
+    p = view.plot.getPlotItem()
+    (x0, x1), _ = p.viewRange()
+    assert x0 < 0 and x1 > 6  # every day of the range in view
+    ticks = view._day_axis.tickStrings([0.0, 2.0, 6.0], 1.0, 1.0)
+    assert ticks == ["02-27", "03-01", "03-05"]
+
+
+def test_projects_are_shown_short_with_their_full_path_in_the_tooltip(view: UsageView) -> None:
+    import os
+
+    home = os.path.expanduser("~")
+    full = f"{home}/a/work"
+    other = "/srv/b/work"
+    view.set_report(_report(projects=[{"project": full, "cost_usd": 4.0, "calls": 3},
+                                      {"project": other, "cost_usd": 0.5, "calls": 9}],
+                            sessions=[{"title": "t", "project": full, "path": "/x/t.jsonl", "cost_usd": 1.0}]))
+    t = view.projects
+    assert [t.text(r, 0) for r in range(2)] == ["~/a/work", "/srv/b/work"]  # two folders named "work": two rows
+    model = t.model()
+    assert model.data(model.index(0, 0), Qt.ItemDataRole.ToolTipRole) == full
+    assert view.sessions.text(0, 2) == "~/a/work" and view.sessions.tooltip(0, 2) == full
+
+
+def test_the_sort_arrow_points_up_when_the_smallest_come_first(view: UsageView) -> None:
+    from PySide6.QtGui import QImage
+
+    view.show()
+    view.set_report(_report())
+    header = view.sessions.horizontalHeader()
+
+    def arrow_rows(order: Qt.SortOrder) -> list[int]:
+        view.sessions.sort_by(6, order)
+        header.repaint()
+        image = header.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+        x0 = header.sectionViewportPosition(6) + header.sectionSize(6)  # the arrow: right of the title
+        rows = [sum(1 for x in range(x0 - 16, x0 - 3) if image.pixelColor(x, y).lightness() < 220)
+                for y in range(1, image.height() - 2)]  # its marked pixels, row by row (not the borders)
+        return [c for c in rows if c]
+
+    up = arrow_rows(Qt.SortOrder.AscendingOrder)
+    down = arrow_rows(Qt.SortOrder.DescendingOrder)
+    assert len(up) >= 2 and len(down) >= 2
+    assert up[0] < up[-1]  # ascending: narrow at the top, wide at the bottom — an arrow pointing up
+    assert down[0] > down[-1]
 
 
 def test_palette(view: UsageView) -> None:
@@ -211,3 +278,28 @@ def test_the_files_that_could_not_be_read_and_the_warnings_are_shown(view: Usage
     assert view.unreadable_list.isHidden()
     view.set_report(_report())  # a later update read everything: the line goes
     assert view.notes.isHidden()
+
+
+def test_files_read_in_part_are_told_apart_from_files_not_read(view: UsageView) -> None:
+    view.show()
+    unreadable = [{"path": "/h/a.jsonl", "reason": "not a regular file (FIFO): not read"},
+                  {"path": "/h/b.jsonl", "partly": True,
+                   "reason": "3 line(s) could not be read (line 7: not JSON); the rest is counted"}]
+    view.set_report(_report(unreadable=unreadable))
+    assert "1 session file could not be read · 1 session file read in part" in view.notes.text()
+    view.set_report(_report(unreadable=unreadable[1:]))
+    text = view.notes.text()
+    assert "read in part" in text and "could not be read</span>" not in text
+    view.notes.linkActivated.emit("unreadable")
+    assert view.unreadable_list.text() == f"/h/b.jsonl — {unreadable[1]['reason']}"
+
+
+def test_a_live_report_does_not_overwrite_a_date_being_typed(view: UsageView, qtbot: Any) -> None:
+    view.set_report(_report(since="2026-02-01", until="2026-03-02"))  # the last 30 days, as the engine made them
+    assert view.date_range() == ("2026-02-01", "2026-03-02")
+    view.since_edit.setDate(QDate(2026, 2, 15))  # typing…
+    view.set_report(_report(since="2026-02-01", until="2026-03-02"))  # a live refresh of the preset comes in
+    assert view.date_range()[0] == "2026-02-15"
+    with qtbot.waitSignal(view.refresh_requested, timeout=2000) as blocker:
+        pass  # settled: asked for as a Custom range
+    assert blocker.args == ["2026-02-15", "2026-03-02", False] and view.preset_days() == -1

@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QTextDocument, QTextOption
 
+from engine.model.compaction_change import event_change
 from engine.model.messages import content_text, media_count
 from engine.model.text import format_bytes
 from widgets.chat_view.document import SafeTextDocument, block_rect, code_blocks
@@ -114,11 +115,9 @@ def attachment_title(msg: dict[str, Any], tokens: int, expanded: bool = False) -
 def marker_line(ev: dict[str, Any]) -> str:
     """A compaction marker's figures: before → after (the first call after, for an import), messages
     compacted and kept, and — for ctxbench's own compactions — how long it took."""
-    before = int(ev.get("tokens_before") or 0)
-    after = int(ev.get("tokens_after") or 0)
-    change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
+    change = event_change(ev)  # one basis in every view (engine.model.compaction_change)
     line = (
-        f"{format_tokens(before)} → {format_tokens(after)} tokens{change} · "
+        f"{change.text(format_tokens)}{' ⚠' if change.grows else ''} · "
         f"{int(ev.get('messages_compacted') or 0):,} messages compacted, "
         f"{int(ev.get('messages_kept') or 0):,} kept"
     )

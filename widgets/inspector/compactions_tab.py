@@ -24,9 +24,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.model.compaction_change import event_change
+from engine.usage.costs import compaction_call_cost
 from widgets.compaction_text import compaction_details, cost_line, placed_line, post_line, usd_line
 from widgets.formatting import format_usd, local_time_text
 from widgets.theme import Palette, format_tokens, palette
+
+
+def _cost_cell(ev: dict[str, Any]) -> str:
+    """The agent's own figure of what compacting cost, else the compaction call at litellm's prices (with "+" when
+    the file holds no output figure for it: a lower bound), else ""."""
+    usd = ev.get("cost_usd")
+    if isinstance(usd, int | float) and not isinstance(usd, bool):
+        return format_usd(usd)
+    priced = compaction_call_cost(ev)
+    if priced is None or priced.usd is None:
+        return ""
+    return format_usd(priced.usd) + ("+" if priced.problem else "")
 
 
 class CompactionLogPanel(QWidget):
@@ -85,23 +99,23 @@ class CompactionLogPanel(QWidget):
         self.events.append(dict(ev))
         row = self.table.rowCount()
         self.table.insertRow(row)
-        before = int(ev.get("tokens_before") or 0)
-        after = int(ev.get("tokens_after") or 0)
+        change = event_change(ev)  # one basis in every view (engine.model.compaction_change)
         cells = [
             local_time_text(ev.get("ts"), "%Y-%m-%d %H:%M:%S"),
             str(ev.get("trigger") or "?"),
             str(ev.get("result") or "?"),
-            f"{format_tokens(before)} → {format_tokens(after)}",
+            change.text(format_tokens, short=True) + (" ⚠" if change.grows else ""),
             f"{int(ev.get('messages_compacted') or 0):,} / {int(ev.get('messages_kept') or 0):,}",
             "—" if ev.get("source_format") else f"{float(ev.get('duration_ms') or 0) / 1000:.1f} s",
-            format_usd(usd) if isinstance(usd := ev.get("cost_usd"), int | float) and not isinstance(usd, bool) else "",
+            _cost_cell(ev),
         ]
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            if col == 2 and ev.get("result") == "failed":
-                item.setForeground(QColor(self._pal.error))
-            tip = "\n".join(t for t in (str(ev.get("reason") or ""), post_line(ev), usd_line(ev), cost_line(ev),
-                                         placed_line(ev)) if t)
+            if (col == 2 and ev.get("result") == "failed") or (col == 3 and change.grows):
+                item.setForeground(QColor(self._pal.error if col == 2 else self._pal.warning))
+            basis = f"Before → after: {change.text(format_tokens)}" if col == 3 else ""
+            tip = "\n".join(t for t in (str(ev.get("reason") or ""), basis, change.warning() if col == 3 else "",
+                                         post_line(ev), usd_line(ev), cost_line(ev), placed_line(ev)) if t)
             if tip:
                 item.setToolTip(tip)
             self.table.setItem(row, col, item)

@@ -142,8 +142,14 @@ def costs_text(costs: ToolCosts | None) -> tuple[str, str]:
     if total.usd is None:
         return "Cost by tool: ?", f"Unknown: none of the session's {_plural(total.calls, 'call')} has a price ({why})"
     plus = "+" if total.unpriced else ""
-    text = (f"Cost by tool: Calls $ {usd_cell_text(costs.calls_usd, total.unpriced)} = "
-            f"{_pct(costs.calls_usd, total.usd)} of the session's {format_usd(total.usd)}{plus} "
+    session = costs.session
+    whole = session.total if session is not None else total
+    of = "the session's" if whole.calls == total.calls else "the main calls'"
+    head = ""
+    if whole.calls != total.calls and session is not None:  # subagents' and compactions' calls call no tool here
+        head = f"Session {usd_cell_text(whole.usd, whole.unpriced + whole.partial)} ({session.breakdown()}) · "
+    text = (f"{head}Cost by tool: Calls $ {usd_cell_text(costs.calls_usd, total.unpriced)} = "
+            f"{_pct(costs.calls_usd, total.usd)} of {of} {format_usd(total.usd)}{plus} "
             f"({_plural(costs.no_tool_responses, 'response')} without a tool call: "
             f"{usd_cell_text(costs.no_tool_usd, total.unpriced)}) · Context $ "
             f"{usd_cell_text(costs.context_usd, total.unpriced)} = {_pct(costs.context_usd, costs.prompt_usd)} of the "
@@ -153,6 +159,8 @@ def costs_text(costs: ToolCosts | None) -> tuple[str, str]:
             "session's total.",
             "Context $: the tools' calls and results carried in the prompts, a share of the input cost "
             "(estimated); the two overlap and are not to be added."]
+    if session is not None:
+        tips += session.lines()
     if total.unpriced:
         tips.append(f"{total.unpriced:,} of the {_plural(total.calls, 'call')} without a price ({why}): "
                     "the figures marked + are lower bounds.")

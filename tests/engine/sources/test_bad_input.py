@@ -134,8 +134,11 @@ def test_a_missing_subagent_file_is_in_the_report(capsys: pytest.CaptureFixture[
     (tmp_path / session.stem / "subagents" / "agent-a881341.jsonl").unlink()
     code = cli.main(["import", str(session), "--session", str(tmp_path / "out"), "--no-model-info"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 0 and report["subagents"] == [] and report["reported_calls"] == 152
+    assert code == 0 and report["reported_calls"] == 152
     assert any("agent-a881341.jsonl is missing" in s for s in report["skipped"])
+    # its calls streamed into the parent as progress records: a subagent of calls only, with no file
+    (sub,) = report["subagents"]
+    assert sub["id"] == "a881341" and sub["file"] is None and sub["messages"] == 0 and sub["reported_calls"] > 0
 
 
 def test_a_file_that_cannot_be_read(tmp_path: Path) -> None:

@@ -335,3 +335,35 @@ def test_the_title_skips_claude_codes_interruption_note(tmp_path: Path) -> None:
     path.write_text(user(1, [{"type": "text", "text": "[Request interrupted by user for tool use]"}])
                     + user(2, "[Request interrupted by user]") + user(3, "fix the flaky test"))
     assert discovery.summarize("claude-code", path).title == "fix the flaky test"
+
+
+def test_a_codex_0_169_rollout_is_titled_by_its_first_prompt_in_its_working_folder(tmp_path: Path) -> None:
+    # Codex 0.169 writes no user_message event and an empty session_meta cwd: the prompt is the first user
+    # message item that Codex did not inject, the folder is world_state's
+    def line(kind: str, payload: dict[str, Any]) -> str:
+        line = {"timestamp": "2026-11-25T00:00:00.000Z", "ordinal": 0, "type": kind, "payload": payload}
+        return json.dumps(line) + "\n"
+
+    def user(*texts: str) -> str:
+        return line("response_item", {"type": "message", "role": "user",
+                                      "content": [{"type": "input_text", "text": t} for t in texts]})
+
+    path = tmp_path / "rollout-2026-11-25T00-00-00-019c.jsonl"
+    path.write_text(
+        line("session_meta", {"id": "019c", "cwd": "", "cli_version": "0.169.0"})
+        + line("world_state", {"full": True, "state": {"environments": {"environments": {
+            "local": {"cwd": "/home/me/work", "status": "available"}}}}})
+        + user("# AGENTS.md instructions for /home/me/work\n\n<INSTRUCTIONS>be brief</INSTRUCTIONS>",
+               "<environment_context>\n  <cwd>/home/me/work</cwd>\n</environment_context>")
+        + line("event_msg", {"type": "item_completed", "item": {"type": "UserMessage"}})
+        + user("  rename the   flag\nand run the tests")
+        + user("a later prompt"))
+    entry = discovery.summarize("codex", path)
+    assert entry.title == "rename the flag and run the tests"
+    assert entry.project == "work" and entry.session_id == "019c"
+    older = tmp_path / "rollout-old.jsonl"  # an older rollout: its user_message event, its session_meta cwd
+    older.write_text(line("session_meta", {"id": "old", "cwd": "/home/me/other"})
+                     + line("event_msg", {"type": "user_message", "message": "<environment_context>x"})
+                     + line("event_msg", {"type": "user_message", "message": "fix it"}))
+    entry = discovery.summarize("codex", older)
+    assert (entry.title, entry.project) == ("fix it", "other")

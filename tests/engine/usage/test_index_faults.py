@@ -428,3 +428,34 @@ def test_a_gemini_chat_whose_last_line_has_no_newline_counts_its_last_call(tmp_p
     os.utime(path, (past, past))
     assert _update(ix, tmp_path / "home").read == 1 and ix.totals() == want
     assert _update(UsageIndex(ix.root), tmp_path / "home").read == 0
+
+
+@pytest.mark.parametrize("state", ["settled", "newline-missing", "cut"])
+def test_a_claude_code_file_whose_last_line_has_no_newline_counts_its_last_call(home: Path, tmp_path: Path,
+                                                                               state: str) -> None:
+    """Claude Code killed mid-write leaves a last line without its newline and never touches the file again: that
+    call is not lost for as long as the file stays as it is. A whole JSON object (only its newline missing) is
+    counted at once and the file read again at the next update; a line cut while written waits for the rest."""
+    path = home / PROJECTS / "-home-u-a" / "a2.jsonl"
+    whole = UsageIndex(tmp_path / "whole")
+    _update(whole, home)
+    want = whole.totals()
+    data = path.read_bytes().rstrip(b"\n")
+    last = data.rfind(b"\n") + 1
+    path.write_bytes(data[:last] + data[last:][:40] if state == "cut" else data)
+    past = time.time() - 60
+    if state == "settled":
+        os.utime(path, (past, past))
+    ix = UsageIndex(tmp_path / "usage")
+    report = _update(ix, home)
+    assert report.read == 3 and not report.failed and not report.damaged
+    if state == "cut":
+        assert ix.totals()["calls"] == want["calls"] - 1  # half a line: it waits
+        path.write_bytes(data + b"\n")  # the agent writes the rest
+        assert _update(UsageIndex(ix.root), home).read == 1
+        assert UsageIndex(ix.root).totals() == want
+        return
+    assert ix.totals() == want
+    again = _update(UsageIndex(ix.root), home).read  # a new process: read again only if the file had not settled
+    assert again == (0 if state == "settled" else 1)
+    assert UsageIndex(ix.root).totals() == want

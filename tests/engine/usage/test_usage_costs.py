@@ -56,11 +56,11 @@ def test_session_cost_of_a_folder_and_of_a_file(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "events.jsonl").write_text(json.dumps(RECORD) + "\n" + json.dumps({"type": "compaction"}) + "\n")
     cost = session_cost(folder)
-    assert cost is not None and cost.calls == 1 and cost.usd == pytest.approx(_expected())
+    assert cost is not None and cost.total.calls == 1 and cost.usd == pytest.approx(_expected())
     assert folder_records(folder) == [RECORD] and folder_records(tmp_path) == []  # the context records only
     (tmp_path / "x.jsonl").write_text(_user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z"))
     cost = session_cost(tmp_path / "x.jsonl")
-    assert cost is not None and cost.calls == 1 and cost.usd and cost.usd > 0
+    assert cost is not None and cost.total.calls == 1 and cost.usd and cost.usd > 0
 
 
 def test_call_record_carries_the_readers_figures() -> None:
@@ -114,7 +114,7 @@ def test_the_report_of_all_days(index: UsageIndex) -> None:
     assert session["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in report.by_day_model))
     (tool,) = report.tools
     assert tool["tool"] == "Bash" and tool["results"] == 1 and tool["sessions"] == 1
-    assert report.projects[0]["project"] == "proj"
+    assert report.projects[0]["project"] == "/home/u/proj"  # the full path of the folder
     assert json.dumps(report.to_json())  # plain data
 
 
@@ -152,9 +152,10 @@ def test_the_markdown_export_has_the_sessions_and_each_calls_cost(tmp_path: Path
     (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*records, compaction]))
     text = export.session_markdown(export.read_session(folder))
     lines = text.splitlines()
-    assert (f"- **Cost:** ${2 * by_hand:,.4f} for 3 calls at litellm's prices (+ 1 calls without a price: "
-            "no price for 'nope-model'") in text
-    assert "- **The agent's own cost:** $1.5000" in lines
+    # main + compaction calls (the session's one cost), with its parts
+    assert (f"- **Cost:** ${3 * by_hand:,.4f} for 4 calls at litellm's prices (main ${2 * by_hand:,.4f}+ (3 calls) · "
+            f"compaction ${by_hand:,.4f} (1 call)) (+ 1 calls without a price: no price for 'nope-model'") in text
+    assert "- **The agent's own cost:** $1.50" in lines
     headings = [line for line in lines if line.startswith("### ")]
     assert headings[0].endswith("10:00:00.000+00:00")  # a user message: no call
     assert headings[1].endswith(f"10:00:01.000+00:00 · call 1 · ${by_hand:,.4f}")

@@ -101,6 +101,22 @@ def first_line_outputs(home: Path) -> dict[str, int]:
     return first
 
 
+def progress_only(home: Path) -> set[str]:
+    """The requests of subagents' calls that only a parent file's ``progress`` records hold (no subagent file):
+    ours counts them (engine.sources.claude_code), ccusage does not read progress records."""
+    streamed: set[str] = set()
+    held: set[str] = set()
+    for path in sorted(home.rglob("*.jsonl")):
+        for raw in path.read_text().splitlines():
+            obj = json.loads(raw)
+            if obj.get("type") == "assistant":
+                held.add(str(obj.get("requestId")))
+            elif obj.get("type") == "progress" and isinstance(inner := (obj.get("data") or {}).get("message"), dict):
+                if inner.get("type") == "assistant" and inner.get("requestId"):
+                    streamed.add(str(inner["requestId"]))
+    return streamed - held
+
+
 def ours(home: Path, tmp: Path) -> tuple[list[dict[str, Any]], dict[str, int]]:
     ix = UsageIndex(tmp)
     ix.update(home=home, env={})
@@ -111,7 +127,9 @@ def ours(home: Path, tmp: Path) -> tuple[list[dict[str, Any]], dict[str, int]]:
     names = [d[0] for d in cur.description]
     rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
     con.close()
-    return rows, first_line_outputs(home)
+    streamed = progress_only(home)
+    assert len([r for r in rows if r["request_id"] in streamed]) == len(streamed)  # each counted, once
+    return [r for r in rows if r["request_id"] not in streamed], first_line_outputs(home)
 
 
 def compare(rows: list[dict[str, Any]], first: dict[str, int], theirs: dict[str, dict[str, Any]],

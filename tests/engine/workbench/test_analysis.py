@@ -72,7 +72,10 @@ async def test_tools_equal_the_cli(rig: Rig) -> None:  # noqa: F811
     assert "calls_cost_usd" in keys and "context_cost_share" in keys
     assert [costs.of(t["tool"]).to_json(costs.total.usd) for t in cli["tools"]] == \
         [{k: t[k] for k in ("tool", *keys)} for t in cli["tools"]]
-    assert cli["cost"]["cost_usd"] == costs.total.usd and cli["tool_costs"]["calls_cost_usd"] > 0
+    # the session's cost (main + subagents + compaction calls) is the CLI's, its main part what the tools share out
+    assert costs.session is not None and cli["cost"] == costs.session.to_json()
+    assert cli["cost"]["main"]["cost_usd"] == costs.total.usd and cli["tool_costs"]["calls_cost_usd"] > 0
+    assert costs.session.subagents.calls == 13 and costs.session.compaction.calls == 1
     assert mine["history_tokens"] == cli["history_tokens"]
     assert [r["message_id"] for r in mine["largest"][:len(cli["largest"])]] == \
         [r["message_id"] for r in cli["largest"]][:len(mine["largest"])]
@@ -93,3 +96,36 @@ async def test_subagents_in_the_view(rig: Rig) -> None:  # noqa: F811
     rec = view.timeline[sub["call_index"]]
     issuing = next(m for m in view.messages if m.get("id") == rec["message_id"])
     assert any(c.get("id") == sub["parent_tool_call_id"] for c in issuing.get("tool_calls") or [])
+
+
+@pytest.mark.asyncio
+async def test_a_tool_result_has_one_size_in_the_tools_tab_the_archive_and_the_chat(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Issue 27: 258c7280's largest result (Write #61) was 10,283 tokens in the Tools tab and ``ctxbench tools``
+    (the heuristic) but 9,810 in the Archive (the session counted with the offline model's tokenizer, the
+    app's default): another agent's session is counted with the heuristic everywhere."""
+    big = SHARED / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    if not big.exists():
+        pytest.skip(f"{big} is not here")
+    from engine.context.tokens import HeuristicEstimator, LocalEstimator
+
+    rig.wb.core.settings = rig.wb.core.settings.replace(model="local/smollm2-135m-instruct", estimator="auto")
+    assert isinstance(rig.wb.core.estimator(), LocalEstimator)  # what an own session would count with
+    await rig.wb.open_source(big)
+    await rig.until(lambda: bool(rig.of(ev.SessionLoaded)))
+    session = rig.wb.session
+    assert session is not None and isinstance(session.estimator, HeuristicEstimator)
+    rig.wb.tool_attribution()
+    await rig.until(lambda: bool(rig.of(ev.ToolsReady)))
+    tools = rig.of(ev.ToolsReady)[-1]
+    largest = tools.attribution.largest[0]
+    assert (largest.tool, largest.index + 1, largest.tokens) == ("Write", 61, 10_283)
+    day = tools.locations[largest.message_id]
+    rig.wb.load_archive_day(day)
+    await rig.until(lambda: bool(rig.of(ev.ArchiveMessages)))
+    assert rig.of(ev.ArchiveMessages)[-1].tokens[largest.message_id] == largest.tokens
+    view = rig.of(ev.SessionLoaded)[-1].view
+    assert view.state.tokens.get(largest.message_id, largest.tokens) == largest.tokens  # the chat's count
+    cli = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "tools", str(big), "--json"], cwd=ROOT,
+                                    capture_output=True, text=True, check=True).stdout)
+    assert cli["largest"][0]["tokens"] == largest.tokens

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.context.tokens import HeuristicEstimator
 from engine.workbench import events as ev
 from engine.workbench.imported import FROM_FILE, INFERRED, ImportFacts, group_tools, import_facts
 from engine.workbench.source_views import view_title
@@ -118,3 +119,29 @@ def test_the_next_request_of_a_file_with_its_prefix_draws_that_prefix(folder: Pa
         assert (snap.system, snap.tools) == (meta["system_prompt_tokens"], tools)
     finally:
         session.close()
+
+
+def test_tool_definitions_have_one_size_in_the_legend_the_tooltip_and_the_tools_tab(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: the next request's *Tool definitions* (the chart's legend), each call's region (its tooltip) and
+    the Tools tab's list are one figure: the sum of each definition's tokens (it was 7,240 vs 7,244: the list
+    counted whole in the calls' records, each one apart in the legend)."""
+    from engine.agent import imported_prefix_tokens
+    from engine.context.conversation import Session
+
+    tools = [{**t, "description": t["description"] + "x" * i} for i, t in enumerate(cf.TOOLS)]
+    monkeypatch.setattr(cf, "TOOLS", tools)
+    folder = cf.import_session(tmp_path)
+    meta = json.loads((folder / "session.json").read_text(encoding="utf-8"))["import"]
+    listed = sum(d["tokens"] for d in meta["tool_definitions"])
+    assert HeuristicEstimator().tools(tools) != listed  # the two ways of summing differ here: the test can fail
+    records = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    calls = [r for r in records if r["type"] == "context" and r.get("prefix_source") == "file"]
+    assert calls and all(r["tools"] == listed for r in calls)
+    session = Session.load(folder)
+    try:
+        assert imported_prefix_tokens(session) == (meta["system_prompt_tokens"], listed)
+    finally:
+        session.close()
+    facts = import_facts({"import": meta})
+    assert facts is not None and facts.tool_tokens == listed

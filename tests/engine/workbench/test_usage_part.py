@@ -177,3 +177,21 @@ def test_a_quiet_refresh_does_not_replace_a_running_one(tmp_path: Path) -> None:
     assert events[-1].report is report and report.index["read"] == 1
     assert [e.report.updating for e in events] == [True, False]
 
+
+
+def test_the_last_n_days_end_today_in_utc_and_the_chart_spans_the_whole_range(tmp_path: Path,
+                                                                             monkeypatch: Any) -> None:
+    from datetime import date
+
+    from engine.usage import report as report_mod
+
+    monkeypatch.setattr(report_mod, "today_utc", lambda: date(2026, 3, 10))
+    events: list[Any] = []
+    part = _part(tmp_path, events)
+    report = _run(part, "2026-01-01", "2026-01-02", days=30)  # days win over since / until
+    assert (report.since, report.until) == ("2026-02-09", "2026-03-10")  # today the last: no day to come
+    assert (report.first_day, report.last_day) == ("2026-02-09", "2026-03-10")
+    assert report.total["calls"] == 2
+    everything = _run(part, days=0, update=False)
+    assert (everything.since, everything.until) == (None, None)
+    assert (everything.first_day, everything.last_day) == ("2026-03-01", "2026-03-10")  # first call … today

@@ -83,7 +83,7 @@ def test_compaction_marker_links_and_undo(view, qtbot):
     assert key == "cmp1"
     assert [it.key for it in view.chat_model().items()][2] == "cmp1"
     line = " ".join(texts(view, "cmp1"))
-    assert "manual" in line and "42,000 → 9,000 tokens (-79%)" in line
+    assert "manual" in line and "42,000 → 9,000 tokens incl. reserve (-79%)" in line  # an older record
     assert "32 messages compacted, 4 kept" in line
     with qtbot.waitSignal(view.summary_requested) as blocker:
         view.click("cmp1", hotspot(view, "cmp1", "summary"))
@@ -259,7 +259,8 @@ def test_an_imported_compaction_marker_says_the_agents_own_figures(view):
           "cost_usd": 0.012094, "placed_by": "file order", "source_format": "claude-code"}
     view.add_compaction_marker(ev, undoable=False, after_message_id="m1")
     line = texts(view, "cc")
-    assert line[1] == "12,326 → 12,666 tokens (+3%) · 14 messages compacted, 1 kept"  # no duration of its own
+    # no duration of its own; the prompt basis of every view, and the growth said
+    assert line[1] == "12,326 → 12,666 prompt tokens (+3%) ⚠ · 14 messages compacted, 1 kept"
     assert line[2] == "2,649 right after (the agent's count) · cost $0.0121 · placed by file order"
     view.update_compaction_marker("cc", {k: v for k, v in ev.items() if k not in ("post_tokens", "cost_usd",
                                                                                    "placed_by", "source_format")})

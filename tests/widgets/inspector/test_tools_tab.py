@@ -51,8 +51,15 @@ def test_the_tools_tab(qtbot, ins, folder: Path) -> None:
     assert not tools.cost_label.isHidden()
     line = tools.cost_label.text()
     assert costs.calls_usd is not None and costs.context_usd is not None and costs.prompt_usd is not None
-    assert line.startswith(f"Cost by tool: Calls $ {_usd(costs.calls_usd)} = ")
-    assert f"of the session's {_usd(costs.total.usd)} " in line
+    # the session's one cost (main + subagents + compaction, as the status bar, tools and usage say it) first,
+    # then what the tools share out: the main calls
+    session = costs.session
+    assert session is not None and session.subagents.calls == 13 and session.compaction.calls == 1
+    plus = "+" if session.total.lower_bound else ""  # its compaction call's output is a placeholder: unknown
+    assert line.startswith(f"Session {_usd(session.usd)}{plus} ({session.breakdown()}) · "
+                           f"Cost by tool: Calls $ {_usd(costs.calls_usd)} = ")
+    assert f"of the main calls' {_usd(costs.total.usd)} " in line
+    assert all(part in tools.cost_label.toolTip() for part in session.lines())
     assert f"Context $ {_usd(costs.context_usd)} = " in line and f"of the {_usd(costs.prompt_usd)} input cost" in line
     assert "estimated; overlaps Calls $" in line
     calls = sum(t.calls for t in result.tools)
