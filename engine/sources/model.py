@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from engine.model.messages import Message
+from engine.model.text import printable
 
 SourceFormat = Literal["claude-code", "codex", "gemini-cli", "opencode", "openhands", "swe-agent", "mini-swe-agent",
                        "openai"]
@@ -84,10 +85,13 @@ def trigger_of(value: Any) -> Trigger:
 
 @dataclass
 class Skipped:
-    """A line (1-based) or item the reader did not use, and why."""
+    """A line (1-based) or item the reader did not use, and why; ``damaged``: it could not be read at all (not
+    JSON, not UTF-8, too long, a value or shape no reader can take), as opposed to one of a kind the reader does not
+    use or a last line the agent may still be writing."""
 
     line: int
     reason: str
+    damaged: bool = False
 
     def describe(self) -> str:
         return f"line {self.line}: {self.reason}" if self.line > 0 else self.reason
@@ -417,22 +421,11 @@ def head_regular(path: Path | str, size: int) -> bytes:
     return data
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def shown_path(path: Path | str) -> str:
+def shown_path(path: str | os.PathLike[str]) -> str:
     """``path`` for a person: bytes of a name that are not UTF-8 (kept by Python as lone surrogates, which cannot
-    be printed or written as UTF-8) and control characters shown as ``\\xff`` escapes. The path itself stays as
-    it was, to be opened."""
-    text = str(path)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            text = os.fsencode(text).decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a surrogate no file name holds (from a file's text): as its code point
-            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    be printed or written as UTF-8) shown as ``\\xff`` escapes, control characters escaped
+    (:func:`engine.model.text.printable`). The path itself stays as it was, to be opened."""
+    return printable(os.fspath(path))
 
 
 # what one line of another agent's file can raise in a reader that did not foresee its shape: the line is skipped
@@ -441,30 +434,20 @@ LINE_ERRORS: tuple[type[BaseException], ...] = (TypeError, ValueError, Attribute
                                                  RecursionError, ArithmeticError)
 
 
-# the reasons of a line that could not be read at all (damage: flipped bytes, a cut, a bad value), as opposed to a
-# line of a kind the reader does not use, or a last line the agent may still be writing
-_DAMAGE = ("not JSON", "not UTF-8", "not read", "a line of more than", "a JSON ")
-
-
 def damaged_lines(session: SourceSession) -> list[Skipped]:
     """The lines (and OpenCode rows) of ``session`` and of its subagents that could not be read: damaged, not JSON,
     of a value or shape no reader can take; not the torn last line of a file still being written."""
-    out = []
-    for part in [session, *(sub.session for sub in session.subagents if sub.session is not None)]:
-        for item in part.skipped:
-            reason = item.reason
-            if reason.startswith(_DAMAGE) or ": data not JSON" in reason:
-                out.append(item)
-    return out
+    parts = [session, *(sub.session for sub in session.subagents if sub.session is not None)]
+    return [item for part in parts for item in part.skipped if item.damaged]
 
 
 def line_problem(n: int, exc: BaseException) -> Skipped:
     """The :class:`Skipped` of line ``n``, which a reader could not use because of ``exc`` (one of
     :data:`LINE_ERRORS`)."""
     if isinstance(exc, RecursionError):
-        return Skipped(n, "not read (nested too deeply)")
+        return Skipped(n, "not read (nested too deeply)", damaged=True)
     return Skipped(n, f"not read: a field of a shape this reader does not expect ({type(exc).__name__}: "
-                      f"{str(exc)[:80]})")
+                      f"{str(exc)[:80]})", damaged=True)
 
 
 def capped_lines(fh: Any, *, name: str = "", limit: int | None = None,
@@ -539,24 +522,24 @@ def json_lines(
         if (raw[:1].isspace() and not raw.strip()) or (skip is not None and raw.endswith(b"\n") and skip(raw)):
             continue
         if len(raw) > MAX_LINE_BYTES:
-            skipped.append(Skipped(n, f"a line of more than {byte_size(MAX_LINE_BYTES)}: not read"))
+            skipped.append(Skipped(n, f"a line of more than {byte_size(MAX_LINE_BYTES)}: not read", damaged=True))
             continue
         try:
             obj = _decode(raw.decode("utf-8"))
         except RecursionError:
-            skipped.append(Skipped(n, "not JSON (nested too deeply)"))
+            skipped.append(Skipped(n, "not JSON (nested too deeply)", damaged=True))
             continue
         except UnicodeDecodeError:
-            skipped.append(Skipped(n, "not UTF-8 text"))
+            skipped.append(Skipped(n, "not UTF-8 text", damaged=True))
             continue
         except ValueError as exc:
             if not raw.endswith(b"\n"):
                 skipped.append(Skipped(n, "truncated last line (the agent may still be writing it)"))
             else:
-                skipped.append(Skipped(n, f"not JSON ({str(exc)[:80]})"))
+                skipped.append(Skipped(n, f"not JSON ({str(exc)[:80]})", damaged=True))
             continue
         if not isinstance(obj, dict):
-            skipped.append(Skipped(n, f"a JSON {type(obj).__name__}, not an object"))
+            skipped.append(Skipped(n, f"a JSON {type(obj).__name__}, not an object", damaged=True))
             continue
         yield n, obj
 

@@ -705,7 +705,8 @@ class _Builder:
         s = self.s
         s.lines += 1 + len(parts)
         if row.data is None:
-            s.skipped.append(Skipped(0, f"message {row.id}: data not JSON (yet: OpenCode may still be writing it)"))
+            s.skipped.append(Skipped(0, f"message {row.id}: data not JSON (yet: OpenCode may still be writing it)",
+                                  damaged=True))
             return
         info = row.data
         role = info.get("role")
@@ -713,7 +714,8 @@ class _Builder:
         good = []
         for part in parts:
             if part.data is None:
-                s.skipped.append(Skipped(0, f"part {part.id}: data not JSON (yet: OpenCode may still be writing it)"))
+                s.skipped.append(Skipped(0, f"part {part.id}: data not JSON (yet: OpenCode may still be writing it)",
+                                      damaged=True))
                 continue
             kind = str(part.data.get("type") or "")
             if kind in IGNORED_PARTS:
@@ -913,12 +915,8 @@ class _Builder:
                 break
 
 
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def _step_cost(steps: list[_Step]) -> float | None:
-    costs = [_float((st.finish.data or {}).get("cost")) for st in steps if st.finish is not None]
+    costs = [float_or_none((st.finish.data or {}).get("cost")) for st in steps if st.finish is not None]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
 

@@ -99,6 +99,7 @@ from engine.sources.model import (
     int_or_none,
     open_regular,
     read_on,
+    shown_path,
 )
 from engine.sources.readers import read_source
 from engine.store.config import Settings, data_dir
@@ -252,12 +253,6 @@ class IndexBusy(UsageIndexError):
 
 class IndexReadOnly(UsageIndexError):
     """The index's folder cannot be written."""
-
-
-def shown_path(path: str | os.PathLike[str]) -> str:
-    """A path as text safe to show and to write as UTF-8: a file name that is not UTF-8 (surrogate escapes) shows
-    its bytes as ``\\xNN``, control characters escaped (:func:`engine.model.text.printable`)."""
-    return printable(os.fspath(path))
 
 
 def _reason(exc: BaseException) -> str:
@@ -843,43 +838,37 @@ class UsageIndex:
         kept.offset += len(data)
         if data:
             kept.tail = (kept.tail + data)[-64:]
-        waiting = False
-        settled = time.time() - st.st_mtime >= SETTLED_SECONDS
+        # the last line so far when it has no newline yet (never more than a line's cap)
+        lines = kept.partial + data
+        cut = lines.rfind(b"\n") + 1
+        kept.partial = lines[cut:][:_model.MAX_LINE_BYTES + 1]
+        one_hour: dict[str, int] | None = None
         if entry.agent != "claude-code":
             kept.reader.feed(data)
-            lines = kept.partial + data
-            kept.partial = lines[lines.rfind(b"\n") + 1:][:_model.MAX_LINE_BYTES + 1]  # never more than a line's cap
-            if kept.partial:  # a last line without its newline: read as it is when the file has settled or the
-                # line is a whole JSON object already (only its newline missing); read again next time unless settled
-                if settled or _whole_object(kept.partial):
-                    return kept.reader.finish(), None, not settled  # (the reader is spent: not kept)
-                waiting = True
-            session: SourceSession = kept.reader.session
-            one_hour = None
         else:
             if kept.reader.bulk:  # the whole file, complete lines: scanned, then built once
-                cut = data.rfind(b"\n") + 1
-                kept.reader.feed(data[:cut])
+                end = data.rfind(b"\n") + 1
+                kept.reader.feed(data[:end])
                 kept.reader.settle()
-                if cut < len(data):
-                    kept.reader.feed(data[cut:])
+                if end < len(data):
+                    kept.reader.feed(data[end:])
             else:
                 kept.reader.feed(data)
-            lines = kept.partial + data
-            cut = lines.rfind(b"\n") + 1
             _one_hour_of_lines(lines[:cut].splitlines(), kept.one_hour)
-            kept.partial = lines[cut:][:_model.MAX_LINE_BYTES + 1]
             one_hour = dict(kept.one_hour)
             if kept.partial:  # the last line so far counts in this read, and is read whole next time
                 _one_hour_of_lines([kept.partial], one_hour)
-                if settled or _whole_object(kept.partial):  # complete, or only its newline missing: read as it is
-                    return kept.reader.finish(subagents=True), one_hour, not settled  # (the reader is spent)
-                waiting = True
-            session = kept.reader.read_beside(subagents=True)
+        if kept.partial:  # a last line without its newline: read as it is when the file has settled or the line is
+            # a whole JSON object already (only its newline missing); the file is read again next time unless settled
+            settled = time.time() - st.st_mtime >= SETTLED_SECONDS
+            if settled or _whole_object(kept.partial):
+                return kept.reader.finish(), one_hour, not settled  # (the reader is spent: not kept)
+        session: SourceSession = (kept.reader.read_beside(subagents=True) if entry.agent == "claude-code"
+                                  else kept.reader.session)
         self._followed[entry.path] = kept
         while len(self._followed) > FOLLOWED:
             self._followed.pop(next(iter(self._followed)))
-        return session, one_hour, waiting
+        return session, one_hour, bool(kept.partial)
 
     # ------------------------------------------------------------------ manifest
 

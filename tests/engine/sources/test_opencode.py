@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.hostile import OPENCODE_SCHEMA
 from engine.sources import opencode
 from engine.sources.detect import detect_format
 from engine.sources.model import SourceError, SourceSession
@@ -26,18 +27,7 @@ from engine.sources.opencode import (
 )
 from engine.sources.readers import read_source
 
-SCHEMA = """
-CREATE TABLE session (id text PRIMARY KEY, project_id text NOT NULL, parent_id text, slug text NOT NULL,
-  directory text NOT NULL, title text NOT NULL, version text NOT NULL, cost real DEFAULT 0 NOT NULL,
-  tokens_input integer DEFAULT 0 NOT NULL, tokens_output integer DEFAULT 0 NOT NULL,
-  tokens_cache_read integer DEFAULT 0 NOT NULL, time_created integer NOT NULL, time_updated integer NOT NULL);
-CREATE TABLE message (id text PRIMARY KEY, session_id text NOT NULL, time_created integer NOT NULL,
-  time_updated integer NOT NULL, data text NOT NULL);
-CREATE TABLE part (id text PRIMARY KEY, message_id text NOT NULL, session_id text NOT NULL,
-  time_created integer NOT NULL, time_updated integer NOT NULL, data text NOT NULL);
-CREATE TABLE event (id text PRIMARY KEY, aggregate_id text NOT NULL, seq integer NOT NULL, type text NOT NULL,
-  data text NOT NULL);
-"""
+SCHEMA = OPENCODE_SCHEMA  # the columns of OpenCode 1.18's schema the reader uses (one copy, the benchmark's)
 T0 = 1_790_000_000_000
 SID = "ses_main"
 CHILD = "ses_child"
