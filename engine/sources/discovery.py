@@ -765,8 +765,19 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             atomic_write_bytes(index, _index_bytes({"version": INDEX_VERSION, "files": files}), durable=False)
         except OSError:
             pass  # a read-only data dir: the next scan reads everything again
+    entries = _without_resume_stubs(entries)
     entries.sort(key=lambda e: e.last_activity or e.started, reverse=True)
     return entries
+
+
+def _without_resume_stubs(entries: list[SourceEntry]) -> list[SourceEntry]:
+    """Gemini CLI's ``--resume`` first starts a file of its own under the resumed session's id (named by the
+    minute), then writes the conversation on into the resumed file: a resume in a later minute leaves that
+    stub, holding the ``<session_context>`` and nothing else. Such a file (no call, no prompt) whose session id
+    another file of the session holds is not listed; Gemini CLI's own session list leaves it out too."""
+    held = {e.session_id for e in entries if e.agent == "gemini-cli" and (e.calls or e.title)}
+    return [e for e in entries
+            if not (e.agent == "gemini-cli" and not e.calls and not e.title and e.session_id in held)]
 
 
 def format_table(entries: list[SourceEntry]) -> str:

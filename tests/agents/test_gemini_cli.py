@@ -7,8 +7,13 @@ What the pinned version does, as these tests pin it down:
 
 - one ``gemini`` record per response, written again when it grows (tokens, then tool calls): one call each;
 - the ``<session_context>`` user message exists only in a ``$set.messages`` patch;
-- ``--resume latest`` appends to the same file: a second header, then ``$set.messages`` restating the history
-  (with every tool result twice, and the resumed request sends them twice too);
+- ``--resume latest`` first starts a new file named by the current minute under the resumed session's id (a
+  header and the ``<session_context>``), then appends to the resumed file: ``$set.sessionId`` and
+  ``$set.messages`` restating the history (with every tool result twice, and the resumed request sends them
+  twice too). A resume in the same minute therefore appends both to the one file (a second header); a resume
+  in a later minute leaves a stub file of its own, which Sources does not list (as Gemini CLI's own list does
+  not: nothing in it to resume). The runs' clocks are pinned (:func:`run_gemini`'s ``clock``) so which case a
+  test gets never depends on when it runs;
 - the chat compression (a reported prompt above half the window, at the next turn) sends two
   ``:generateContent`` requests without tools (the summary and its verification), which the file does not
   record, then writes the new history as ``$set.messages`` (``<state_snapshot>`` summary first).
@@ -25,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from engine.sources.discovery import ScanProblem, scan_sources
 from engine.sources.gemini_cli import (
     IGNORED_MESSAGES,
     IGNORED_SET_KEYS,
@@ -42,6 +48,7 @@ from tests.agents.scripted_gemini import SUMMARY_TEXT, GeminiServer
 
 MODEL = "gemini-2.5-flash"
 PACKAGE = "@google/gemini-cli"
+CLOCK = 1_767_607_205_000  # 2026-01-05T10:00:05Z: each run's clock starts here (or a set time after it)
 BIG_PROMPT = 600_000  # reported prompt tokens above half of gemini-2.5's 1,048,576: the next turn compresses
 
 
@@ -69,18 +76,26 @@ def shell_script(commands: int, big_at: int = -1) -> Callable[[dict[str, Any]], 
     return script
 
 
-def run_gemini(home: AgentHome, server: ScriptedServer, prompt: str, *, resume: bool = False) -> Run:
+def run_gemini(home: AgentHome, server: ScriptedServer, prompt: str, *, resume: bool = False,
+               clock: int = CLOCK) -> Run:
+    """One headless run whose wall clock starts at ``clock`` (epoch ms, see ``shifted_clock.mjs``)."""
     gemini_dir = home.home / ".gemini"
     gemini_dir.mkdir(exist_ok=True)
     (gemini_dir / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
     (gemini_dir / "trustedFolders.json").write_text(json.dumps({str(home.work): "TRUST_FOLDER"}))
-    env = home.base_env() | {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": server.base_url}
+    env = home.base_env() | {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": server.base_url,
+                             "NODE_OPTIONS": f"--import={(HERE / 'shifted_clock.mjs').as_uri()}",
+                             "CTXBENCH_TEST_CLOCK": str(clock)}
     args = ["-p", prompt, "--approval-mode", "yolo", "-m", MODEL, *(["--resume", "latest"] if resume else [])]
     return home.run(agent_bin("gemini"), args, env, timeout=60).check()
 
 
+def session_files(home: AgentHome) -> list[Path]:
+    return sorted((home.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+
+
 def the_session(home: AgentHome) -> Path:
-    (path,) = sorted((home.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+    (path,) = session_files(home)
     return path
 
 
@@ -188,7 +203,7 @@ def test_three_shell_calls(agent_home: AgentHome, tmp_path: Path) -> None:
 def test_a_resumed_session_appends_to_its_file(agent_home: AgentHome, tmp_path: Path) -> None:
     with GeminiServer(shell_script(1)) as server:
         run_gemini(agent_home, server, "Run one command")
-        run_gemini(agent_home, server, "Run one more", resume=True)
+        run_gemini(agent_home, server, "Run one more", resume=True, clock=CLOCK + 20_000)  # the same minute
     answered = server.calls("main")
     assert len(answered) == 4  # a command and the closing text, twice
     path = the_session(agent_home)
@@ -209,12 +224,33 @@ def test_a_resumed_session_appends_to_its_file(agent_home: AgentHome, tmp_path: 
     import_it(path, tmp_path)
 
 
+def test_a_resume_in_a_later_minute_leaves_a_stub_sources_does_not_list(agent_home: AgentHome,
+                                                                        tmp_path: Path) -> None:
+    with GeminiServer(shell_script(1)) as server:
+        run_gemini(agent_home, server, "Run one command")
+        run_gemini(agent_home, server, "Run one more", resume=True, clock=CLOCK + 3_600_000)  # an hour later
+    answered = server.calls("main")
+    first, stub = session_files(agent_home)
+    assert "T10-00-" in first.name and "T11-00-" in stub.name
+    src, stub_src = read_gemini_cli(first), read_gemini_cli(stub)
+    assert stub_src.session_id == src.session_id  # the resumed session's id, nothing of it to resume
+    assert stub_src.calls == [] and [m["role"] for m in stub_src.messages] == ["user"]
+    assert "<session_context>" in stub_src.messages[0]["content"]
+    assert_every_type_known(first, src)
+    assert_calls_are_the_servers(src, answered)  # the resumed turn went to the first file
+    assert sum(1 for o in raw_lines(first) if record_kind(o) == "header") == 1
+    problems: list[ScanProblem] = []
+    entries = scan_sources(env={}, home=agent_home.home, index=tmp_path / "sources.json", problems=problems)
+    assert [(e.path, e.calls) for e in entries] == [(str(first), 4)] and problems == []
+    assert entries[0].title == "Run one command"
+
+
 def test_a_chat_compression(agent_home: AgentHome, tmp_path: Path) -> None:
     # the compression keeps the latest prompt and compresses what came before it: a second prompt is needed;
     # the resumed run's second request reports a prompt above half the window, the next turn compresses
     with GeminiServer(shell_script(2, big_at=4)) as server:
         run_gemini(agent_home, server, "Run two commands")
-        run_gemini(agent_home, server, "Run two more", resume=True)
+        run_gemini(agent_home, server, "Run two more", resume=True, clock=CLOCK + 20_000)
     log = server.calls()
     main = server.calls("main")
     summaries = server.calls("summary")

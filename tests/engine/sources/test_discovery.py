@@ -367,3 +367,19 @@ def test_a_codex_0_169_rollout_is_titled_by_its_first_prompt_in_its_working_fold
                      + line("event_msg", {"type": "user_message", "message": "fix it"}))
     entry = discovery.summarize("codex", older)
     assert (entry.title, entry.project) == ("fix it", "other")
+
+
+def test_a_gemini_cli_resume_stub_is_not_listed_but_a_new_empty_session_is(
+        gemini_opencode: tuple[Path, Any]) -> None:
+    gemini, _ = gemini_opencode
+    header = {"sessionId": "abc-123", "projectHash": "h", "startTime": "2026-11-25T11:00:00.000Z",
+              "lastUpdated": "2026-11-25T11:00:00.000Z", "kind": "main"}
+    context = {"$set": {"messages": [{"id": "c1", "timestamp": "2026-11-25T11:00:00.000Z", "type": "user",
+                                      "content": [{"text": "<session_context>\nThis is the Gemini CLI.\n"}]}]}}
+    stub = gemini.with_name("session-2026-11-25T11-00-abc12345.jsonl")  # the resume's own file, an hour on
+    stub.write_text(json.dumps(header) + "\n" + json.dumps(context) + "\n")
+    fresh = gemini.with_name("session-2026-11-25T12-00-def67890.jsonl")  # a session started, nothing sent yet
+    fresh.write_text(json.dumps(header | {"sessionId": "def-678"}) + "\n" + json.dumps(context) + "\n")
+    entries = discovery.scan_sources(Settings())
+    gemini_rows = sorted((e.session_id, Path(e.path).name, e.calls) for e in entries if e.agent == "gemini-cli")
+    assert gemini_rows == [("abc-123", gemini.name, 4), ("def-678", fresh.name, 0)]
