@@ -4,8 +4,10 @@
 
     ctxbench [gui] [--session ID] [--open TRANSCRIPT]
 
-The window is shown first; the engine opens the session right after and litellm (~3 s to import)
-loads in a background thread, so the window appears in well under 1.5 s. One
+The window is shown first; the engine opens the session right after, the other agents' sessions are
+scanned (the Sources tab, the first-run pointer to it) and litellm (~3 s to import) loads in a
+background thread, so the window appears in well under 1.5 s. Imports from other threads meanwhile
+wait for litellm's (:mod:`engine.llm.lazyimport`). One
 ``asyncio.Runner(loop_factory=qasync.QEventLoop)`` runs the whole app (Python 3.11 has no
 ``asyncio.run(loop_factory=…)``); closing the window ends the main coroutine, which cancels the
 running work and closes the session.
@@ -49,6 +51,9 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def run_gui(argv: Sequence[str] | None = None) -> int:
     """Start the desktop app; returns the exit code when the window is closed."""
+    from engine.llm import lazyimport
+
+    lazyimport.install()  # before Qt: PySide6's own __import__ hooks then call it (engine/llm/lazyimport.py)
     os.environ["QT_API"] = "pyside6"
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args, qt_args = _parse(sys.argv[1:] if argv is None else argv)
@@ -98,6 +103,7 @@ async def _main(app: Any, args: argparse.Namespace) -> int:
         app.processEvents()  # the window is painted before the chart's import
         window.ensure_chart()  # pyqtgraph, imported before litellm's background import starts
         controller.start()
+        controller.scan_sources()  # the other agents' sessions: the Sources tab and the first-run pointer
         if args.session:
             controller.open_session(args.session)
         if args.open:

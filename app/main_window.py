@@ -8,7 +8,8 @@ Layout: a horizontal splitter (sessions | chat column), the context chart dock a
 dock on the right, a toolbar (New, Compact, Stop, Undo compaction, Settings), menus (File: New
 session, Open transcript…, Export ▸ (chart PNG / SVG, session Markdown, calls CSV / JSON:
 app.export_menu), Quit; Edit: Undo compaction; View: the panels, theme), and the status bar
-(model, tokens used / window, estimate vs provider on the last call, state). Window geometry, dock
+(model, tokens used / window, estimate vs provider on the last call, state). Edit → Copy / Select
+All and the Help menu (Keyboard shortcuts, About) are app.wire_help's. Window geometry, dock
 layout and splitter sizes persist in ``window.ini`` in the config dir (QSettings, INI format). The
 theme follows the system colour scheme unless the settings force light or dark.
 
@@ -37,6 +38,7 @@ from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
 from app.wire_analysis import wire_analysis
 from app.wire_chat import wire_chat
+from app.wire_help import wire_help
 from app.wire_sources import wire_sources
 from app.wire_usage import wire_usage
 from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
@@ -110,7 +112,7 @@ class MainWindow(QMainWindow):
         # --- docks: context chart, inspector
         self.chart_dock = QDockWidget("Context window", self)
         self.chart_dock.setObjectName("ContextDock")
-        self._chart_placeholder = QLabel("Loading the chart…")
+        self._chart_placeholder = QLabel("Opening the session…")
         self._chart_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.chart_dock.setWidget(self._chart_placeholder)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.chart_dock)
@@ -133,6 +135,8 @@ class MainWindow(QMainWindow):
         self.analysis = wire_analysis(self)  # diff, Tools tab, subagent marks (app.wire_analysis)
         self._restore_window()
         self.set_busy(False)
+        self.compact_action.setEnabled(False)  # until a session is shown (its load says what applies)
+        self.undo_action.setEnabled(False)
 
     # ------------------------------------------------------------------ construction
 
@@ -251,6 +255,7 @@ class MainWindow(QMainWindow):
         wire_sources(self)  # app/wire_sources.py: Sources tab, read-only views, live follow, subagents
         wire_chat(self)  # app/wire_chat.py: Edit → Find… (Ctrl+F) and the find bar above the chat
         wire_usage(self)  # app/wire_usage.py: the Usage dock, the session's cost in the status bar
+        wire_help(self)  # app/wire_help.py: Edit → Copy / Select All, Help → Keyboard shortcuts, About
 
     # ------------------------------------------------------------------ chart (built lazily)
 
@@ -270,10 +275,20 @@ class MainWindow(QMainWindow):
         chart.set_snapshot(data["snapshot"])
         if data["draft"]:
             chart.set_draft_tokens(data["draft"])
+        chart.flush()
+        if self._session is not None:
+            self._show_chart()
+        return chart
+
+    def _show_chart(self) -> None:
+        """The chart replaces its placeholder once it has a session's figures to draw: before, its empty
+        axes (ticks 0 0 0 1 1, a -0 y axis) would show for the second the session takes to open."""
+        chart = self.chart
+        if chart is None or self.chart_dock.widget() is chart:
+            return
+        chart.flush()
         self.chart_dock.setWidget(chart)
         self._chart_placeholder.deleteLater()
-        chart.flush()
-        return chart
 
     def default_layout(self) -> None:
         """The dock sizes of a first start (the right third for the chart above the inspector)."""
@@ -563,15 +578,16 @@ class MainWindow(QMainWindow):
         if view.id not in self.sessions.session_ids():
             self.sessions.update_session({"id": view.id, "title": view.title})
         self.sessions.set_current(view.id)
+        self.inspector.clear_details()  # nothing of the session shown before stays in a pane
         self.inspector.set_session_dir(view.path)
         self.inspector.set_offloaded_files(view.files)
         self.inspector.set_compaction_events(view.compactions)
-        self.inspector.viewer.clear()
         self._chart_data["timeline"] = list(view.timeline)
         self._chart_data["compactions"] = list(view.compactions)
         if self.chart is not None:
             self.chart.set_timeline(view.timeline, view.compactions)
         self._apply_state(view.state)
+        self._show_chart()
         self.status.set_model(view.model)
         self.status.set_last_call(*view.last_call)
         self.status.set_state(self.controller.state)

@@ -15,6 +15,12 @@ first compaction); ``--diff A B`` computes the context diff from call A to call 
 diff window to ``OUT-diff.png``; ``--usage DIR`` indexes the agent session files in DIR (as ``source_dirs``,
 nothing of this machine) and shows the Usage view over all time (a window of its own: also written to
 ``OUT-usage.png``).
+
+``--first-frame`` also writes ``OUT-first.png``: the window as first painted, before the session has
+opened (what a launch shows in its first second). ``--sources DIR`` starts on a new, empty session
+with the agent session files in DIR scanned (as ``source_dirs``, nothing of this machine), as a first
+launch does: the pointer to the Sources tab shows. ``--menu NAME`` also writes ``OUT-menu.png``: that
+menu of the menu bar, open. ``--help-dialog about|shortcuts`` also writes ``OUT-help.png``.
 """
 
 from __future__ import annotations
@@ -54,6 +60,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                    help="raise this inspector tab")
     p.add_argument("--usage", type=Path, metavar="DIR",
                    help="show the Usage dock on the agent session files in DIR (all time)")
+    p.add_argument("--first-frame", action="store_true",
+                   help="also write OUT-first.png: the window before the session has opened")
+    p.add_argument("--sources", type=Path, metavar="DIR",
+                   help="start on a new empty session with the agent session files in DIR scanned")
+    p.add_argument("--menu", metavar="NAME", help="also write OUT-menu.png: this menu (File, Edit, View, Help) open")
+    p.add_argument("--help-dialog", choices=("about", "shortcuts"), help="also write OUT-help.png: that dialog")
     p.add_argument("--diff", type=int, nargs=2, metavar=("A", "B"),
                    help="show the context diff from call A to call B (also written to OUT-diff.png)")
     args = p.parse_args(argv)
@@ -83,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["CTXBENCH_CONFIG_DIR"] = str(home / "config")
         (home / "config").mkdir()
         text = SAMPLE_SETTINGS.format(theme=args.theme)
-        shown = args.source.resolve().parent if args.source is not None else args.usage
+        shown = args.source.resolve().parent if args.source is not None else (args.usage or args.sources)
         if shown is not None:  # the Sources tab lists the file's folder (and nothing of this machine)
             os.environ["HOME"] = str(home)
             os.environ.pop("CLAUDE_CONFIG_DIR", None)
@@ -126,6 +138,11 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     window = MainWindow(controller)
     window.resize(args.width, args.height)
     window.show()
+    if args.first_frame:  # as app.main: painted, then the chart built, before the session opens
+        app.processEvents()
+        window.ensure_chart()
+        await asyncio.sleep(0.05)
+        window.grab().save(str(_beside(args.out, "first")), "PNG")
     loaded = asyncio.get_running_loop().create_future()
 
     def on_loaded(view: object) -> None:
@@ -139,11 +156,16 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         controller.open_source(str(args.source.resolve()))
     elif args.open is not None:
         controller.import_transcript(str(args.open.resolve()))
+    elif args.sources is not None:
+        controller.new_session()
+        controller.scan_sources()  # as app.main does at launch
     else:
         controller.open_session(SAMPLE.name)
     view = await asyncio.wait_for(loaded, 60)
-    if args.source is not None:
+    if args.source is not None or args.sources is not None:
         await asyncio.sleep(0.5)  # the Sources scan
+        if args.sources is not None:
+            await _until(lambda: bool(window.sources_wiring.counts), 60)  # type: ignore[attr-defined]
     chart = window.ensure_chart()
     chart.set_cache_view(args.cache_view)
     if view.files:
@@ -182,6 +204,8 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         # the Usage view is a window of its own: written beside the main window's
         dock = window.usage_wiring.dock  # type: ignore[attr-defined]
         ok = bool(dock.grab().save(str(args.out.with_name(args.out.stem + "-usage.png")), "PNG"))
+    if ok and (args.menu or args.help_dialog):
+        ok = await _menus_and_help(window, args)
     dialog = window.analysis.dialog
     if ok and args.diff and dialog is not None:
         ok = bool(dialog.grab().save(str(args.out.with_name(args.out.stem + "-diff.png")), "PNG"))
@@ -189,6 +213,40 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     await controller.shutdown()
     if not ok:
         print(f"screenshot: cannot write {args.out}", file=sys.stderr)
+    return ok
+
+
+def _beside(out: Path, tag: str) -> Path:
+    return out.with_name(f"{out.stem}-{tag}.png")
+
+
+async def _menus_and_help(window: Any, args: argparse.Namespace) -> bool:
+    """--menu and --help-dialog: the menu open over the window (one image), the dialog on its own."""
+    from PySide6.QtGui import QPainter, QPixmap
+
+    ok = True
+    if args.menu:
+        found = [a for a in window.menuBar().actions() if a.text().replace("&", "").lower() == args.menu.lower()]
+        if not found or found[0].menu() is None:
+            print(f"screenshot: no menu {args.menu!r}", file=sys.stderr)
+            return False
+        action = found[0]
+        menu = action.menu()
+        rect = window.menuBar().actionGeometry(action)
+        menu.popup(window.menuBar().mapToGlobal(rect.bottomLeft()))
+        await asyncio.sleep(0.2)
+        shot = QPixmap(window.grab())
+        painter = QPainter(shot)
+        painter.drawPixmap(window.menuBar().mapTo(window, rect.bottomLeft()), menu.grab())
+        painter.end()
+        menu.hide()
+        ok = bool(shot.save(str(_beside(args.out, "menu")), "PNG"))
+    if ok and args.help_dialog:
+        wiring = window.help_wiring
+        dlg = wiring.show_about() if args.help_dialog == "about" else wiring.show_shortcuts()
+        await asyncio.sleep(0.2)
+        ok = bool(dlg.grab().save(str(_beside(args.out, "help")), "PNG"))
+        dlg.close()
     return ok
 
 

@@ -2,6 +2,12 @@
 read-only line above the chat input, the live state in the status bar, subagent links, and the
 agent's own cost of an imported session (its cost records) in the status bar.
 
+The first-run pointer (issue 27): while an empty ctxbench session is shown and the scan found other
+agents' sessions, a line above the chat names them (:class:`widgets.sources_hint.SourcesHint`) with a
+button to the Sources tab; once the tab was shown or the line dismissed it stays away (``window.ini``).
+A source view shown makes the sessions list have no current row, so a click on any ctxbench session
+(the one shown before included) opens it.
+
 :func:`wire_sources` is called once from ``MainWindow._connect`` (after the window's own
 connections, so its slots run after the window's ``session_loaded``). It keeps its state on a
 :class:`SourcesWiring` stored as ``window.sources_wiring``.
@@ -16,8 +22,12 @@ from PySide6.QtCore import QFileSystemWatcher, QObject
 from PySide6.QtWidgets import QLabel
 
 from engine.workbench.imported import ImportFacts
+from engine.workbench.source_views import found_sessions_text
 from engine.workbench.views import SessionView
 from widgets.readonly_bar import ReadOnlyBar
+from widgets.sources_hint import SourcesHint
+
+HINT_KEY = "hints/sources_seen"  # in window.ini: the Sources tab was shown, or the pointer dismissed
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -38,6 +48,14 @@ class SourcesWiring(QObject):
         layout = column.layout() if column is not None else None
         if layout is not None:
             layout.insertWidget(layout.indexOf(window.input), self.bar)  # type: ignore[attr-defined]
+        self.hint = SourcesHint()
+        self.hint.set_palette(window.pal)
+        chat_column: Any = window.chat.parentWidget()
+        chat_layout = chat_column.layout() if chat_column is not None else None
+        if chat_layout is not None:
+            chat_layout.insertWidget(chat_layout.indexOf(window.chat), self.hint)
+        self.hint_seen = bool(window.window_settings().value(HINT_KEY, False, type=bool))
+        self.counts: dict[str, int] = {}
         self.view: SessionView | None = None
         self._scanning = False
         # the followed file: its change notifications wake the service's follow loop at once (it also
@@ -55,6 +73,9 @@ class SourcesWiring(QObject):
         w.sessions.tabs.currentChanged.connect(self._on_tab_changed)
         self.bar.continue_requested.connect(self._on_continue)
         self.bar.parent_requested.connect(self._on_parent)
+        self.hint.show_requested.connect(self._on_hint_show_requested)
+        self.hint.dismissed.connect(self._mark_hint_seen)
+        c.message_added.connect(self._update_hint)
         c.sources_listed.connect(self._on_sources_listed)
         c.session_loaded.connect(self._on_session_loaded)
         c.follow_changed.connect(self._on_follow_changed)
@@ -84,9 +105,35 @@ class SourcesWiring(QObject):
         self.controller.open_subagent(rel)
 
     def _on_tab_changed(self, index: int) -> None:
-        if self.window.sessions.tabs.widget(index) is self.window.sessions.sources and not self._scanning:
+        if self.window.sessions.tabs.widget(index) is not self.window.sessions.sources:
+            return
+        self._mark_hint_seen()
+        if not self._scanning:
             self._scanning = True
             self.controller.start_source_scans()  # now, then every 30 s (the index keeps rescans cheap)
+
+    def _on_hint_show_requested(self) -> None:
+        w = self.window
+        w.sessions_action.setChecked(True)  # the panel may have been hidden (View → Sessions)
+        w.sessions.tabs.setCurrentWidget(w.sessions.sources)
+        w.sessions.sources.setFocus()
+
+    def _mark_hint_seen(self) -> None:
+        if not self.hint_seen:
+            self.hint_seen = True
+            settings = self.window.window_settings()
+            settings.setValue(HINT_KEY, True)
+            settings.sync()
+        self._update_hint()
+
+    def _update_hint(self, *_args: Any) -> None:
+        """The pointer shows over an empty ctxbench session while other agents' sessions were found."""
+        view = self.view
+        empty = view is not None and not view.read_only and not self.window.chat.message_ids()
+        show = bool(self.counts) and empty and not self.hint_seen
+        if show:
+            self.hint.set_text(found_sessions_text(self.counts))
+        self.hint.setVisible(show)
 
     # --- what the service says
     def _on_sources_listed(self, rows: list[dict[str, Any]], problems: list[dict[str, Any]]) -> None:
@@ -94,6 +141,13 @@ class SourcesWiring(QObject):
         self.window.sessions.sources.set_problems(problems)
         if self.view is not None and self.view.source.get("path"):
             self.window.sessions.sources.set_current(str(self.view.source["path"]))
+        counts: dict[str, int] = {}
+        for row in rows:
+            agent = str(row.get("agent") or "")
+            if agent:
+                counts[agent] = counts.get(agent, 0) + 1
+        self.counts = counts
+        self._update_hint()
 
     def _on_session_loaded(self, view: SessionView) -> None:
         self.view = view
@@ -107,6 +161,7 @@ class SourcesWiring(QObject):
         w.undo_action.setEnabled(w.undo_action.isEnabled() and not read_only)
         if read_only:
             w.sessions.remove_session(view.id)  # a view is not one of the ctxbench sessions
+            w.sessions.clear_current()  # so a click on the session shown before opens it again
             name = view.source.get("agent") or "agent"
             w.setWindowTitle(f"{name}: {view.title} (read-only) — Context Workbench")
             if view.source.get("path"):
@@ -114,6 +169,7 @@ class SourcesWiring(QObject):
         self._on_imported_changed(view.imported)
         source = view.source if read_only else {}
         self._on_follow_changed(bool(source.get("following")), str(source.get("path") or ""), bool(source.get("live")))
+        self._update_hint()
 
     def _on_imported_changed(self, facts: ImportFacts | None) -> None:
         """The agent's own cost of an imported session (None: not imported, or no cost records)."""

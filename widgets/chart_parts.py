@@ -3,21 +3,22 @@
 - ``TokenAxis`` / ``CallAxis``: axes labelled 32k / 1.5M, and call numbers;
 - ``Legend``: rows of swatch · label · how it was obtained · tokens · % of the window, in two columns;
 - ``Timeline``: growing numpy columns for the per-call series (amortised O(1) append);
+- ``SceneTips``: a plot's tooltips, shown on the move and kept while the pointer rests;
 - small parsers of record values (``num``, ``opt_num``, ``parse_ts``) and ``swatch`` pixmaps.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt
+from PySide6.QtGui import QColor, QFont, QHelpEvent, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import QGridLayout, QLabel, QToolTip, QWidget
 
 from engine.model.snapshot import PROMPT_REGIONS, REGION_ACCURACY_LABELS
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens
@@ -32,6 +33,33 @@ COLUMN_WIDTH = 0.8  # a timeline column's width, in calls
 # a region's accuracy (engine.model.snapshot.region_accuracy) as the legend marks it: a short word
 ACCURACY_MARKS: dict[str, str] = {"exact": "exact", "estimated": "est.", "calibrated": "cal.", "inferred": "inferred",
                                   "set": "set"}
+
+class SceneTips(QObject):
+    """A plot's tooltips: ``text_at(scene_pos)`` (None: nothing there) shown as the pointer moves, and again
+    when it rests. Qt sends the view a ToolTip event when the pointer rests; left to the scene, which holds no
+    item tooltips, it hides the one shown on the move (after about a second). Answered here instead."""
+
+    def __init__(self, plot: pg.PlotWidget, text_at: Callable[[QPointF], str | None]) -> None:
+        super().__init__(plot)
+        self._plot = plot
+        self._text_at = text_at
+        plot.viewport().installEventFilter(self)
+        plot.scene().sigMouseMoved.connect(self.show_at)
+
+    def show_at(self, scene_pos: QPointF) -> None:
+        """The tooltip for what is at ``scene_pos`` (hidden when nothing is)."""
+        text = self._text_at(scene_pos)
+        if text:
+            QToolTip.showText(self._plot.mapToGlobal(self._plot.mapFromScene(scene_pos)), text, self._plot)
+        else:
+            QToolTip.hideText()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            self.show_at(self._plot.mapToScene(event.pos()))
+            return True
+        return False
+
 
 def short_tokens(v: float) -> str:
     v = float(v)

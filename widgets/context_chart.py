@@ -99,12 +99,20 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QSizePolicy, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
 
 from engine.model.snapshot import ContextSnapshot, region_accuracy
 from widgets.chart_cache import CacheLayer, PercentAxis
 from widgets.chart_marks import SelectionLayer, SubagentLayer, subagent_color
-from widgets.chart_parts import COLUMN_WIDTH, TIMELINE_REGIONS, CallAxis, CallRecord, TokenAxis, short_tokens
+from widgets.chart_parts import (
+    COLUMN_WIDTH,
+    TIMELINE_REGIONS,
+    CallAxis,
+    CallRecord,
+    SceneTips,
+    TokenAxis,
+    short_tokens,
+)
 from widgets.chart_parts import Legend as _Legend
 from widgets.chart_parts import Timeline as _Timeline
 from widgets.chart_parts import num as _num
@@ -172,7 +180,7 @@ class ContextChart(QWidget):
         layout.addWidget(self._header)
         self._build_bar(layout)
         self._build_timeline(layout, tf)
-        self._tl_plot.scene().sigMouseMoved.connect(self._on_timeline_mouse_moved)
+        self._tips = SceneTips(self._tl_plot, self._tip_at)
         self._tl_plot.scene().sigMouseClicked.connect(self._on_timeline_mouse_clicked)
         self._provider_symbols = True
         self._apply_palette()
@@ -294,6 +302,8 @@ class ContextChart(QWidget):
         self._draft_override = None
         self._dirty_bar = True
         self.flush()
+        if self._timeline.n == 0:  # the header says what the lone (ghost) column is
+            self._tl_header.setText(self._timeline_header())
 
     def set_draft_tokens(self, n: int) -> None:
         """Update only the draft region (the app calls it while the user types)."""
@@ -847,7 +857,8 @@ class ContextChart(QWidget):
         tl, pal = self._timeline, self._pal
         n, m = tl.n, len(self._compactions)
         if n == 0:
-            return "No calls yet"
+            return ("No calls yet" + (f" · <span style='color:{pal.muted}'>the pale column: the next request, "
+                                      f"estimated</span>" if self._snapshot is not None else ""))
         est = tl.total(n - 1)
         prov = tl.provider[n - 1]
         text = f"{n:,} call{'s' if n != 1 else ''}"
@@ -946,13 +957,9 @@ class ContextChart(QWidget):
             return self.subagent_tooltip(index)
         return self.column_tooltip(index)
 
-    def _on_timeline_mouse_moved(self, scene_pos: QPointF) -> None:
+    def _tip_at(self, scene_pos: QPointF) -> str | None:
         hit = self._hit(scene_pos)
-        if hit is None:
-            QToolTip.hideText()
-            return
-        view_pos = self._tl_plot.mapFromScene(scene_pos)
-        QToolTip.showText(self._tl_plot.mapToGlobal(view_pos), self._tooltip(hit), self._tl_plot)
+        return self._tooltip(hit) if hit is not None else None
 
     def _on_timeline_mouse_clicked(self, event: Any) -> None:
         hit = self._hit(event.scenePos())

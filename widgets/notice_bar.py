@@ -1,4 +1,5 @@
-"""One dismissable line of news above the chat (errors, repairs, import reports, exports, /context)."""
+"""One dismissable line of news above the chat (errors, repairs, import reports, exports, /context); the
+first-run pointer to Sources (:mod:`widgets.sources_hint`) is one with an action button."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from widgets.theme import Palette
 class NoticeBar(QFrame):
     """One dismissable line of news above the chat (errors, repairs, import reports, /context)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, name: str = "NoticeBar") -> None:
         super().__init__(parent)
-        self.setObjectName("NoticeBar")
-        row = QHBoxLayout(self)
+        self.setObjectName(name)
+        self._row = row = QHBoxLayout(self)
         row.setContentsMargins(10, 6, 6, 6)
         self.label = QLabel()
         self.label.setWordWrap(True)
@@ -25,7 +26,7 @@ class NoticeBar(QFrame):
         self.close_button.setText("✕")
         self.close_button.setToolTip("Dismiss")
         self.close_button.setAutoRaise(True)
-        self.close_button.clicked.connect(self.hide)
+        self.close_button.clicked.connect(self._on_close)
         row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         self.level = "info"
         self._pal: Palette | None = None
@@ -42,14 +43,25 @@ class NoticeBar(QFrame):
         self._pal = pal
         self._style()
 
+    def add_action(self, button: QWidget) -> None:
+        """A button between the text and the ✕."""
+        self._row.insertWidget(self._row.indexOf(self.close_button), button, 0, Qt.AlignmentFlag.AlignVCenter)
+
+    def text(self) -> str:
+        return self.label.text()
+
+    def _on_close(self) -> None:
+        self.hide()
+
     def _style(self) -> None:
         pal = self._pal
         if pal is None:
             return
         color = {"error": pal.error, "warning": pal.warning}.get(self.level, pal.link)
+        name = self.objectName()
         self.setStyleSheet(
-            f"#NoticeBar {{ border: 1px solid {color}; border-left: 4px solid {color}; border-radius: 4px; "
-            f"background: {pal.panel}; }} #NoticeBar QLabel {{ color: {pal.text}; }}"
+            f"#{name} {{ border: 1px solid {color}; border-left: 4px solid {color}; border-radius: 4px; "
+            f"background: {pal.panel}; }} #{name} QLabel {{ color: {pal.text}; }}"
         )
 
 

@@ -21,6 +21,7 @@ Methods:
     update_session(session)   insert or update one
     remove_session(id)
     set_current(id)           select without emitting session_selected
+    clear_current()           no row current (a source view is shown): a click on any session opens it
     set_palette(palette)      repaint (the list uses the application palette)
     current_id() -> str | None
     start_rename(id=None)     in-place editor on the row
@@ -155,7 +156,7 @@ class SessionsPanel(QWidget):
         self.list.setWordWrap(True)
         self.list.setItemDelegate(_SessionDelegate(self.list))
         layout.addWidget(self.list, 1)
-        self.empty_label = QLabel("No sessions yet: press New")
+        self.empty_label = QLabel("Listing the sessions…")  # "No sessions yet" once the list came and was empty
         self.empty_label.setWordWrap(True)
         layout.addWidget(self.empty_label)
         row = QHBoxLayout()
@@ -207,6 +208,7 @@ class SessionsPanel(QWidget):
         item.setStatusTip(" · ".join(bits))
 
     def set_sessions(self, sessions: Sequence[dict[str, Any]]) -> None:
+        self.empty_label.setText("No sessions yet: press New")
         current = self.current_id()
         self._suppress = True
         self.list.clear()
@@ -254,6 +256,15 @@ class SessionsPanel(QWidget):
         self._suppress = True
         if item is not None:
             self.list.setCurrentItem(item)
+        self._suppress = False
+        self._update_buttons()
+
+    def clear_current(self) -> None:
+        """No row current nor selected, without emitting: what is shown is not one of these sessions, so a
+        click on any of them (the one shown before, too) opens it."""
+        self._suppress = True
+        self.list.setCurrentRow(-1)
+        self.list.clearSelection()
         self._suppress = False
         self._update_buttons()
 

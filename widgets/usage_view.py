@@ -74,13 +74,12 @@ from PySide6.QtWidgets import (
     QStyleOptionHeader,
     QTableView,
     QTabWidget,
-    QToolTip,
     QVBoxLayout,
     QWidget,
 )
 
 from engine.usage.report import last_days, short_path
-from widgets.chart_parts import short_tokens
+from widgets.chart_parts import SceneTips, short_tokens
 from widgets.formatting import format_usd
 from widgets.theme import Palette, palette
 
@@ -553,7 +552,7 @@ class UsageView(QWidget):
         self.metric_box.currentIndexChanged.connect(self._on_metric)
         self.refresh_button.clicked.connect(self._on_refresh_clicked)
         self.sessions.activated.connect(self._on_session_activated)
-        self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self._tips = SceneTips(self.plot, self._tip_at)
         self._quiet = True
         self.preset.setCurrentIndex(1)  # the last 30 days
         self._apply_preset(30)
@@ -807,16 +806,13 @@ class UsageView(QWidget):
         lines += [f"  {name or '(no model)'}: {usd_text(c, u)} · {short_tokens(t)} tokens" for name, c, t, u in parts]
         return "\n".join(lines)
 
-    def _on_mouse_moved(self, pos: QPointF) -> None:
+    def _tip_at(self, pos: QPointF) -> str | None:
         vb = self.plot.getPlotItem().getViewBox()
         if not self.plot.sceneBoundingRect().contains(pos) or not self._days:
-            return
+            return None
         x = vb.mapSceneToView(pos).x()
         index = round(x)
-        if 0 <= index < len(self._days) and abs(x - index) < 0.45:
-            QToolTip.showText(self.plot.mapToGlobal(self.plot.mapFromScene(pos)), self.day_tooltip(index), self.plot)
-        else:
-            QToolTip.hideText()
+        return self.day_tooltip(index) if 0 <= index < len(self._days) and abs(x - index) < 0.45 else None
 
     def _on_session_activated(self, index: QModelIndex) -> None:
         path = self.sessions.path(index.row()) if index.isValid() else ""

@@ -43,7 +43,7 @@ from engine.llm.errors import (
     Usage,
     classify_error,
 )
-from engine.llm.lazyimport import GATE, gated_import
+from engine.llm.lazyimport import gate, gated_import
 from engine.model.messages import Message, new_message, one_line, tool_result
 from engine.store.secrets import remember_secret, scrub
 
@@ -73,7 +73,7 @@ def _lib() -> Any:
     """
     if _litellm is not None:
         return _litellm
-    with GATE:
+    with gate():
         if _litellm is None:
             _import_litellm()
     return _litellm

@@ -23,6 +23,7 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,22 @@ SHM = "/dev/shm"  # memory-backed on Linux
 LIVE_SECONDS = 120.0  # a source file modified this recently is marked live
 _READ_ID = re.compile(rb'"id":\s*"([0-9a-f]{24})[0-9a-f]{8}"')
 _REWRITTEN = ("history.jsonl", "events.jsonl", "session.json")
-AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "openhands": "OpenHands", "swe-agent": "SWE-agent",
-               "mini-swe-agent": "mini-swe-agent", "openai": "an OpenAI-format log"}
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI", "opencode": "OpenCode",
+               "openhands": "OpenHands", "swe-agent": "SWE-agent", "mini-swe-agent": "mini-swe-agent",
+               "openai": "an OpenAI-format log"}
+
+
+def found_sessions_text(counts: Mapping[str, int]) -> str:
+    """The first-run pointer to Sources: ``"Found 8 Claude Code sessions and 3 Codex sessions on this machine.
+    …"`` (largest first), "" when no other agent's session was found."""
+    parts = sorted(((n, AGENT_NAMES.get(agent, agent)) for agent, n in counts.items() if n > 0),
+                   key=lambda p: (-p[0], p[1]))
+    bits = [f"{n:,} {name} session{'s' if n != 1 else ''}" for n, name in parts]
+    if not bits:
+        return ""
+    found = ", ".join(bits[:-1]) + " and " + bits[-1] if len(bits) > 1 else bits[0]
+    return (f"Found {found} on this machine. Open any of them read-only — its context, calls, cost and "
+            f"compactions — from the Sources tab.")
 
 
 @dataclass
@@ -443,6 +458,7 @@ __all__ = [
     "LiveSource",
     "SourceView",
     "format_of",
+    "found_sessions_text",
     "import_view",
     "is_live",
     "new_prefix",

@@ -44,17 +44,25 @@ def win(qtbot: Any, fake_settings: Settings, workspace: Path) -> Iterator[MainWi
 
 
 def test_layout_has_every_part(qtbot: Any, win: MainWindow) -> None:
-    win.ensure_chart()
-    assert win.chart_dock.widget() is win.chart
+    chart = win.ensure_chart()
+    # before a session is shown: no empty chart (ticks 0 0 0 1 1, a -0 axis), nothing to compact or undo
+    assert win.chart_dock.widget() is not chart and "Opening the session" in win.chart_dock.widget().text()
+    assert not win.compact_action.isEnabled() and not win.undo_action.isEnabled()
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=10_000):
+        win.controller.new_session()  # (start() would also import litellm in this process: not needed here)
+    assert win.chart_dock.widget() is chart
     assert win.inspector_dock.widget() is win.inspector
     assert win.centralWidget() is win.splitter
     menus = [a.text() for a in win.menuBar().actions()]
-    assert menus == ["&File", "&Edit", "&View"]
+    assert menus == ["&File", "&Edit", "&View", "&Help"]
     file_actions = [a.text() for a in win.menuBar().actions()[0].menu().actions() if a.text()]
     assert {"&New session", "&Open transcript…", "&Quit"} <= set(file_actions)
-    edit_actions = [a.text() for a in win.menuBar().actions()[1].menu().actions()]
-    assert "&Undo compaction" in edit_actions
+    edit_actions = [a.text() for a in win.menuBar().actions()[1].menu().actions() if a.text()]
+    assert edit_actions[:3] == ["&Undo compaction", "&Copy", "Select &All"]
+    help_actions = [a.text() for a in win.menuBar().actions()[3].menu().actions() if a.text()]
+    assert help_actions == ["&Keyboard shortcuts", "&About Context Workbench"]
     assert not win.stop_action.isEnabled() and win.compact_action.isEnabled()
+    assert not win.undo_action.isEnabled()  # a new session: nothing to undo
     assert win.status.texts()["model"] == "model: openai/fake"
 
 

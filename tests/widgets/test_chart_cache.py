@@ -185,7 +185,7 @@ def test_hovering_a_rewrite_star_says_why(chart: ContextChart, claude: Any) -> N
     x, y = chart.rewrite_marker_positions()[3]  # call 11: the prompt grew by 29,709 tokens
     star = vb.mapViewToScene(QPointF(x, y))
     assert chart._hit(star) == ("call", 10)
-    chart._on_timeline_mouse_moved(star)
+    chart._tips.show_at(star)
     text = QToolTip.text()
     assert text.startswith("Call 11") and "Cache re-written: 29,709 tokens written" in text
     assert "the prompt grew by 29,709 tokens" in text and "5.4× the previous call's" in text

@@ -181,7 +181,7 @@ def test_clicks_and_hover_hit_columns_and_markers(chart, qtbot):
     with qtbot.waitSignal(chart.compaction_clicked) as blocker:
         chart._on_timeline_mouse_clicked(Ev(scene_marker))
     assert blocker.args[0]["tokens_before"] == 30_000
-    chart._on_timeline_mouse_moved(scene_col)  # shows a tooltip; must not raise
+    chart._tips.show_at(scene_col)  # shows a tooltip; must not raise
 
 
 def test_one_update_with_1000_columns_is_fast(chart):
@@ -214,6 +214,11 @@ def test_empty_chart(chart):
     chart.flush()
     assert chart.header_text() == "No request yet"
     assert chart.column_count() == 0
+    assert chart.timeline_header_text() == "No calls yet"
+    chart.set_snapshot(snap())  # a new session: the next request's column alone, said to be that
+    assert chart.timeline_header_text().startswith("No calls yet · ")
+    assert "the pale column: the next request, estimated" in chart.timeline_header_text()
+    chart.set_snapshot(None)
     assert chart.timeline_header_text() == "No calls yet"
 
 
@@ -474,3 +479,27 @@ def test_the_legend_and_the_tooltips_say_which_regions_are_exact_and_which_estim
     assert "History · user: 1,010 (calibrated)" in tip
     chart.set_snapshot(None)
     assert chart.legend_accuracy("system") == ""
+
+
+def test_a_call_tooltip_stays_while_the_pointer_rests_on_the_column(chart, qtbot):
+    """Qt asks the view for its tooltip (a ToolTip event) when the pointer rests; the chart answers it with the
+    column's tooltip instead of letting the scene hide the one shown on the move (it vanished after ~1 s)."""
+    from PySide6.QtCore import QEvent, QPoint
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    chart.set_timeline([record(i) for i in range(4)])
+    chart.flush()
+    plot = chart._tl_plot
+    vb = plot.getPlotItem().getViewBox()
+    scene_pos = vb.mapViewToScene(QPointF(2.0, 100.0))  # on call 2's column
+    view_pos = plot.mapFromScene(scene_pos)
+    chart._tips.show_at(scene_pos)
+    qtbot.waitUntil(QToolTip.isVisible, timeout=3_000)
+    assert QToolTip.text() == chart.column_tooltip(1)
+    QApplication.sendEvent(plot.viewport(), QHelpEvent(QEvent.Type.ToolTip, view_pos, plot.mapToGlobal(view_pos)))
+    qtbot.wait(800)  # a hidden tooltip goes after 300 ms
+    assert QToolTip.isVisible() and QToolTip.text() == chart.column_tooltip(1)
+    outside = QPoint(2, 2)  # off every column: the rest there hides it
+    QApplication.sendEvent(plot.viewport(), QHelpEvent(QEvent.Type.ToolTip, outside, plot.mapToGlobal(outside)))
+    qtbot.waitUntil(lambda: not QToolTip.isVisible(), timeout=3_000)

@@ -2,8 +2,11 @@
 documents, so 10,000 messages take milliseconds), case-insensitively; :class:`FindMixin` gives
 :class:`ChatView` its find API (scroll to a hit, paint all hits lightly and the current one strongly).
 
-A hit is ``(row key, k)``: the k-th occurrence in the row's searched text — the message's content
-(what the row's last document shows: the markdown text of a message, the result of a tool call)."""
+A hit is ``(row key, k)``: the k-th occurrence in the row's searched text (:func:`searched_text`). It
+holds what the row's documents show, in their order — a message's text; a tool block's arguments
+(pretty-printed) and result; an injected attachment's text — then what the row draws as lines and links:
+each tool call of an assistant message with its arguments, a tool's name, the subagent and offloaded-file
+links. Hits in the documents are painted; the others scroll their row into view."""
 
 from __future__ import annotations
 
@@ -12,15 +15,43 @@ from typing import Any
 
 from PySide6.QtCore import QPointF
 
-from engine.model.messages import content_text
 from widgets.chat_view.layout import RowLayout, is_attachment
-from widgets.chat_view.model import ChatItem, ChatModel
+from widgets.chat_view.model import ChatItem, ChatModel, shown_text
 from widgets.chat_view.selection import Highlight
+from widgets.formatting import pretty_arguments
 
 HIT_LIGHT = "#fde68a"
 HIT_CURRENT = "#f59e0b"
 HIT_LIGHT_DARK = "#715c1a"
 HIT_CURRENT_DARK = "#c2740a"
+
+
+def _link_texts(msg: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    sub = msg.get("subagent")
+    if isinstance(sub, dict) and sub.get("session"):
+        name = str(sub.get("id") or str(sub["session"]).rsplit("/", 1)[-1])
+        out.append(f"Open subagent session ({name}, {sub.get('model') or ''})")  # as the link reads
+    offload = msg.get("offload")
+    if isinstance(offload, dict) and offload.get("path"):
+        out.append(f"Open full output {offload['path']}")
+    return out
+
+
+def searched_text(item: ChatItem, model: ChatModel) -> str:
+    """What find searches in a row (see the module docstring); "" for a compaction marker."""
+    if item.kind != "message":
+        return ""
+    msg = item.msg or {}
+    if item.role == "tool":
+        name, arguments = model.call_info(str(msg.get("tool_call_id") or "")) or (str(msg.get("name") or "tool"), "")
+        parts = [pretty_arguments(arguments) if arguments else "", shown_text(msg.get("content")), name]
+    else:
+        parts = [shown_text(msg.get("content"))]
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            parts.append(f"{fn.get('name', '?')}({fn.get('arguments') or ''})")
+    return "\n".join(p for p in [*parts, *_link_texts(msg)] if p)
 
 
 def occurrences(text: str, needle: str) -> list[int]:
@@ -52,7 +83,7 @@ class ChatFinder:
         cached = self._texts.get(item.key)
         if cached is not None and cached[0] == item.version:
             return cached[1]
-        text = content_text((item.msg or {}).get("content")).lower() if item.kind == "message" else ""
+        text = searched_text(item, self._model).lower()
         self._texts[item.key] = (item.version, text)
         return text
 
@@ -99,31 +130,42 @@ class ChatFinder:
         return key in self._keys
 
 
-def doc_hits(lay: RowLayout, needle: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each occurrence of ``needle`` (lower case) in the row's last document."""
-    if not lay.docs or not needle:
+def searched_docs(item: ChatItem, lay: RowLayout) -> list[int]:
+    """The documents of a laid-out row that :func:`searched_text` begins with, in order: a tool block's
+    (its arguments and its result, when expanded), else the last one (a message's text)."""
+    if not lay.docs:
         return []
-    text = lay.docs[-1][1].toPlainText().lower()
-    return [(i, i + len(needle)) for i in occurrences(text, needle)]
+    return list(range(len(lay.docs))) if item.role == "tool" else [len(lay.docs) - 1]
 
 
-def hit_highlights(lay: RowLayout, needle: str, current: int, dark: bool) -> dict[int, list[Highlight]]:
+def doc_hits(item: ChatItem, lay: RowLayout, needle: str) -> list[tuple[int, int, int]]:
+    """``(document, start, end)`` of each occurrence of ``needle`` (lower case) in the searched documents."""
+    if not needle:
+        return []
+    out: list[tuple[int, int, int]] = []
+    for d in searched_docs(item, lay):
+        text = lay.docs[d][1].toPlainText().lower()
+        out += [(d, i, i + len(needle)) for i in occurrences(text, needle)]
+    return out
+
+
+def hit_highlights(item: ChatItem, lay: RowLayout, needle: str, current: int,
+                   dark: bool) -> dict[int, list[Highlight]]:
     """The find hits of a row to paint: all lightly, the ``current``-th (-1: none) strongly."""
-    hits = doc_hits(lay, needle)
-    if not hits:
-        return {}
     light, strong = (HIT_LIGHT_DARK, HIT_CURRENT_DARK) if dark else (HIT_LIGHT, HIT_CURRENT)
-    marks: list[Highlight] = [(s, e, strong if i == current else light, None) for i, (s, e) in enumerate(hits)]
-    return {len(lay.docs) - 1: marks}
+    marks: dict[int, list[Highlight]] = {}
+    for i, (d, s, e) in enumerate(doc_hits(item, lay, needle)):
+        marks.setdefault(d, []).append((s, e, strong if i == current else light, None))
+    return marks
 
 
-def hit_y(lay: RowLayout, needle: str, k: int) -> float | None:
-    """The y (row coordinates) of the line holding the k-th hit of the row's last document."""
-    hits = doc_hits(lay, needle)
-    if not hits:
+def hit_y(item: ChatItem, lay: RowLayout, needle: str, k: int) -> float | None:
+    """The y (row coordinates) of the line holding the k-th hit (None: not in a document: the row's top)."""
+    hits = doc_hits(item, lay, needle)
+    if not 0 <= k < len(hits):
         return None
-    start = hits[min(k, len(hits) - 1)][0]
-    origin, doc = lay.docs[-1]
+    d, start, _end = hits[k]
+    origin, doc = lay.docs[d]
     block = doc.findBlock(start)
     rect = doc.documentLayout().blockBoundingRect(block)
     y = rect.top()
@@ -174,7 +216,8 @@ class FindMixin:
         item = view.item(key)
         if item is not None and (item.role == "tool" or is_attachment(item)) and not item.expanded:
             view.set_tool_expanded(key, True)
-        view.scroll_to_hit(key, hit_y(view.layouter().layout(item, view.row_width()), self._finder.query.lower(), k))
+        view.scroll_to_hit(key, hit_y(item, view.layouter().layout(item, view.row_width()), self._finder.query.lower(),
+                                      k))
 
     def _find_highlights(self, item: ChatItem, lay: RowLayout, dark: bool) -> dict[int, list[Highlight]]:
         f = self._finder
@@ -182,4 +225,4 @@ class FindMixin:
             return {}
         hit = f.hit()
         current = hit[1] if hit is not None and hit[0] == item.key else -1
-        return hit_highlights(lay, f.query.lower(), current, dark)
+        return hit_highlights(item, lay, f.query.lower(), current, dark)

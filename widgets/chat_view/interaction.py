@@ -85,6 +85,31 @@ class InteractionMixin:
         self.select(TextPos(row, 0, 0), TextPos(row, len(lay.docs) - 1, doc_end(lay.docs[-1][1])))
         return True
 
+    def select_all(self) -> bool:
+        """Select the text of every row (False: nothing to select)."""
+        n = self._row_count()
+        first = next((r for r in range(n) if self._row_lay(r)[1].docs), -1)  # only the ends are laid out
+        last = next((r for r in range(n - 1, first - 1, -1) if self._row_lay(r)[1].docs), -1) if first >= 0 else -1
+        if last < 0:
+            return False
+        docs = self._row_lay(last)[1].docs
+        self.select(TextPos(first, 0, 0), TextPos(last, len(docs) - 1, doc_end(docs[-1][1])))
+        return True
+
+    def copy_current(self) -> str:
+        """What Ctrl+C (and Edit → Copy) copies: the selection, else the current (last clicked) message."""
+        view: Any = self
+        if self.has_selection():
+            return self.copy_selection()
+        return str(view.copy_item(view._current)) if view._current else ""
+
+    def select_current(self) -> bool:
+        """What Ctrl+A (and Edit → Select All) selects: the current (last clicked) message, else everything."""
+        view: Any = self
+        if view._current and self.select_message(view._current):
+            return True
+        return self.select_all()
+
     def selected_text(self) -> str:
         """The selected text as plain text (rows joined by a blank line)."""
         o = self._selection.ordered()
@@ -219,13 +244,9 @@ class InteractionMixin:
         sb = view.verticalScrollBar()
         key = event.key()
         if event.matches(QKeySequence.StandardKey.Copy):
-            if self.has_selection():
-                self.copy_selection()
-            elif view._current:
-                view.copy_item(view._current)
+            self.copy_current()
         elif event.matches(QKeySequence.StandardKey.SelectAll):
-            if view._current:
-                self.select_message(view._current)
+            self.select_current()
         elif key == Qt.Key.Key_Escape and self.has_selection():
             self.clear_selection()
         elif key == Qt.Key.Key_Home:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -14,10 +15,10 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QTextDocument, QTextOption
 
 from engine.model.compaction_change import event_change
-from engine.model.messages import content_text, media_count
+from engine.model.messages import media_count
 from engine.model.text import format_bytes
 from widgets.chat_view.document import SafeTextDocument, block_rect, code_blocks
-from widgets.chat_view.model import ChatItem, ChatModel
+from widgets.chat_view.model import ChatItem, ChatModel, shown_text
 from widgets.formatting import format_usd, local_datetime, parse_arguments, pretty_arguments
 from widgets.theme import Palette, format_tokens, palette
 
@@ -95,15 +96,38 @@ def _cap_lines(text: str, max_lines: int, max_chars: int) -> tuple[str, int]:
     return text, 1 if cut_chars else 0
 
 
+# a user message that is only text the agent wrapped in its own tags (Claude Code's reminders, a background
+# task's notification, a slash command's echo) is context the agent injected, not words a person wrote
+_INJECTED_RE = re.compile(
+    r"\A(?:\s*<(system-reminder|task-notification|local-command-stdout|local-command-stderr|command-name|"
+    r"command-message|command-args|local-command-caveat|user-prompt-submit-hook)>.*?</\1>)+\s*\Z", re.DOTALL)
+
+
+def injected_kind(msg: dict[str, Any]) -> str:
+    """"system reminder", "task notification" … for a user message that holds only injected tags; else ""."""
+    if msg.get("role") != "user" or msg.get("tool_calls"):
+        return ""
+    text = shown_text(msg.get("content"))
+    found = _INJECTED_RE.match(text) if text.lstrip().startswith("<") else None
+    if found is None:
+        return ""
+    tag = re.match(r"\s*<([a-z-]+)>", text)
+    return (tag.group(1) if tag else "injected").replace("-", " ")
+
+
 def is_attachment(item: ChatItem) -> bool:
     """A message the agent injected into the context (Claude Code's attachments: skill and agent
-    listings, environment, date, …), not one a person wrote."""
-    return item.kind == "message" and bool((item.msg or {}).get("attachment"))
+    listings, environment, date, …; a user message that is only a ``<system-reminder>`` or a
+    ``<task-notification>``), not one a person wrote: a compact row, its text on a click."""
+    if item.kind != "message":
+        return False
+    msg = item.msg or {}
+    return bool(msg.get("attachment")) or bool(injected_kind(msg))
 
 
 def attachment_title(msg: dict[str, Any], tokens: int, expanded: bool = False) -> str:
     """"▸ ◇ skill listing · 1,620 tokens · injected as system"."""
-    kind = str(msg.get("attachment") or "attachment").replace("_", " ").replace("-", " ")
+    kind = str(msg.get("attachment") or injected_kind(msg) or "attachment").replace("_", " ").replace("-", " ")
     parts = [f"{'▾' if expanded else '▸'} ◇ {kind}"]
     if tokens:
         parts.append(f"{format_tokens(tokens)} tokens")
@@ -197,10 +221,10 @@ class RowLayouter:
         msg = item.msg or {}
         if item.paras is None or item.paras_version != item.version:
             if item.role == "tool":
-                text = content_text(msg.get("content"))
+                text = shown_text(msg.get("content"))
                 item.paras = (text.count("\n") + 1 if text else 0,)
             else:
-                text = content_text(msg.get("content"))
+                text = shown_text(msg.get("content"))
                 item.paras = tuple(len(par) for par in text.split("\n")[:5000]) if text else ()
             item.paras_version = item.version
         base = 2 * self.MARGIN_Y + 2 * self.PAD + self.fm_small_bold.height()
@@ -359,7 +383,7 @@ class RowLayouter:
                 lay.docs.append((QPointF(x, y), doc))
                 lay.ops.append(Op("doc", QPointF(x, y), doc, pal.muted))
                 y += doc.size().height() + 6
-        text = content_text(msg.get("content"))
+        text = shown_text(msg.get("content"))
         if text:
             doc = self._doc(text, tw, markdown=(role != "user"))
             lay.docs.append((QPointF(x, y), doc))
@@ -424,7 +448,7 @@ class RowLayouter:
         y += self.fm_small.height()
         if item.expanded:
             y += 4
-            text, more = _cap_lines(content_text(msg.get("content")).rstrip("\n"), RESULT_MAX_LINES, RESULT_MAX_CHARS)
+            text, more = _cap_lines(shown_text(msg.get("content")).rstrip("\n"), RESULT_MAX_LINES, RESULT_MAX_CHARS)
             if more:
                 text += f"\n… {more:,} more lines"
             doc = self._doc(text or "(empty)", tw, markdown=False)
@@ -447,7 +471,7 @@ class RowLayouter:
         x = self.MARGIN_X + self.ACCENT + self.PAD
         y = float(self.MARGIN_Y + self.PAD)
         tw = self._text_width(row_width)
-        result = content_text(msg.get("content"))
+        result = shown_text(msg.get("content"))
         y = self._tool_header(lay, item, x, y, tw, name, result)
         offload = msg.get("offload") if isinstance(msg.get("offload"), dict) else None
         if offload and offload.get("path"):
@@ -522,21 +546,25 @@ class RowLayouter:
     def _tool_details(self, lay: RowLayout, x: float, y: float, tw: float, arguments: str, result: str) -> float:
         """An expanded tool block: the pretty-printed arguments and the result as sent (capped)."""
         if arguments:
+            label_y = y
             self._text_line(lay, x, y, tw, "Arguments", self.small_bold, self.pal.muted)
             y += self.fm_small_bold.height() + 2
             text, more = _cap_lines(pretty_arguments(arguments), ARGS_MAX_LINES, RESULT_MAX_CHARS)
             if more:
                 text += f"\n… {more:,} more lines"
-            y = self._code_block(lay, x, y, tw, text, copy=pretty_arguments(arguments)) + 6
+            y = self._code_block(lay, x, y, tw, text, copy=pretty_arguments(arguments), link_y=label_y) + 6
+        label_y = y
         self._text_line(lay, x, y, tw, "Result (as sent in the context)", self.small_bold, self.pal.muted)
         y += self.fm_small_bold.height() + 2
         text, more = _cap_lines(result.rstrip("\n"), RESULT_MAX_LINES, RESULT_MAX_CHARS)
         if more:
             text += f"\n… {more:,} more lines not shown here"
-        return self._code_block(lay, x, y, tw, text or "(empty result)", copy=result)
+        return self._code_block(lay, x, y, tw, text or "(empty result)", copy=result, link_y=label_y)
 
-    def _code_block(self, lay: RowLayout, x: float, y: float, tw: float, text: str, copy: str | None = None) -> float:
-        """Monospace text on a framed background with a "Copy" link (copies ``copy``, else the text);
+    def _code_block(self, lay: RowLayout, x: float, y: float, tw: float, text: str, copy: str | None = None,
+                    link_y: float | None = None) -> float:
+        """Monospace text on a framed background with a "Copy" link (copies ``copy``, else the text):
+        on its label's line at ``link_y`` (right-aligned, above the text), else over its first line;
         returns the y under it."""
         pal = self.pal
         doc = self._doc(text, int(tw) - 12, markdown=False, mono=True)
@@ -545,7 +573,12 @@ class RowLayouter:
         lay.codes.append((len(lay.docs), 0, max(0, doc.characterCount() - 1), text if copy is None else copy))
         lay.docs.append((QPointF(x + 6, y + 4), doc))
         lay.ops.append(Op("doc", QPointF(x + 6, y + 4), doc, pal.text))
-        self._copy_link(lay, x + tw - 4, y + 2, len(lay.codes) - 1)
+        if link_y is not None:
+            fm = self.fm_small_bold
+            self._link(lay, x + tw - fm.horizontalAdvance(COPY_LABEL) - 4, link_y, COPY_LABEL, "copycode",
+                       str(len(lay.codes) - 1), self.small_bold)
+        else:
+            self._copy_link(lay, x + tw - 4, y + 2, len(lay.codes) - 1)
         return y + h + 8
 
     def _copy_link(self, lay: RowLayout, right: float, y: float, code_index: int) -> None:

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
 from engine.model.messages import content_text
+
+# terminal escapes in tool output (colours, cursor moves, titles): ESC [ … final byte (CSI), ESC ] … BEL or
+# ESC \ (OSC), the two-byte ones; shown raw they read as "□[0m" — the chat shows the text without them
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]"
+                      r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (ANSI colours and the like)."""
+    return _ANSI_RE.sub("", text) if ("\x1b" in text or "\x9b" in text) else text
+
+
+def shown_text(content: Any) -> str:
+    """A message's content as the chat shows, searches and copies it (terminal escapes removed)."""
+    return strip_ansi(content_text(content))
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -70,7 +86,7 @@ class ChatItem:
                 f"{ev.get('tokens_after', 0)} tokens"
             )
         msg = self.msg or {}
-        text = content_text(msg.get("content"))
+        text = shown_text(msg.get("content"))
         calls = msg.get("tool_calls") or []
         for c in calls:
             fn = c.get("function") or {}

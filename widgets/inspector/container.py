@@ -132,6 +132,21 @@ class Inspector(QTabWidget):
     def add_compaction_event(self, event: dict[str, Any]) -> None:
         self.log.add_event(event)
 
+    def clear_details(self) -> None:
+        """Another session is shown: every pane that showed something of the previous one is emptied
+        (the file viewer, the archived message and the checks and search over the archive, the
+        compaction's details, the Tools tab); the lists are then filled with the new session's."""
+        self.files.viewer.clear()
+        self.files.table.clearSelection()
+        self.archive.view.clear()
+        self.archive.clear_checked()
+        self.archive.search_edit.clear()
+        self.log.table.clearSelection()
+        self.log.table.setCurrentCell(-1, -1)
+        self.log.detail.clear()
+        self.log.archive_button.setEnabled(False)
+        self.tools.clear()
+
     def show_archived(self, day: str, message_id: str = "") -> None:
         """The Archive tab at ``day`` (its messages asked for when not loaded), ``message_id`` selected."""
         self.show_tab("archive")
