@@ -44,7 +44,6 @@ from PySide6.QtWidgets import (
 from widgets.formatting import cost_tooltip, format_usd, local_datetime
 
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
-AGENTS = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI", "opencode": "OpenCode"}
 LIVE = QColor("#2e9d4f")
 PROBLEMS_SHOWN = 40  # files named in the tooltip of "N files could not be read" (then "and N more")
 
@@ -153,7 +152,7 @@ class SourcesList(QWidget):
         for r in rows:  # newest first as given: groups appear in the order of their newest session
             agent = str(r.get("agent") or "")
             if agent not in groups:
-                groups[agent] = QTreeWidgetItem(self.tree, [AGENTS.get(agent, agent)])
+                groups[agent] = QTreeWidgetItem(self.tree, [str(r.get("agent_name") or agent)])
                 self._bold(groups[agent])
             key = (agent, str(r.get("project") or "(no project)"))
             if key not in projects:

@@ -54,30 +54,28 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
+from engine.sources import formats
 from engine.sources import model as source_model
-from engine.sources.claude_code import ClaudeCodeReader
-from engine.sources.codex import CodexReader
 from engine.sources.detect import HEAD_BYTES, detect_format
-from engine.sources.gemini_cli import GeminiCliReader
+from engine.sources.formats import AppendedReader
 from engine.sources.model import (
     Compaction,
     ProviderCall,
     SourceChanges,
     SourceError,
     SourceFormat,
-    SourceSession,
     open_regular,
 )
-from engine.sources.opencode import OpenCodeReader, latest_session, split_path
+from engine.sources.opencode import OpenCodeReader
 
 POLL_INTERVAL = 0.2  # seconds between two looks at the file
 CHUNK = 1 << 20  # bytes read at a time
 SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
-FOLLOWABLE: tuple[SourceFormat, ...] = ("claude-code", "codex", "gemini-cli")  # files written by appending
+FOLLOWABLE: tuple[SourceFormat, ...] = formats.names(growth="appended")  # files written by appending
 LOCKED_LONG = 5.0  # seconds an OpenCode database stays locked before following says so (``problem``)
-POLLED: tuple[SourceFormat, ...] = ("opencode",)  # database rows: the format's reader is polled (no Tail)
+POLLED: tuple[SourceFormat, ...] = formats.names(growth="polled")  # database rows: the reader is polled (no Tail)
 FOLLOWED: tuple[SourceFormat, ...] = FOLLOWABLE + POLLED  # what a Follower follows
 
 EventKind = Literal["call", "call_update", "compaction", "compaction_update", "reset", "missing", "problem"]
@@ -226,16 +224,6 @@ class _Parsed:
     changed_compactions: dict[int, Compaction] = field(default_factory=dict)
 
 
-class _LineReader(Protocol):
-    """An incremental reader of appended lines (:class:`ClaudeCodeReader`, :class:`CodexReader`,
-    :class:`GeminiCliReader`)."""
-
-    @property
-    def session(self) -> SourceSession: ...
-
-    def feed_lines(self, lines: list[bytes]) -> SourceChanges: ...
-
-
 def _figures(call: ProviderCall) -> tuple[Any, ...]:
     """What a follow event shows of a call (an update that changes none of it is not one)."""
     return (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens,
@@ -247,7 +235,7 @@ class _Parser:
     :class:`GeminiCliReader`: the same code the import runs), its changes turned into the follower's terms:
     new calls and compactions, calls whose figures changed, compactions whose ``tokens_after`` came."""
 
-    def __init__(self, reader: _LineReader | OpenCodeReader, *, open_last: bool) -> None:
+    def __init__(self, reader: AppendedReader | OpenCodeReader, *, open_last: bool) -> None:
         self.reader = reader
         self.open_last = open_last  # the last call stays open until another call appears (Claude Code, Gemini CLI)
         self.out = _Parsed()
@@ -368,18 +356,12 @@ class DatabaseNotices:
         return event
 
 
-def _opencode_parser(path: Path) -> _Parser:
-    db, session_id = split_path(path)
-    return _PolledParser(OpenCodeReader(db, session_id or latest_session(db), subagents=False))
-
-
-# the parser of each format followed, made for the followed path
-PARSERS: dict[SourceFormat, Callable[[Path], _Parser]] = {
-    "claude-code": lambda _path: _Parser(ClaudeCodeReader(Path("followed.jsonl")), open_last=True),
-    "codex": lambda _path: _Parser(CodexReader(Path("followed.jsonl")), open_last=False),
-    "gemini-cli": lambda path: _Parser(GeminiCliReader(path), open_last=True),
-    "opencode": _opencode_parser,
-}
+def _parser(fmt: SourceFormat, path: Path) -> _Parser:
+    """The parser of a followed path in a format of :data:`FOLLOWED` (from the format registry)."""
+    spec = formats.agent_format(fmt)
+    if spec.growth == "polled":
+        return _PolledParser(formats.polled_reader(fmt, path, subagents=False))
+    return _Parser(formats.appended_reader(fmt, path), open_last=spec.follow_open_last)
 
 
 # --------------------------------------------------------------------------- the follower
@@ -401,7 +383,7 @@ class Follower:
         self.format = fmt
         self.new_only = new_only
         self.tail = Tail(self.path)
-        self.parser: _Parser | None = PARSERS[fmt](self.path) if fmt in FOLLOWABLE else None
+        self.parser: _Parser | None = _parser(fmt, self.path) if fmt in FOLLOWABLE else None
         self._pulls = 0  # polls of an OpenCode session
         try:
             self._backlog = self.path.stat().st_size if new_only else 0  # bytes read but not reported
@@ -424,7 +406,7 @@ class Follower:
                 if fmt not in FOLLOWED:
                     raise SourceError(f"{self.path.name}: " + _not_followed(fmt))
                 self.format = fmt
-            self.parser = PARSERS[fmt](self.path)
+            self.parser = _parser(fmt, self.path)
         return self.parser
 
     def poll(self) -> list[FollowEvent]:
@@ -442,7 +424,7 @@ class Follower:
             if (gone := self.tail.notice()) is not None:
                 events.append(FollowEvent("missing", reason=gone))
             if reset is not None:
-                parser = self.parser = PARSERS[self.format](self.path)
+                parser = self.parser = _parser(self.format, self.path)
                 self._reported_calls.clear()
                 self._reported_compactions.clear()
                 self._held.clear()

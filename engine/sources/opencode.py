@@ -924,11 +924,14 @@ def _step_cost(steps: list[_Step]) -> float | None:
 # --------------------------------------------------------------------------- whole reads
 
 
+def open_reader(path: Path, *, subagents: bool = True) -> OpenCodeReader:
+    """The polled reader of a source path: ``<db>#<session id>`` or the database (its latest session)."""
+    db, sid = split_path(path)
+    return OpenCodeReader(db, sid or latest_session(db), subagents=subagents)
+
+
 def read_opencode(path: Path, *, subagents: bool = True) -> SourceSession:
     """One session, read whole: ``path`` is ``<db>#<session id>`` or the database (its latest session)."""
-    db, sid = split_path(path)
-    if sid is None:
-        sid = latest_session(db)
-    reader = OpenCodeReader(db, sid, subagents=subagents)
+    reader = open_reader(path, subagents=subagents)
     reader.poll()
     return reader.session

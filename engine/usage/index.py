@@ -87,6 +87,7 @@ from typing import Any, Literal, TypeVar
 
 from engine.context.tokens import estimate_message_tokens
 from engine.model.text import printable
+from engine.sources import formats
 from engine.sources import model as _model
 from engine.sources.discovery import ScanProblem, SourceEntry, scan_sources
 from engine.sources.model import (
@@ -328,7 +329,7 @@ def _one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
 
 
 # the formats whose growth is read from where the last read stopped
-INCREMENTAL: tuple[str, ...] = ("claude-code", "codex", "gemini-cli")
+INCREMENTAL: tuple[str, ...] = formats.names(growth="appended")
 
 
 @dataclass
@@ -682,17 +683,7 @@ def _active(path: Path) -> bool:
 
 def _reader(agent: str, path: Path) -> Any:
     """A new incremental reader of ``path`` (a format of :data:`INCREMENTAL`)."""
-    if agent == "claude-code":
-        from engine.sources.claude_code import ClaudeCodeReader
-
-        return ClaudeCodeReader(path, bulk=True)
-    if agent == "codex":
-        from engine.sources.codex import CodexReader
-
-        return CodexReader(path)
-    from engine.sources.gemini_cli import GeminiCliReader
-
-    return GeminiCliReader(path)
+    return formats.appended_reader(agent, path, bulk=True)
 
 
 def _whole_object(line: bytes) -> bool:

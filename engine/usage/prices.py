@@ -35,10 +35,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from engine.sources import formats
 from engine.sources.model import ProviderCall
 
 PRICE_FILE = "model_prices_and_context_window_backup.json"
-REASONING_SEPARATE = frozenset({"gemini-cli", "opencode"})  # formats whose reasoning is not in the output figure
+REASONING_SEPARATE = frozenset(formats.names(reasoning_in_output=False))  # reasoning not in the output figure
 PREFIXES = ("anthropic/", "openai/", "gemini/", "vertex_ai/", "xai/", "deepseek/", "mistral/")
 
 _TIER_RE = re.compile(r"^input_cost_per_token_above_(\d+)k_tokens$")

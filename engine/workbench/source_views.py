@@ -31,7 +31,8 @@ from typing import Any
 from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
-from engine.sources.follow import DatabaseNotices, Tail
+from engine.sources.follow import POLLED, DatabaseNotices, Tail
+from engine.sources.formats import agent_format, appended_reader, display_name, names, polled_reader
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
 from engine.store.staging import IMPORT_PREFIX, remove_if_stale
@@ -41,15 +42,12 @@ SHM = "/dev/shm"  # memory-backed on Linux
 LIVE_SECONDS = 120.0  # a source file modified this recently is marked live
 _READ_ID = re.compile(rb'"id":\s*"([0-9a-f]{24})[0-9a-f]{8}"')
 _REWRITTEN = ("history.jsonl", "events.jsonl", "session.json")
-AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI", "opencode": "OpenCode",
-               "openhands": "OpenHands", "swe-agent": "SWE-agent", "mini-swe-agent": "mini-swe-agent",
-               "openai": "an OpenAI-format log"}
 
 
 def found_sessions_text(counts: Mapping[str, int]) -> str:
     """The first-run pointer to Sources: ``"Found 8 Claude Code sessions and 3 Codex sessions on this machine.
     …"`` (largest first), "" when no other agent's session was found."""
-    parts = sorted(((n, AGENT_NAMES.get(agent, agent)) for agent, n in counts.items() if n > 0),
+    parts = sorted(((n, display_name(agent)) for agent, n in counts.items() if n > 0),
                    key=lambda p: (-p[0], p[1]))
     bits = [f"{n:,} {name} session{'s' if n != 1 else ''}" for n, name in parts]
     if not bits:
@@ -81,7 +79,7 @@ class SourceView:
         return {
             "path": self.source,
             "format": self.format,
-            "agent": AGENT_NAMES.get(self.format, self.format),
+            "agent": display_name(self.format),
             "live": self.live,
             "following": self.tail is not None,
             "parent": dict(self.parent),
@@ -89,28 +87,15 @@ class SourceView:
         }
 
 
-LIVE_FORMATS = ("claude-code", "codex", "gemini-cli", "opencode")  # read incrementally while followed in a view
+LIVE_FORMATS = names(growth="appended") + names(growth="polled")  # read incrementally while followed in a view
 
 
 def _reader(fmt: str, path: Path, prefix: str) -> Any:
-    """The format's incremental reader, its message ids under the view's ``prefix``."""
-    if fmt == "claude-code":
-        from engine.sources.claude_code import ClaudeCodeReader
-
-        reader: Any = ClaudeCodeReader(path)
-    elif fmt == "codex":
-        from engine.sources.codex import CodexReader
-
-        reader = CodexReader(path)
-    elif fmt == "opencode":  # rows of a live database, polled (read-only; busy retried)
-        from engine.sources.opencode import OpenCodeReader, latest_session, split_path
-
-        db, sid = split_path(path)
-        return OpenCodeReader(db, sid or latest_session(db))
-    else:
-        from engine.sources.gemini_cli import GeminiCliReader
-
-        reader = GeminiCliReader(path)
+    """The format's incremental reader (a database's: polled, read-only, busy retried), its message ids under the
+    view's ``prefix``."""
+    if agent_format(fmt).growth == "polled":
+        return polled_reader(fmt, path)
+    reader = appended_reader(fmt, path)
     reader.session.make_id = IdMaker(prefix)
     return reader
 
@@ -133,7 +118,7 @@ class LiveSource:
     def notice(self) -> str | None:
         """Why the source cannot be read now, said once per problem (the file deleted or no regular file now; an
         OpenCode database removed, damaged or locked for long), else None: the view keeps what it last read."""
-        if self.format == "opencode":
+        if self.format in POLLED:
             event = self._notices.notice(self.reader)
             return event.reason if event is not None else None
         return self.tail.notice()
@@ -145,7 +130,7 @@ class LiveSource:
 
     def _read(self) -> tuple[list[SourceChanges], bool]:
         """Feed the reader everything appended since the last read: (the changes, the file was reset)."""
-        if self.format == "opencode":  # a database: its rows changed since the last poll
+        if self.format in POLLED:  # a database: its rows changed since the last poll
             changes = self.reader.poll()
             return [changes], changes.reset
         out: list[SourceChanges] = []
@@ -452,7 +437,6 @@ def subagent_file(session_folder: Path, rel: str) -> str:
 
 
 __all__ = [
-    "AGENT_NAMES",
     "LIVE_FORMATS",
     "LIVE_SECONDS",
     "LiveSource",

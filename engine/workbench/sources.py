@@ -40,6 +40,7 @@ from typing import Any
 
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
+from engine.sources.formats import display_name
 from engine.sources.model import shown_path
 from engine.store.session import SessionError
 from engine.usage.costs import priced_record
@@ -70,8 +71,9 @@ SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 
 
 def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
-    """A Sources-panel row: the discovery entry's fields, and ``live``."""
+    """A Sources-panel row: the discovery entry's fields, ``agent_name`` (its display name) and ``live``."""
     out = entry.to_json()
+    out["agent_name"] = display_name(entry.agent)
     out["live"] = sv.is_live(entry.path, now)
     return out
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from engine.sources.formats import display_name
 from widgets.readonly_bar import ReadOnlyBar
 from widgets.sessions_panel import SessionsPanel
 from widgets.sources_list import PROBLEMS_SHOWN, SourcesList, age
@@ -16,7 +17,8 @@ NOW = datetime.now(UTC)
 
 def row(path: str, agent: str, project: str, minutes: float, **kw: Any) -> dict[str, Any]:
     ts = (NOW - timedelta(minutes=minutes)).isoformat()
-    return {"agent": agent, "project": project, "session_id": path.rsplit("/", 1)[-1], "path": path,
+    return {"agent": agent, "agent_name": display_name(agent), "project": project,
+            "session_id": path.rsplit("/", 1)[-1], "path": path,
             "started": ts, "last_activity": ts, "calls": 3, "last_prompt_tokens": 50_000, "window": 200_000,
             "percent_full": 25.0, "model": "claude-opus-4-6", "title": "", "live": False, **kw}
 

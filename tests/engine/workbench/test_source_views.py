@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from engine.workbench.source_views import AGENT_NAMES, found_sessions_text
+from engine.sources.formats import FORMATS
+from engine.workbench.source_views import found_sessions_text
 
 
 def test_the_found_sessions_line_names_each_agent_largest_first() -> None:
@@ -19,4 +20,4 @@ def test_every_agent_the_sources_scan_lists_has_a_display_name() -> None:
 
     from engine.sources.discovery import Agent
 
-    assert set(get_args(Agent)) <= set(AGENT_NAMES)
+    assert set(get_args(Agent)) <= set(FORMATS)

@@ -1,0 +1,130 @@
+"""The format registry: each agent format declared once — its name and display name, its whole-file reader, its
+incremental reader, how a growing session is followed (appended file tailed, or database polled), whether the
+agent lists its sessions in Sources, and whether reasoning tokens are inside its output figure.
+
+Import, follow, the window's live views, the usage index and the prices read formats only from here (a test
+checks every registered format is complete and that the modules reading them name no format).
+
+The incremental readers share one protocol, :class:`AppendedReader`: bytes (or complete lines) in,
+:class:`engine.sources.model.SourceChanges` out, :meth:`AppendedReader.finish` for the whole session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from engine.sources import claude_code, codex, gemini_cli, opencode, openhands, swe_agent
+from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
+
+Growth = Literal["appended", "polled", "rewritten"]
+
+
+class AppendedReader(Protocol):
+    """An incremental reader of a file agents write by appending (Claude Code, Codex, Gemini CLI)."""
+
+    session: SourceSession
+
+    def feed(self, data: bytes) -> SourceChanges:
+        """Take appended bytes; a partial last line waits inside the reader for its newline."""
+        ...
+
+    def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
+        """Take complete lines (each with its newline)."""
+        ...
+
+    def finish(self) -> SourceSession:
+        """The whole session read so far (what lives beside the file added)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AgentFormat:
+    """One agent format (see the module docstring).
+
+    ``read``: the whole session at a path; ``read_lines``: the same from complete lines the caller already read
+    (a line-oriented file is then not read again); ``appended``: a new incremental reader of the path (``bulk``:
+    the whole file is fed at once); ``growth``: how a growing session is followed — ``appended`` (tailed and fed
+    to ``appended``), ``polled`` (a database: its reader is polled) or ``rewritten`` (the agent rewrites the file:
+    read whole again); ``follow_open_last``: following starts from the call open at the end of the file;
+    ``polled``: a new polled reader of a path (``subagents``: its child sessions read too);
+    ``listed``: Sources looks for its sessions; ``reasoning_in_output``: the output figure includes reasoning."""
+
+    name: SourceFormat
+    display: str
+    read: Callable[[Path], SourceSession]
+    read_lines: Callable[[Path, Sequence[bytes]], SourceSession] | None = None
+    appended: Callable[[Path, bool], AppendedReader] | None = None
+    polled: Callable[[Path, bool], opencode.OpenCodeReader] | None = None
+    growth: Growth = "rewritten"
+    follow_open_last: bool = False
+    listed: bool = False
+    reasoning_in_output: bool = True
+
+
+FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
+    AgentFormat("claude-code", "Claude Code", claude_code.read_claude_code,
+                read_lines=lambda path, lines: claude_code.read_claude_code(path, lines=lines),
+                appended=lambda path, bulk: claude_code.ClaudeCodeReader(path, bulk=bulk),
+                growth="appended", follow_open_last=True, listed=True),
+    AgentFormat("codex", "Codex", codex.read_codex,
+                read_lines=lambda path, lines: codex.read_codex(path, lines=lines),
+                appended=lambda path, _bulk: codex.CodexReader(path),
+                growth="appended", listed=True),
+    AgentFormat("gemini-cli", "Gemini CLI", gemini_cli.read_gemini_cli,
+                read_lines=lambda path, lines: gemini_cli.read_gemini_cli(path, lines=lines),
+                appended=lambda path, _bulk: gemini_cli.GeminiCliReader(path),
+                growth="appended", follow_open_last=True, listed=True, reasoning_in_output=False),
+    AgentFormat("opencode", "OpenCode", opencode.read_opencode,
+                polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
+                growth="polled", listed=True, reasoning_in_output=False),
+    AgentFormat("openhands", "OpenHands", openhands.read_openhands),
+    AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
+)}
+
+# logs the importer reads (engine.importer), not sources with a reader here
+LOG_FORMATS: dict[SourceFormat, str] = {"mini-swe-agent": "mini-swe-agent", "openai": "an OpenAI-format log"}
+
+
+def agent_format(name: str) -> AgentFormat:
+    """The registered format ``name``; SourceError naming the known ones when it is not one."""
+    spec = FORMATS.get(name)  # type: ignore[call-overload]
+    if spec is None:
+        raise SourceError(f"{name!r} is not a format read as a source (known: {', '.join(FORMATS)})")
+    return spec
+
+
+def display_name(name: str) -> str:
+    """How a person calls the format's agent ("Claude Code"); the name itself when it is none of ours."""
+    spec = FORMATS.get(name)  # type: ignore[call-overload]
+    return spec.display if spec is not None else LOG_FORMATS.get(name, name)  # type: ignore[call-overload]
+
+
+def names(*, growth: Growth | None = None, listed: bool | None = None,
+          reasoning_in_output: bool | None = None) -> tuple[SourceFormat, ...]:
+    """The registered formats with the given properties, in registration order."""
+    return tuple(f.name for f in FORMATS.values()
+                 if (growth is None or f.growth == growth) and (listed is None or f.listed == listed)
+                 and (reasoning_in_output is None or f.reasoning_in_output == reasoning_in_output))
+
+
+def appended_reader(name: str, path: Path, *, bulk: bool = False) -> AppendedReader:
+    """A new incremental reader of ``path`` in the format ``name`` (one that grows by appending)."""
+    spec = agent_format(name)
+    if spec.appended is None:
+        raise SourceError(f"{spec.display} sessions are not read by appending")
+    return spec.appended(Path(path), bulk)
+
+
+def polled_reader(name: str, path: Path, *, subagents: bool = True) -> opencode.OpenCodeReader:
+    """A new polled reader of ``path`` in the format ``name`` (a database)."""
+    spec = agent_format(name)
+    if spec.polled is None:
+        raise SourceError(f"{spec.display} sessions are not polled")
+    return spec.polled(Path(path), subagents)
+
+
+__all__ = ["FORMATS", "LOG_FORMATS", "AgentFormat", "AppendedReader", "Growth", "agent_format", "appended_reader",
+           "display_name", "names", "polled_reader"]
