@@ -11,12 +11,15 @@ tools`` prints; None when the session recorded no call). A result for a session 
 is dropped; a call number out of range becomes a notice.
 
 Intents: ``diff_calls(a, b)`` (calls numbered from 1, as the timeline's tooltips number them),
-``tool_attribution()``.
+``tool_attribution()``. Tool attributions asked for while one is computed (a followed file growing, a call at a
+time) are coalesced: one worker thread at a time (a cancelled task does not stop its thread), the next started
+when it ends — for the latest state — and at most one every :data:`TOOLS_MIN_GAP` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from engine.workbench.core import WorkbenchCore
 from engine.workbench.events import DiffReady, ToolsReady
 
 TOP_RESULTS = 15
+TOOLS_MIN_GAP = 0.5  # seconds from the start of one tool attribution to the start of the next
 
 
 def message_locations(folder: Path, ids: list[str]) -> dict[str, str]:
@@ -69,6 +73,9 @@ class AnalysisPart:
 
     def __init__(self, core: WorkbenchCore) -> None:
         self.core = core
+        self._tools_wanted: tuple[str, Path] | None = None  # the session to attribute next (the latest asked)
+        self._tools_task: asyncio.Task[Any] | None = None
+        self.tools_computed = 0  # attributions computed (coalescing, seen by the tests)
 
     def diff_calls(self, a: int, b: int) -> asyncio.Task[Any] | None:
         """Compute the context diff from call ``a`` to call ``b`` (1-based); sends DiffReady."""
@@ -87,16 +94,26 @@ class AnalysisPart:
             self.core.emit(DiffReady(diff, session_id))
 
     def tool_attribution(self) -> asyncio.Task[Any] | None:
-        """Compute the tokens and the cost by tool of the open session; sends ToolsReady."""
+        """Compute the tokens and the cost by tool of the open session; sends ToolsReady. While one is computed,
+        the request joins it: the task returned ends after an attribution of the state as it is now."""
         session = self.core.session
         if session is None:
             return None
-        return self.core.tasks.spawn("tools", self._tools(session.id, session.path), replace=True)
+        self._tools_wanted = (session.id, session.path)
+        if self._tools_task is None or self._tools_task.done():
+            self._tools_task = self.core.tasks.spawn("tools", self._tools())
+        return self._tools_task
 
-    async def _tools(self, session_id: str, folder: Path) -> None:
-        result, where, costs = await asyncio.to_thread(compute_tools, folder)
-        if self.core.session is not None and self.core.session.id == session_id:
-            self.core.emit(ToolsReady(result, where, session_id, costs))
+    async def _tools(self) -> None:
+        while self._tools_wanted is not None:
+            (session_id, folder), self._tools_wanted = self._tools_wanted, None
+            started = time.monotonic()
+            result, where, costs = await asyncio.to_thread(compute_tools, folder)
+            self.tools_computed += 1
+            if self.core.session is not None and self.core.session.id == session_id:
+                self.core.emit(ToolsReady(result, where, session_id, costs))
+            if self._tools_wanted is not None:
+                await asyncio.sleep(max(0.0, TOOLS_MIN_GAP - (time.monotonic() - started)))
 
 
 __all__ = ["TOP_RESULTS", "AnalysisPart", "compute_diff", "compute_tools", "message_locations"]

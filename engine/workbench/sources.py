@@ -67,6 +67,7 @@ from engine.workbench.views import markers, prompt_of
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
 MIN_POLL_GAP = 0.1  # at most this often when the file watcher wakes the loop on every written line
+FAILING_INTERVAL = 5.0  # seconds between two polls at most, while every poll of a followed file fails
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 
 
@@ -224,9 +225,14 @@ class SourcesPart:
         wake = self._wake  # a change noticed before this loop began is already set: not lost
         loop = asyncio.get_running_loop()
         last = 0.0
+        failing = ""  # the last poll's error ("" when it read well): said once, polls back off, then one rewrite
+        interval = FOLLOW_INTERVAL
         while self.core.view is view:
             try:
-                await asyncio.wait_for(wake.wait(), FOLLOW_INTERVAL)
+                if failing:  # backing off: a file growing line after line does not wake the loop sooner
+                    await asyncio.sleep(interval)
+                else:
+                    await asyncio.wait_for(wake.wait(), interval)
             except TimeoutError:
                 pass
             since = loop.time() - last
@@ -236,16 +242,20 @@ class SourcesPart:
             last = loop.time()
             try:
                 plan = await asyncio.to_thread(live.poll)
-            except Exception as exc:  # a reader must never take the view down: say so, try again later
-                self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
-                plan = None
+            except Exception as exc:  # a reader must never take the view down: say so once, try again later
+                reason = one_line(str(exc))
+                if reason != failing:
+                    self.core.notice("warning", f"following {Path(view.source).name}: {reason}")
+                failing, interval = reason, min(interval * 2, FAILING_INTERVAL)
+                continue
             if self.core.view is not view or self.core.session is None:
                 return
             if (gone := live.notice()) is not None:  # deleted, damaged, locked for long: said once
                 self.core.notice("warning", f"following {shown_path(Path(view.source).name)}: {gone}; the view "
                                             "shows it as last read, and goes on when it can be read again")
                 continue
-            if plan is None:
+            if plan is None or failing:  # a reset or rewind; or read well again after failed polls: the view is
+                failing, interval = "", FOLLOW_INTERVAL  # written once from the reader's state
                 await self._rewrite(view)
             elif not plan.empty:
                 self._apply_followed(view, plan)

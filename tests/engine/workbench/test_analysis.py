@@ -129,3 +129,18 @@ async def test_a_tool_result_has_one_size_in_the_tools_tab_the_archive_and_the_c
     cli = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "tools", str(big), "--json"], cwd=ROOT,
                                     capture_output=True, text=True, check=True).stdout)
     assert cli["largest"][0]["tokens"] == largest.tokens
+
+
+@pytest.mark.asyncio
+async def test_tool_attributions_asked_in_a_burst_are_coalesced(rig: Rig) -> None:  # noqa: F811
+    """A followed file growing a call at a time asks for the Tools tab's figures each time: one worker thread at a
+    time, the burst joined into one more attribution of the latest state (not one thread per call)."""
+    await _imported(rig)
+    part = rig.wb.analysis
+    rig.wb.tool_attribution()
+    await rig.until(lambda: bool(rig.of(ev.ToolsReady)))
+    before, ready = part.tools_computed, len(rig.of(ev.ToolsReady))
+    tasks = {rig.wb.tool_attribution() for _ in range(20)}
+    assert len(tasks) == 1  # one task answers the whole burst
+    await next(iter(tasks))
+    assert part.tools_computed - before == 1 and len(rig.of(ev.ToolsReady)) == ready + 1

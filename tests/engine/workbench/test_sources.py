@@ -520,3 +520,42 @@ async def test_a_large_file_shows_its_current_context_first(
     assert first.timeline[-1]["provider_prompt_tokens"] == full.timeline[-1]["provider_prompt_tokens"]
     assert rig.wb.view is not None and rig.wb.view.describe()["following"]
     assert [p.name for p in views_root().iterdir()] == [rig.wb.session.path.name]  # the first screen's folder went
+
+
+@pytest.mark.asyncio
+async def test_a_poll_that_keeps_failing_is_said_once_and_reloads_once_when_it_reads_again(
+        rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    """A reader that raises on every poll: one notice (not one every 0.25 s), the polls back off, nothing is
+    rewritten while it fails; the first good poll after it writes the view once from the reader's state."""
+    lines = _lines(_need(BIG))
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"".join(lines[:200]))
+    await rig.wb.open_source(live)
+    view = rig.wb.view
+    assert view is not None and view.live_source is not None
+    source = view.live_source
+    real_poll = source.poll
+    failures = {"left": 10**9, "polls": 0}
+
+    def poll() -> Any:
+        failures["polls"] += 1
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise ValueError("the reader broke on a line")
+        return real_poll()
+
+    source.poll = poll  # type: ignore[method-assign]
+    loads = len(rig.of(ev.SessionLoaded))
+    with open(live, "ab") as fh:
+        fh.write(b"".join(lines[200:230]))
+    await asyncio.sleep(3.0)
+    said = [t for t in rig.notices("warning") if "the reader broke on a line" in t]
+    assert len(said) == 1
+    assert failures["polls"] <= 6, "the polls back off while every one fails (0.25, 0.5, 1, 2 s …)"
+    assert len(rig.of(ev.SessionLoaded)) == loads  # nothing rewritten while failing
+    failures["left"] = 0
+    final = read_source(live, "claude-code")
+    await rig.until(lambda: len(rig.of(ev.SessionLoaded)) == loads + 1, timeout=10)
+    assert len(rig.of(ev.SessionLoaded)[-1].view.messages) == len(final.messages)
+    await asyncio.sleep(0.8)
+    assert len(rig.of(ev.SessionLoaded)) == loads + 1  # once
