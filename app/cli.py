@@ -12,6 +12,8 @@
     ctxbench diff SESSION_OR_FILE A B [--json]   (app.cli_diff: what entered / left the context)
     ctxbench tools SESSION_OR_FILE [--top N] [--json]   (app.cli_tools: tokens by tool)
     ctxbench usage [--by day|project|model|session|tool] [--since DATE] [--json]   (app.cli_usage: cost)
+    ctxbench proxy [--port N] [--upstream URL]   (app.cli_record: the recording proxy, for agents started elsewhere)
+    ctxbench record [--upstream URL] -- COMMAND …   (app.cli_record: run an agent through the recording proxy)
 
 ``sources --json`` prints one JSON object per session (``"type": "source"``), newest first.
 ``run`` prints one JSON object per line per event, each with a ``"type"`` (engine.model.events.event_to_json):
@@ -49,7 +51,8 @@ from engine.store.config import LOCAL_MODEL, Settings, load_settings
 
 PROG = "ctxbench"
 SOURCE_PROBLEMS_SHOWN = 10  # `sources`: files that could not be read named on stderr, then "and N more"
-COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export", "diff", "tools", "usage")
+COMMANDS = ("run", "inspect", "compact", "import", "sources", "follow", "export", "diff", "tools", "usage",
+            "proxy", "record")
 
 
 class CLIError(Exception):
@@ -194,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app import cli_usage
 
     cli_usage.add_parser(sub)
+    from app import cli_record
+
+    cli_record.add_parser(sub)
     return parser
 
 
@@ -565,6 +571,12 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
             raise UsageError(str(exc)) from None
         except SourceError as exc:
             raise CLIError(str(exc)) from None
+    if args.command in ("proxy", "record"):  # the recording proxy (app/cli_record.py): needs no settings
+        from app import cli_record
+
+        if args.command == "proxy":
+            return cli_record.cmd_proxy(args, out, CLIError)
+        return cli_record.cmd_record(args, out, CLIError, UsageError)
     if args.command in ("diff", "tools"):  # need no settings (app/cli_diff.py, app/cli_tools.py)
         from app import cli_diff, cli_tools
 

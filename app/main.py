@@ -72,6 +72,9 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     app.setApplicationName("ctxbench")
     app.setApplicationDisplayName("Context Workbench")
     app.setQuitOnLastWindowClosed(False)  # the main coroutine ends the loop when the window closes
+    from app.collector import MainThreadCollector
+
+    MainThreadCollector(app)  # cycles collected on the main thread's event loop only (app/collector.py)
     with asyncio.Runner(loop_factory=qasync.QEventLoop) as runner:
         return int(runner.run(_main(app, args)))
 

@@ -21,6 +21,7 @@ def main(argv: list[str]) -> int:
         follow_bench,
         hostile,
         local_accuracy,
+        proxy_bench,
         source_view_bench,
         sources_bench,
         store_bench,
@@ -39,6 +40,7 @@ def main(argv: list[str]) -> int:
     suites.update(bigsession_bench.ALL)
     suites.update(usage_bench.ALL)  # issue 22: the usage index vs its targets and ccusage
     suites.update(hostile.ALL)  # issue 26: hostile input from the command line (crashes, hangs, silent loss)
+    suites.update(proxy_bench.ALL)  # issue 31: the recording proxy (latency, memory, concurrent streams)
     try:
         from benchmarks import gui_bench
     except ImportError:

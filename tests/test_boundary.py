@@ -62,7 +62,7 @@ def test_checker_catches_a_violation(tmp_path: Path) -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.model",),
     ("engine.store",),
-    ("engine.llm",),
+    ("engine.llm", "engine.capture"),  # capture: the recording proxy and its files (engine.sources.capture reads them)
     ("engine.context",),
     ("engine.tools",),
     ("engine.sources",),

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from engine.sources.capture import is_capture_line
 from engine.sources.model import (
     FORMATS,
     SourceError,
@@ -41,6 +42,8 @@ def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
     kind = obj.get("type")
     if not isinstance(kind, str):
         kind = None  # ``"type": []`` and the like: no type (never hashed)
+    if kind in ("capture", "exchange") and is_capture_line(obj):  # the recording proxy's (engine.capture)
+        return "proxy-capture"
     if kind in CODEX_TYPES and "payload" in obj:
         return "codex"
     if kind in CLAUDE_TYPES and ("uuid" in obj or "sessionId" in obj or "messageId" in obj or "leafUuid" in obj):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from engine.sources import claude_code, codex, gemini_cli, opencode, openhands, swe_agent
+from engine.sources import capture, claude_code, codex, gemini_cli, opencode, openhands, swe_agent
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
 
 Growth = Literal["appended", "polled", "rewritten"]
@@ -82,6 +82,9 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 growth="polled", listed=True, reasoning_in_output=False),
     AgentFormat("openhands", "OpenHands", openhands.read_openhands),
     AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
+    AgentFormat("proxy-capture", "a recorded agent (ctxbench proxy)", capture.read_capture,  # engine.capture's files
+                read_lines=lambda path, lines: capture.read_capture(path, lines=lines),
+                appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended"),
 )}
 
 # logs the importer reads (engine.importer), not sources with a reader here

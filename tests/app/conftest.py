@@ -25,9 +25,9 @@ import qasync
 
 from engine.store.config import Settings
 from tests import fakeserver as fs
-from tests.widgets.conftest import QtMessageRecorder, qt_messages  # the Qt-warning guard
+from tests.widgets.conftest import QtMessageRecorder, main_thread_gc, qt_messages  # the Qt-warning guard, the GC
 
-__all__ = ["QtMessageRecorder", "qt_messages", "run"]
+__all__ = ["QtMessageRecorder", "main_thread_gc", "qt_messages", "run"]
 
 
 @pytest.fixture(scope="session")

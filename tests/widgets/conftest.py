@@ -65,6 +65,17 @@ class QtMessageRecorder:
         self.records.clear()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def main_thread_gc(qapp: Any) -> Iterator[Any]:
+    """Cycles collected on the main thread's event loop only, as in the app (app/collector.py): a collection in
+    a worker thread, or in the middle of a Qt call, was seen to hang the window."""
+    from app.collector import MainThreadCollector
+
+    collector = MainThreadCollector(qapp)
+    yield collector
+    collector.stop()
+
+
 @pytest.fixture(autouse=True)
 def qt_messages(qapp: Any) -> Iterator[QtMessageRecorder]:
     """Fail the test when Qt emitted a warning or worse during it."""

@@ -1,0 +1,58 @@
+"""Python's cyclic garbage collection, run only from the main thread's event loop.
+
+CPython collects cycles in whichever thread crosses an allocation threshold, wherever that thread is: a worker
+thread (the Sources scan, a reader, litellm's import) then runs the finalizers of Qt objects caught in cycles off
+the main thread, and the main thread may collect in the middle of a Qt call (a resize of the chart's view) —
+both seen to hang the window for good (the main thread asleep inside the collector, a worker waiting for the
+GIL). So automatic collection is switched off and :class:`MainThreadCollector` collects from a timer of the
+main thread's event loop, with the thresholds the interpreter would use (the pattern of pyqtgraph's and
+calibre's collectors).
+"""
+
+from __future__ import annotations
+
+import gc
+
+from PySide6.QtCore import QObject, QTimer
+
+INTERVAL_MS = 250  # how often the main thread looks whether a collection is due
+
+
+class MainThreadCollector(QObject):
+    """Automatic collection off while it lives; :meth:`collect` on the main thread's timer instead."""
+
+    def __init__(self, parent: QObject | None = None, interval_ms: int = INTERVAL_MS) -> None:
+        super().__init__(parent)
+        self._threshold = gc.get_threshold()
+        self._was_enabled = gc.isenabled()
+        self.collections = 0  # collections run (tests)
+        gc.disable()
+        self._timer = QTimer(self)
+        self._timer.setInterval(interval_ms)
+        self._timer.timeout.connect(self.collect)
+        self._timer.start()
+
+    def due(self) -> int:
+        """The oldest generation whose count passed its threshold (as the interpreter decides), or -1."""
+        counts = gc.get_count()
+        for gen in (2, 1, 0):
+            if self._threshold[gen] and counts[gen] > self._threshold[gen]:
+                return gen
+        return -1
+
+    def collect(self) -> int:
+        """Collect the generation that is due, if any; the objects found unreachable."""
+        gen = self.due()
+        if gen < 0:
+            return 0
+        self.collections += 1
+        return gc.collect(gen)
+
+    def stop(self) -> None:
+        """Back to the interpreter's automatic collection (as it was)."""
+        self._timer.stop()
+        if self._was_enabled:
+            gc.enable()
+
+
+__all__ = ["INTERVAL_MS", "MainThreadCollector"]
