@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import signal
 import sys
@@ -47,7 +48,10 @@ from typing import Any
 
 from app import cli_export
 from engine.model.text import json_safe, one_line, printable
+from engine.store import logs
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
+
+log = logging.getLogger(__name__)
 
 PROG = "ctxbench"
 SOURCE_PROBLEMS_SHOWN = 10  # `sources`: files that could not be read named on stderr, then "and N more"
@@ -610,6 +614,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         return _start_gui([])
     out = Printer()
+    logs.configure_from_settings()
+    log.info("ctxbench %s", args.command)
     try:
         return _dispatch(args, out)
     except UsageError as exc:
@@ -623,7 +629,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"{PROG}: error: {printable(one_line(str(exc)))}", file=sys.stderr)
         return 1
-    except Exception as exc:  # anything else: one line, no traceback (CTXBENCH_DEBUG=1 shows it)
+    except Exception as exc:  # anything else: one line, no traceback (CTXBENCH_DEBUG=1 shows it; the log has it)
+        log.exception("ctxbench %s failed", args.command)
         if os.environ.get("CTXBENCH_DEBUG"):
             traceback.print_exc()
         print(f"{PROG}: error: {printable(one_line(f'{type(exc).__name__}: {exc}'))}", file=sys.stderr)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -57,6 +58,10 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     os.environ["QT_API"] = "pyside6"
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args, qt_args = _parse(sys.argv[1:] if argv is None else argv)
+    from engine.store import logs
+
+    logs.configure_from_settings()  # <data dir>/logs/ctxbench.log (Help → Open log folder)
+    logging.getLogger(__name__).info("ctxbench window starting (pid %d)", os.getpid())
     from app.qt_platform import ensure_platform
 
     if code := ensure_platform(qt_args):  # a clear message and exit 2, not Qt's abort

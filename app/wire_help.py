@@ -5,8 +5,9 @@
   a text box or viewer (its own copy / select all), a list or table (select all). Text boxes handle
   the keys themselves; the menu items reach them too.
 - **Help → Keyboard shortcuts** lists every shortcut of the window's actions and the chat's own keys.
+- **Help → Open log folder**: the folder of the log file (engine/store/logs.py), in the system's file manager.
 - **Help → About Context Workbench**: the version, the runtime, and where the settings, the sessions,
-  the window layout and the Sources index live (each path copyable).
+  the window layout, the log file and the Sources index live (each path copyable).
 
 :func:`wire_help` is called once from ``MainWindow._connect``; its state is a :class:`HelpWiring`
 stored as ``window.help_wiring``.
@@ -20,11 +21,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from PySide6 import __version__ as pyside_version
-from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QObject, Qt, QUrl
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QLineEdit, QMenu, QPlainTextEdit, QTextEdit, QWidget
 
 from engine.store.config import config_dir, data_dir, settings_path
+from engine.store.logs import log_dir, log_file
 from widgets.chat_view import ChatView
 from widgets.help_dialogs import AboutDialog, AboutFacts, ShortcutsDialog
 
@@ -56,6 +58,7 @@ def about_facts(window: MainWindow) -> AboutFacts:
         ("Sessions", str(root)),
         ("Data folder", str(data_dir())),
         ("Window layout", str(config_dir() / "window.ini")),
+        ("Log file", str(log_file())),
     )
     runtime = (f"Python {platform.python_version()} · PySide6 {pyside_version} · "
                f"{platform.system() or sys.platform} {platform.machine()}")
@@ -124,6 +127,9 @@ class HelpWiring(QObject):
         self.shortcuts_action = help_menu.addAction("&Keyboard shortcuts")
         self.shortcuts_action.setShortcut(QKeySequence(QKeySequence.StandardKey.HelpContents))
         self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        self.log_action = help_menu.addAction("Open &log folder")
+        self.log_action.setToolTip("The log file (what was read, called and what failed) to look at or send")
+        self.log_action.triggered.connect(self.open_log_folder)
         help_menu.addSeparator()
         self.about_action = help_menu.addAction("&About Context Workbench")
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
@@ -153,6 +159,16 @@ class HelpWiring(QObject):
             self.shortcuts_dialog = ShortcutsDialog(self.window, self.shortcut_rows())
         self.shortcuts_dialog.open()
         return self.shortcuts_dialog
+
+    def open_log_folder(self) -> str:
+        """Show the log folder in the system's file manager (made if missing); its path."""
+        folder = log_dir()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # the file manager says it is not there
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
+        return str(folder)
 
     def show_about(self) -> AboutDialog:
         if self.about_dialog is not None:

@@ -56,7 +56,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.store.config import ESTIMATORS, LOCAL_MODEL, OFFLOAD_STRATEGIES, SUMMARY_MODE_CHOICES, THEMES, Settings
+from engine.store.config import (
+    ESTIMATORS,
+    LOCAL_MODEL,
+    LOG_LEVELS,
+    OFFLOAD_STRATEGIES,
+    SUMMARY_MODE_CHOICES,
+    THEMES,
+    Settings,
+)
 from widgets.theme import Palette, palette
 
 INT_MAX = 2_000_000_000
@@ -245,6 +253,10 @@ class SettingsDialog(QDialog):
         theme = QComboBox()
         theme.addItems(list(THEMES))
         self._add(form, "theme", "Theme", theme)
+        level = QComboBox()
+        level.addItems(list(LOG_LEVELS))
+        level.setToolTip("What the log file in the data directory keeps (Help → Open log folder)")
+        self._add(form, "log_level", "Log level", level)
 
     def _build_buttons(self, layout: QVBoxLayout) -> None:
         """The line that shows the first problem, then Save / Cancel."""

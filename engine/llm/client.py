@@ -27,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -46,6 +48,8 @@ from engine.llm.errors import (
 from engine.llm.lazyimport import gate, gated_import
 from engine.model.messages import Message, new_message, one_line, tool_result
 from engine.store.secrets import remember_secret, scrub
+
+log = logging.getLogger(__name__)
 
 LOCAL_MODEL = local_model.LOCAL_MODEL
 
@@ -453,18 +457,25 @@ async def stream_chat(
     while True:
         attempt += 1
         acc = StreamAssembler()
+        started = time.monotonic()
         try:
             await _one_attempt(config, kwargs, acc, on_text, on_reasoning, on_tool_call)
             if acc.empty:
                 await _explain_empty_stream(config, kwargs, acc, on_text, on_tool_call)
-            return acc.completion()
+            done = acc.completion()
+            log.info("provider call %s: %d messages, %d tools, %.2f s, usage %s", config.model, len(messages),
+                     len(tools or []), time.monotonic() - started, done.usage)
+            return done
         except asyncio.CancelledError:
+            log.info("provider call %s stopped after %.2f s", config.model, time.monotonic() - started)
             if partial is not None:
                 partial.append(acc.completion(interrupted=True))
             raise
         except Exception as exc:
             err = classify_error(exc, config.model)
             err.attempts = attempt
+            log.warning("provider call %s failed (attempt %d, %s): %s", config.model, attempt, err.kind,
+                        scrub(str(err))[:MAX_ERROR_CHARS])
             if acc.started:
                 err.partial = acc.completion(interrupted=True)
             if err.kind == "transient" and not acc.started and attempt <= config.max_retries:

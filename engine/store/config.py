@@ -29,6 +29,7 @@ LOCAL_MODEL = "local/smollm2-135m-instruct"
 ESTIMATORS = ("auto", "heuristic", "exact")
 OFFLOAD_STRATEGIES = ("truncate", "prune", "middle_out")
 THEMES = ("system", "light", "dark")
+LOG_LEVELS = ("debug", "info", "warning", "error")  # what the log file keeps (engine.store.logs)
 # how compaction summaries are made (engine.context.summaries): auto = the digest on the bundled model, both elsewhere
 SUMMARY_MODE_CHOICES = ("auto", "digest", "model", "both")
 
@@ -90,6 +91,7 @@ class Settings:
     system_prompt: str = ""  # empty = the bundled default prompt
     # ui
     theme: str = "system"
+    log_level: str = "info"  # the log file in the data directory (engine.store.logs): debug, info, warning, error
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad key."""
@@ -152,6 +154,8 @@ def _validate_field(key: str, value: Any) -> None:
         )
     elif key == "theme":
         _check(value in THEMES, f"theme must be one of {', '.join(THEMES)}, got {value!r}")
+    elif key == "log_level":
+        _check(value in LOG_LEVELS, f"log_level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
     elif key == "model":
         _check(bool(value.strip()), "model must not be empty")
 

@@ -5,6 +5,7 @@ edit, apply, discard, undo, ``/clear`` (through :meth:`Compactor.clear`) and res
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from engine.model.events import AgentState
@@ -19,6 +20,8 @@ from engine.workbench.events import (
     PreviewStarted,
     PreviewSummary,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from engine.context.compaction import CompactionPreview
@@ -110,6 +113,7 @@ class CompactionPart:
                 self.core.emit(PreviewFailed("cancelled: the model's text was not written"))
             raise
         except Exception as exc:
+            log.exception("the compaction preview failed")
             self.core.emit(PreviewFailed(f"the preview failed: {type(exc).__name__}: {one_line(str(exc))}"))
             return
         finally:

@@ -9,6 +9,7 @@ hold this one :class:`WorkbenchCore`, passed to them explicitly, with the state 
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from engine.workbench.policy import ReadOnlyPolicy
 from engine.workbench.tasks import TaskGroup
 from engine.workbench.throttle import SNAPSHOT_INTERVAL_S, Throttle
 from engine.workbench.views import ContextState
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from engine.agent import Agent
@@ -188,6 +191,7 @@ class WorkbenchCore:
             await asyncio.to_thread(llm._lib)
             names = await asyncio.to_thread(llm.model_suggestions)
         except Exception as exc:  # litellm is broken: the offline model still works
+            log.exception("litellm could not be loaded")
             self.notice("warning", f"litellm could not be loaded ({one_line(str(exc))}); "
                                    f"only the offline model {LOCAL_MODEL} works")
             return
@@ -242,6 +246,7 @@ class WorkbenchCore:
         try:
             return make_estimator(self.settings.estimator, self.settings.model)
         except Exception as exc:
+            log.warning("the %s estimator is not available", self.settings.estimator, exc_info=exc)
             self.notice("warning", f"the {self.settings.estimator} estimator is not available ({exc}); "
                                    "counting with the heuristic")
             return HeuristicEstimator()

@@ -35,6 +35,7 @@ usual session events (``SessionLoaded`` whose view says ``read_only`` and ``sour
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,8 @@ from engine.workbench.imported import import_facts
 from engine.workbench.policy import READ_ONLY
 from engine.workbench.sessions import SessionsPart
 from engine.workbench.views import markers, prompt_of
+
+log = logging.getLogger(__name__)
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
 MIN_POLL_GAP = 0.1  # at most this often when the file watcher wakes the loop on every written line
@@ -164,6 +167,7 @@ class SourcesPart:
             self._views_cleaned = True
             await asyncio.to_thread(sv.remove_stale_views, root)
         self.core.emit(StateChanged(AgentState.IMPORTING))
+        log.info("opening %s", path)
         folder, prefix = sv.new_view_folder(root), sv.new_prefix()
         live: sv.LiveSource | None = None
         try:
@@ -178,6 +182,7 @@ class SourcesPart:
                                           self.core.model_info())
             session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
+            log.warning("opening %s failed", path, exc_info=exc)
             sv.remove_view(folder)
             self.core.emit(StateChanged(self.core.state))
             self.core.notice("error", f"cannot open {path.name}: {one_line(str(exc))}")
@@ -202,6 +207,7 @@ class SourcesPart:
             session = (await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
                        if made else None)
         except Exception:  # the first screen is a courtesy: the whole read below says what is wrong, if anything
+            log.info("first screen of %s not made", path, exc_info=True)
             sv.remove_view(folder)
             return
         if session is None:
@@ -244,6 +250,7 @@ class SourcesPart:
                 plan = await asyncio.to_thread(live.poll)
             except Exception as exc:  # a reader must never take the view down: say so once, try again later
                 reason = one_line(str(exc))
+                log.warning("following %s: poll failed", view.source, exc_info=exc if reason != failing else None)
                 if reason != failing:
                     self.core.notice("warning", f"following {Path(view.source).name}: {reason}")
                 failing, interval = reason, min(interval * 2, FAILING_INTERVAL)
@@ -307,6 +314,7 @@ class SourcesPart:
         try:
             await asyncio.to_thread(live.rewrite, fresh)
         except Exception as exc:  # e.g. truncated to nothing: wait for the next lines
+            log.warning("following %s: the view could not be written again", view.source, exc_info=exc)
             sv.remove_folder(fresh)
             self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return

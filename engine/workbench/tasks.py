@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 ErrorFn = Callable[[str, BaseException], None]
 
@@ -42,6 +45,8 @@ class TaskGroup:
         if t.cancelled():
             return
         exc = t.exception()
+        if exc is not None:
+            log.error("task %s failed", name, exc_info=exc)
         if exc is not None and not self.closing and self._on_error is not None:
             self._on_error(name, exc)
 

@@ -21,6 +21,8 @@ answers; a refresh the user asked for is never replaced by a quiet one).
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import date
@@ -32,6 +34,8 @@ from engine.usage.index import UsageIndex, UsageIndexError, shown_path
 from engine.usage.report import UsageReport, last_days, usage_report
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
+
+log = logging.getLogger(__name__)
 
 AUTO_REFRESH_SECONDS = 10.0  # the Usage view's live refresh, while it is shown
 
@@ -83,6 +87,7 @@ class UsagePart:
             report = UsageReport(since.isoformat() if since else None, until.isoformat() if until else None,
                                  problem=one_line(str(exc)), warnings=self.index.notices[notices:])
         except Exception as exc:  # never a raw traceback (ctxbench usage --refresh builds the index again)
+            log.exception("usage query failed")
             report = UsageReport(since.isoformat() if since else None, until.isoformat() if until else None,
                                  problem=f"cannot query the usage index in {shown_path(self.index.root)} "
                                          f"({type(exc).__name__}: {one_line(str(exc))}); try ctxbench usage --refresh")
@@ -102,12 +107,16 @@ class UsagePart:
                 first = await asyncio.to_thread(self._query, since, until)
                 self.emit(UsageReady(replace(first, updating=True)))
             done: Any = None
+            started = time.monotonic()
             try:
                 done = await asyncio.to_thread(self._update, self.index, self.settings())
                 index_json = done.to_json() if hasattr(done, "to_json") else None
+                log.info("usage index updated in %.2f s: %s", time.monotonic() - started, index_json)
             except UsageIndexError as exc:
+                log.warning("usage index update failed", exc_info=exc)
                 problem = one_line(str(exc))
             except OSError as exc:
+                log.warning("usage index update failed", exc_info=exc)
                 problem = f"cannot update the usage index in {shown_path(self.index.root)}: {one_line(str(exc))}"
             failed, self._failed = self._failed, list(getattr(done, "failed", None) or [])
             said, self._warnings = self._warnings, [str(w) for w in getattr(done, "warnings", None) or []]

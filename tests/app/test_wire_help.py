@@ -80,3 +80,17 @@ def test_help_keyboard_shortcuts_lists_the_window_actions(qtbot: Any, win: MainW
     assert rows["Send the message"] == "Ctrl+Enter"
     assert dialog.table.rowCount() == len(dialog.rows())
     dialog.close()
+
+
+def test_help_open_log_folder_shows_the_folder_of_the_log_file(win: MainWindow,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtCore import QUrl
+
+    from engine.store.logs import log_dir, log_file
+
+    opened: list[QUrl] = []
+    monkeypatch.setattr("app.wire_help.QDesktopServices.openUrl", lambda url: opened.append(url) or True)
+    win.help_wiring.log_action.trigger()  # type: ignore[attr-defined]
+    assert [u.toLocalFile() for u in opened] == [str(log_dir())] and log_dir().is_dir()
+    assert ("Log file", str(log_file())) in tuple(win.help_wiring.show_about().facts.places)  # type: ignore[attr-defined]
+    win.help_wiring.about_dialog.close()  # type: ignore[attr-defined]

@@ -1,0 +1,90 @@
+"""The log file a user can send: ``<data dir>/logs/ctxbench.log``, rotated (5 files of 2 MB at most).
+
+:func:`configure` (the app and the CLI call it once at start) sends the records of the project's loggers —
+``engine.*``, ``app.*``, ``widgets.*``, each module's ``logging.getLogger(__name__)`` — at the level the
+settings name (``log_level``) to that file, with the time, the thread and the module. The boundaries log:
+files read, provider calls, follow polls, usage-index updates, the window's bridge to the service; every broad
+``except`` at an outer edge logs its traceback. A data directory that cannot be written leaves logging to the
+standard handlers (nothing is lost but the file). Nothing here writes a prompt, a file's content or a key.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import threading
+from pathlib import Path
+
+from engine.store.config import LOG_LEVELS, data_dir, load_settings
+
+LOGGERS = ("engine", "app", "widgets")
+FILE_NAME = "ctxbench.log"
+MAX_BYTES = 2 * 1024 * 1024
+BACKUPS = 4
+FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
+
+_lock = threading.Lock()
+_handler: logging.Handler | None = None
+
+
+def log_dir() -> Path:
+    """Where the log files are (the data directory's ``logs`` folder)."""
+    return data_dir() / "logs"
+
+
+def log_file() -> Path:
+    return log_dir() / FILE_NAME
+
+
+def configure(level: str = "info", folder: Path | None = None) -> Path | None:
+    """Log the project's loggers at ``level`` to the rotating file in ``folder`` (default :func:`log_dir`);
+    again with another level or folder replaces the handler. The file's path, or None when it cannot be written."""
+    global _handler
+    if level not in LOG_LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+    folder = log_dir() if folder is None else Path(folder)
+    with _lock:
+        if _handler is not None:
+            for name in LOGGERS:
+                logging.getLogger(name).removeHandler(_handler)
+            _handler.close()
+            _handler = None
+        path = folder / FILE_NAME
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handler = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUPS,
+                                                           encoding="utf-8", delay=False)
+        except OSError:
+            return None
+        handler.setFormatter(logging.Formatter(FORMAT))
+        handler.setLevel(getattr(logging, level.upper()))
+        for name in LOGGERS:
+            logger = logging.getLogger(name)
+            logger.setLevel(getattr(logging, level.upper()))
+            logger.addHandler(handler)
+        _handler = handler
+    return path
+
+
+def configure_from_settings() -> Path | None:
+    """:func:`configure` at the level of the settings file (``info`` when it names none or cannot be read)."""
+    try:
+        level = load_settings().settings.log_level
+    except (OSError, ValueError):
+        level = "info"
+    return configure(level if level in LOG_LEVELS else "info")
+
+
+def close() -> None:
+    """Stop writing the file (tests; the process's end closes it anyway)."""
+    global _handler
+    with _lock:
+        if _handler is not None:
+            for name in LOGGERS:
+                logging.getLogger(name).removeHandler(_handler)
+            _handler.close()
+            _handler = None
+
+
+__all__ = ["BACKUPS", "FILE_NAME", "LOGGERS", "MAX_BYTES", "close", "configure", "configure_from_settings", "log_dir",
+           "log_file"]
