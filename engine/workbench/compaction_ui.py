@@ -52,7 +52,7 @@ class CompactionPart:
         if self.core.busy:
             self.core.notice("warning", "a turn is running: stop it first")
             return None
-        return self.core.tasks.spawn("undo", self._clear())
+        return self.core.tasks.spawn("clear", self._clear())
 
     async def _clear(self) -> None:
         agent, session = self.core.agent, self.core.session
@@ -204,7 +204,7 @@ class CompactionPart:
         if self.core.busy:
             self.core.notice("warning", "a turn is running: stop it first, then restore")
             return None
-        return self.core.tasks.spawn("undo", self._restore(list(ids)))
+        return self.core.tasks.spawn("restore", self._restore(list(ids)))
 
     async def _restore(self, ids: list[str]) -> None:
         agent, session = self.core.agent, self.core.session

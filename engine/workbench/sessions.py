@@ -15,7 +15,7 @@ from engine.workbench.core import TurnBuffer, WorkbenchCore, one_line
 from engine.workbench.events import FollowChanged, SessionLoaded, SessionsListed
 from engine.workbench.views import SessionView, session_dict, session_view, shown_as_view
 
-RUNNING_ON_A_SESSION = ("turn", "preview", "apply", "undo")  # what leaving a session stops
+RUNNING_ON_A_SESSION = ("turn", "preview", "apply", "clear", "undo", "restore")  # what leaving a session stops
 
 
 class SessionsPart:

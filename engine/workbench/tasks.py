@@ -1,4 +1,5 @@
-"""Named cancellable tasks: one running task per name (``turn``, ``preview``, ``apply``, ``open`` …)."""
+"""Named cancellable tasks (``turn``, ``preview``, ``apply``, ``open`` …): every task started is tracked until it
+ends, also when another starts under the same name (cancelling a name cancels all of its tasks)."""
 
 from __future__ import annotations
 
@@ -20,28 +21,34 @@ class TaskGroup:
     """
 
     def __init__(self, on_error: ErrorFn | None = None) -> None:
-        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._tasks: dict[str, list[asyncio.Task[Any]]] = {}  # by name, oldest first, until each ends
         self._on_error = on_error
         self.closing = False
 
+    def _running(self, name: str) -> list[asyncio.Task[Any]]:
+        return [t for t in self._tasks.get(name, ()) if not t.done()]
+
     def get(self, name: str) -> asyncio.Task[Any] | None:
-        """The running task of that name, else None."""
-        t = self._tasks.get(name)
-        return t if t is not None and not t.done() else None
+        """The latest running task of that name, else None."""
+        running = self._running(name)
+        return running[-1] if running else None
 
     def spawn(self, name: str, coro: Coroutine[Any, Any, Any], *, replace: bool = False) -> asyncio.Task[Any]:
-        """Start ``coro`` as the task ``name`` (``replace``: cancel the one running under that name)."""
-        old = self.get(name)
-        if replace and old is not None:
-            old.cancel()
+        """Start ``coro`` as a task ``name`` (``replace``: cancel the ones running under that name first)."""
+        if replace:
+            for old in self._running(name):
+                old.cancel()
         task = asyncio.ensure_future(coro)
-        self._tasks[name] = task
+        self._tasks.setdefault(name, []).append(task)
         task.add_done_callback(lambda t: self._done(name, t))
         return task
 
     def _done(self, name: str, t: asyncio.Task[Any]) -> None:
-        if self._tasks.get(name) is t:
-            del self._tasks[name]
+        tasks = self._tasks.get(name, [])
+        if t in tasks:
+            tasks.remove(t)
+        if not tasks:
+            self._tasks.pop(name, None)
         if t.cancelled():
             return
         exc = t.exception()
@@ -51,32 +58,33 @@ class TaskGroup:
             self._on_error(name, exc)
 
     def cancel(self, name: str) -> asyncio.Task[Any] | None:
-        """Cancel the task ``name`` if it runs; return it (to wait for it)."""
-        t = self.get(name)
-        if t is not None:
+        """Cancel every task ``name`` that runs; return the latest (to wait for it)."""
+        running = self._running(name)
+        for t in running:
             t.cancel()
-        return t
+        return running[-1] if running else None
 
     async def cancel_and_wait(self, *names: str) -> None:
         """Cancel those tasks (not the calling one) and wait until they ended."""
-        for name in names:
-            t = self.get(name)
-            if t is not None and t is not asyncio.current_task():
-                t.cancel()
-                await asyncio.wait([t])
+        me = asyncio.current_task()
+        running = [t for name in names for t in self._running(name) if t is not me]
+        for t in running:
+            t.cancel()
+        if running:
+            await asyncio.wait(running)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Cancel every task (but the calling one) and wait for them, at most ``timeout`` seconds."""
         self.closing = True
         me = asyncio.current_task()
-        running = [t for t in self._tasks.values() if not t.done() and t is not me]
+        running = [t for tasks in self._tasks.values() for t in tasks if not t.done() and t is not me]
         for t in running:
             t.cancel()
         if running:
             await asyncio.wait(running, timeout=timeout)
 
     def names(self) -> list[str]:
-        return sorted(n for n, t in self._tasks.items() if not t.done())
+        return sorted(n for n in self._tasks if self._running(n))
 
 
 __all__ = ["TaskGroup"]

@@ -49,6 +49,25 @@ async def test_close_cancels_every_task_and_silences_their_errors() -> None:
     assert slow.cancelled() and group.names() == [] and errors == []
 
 
+@pytest.mark.asyncio
+async def test_two_tasks_of_one_name_are_both_tracked_cancelled_and_waited_for() -> None:
+    """Two imports at once (or a /clear during an undo) never lose track of the first: leaving the session
+    cancels both, and closing waits for both."""
+    group = TaskGroup()
+    first = group.spawn("import", asyncio.sleep(10))
+    second = group.spawn("import", asyncio.sleep(10))
+    assert group.get("import") is second and group.names() == ["import"]
+    await group.cancel_and_wait("import")
+    assert first.cancelled() and second.cancelled() and group.names() == []
+    third, fourth = group.spawn("undo", asyncio.sleep(10)), group.spawn("undo", asyncio.sleep(10))
+    assert group.cancel("undo") is fourth
+    await asyncio.wait([third, fourth])
+    assert third.cancelled() and fourth.cancelled()
+    a, b = group.spawn("open", asyncio.sleep(10)), group.spawn("open", asyncio.sleep(10))
+    await group.close()
+    assert a.cancelled() and b.cancelled()
+
+
 # --------------------------------------------------------------------------- throttle
 
 
