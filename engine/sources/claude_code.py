@@ -97,6 +97,25 @@ IGNORED_ATTACHMENTS: dict[str, str] = {
     "prompt_snapshot": "the system prompt and tools, which api-request-shape gives exactly as sent",
     "session_context": "context the terminal keeps for itself; nothing of it is rendered to the model",
 }
+# attachments rendered to the model (``rendered`` text, ``renderedRole``): read as injected context rows
+READ_ATTACHMENTS: dict[str, str] = {
+    "environment": "the working folder, platform and git state sent with the first prompt",
+    "model": "which model the session runs on, as told to the model",
+    "date": "today's date, as told to the model",
+    "skill_listing": "the skills the model may use",
+    "agent_listing_delta": "the subagents the model may start (what changed)",
+    "deferred_tools_delta": "the tools loaded on demand (what changed)",
+    "auto_mode": "the permission mode, as told to the model",
+    "remote_session_change": "a change of the remote session, sent as a user message",
+}
+KNOWN_ATTACHMENTS = frozenset(READ_ATTACHMENTS) | frozenset(IGNORED_ATTACHMENTS)
+# ``system`` line subtypes: the compaction boundary is read; the others are the terminal's notices, not sent
+SYSTEM_SUBTYPES: dict[str, str] = {
+    "compact_boundary": "read: a compaction (its trigger, tokens before, the summary's place)",
+    "stop_hook_summary": "ignored: what the stop hooks did, shown in the terminal",
+    "local_command": "ignored: a slash command run in the terminal (its output is a user line if sent)",
+    "turn_duration": "ignored: how long a turn took, shown in the terminal",
+}
 PERSISTED_RE = re.compile(r"<persisted-output>.*?Full output saved to:\s*(\S+)", re.DOTALL)
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000

@@ -11,9 +11,17 @@ from typing import Any
 import pytest
 
 from engine.ingest import import_source, tool_server
-from engine.sources.claude_code import IGNORED_TYPES, READ_TYPES, read_claude_code
+from engine.sources.claude_code import (
+    IGNORED_TYPES,
+    KNOWN_ATTACHMENTS,
+    KNOWN_TYPES,
+    READ_ATTACHMENTS,
+    READ_TYPES,
+    SYSTEM_SUBTYPES,
+    read_claude_code,
+)
 from engine.sources.model import SourceSession
-from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
+from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import AnthropicServer, Logged, Reply, ToolCall, last_user_text
 from tests.engine.sources.test_incremental import by_line, feed_in_pieces, random_chunks, state
 
@@ -110,10 +118,27 @@ def assert_fed_equals_whole(path: Path) -> None:
 
 
 def assert_every_line_known(src: SourceSession) -> None:
+    """Every line of the file the pinned version wrote is of a known type, every ``system`` line of a known
+    subtype and every attachment of a known type, read when it was rendered to the model and left out (with a
+    reason) when not: a kind a new version adds fails here, named with the version."""
     assert src.skipped == [], [s.describe() for s in src.skipped]
     for kind in src.ignored:
         base = kind.split(":", 1)[0]
         assert base in IGNORED_TYPES or base in READ_TYPES, kind
+    version = pinned_version("claude")
+    read = {m.get("attachment") for m in src.messages if m.get("attachment")}
+    for obj in raw_lines(Path(src.path)):
+        kind = obj.get("type")
+        assert kind in KNOWN_TYPES, f"a {kind!r} line of Claude Code {version} is of no known type"
+        if kind == "system":
+            sub = obj.get("subtype")
+            assert sub in SYSTEM_SUBTYPES, f"system subtype {sub!r} of Claude Code {version} is not known"
+        elif kind == "attachment":
+            atype = (obj.get("attachment") or {}).get("type")
+            assert atype in KNOWN_ATTACHMENTS, f"attachment type {atype!r} of Claude Code {version} is not known"
+            rendered = bool(obj.get("rendered")) and obj.get("renderedRole") in ("system", "user")
+            assert rendered == (atype in READ_ATTACHMENTS), f"attachment {atype!r}: rendered to the model: {rendered}"
+            assert not rendered or obj.get("isSidechain") or atype in read, f"attachment {atype!r} was not read"
 
 
 def test_pinned_version(agent_home: AgentHome) -> None:

@@ -322,3 +322,18 @@ def test_request_shapes_attachments_and_cost_state(tmp_path: Path) -> None:
     (ctx,) = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
     assert ctx["prefix_source"] == "file" and ctx["max_tokens"] == 64_000 and ctx["provider_prompt_tokens"] == 1003
     assert ctx["system"] > 0 and ctx["tools"] > 0
+
+
+@pytest.mark.parametrize("path", claude_files() + claude_subagent_files(), ids=lambda p: p.name)
+def test_every_record_kind_of_the_shared_sessions_is_known(path: Path) -> None:
+    """The shared sessions (Claude Code of early 2026): every line type, system subtype and attachment type is
+    one the reader reads or leaves out with a reason (the real-agent tier checks the pinned version's)."""
+    from engine.sources.claude_code import KNOWN_ATTACHMENTS, KNOWN_TYPES, SYSTEM_SUBTYPES
+
+    for raw in path.read_bytes().splitlines():
+        obj = json.loads(raw)
+        assert obj.get("type") in KNOWN_TYPES, obj.get("type")
+        if obj.get("type") == "system":
+            assert obj.get("subtype") in SYSTEM_SUBTYPES, obj.get("subtype")
+        if obj.get("type") == "attachment":
+            assert (obj.get("attachment") or {}).get("type") in KNOWN_ATTACHMENTS
