@@ -14,7 +14,7 @@ export QT_API := pyside6
 AGENTS := tests/agents
 AGENTS_STAMP := $(AGENTS)/node_modules/.installed
 
-.PHONY: run test test-engine test-gui lint bench screenshot lock clean
+.PHONY: run test test-engine test-gui lint bench screenshot lock clean agents-latest
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ test: $(STAMP) $(AGENTS_STAMP)
 	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/engine tests/agents tests/benchmarks tests/test_boundary.py tests/test_supply_chain.py tests/test_kill_harness.py $(PYTEST_ARGS)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/app tests/widgets -p no:asyncio $(PYTEST_ARGS)
+
+# The real-agent tier against the newest npm version of every agent (a scratch copy; the pins stay): what is new
+agents-latest: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m tests.agents.latest $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check app engine widgets tests benchmarks

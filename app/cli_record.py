@@ -29,25 +29,17 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from engine.capture.agents import BASE_URL_VARS, FILE_CONFIGURED, exchange_summary
 from engine.capture.files import MAX_BYTES, CaptureWriter
-from engine.capture.proxy import DEFAULT_UPSTREAMS, ProxyError, RecordingProxy, Upstreams
+
+if TYPE_CHECKING:  # the proxy (aiohttp) is imported by `proxy` and `record` only: every other command starts faster
+    from engine.capture.proxy import RecordingProxy, Upstreams
 
 DEFAULT_PORT = 8788
-# the environment variables each provider's clients read for their base URL, and the path the value carries
-BASE_URL_VARS: dict[str, tuple[tuple[str, str], ...]] = {
-    "anthropic": (("ANTHROPIC_BASE_URL", ""),),
-    "openai": (("OPENAI_BASE_URL", "/v1"), ("OPENAI_API_BASE", "/v1")),
-    "gemini": (("GOOGLE_GEMINI_BASE_URL", ""), ("GEMINI_BASE_URL", "")),
-}
-# agents whose provider may be set in a file, by the name of their program (a shell pattern), and the line to add
-FILE_CONFIGURED = {
-    "codex*": 'a model provider of ~/.codex/config.toml (model_providers.<id>) needs: base_url = "{url}/v1" '
-             "(the built-in OpenAI provider follows OPENAI_BASE_URL, set)",
-    "opencode*": 'a provider of opencode.json needs: "options": {{"baseURL": "{url}/v1"}} '
-                "(Anthropic models follow ANTHROPIC_BASE_URL, set)",
-}
+# BASE_URL_VARS, FILE_CONFIGURED: the settings agents read, declared once in engine.capture.agents (the window's
+# File → Record an agent… shows the same)
 
 
 def add_parser(sub: Any) -> None:
@@ -84,6 +76,8 @@ def child_env(base: dict[str, str], url: str) -> dict[str, str]:
 
 def upstreams_from(env: dict[str, str], override: str | None, own_url: str = "") -> Upstreams:
     """``--upstream``, else each provider's address from the agent's own environment, else the real one."""
+    from engine.capture.proxy import DEFAULT_UPSTREAMS, Upstreams
+
     by_provider = dict(DEFAULT_UPSTREAMS)
     for provider, pairs in BASE_URL_VARS.items():
         for name, _ in pairs:
@@ -110,11 +104,7 @@ def _upstream_info(upstreams: Upstreams, proxy: RecordingProxy) -> dict[str, str
 
 
 def exchange_line(rec: dict[str, Any]) -> dict[str, Any]:
-    response = rec.get("response") or {}
-    usage = response.get("usage")
-    return {"type": "exchange", "seq": rec.get("seq"), "method": rec.get("method"), "path": rec.get("path"),
-            "family": rec.get("family"), "status": response.get("status"), "outcome": rec.get("outcome"),
-            "usage": usage, "ms": (rec.get("timings") or {}).get("total_ms")}
+    return exchange_summary(rec)
 
 
 def cmd_proxy(args: argparse.Namespace, out: Any, error: type[Exception]) -> int:
@@ -122,6 +112,7 @@ def cmd_proxy(args: argparse.Namespace, out: Any, error: type[Exception]) -> int
 
 
 async def _proxy(args: argparse.Namespace, out: Any, error: type[Exception]) -> int:
+    from engine.capture.proxy import ProxyError, RecordingProxy
     upstreams = upstreams_from({}, args.upstream)
     try:
         writer = _writer(args, {"agent": "", "mode": "proxy"})
@@ -160,6 +151,7 @@ def cmd_record(args: argparse.Namespace, out: Any, error: type[Exception], usage
 
 
 async def _record(args: argparse.Namespace, command: list[str], error: type[Exception]) -> int:
+    from engine.capture.proxy import ProxyError, RecordingProxy
     env = dict(os.environ)
     upstreams = upstreams_from(env, args.upstream)
     agent = Path(command[0]).name

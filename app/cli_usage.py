@@ -4,7 +4,10 @@ Brings the usage index (:mod:`engine.usage.index`, ``<data dir>/usage``) up to d
 this machine (only new or changed files are read; ``--refresh`` reads all again, ``--no-update`` reads none),
 then prints per group: calls, tokens (prompt, uncached input, cache read / write, output), the cost in USD
 from litellm's price table, and the cache hit rate; per session also its peak fullness, compactions and the
-agent's own cost where it recorded one (Claude Code's ``cost-state``) with the difference; per tool the tool
+agent's own cost where it recorded one (Claude Code's ``cost-state``) with the difference, and the cost's parts
+(``main``, ``subagents``, ``compaction``: the session's own calls, its subagents' and its compactions' own calls,
+as :class:`engine.usage.costs.SessionCost` makes them for the window's status bar; ``--json``: each an object with
+``cost_usd``, ``calls``, ``unpriced_calls``, and ``cost_breakdown`` in words); per tool the tool
 results' estimated tokens, its tool calls and their cost (each response's cost split evenly over the tool
 calls it made, as ``ctxbench tools`` splits it: the tools' costs add up to the cost of the responses that
 called one). A call of a model without a price is counted in
@@ -82,6 +85,8 @@ def _label(row: dict[str, Any], by: str) -> str:
 
 def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -> str:
     """The figures as a plain-text table."""
+    from engine.usage.costs import row_cost
+
     if by == "tool":
         head = ["tool", "calls", "results", "result tokens", "cost of calls"]
         rows = [[printable(g["tool"]), _int(g["calls"]), _int(g["results"]), _int(g["result_tokens"]),
@@ -89,13 +94,16 @@ def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -
     else:
         head = [by, "calls", "prompt", "input", "cache read", "cache write", "output", "hit rate", "cost"]
         if by == "session":
-            head += ["peak", "compactions", "agent cost", "difference"]
+            head += ["main", "subagents", "compaction", "peak", "compactions", "agent cost", "difference"]
         rows = []
         for g in groups:
             row = [_label(g, by), _int(g["calls"]), _int(g["prompt_tokens"]), _int(g["input_tokens"]),
                    _int(g["cache_read_tokens"]), _int(g["cache_write_tokens"]), _int(g["output_tokens"]),
                    _pct(g.get("cache_hit_rate")), _usd(g.get("cost_usd"), g.get("unpriced_calls") or 0)]
-            if by == "session":
+            if by == "session":  # the cost's parts (engine.usage.costs.row_cost), as the window's status bar
+                parts = row_cost(g)
+                row += [_usd(p.usd, p.unpriced) if p.calls else "" for p in (parts.main, parts.subagents,
+                                                                               parts.compaction)]
                 row += [_pct(g.get("peak_fullness")), _int(g.get("compactions")), _usd(g.get("agent_cost_usd")),
                         _usd(g.get("difference_usd"))]
             rows.append(row)
@@ -119,6 +127,7 @@ def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -
 
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
+    from engine.usage.costs import row_cost
     from engine.usage.index import UsageIndex, UsageIndexError, shown_path
     from engine.usage.prices import compare_agent_cost
 
@@ -166,6 +175,9 @@ def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exc
     if args.by == "session":
         for g in groups:
             g.update(compare_agent_cost(g.get("cost_usd"), g.get("agent_cost_usd")))
+            parts = row_cost(g)  # main + subagents + compaction calls, each with its calls and those unpriced
+            g.update(main=parts.main.to_json(), subagents=parts.subagents.to_json(),
+                     compaction=parts.compaction.to_json(), cost_breakdown=parts.breakdown())
     if args.json:
         out({"type": "usage", "by": args.by, "since": args.since.isoformat() if args.since else None,
              "groups": groups, "total": total, "index": report.to_json() if report else None,

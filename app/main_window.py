@@ -9,7 +9,8 @@ dock on the right, a toolbar (New, Compact, Stop, Undo compaction, Settings), me
 session, Open transcript…, Export ▸ (chart PNG / SVG, session Markdown, calls CSV / JSON:
 app.export_menu), Quit; Edit: Undo compaction; View: the panels, theme), and the status bar
 (model, tokens used / window, estimate vs provider on the last call, state). Edit → Copy / Select
-All and the Help menu (Keyboard shortcuts, About) are app.wire_help's. Window geometry, dock
+All and the Help menu (Keyboard shortcuts, About) are app.wire_help's; File → Record an agent… is
+app.wire_record's. Window geometry, dock
 layout and splitter sizes persist in ``window.ini`` in the config dir (QSettings, INI format). The
 theme follows the system colour scheme unless the settings force light or dark.
 
@@ -39,6 +40,7 @@ from app.export_menu import ExportMenu
 from app.wire_analysis import wire_analysis
 from app.wire_chat import wire_chat
 from app.wire_help import wire_help
+from app.wire_record import wire_record
 from app.wire_sources import wire_sources
 from app.wire_usage import wire_usage
 from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
@@ -256,6 +258,7 @@ class MainWindow(QMainWindow):
         wire_chat(self)  # app/wire_chat.py: Edit → Find… (Ctrl+F) and the find bar above the chat
         wire_usage(self)  # app/wire_usage.py: the Usage dock, the session's cost in the status bar
         wire_help(self)  # app/wire_help.py: Edit → Copy / Select All, Help → Keyboard shortcuts, About
+        wire_record(self)  # app/wire_record.py: File → Record an agent… (the recording proxy, its capture live)
 
     # ------------------------------------------------------------------ chart (built lazily)
 

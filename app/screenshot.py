@@ -66,6 +66,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                    help="start on a new empty session with the agent session files in DIR scanned")
     p.add_argument("--menu", metavar="NAME", help="also write OUT-menu.png: this menu (File, Edit, View, Help) open")
     p.add_argument("--help-dialog", choices=("about", "shortcuts"), help="also write OUT-help.png: that dialog")
+    p.add_argument("--record-dialog", action="store_true",
+                   help="also write OUT-record.png: File → Record an agent…, the proxy started on a free port "
+                        "(upstream 127.0.0.1:9, nothing there) and one request sent through it")
     p.add_argument("--diff", type=int, nargs=2, metavar=("A", "B"),
                    help="show the context diff from call A to call B (also written to OUT-diff.png)")
     args = p.parse_args(argv)
@@ -204,7 +207,7 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         # the Usage view is a window of its own: written beside the main window's
         dock = window.usage_wiring.dock  # type: ignore[attr-defined]
         ok = bool(dock.grab().save(str(args.out.with_name(args.out.stem + "-usage.png")), "PNG"))
-    if ok and (args.menu or args.help_dialog):
+    if ok and (args.menu or args.help_dialog or args.record_dialog):
         ok = await _menus_and_help(window, args)
     dialog = window.analysis.dialog
     if ok and args.diff and dialog is not None:
@@ -221,7 +224,7 @@ def _beside(out: Path, tag: str) -> Path:
 
 
 async def _menus_and_help(window: Any, args: argparse.Namespace) -> bool:
-    """--menu and --help-dialog: the menu open over the window (one image), the dialog on its own."""
+    """--menu, --help-dialog and --record-dialog: the menu open over the window (one image), a dialog on its own."""
     from PySide6.QtGui import QPainter, QPixmap
 
     ok = True
@@ -247,6 +250,39 @@ async def _menus_and_help(window: Any, args: argparse.Namespace) -> bool:
         await asyncio.sleep(0.2)
         ok = bool(dlg.grab().save(str(_beside(args.out, "help")), "PNG"))
         dlg.close()
+    if ok and args.record_dialog:
+        ok = await _record_dialog(window, args)
+    return ok
+
+
+async def _record_dialog(window: Any, args: argparse.Namespace) -> bool:
+    """--record-dialog: the dialog with the proxy running and one real exchange (its upstream refuses: a 502)."""
+    import urllib.request
+
+    wiring = window.record_wiring
+    dlg = wiring.show_dialog()
+    dlg.port.setValue(0)
+    dlg.upstream.setText("http://127.0.0.1:9")
+    dlg.start_button.click()
+    if not await _until(lambda: wiring.service.running and dlg.capture):
+        print("screenshot: the proxy did not start", file=sys.stderr)
+        return False
+    url = dlg.status_text().split("Recording on ", 1)[1].split(" ", 1)[0]
+
+    def send() -> None:
+        req = urllib.request.Request(url + "/v1/messages", data=b'{"model": "claude-x", "messages": []}',
+                                     method="POST", headers={"content-type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=10).close()
+        except OSError:
+            pass  # the 502 it answers
+
+    await asyncio.to_thread(send)
+    await _until(lambda: bool(dlg.exchange_rows()))
+    await asyncio.sleep(0.2)
+    ok = bool(dlg.grab().save(str(_beside(args.out, "record")), "PNG"))
+    dlg.close()
+    await _until(lambda: not wiring.service.running)
     return ok
 
 

@@ -21,6 +21,7 @@ def main(argv: list[str]) -> int:
         follow_bench,
         hostile,
         local_accuracy,
+        longchain_bench,
         proxy_bench,
         source_view_bench,
         sources_bench,
@@ -41,6 +42,7 @@ def main(argv: list[str]) -> int:
     suites.update(usage_bench.ALL)  # issue 22: the usage index vs its targets and ccusage
     suites.update(hostile.ALL)  # issue 26: hostile input from the command line (crashes, hangs, silent loss)
     suites.update(proxy_bench.ALL)  # issue 31: the recording proxy (latency, memory, concurrent streams)
+    suites.update(longchain_bench.ALL)  # issue 28: import and open linear in calls; Gemini CLI's reader
     try:
         from benchmarks import gui_bench
     except ImportError:

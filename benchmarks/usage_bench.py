@@ -556,7 +556,135 @@ def bench_usage() -> list[Figure]:
     return figs
 
 
-ALL = {"usage": bench_usage}
+# ---------------------------------------------------------------------------------------------- ccusage 20
+
+
+CC20_BYTES = 600 * MB  # issue 28: a first index of ≥ 500 MB of Claude Code sessions (fresh ids)
+CC20_ROUNDS = 2  # rounds of each command, ours and ccusage's alternated
+CC20_VERSION = "20.0.24"
+
+
+def ccusage20() -> tuple[Path | None, str]:
+    """ccusage 20 (a native program: ``ccusage`` + ``@ccusage/ccusage-linux-x64`` from npm) and, when it is not
+    there, why. Found at ``$CCUSAGE20`` (the launcher's path), else ``/tmp/ccusage/node_modules/.bin/ccusage``
+    (``npm install --prefix /tmp/ccusage ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24``)."""
+    path = Path(os.environ.get("CCUSAGE20") or "/tmp/ccusage/node_modules/.bin/ccusage")
+    if not path.exists():
+        return None, (f"ccusage 20 not found at {path} (npm install --prefix /tmp/ccusage ccusage@{CC20_VERSION} "
+                      f"@ccusage/ccusage-linux-x64@{CC20_VERSION}, or set CCUSAGE20)")
+    try:
+        version = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"ccusage at {path} does not run: {exc}"
+    if not version.split()[-1:] or not version.split()[-1].startswith("20."):
+        return None, f"ccusage at {path} is not version 20 ({version.strip()[:40]!r})"
+    return path, ""
+
+
+def _cc20_day_tokens(out: str) -> dict[str, tuple[int, int]]:
+    """{day: (prompt tokens, output tokens)} of ``ccusage claude daily --json``."""
+    rows = json.loads(out).get("daily") or []
+    return {str(r["date"])[:10]: (int(r.get("inputTokens") or 0) + int(r.get("cacheCreationTokens") or 0)
+                                  + int(r.get("cacheReadTokens") or 0), int(r.get("outputTokens") or 0))
+            for r in rows}
+
+
+def _our_day_tokens(data_dir: Path) -> dict[str, tuple[int, int]]:
+    """{day: (prompt tokens, output tokens)} of the Claude Code calls of the index in ``data_dir``."""
+    from engine.usage.index import UsageIndex
+
+    con = UsageIndex(data_dir / "usage").connect()
+    try:
+        rows = con.execute("SELECT CAST(day AS VARCHAR), sum(prompt_tokens), sum(output_tokens) FROM calls "
+                           "WHERE agent = 'claude-code' GROUP BY day").fetchall()
+    finally:
+        con.close()
+    return {str(d): (int(p or 0), int(o or 0)) for d, p, o in rows}
+
+
+def bench_ccusage20(repo: Path = REPO, rounds: int = CC20_ROUNDS) -> list[Figure]:
+    """Issue 28's targets beside ccusage 20, whole processes alternated, on :data:`HOME` made at
+    :data:`CC20_BYTES`: first index (``ctxbench usage --by day --json``, a fresh data dir) against ``ccusage claude
+    daily --offline --json -z UTC``; the index up to date (the same command again) against the same; ``ctxbench
+    sources --json --refresh`` against ``ccusage claude session --offline --json``. Wall time and peak RSS, the
+    best of ``rounds``; tokens per day compared. ``repo``: the tree whose ``app.cli`` runs (a worktree of another
+    commit gives the figures before a change)."""
+    tool, why = ccusage20()
+    if tool is None:
+        print(f"usage-ccusage20: skipped: {why}", flush=True)
+        return [Figure(f"usage vs ccusage 20: SKIPPED ({why[:70]})", float("nan"), "", "", None)]
+    make_folder(CC20_BYTES)
+    size, n_claude, _ = folder_size()
+    data_dir = DATA / "data-cc20"
+    ours_env = _clean_env(HOME=str(HOME), CTXBENCH_DATA_DIR=str(data_dir), CTXBENCH_CONFIG_DIR=str(data_dir / "config"))
+    cc_env = _clean_env(HOME=str(HOME), CLAUDE_CONFIG_DIR=str(HOME / ".claude"))
+    usage = [sys.executable, "-m", "app.cli", "usage", "--by", "day", "--json"]
+    sources = [sys.executable, "-m", "app.cli", "sources", "--json", "--refresh"]
+    daily = [str(tool), "claude", "daily", "--offline", "--json", "-z", "UTC"]
+    session = [str(tool), "claude", "session", "--offline", "--json"]
+    runs: dict[str, list[tuple[float, int]]] = {k: [] for k in ("first", "again", "daily", "sources", "session")}
+    cc_out = ""
+
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
+
+    def timed(cmd: list[str], env: dict[str, str], name: str) -> tuple[float, int, str]:
+        """(wall s, peak RSS, stdout) of one process; its CPU seconds (user + system, its workers included: they
+        are waited for) go to ``cpu[name]`` — the work done, which the load of a shared machine does not change."""
+        with tempfile.TemporaryFile() as out:  # as _run, but from ``repo``
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.DEVNULL, cwd=repo)
+            _, status, rusage = os.wait4(proc.pid, 0)
+            took = time.perf_counter() - t0
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"{cmd[:4]} exited {os.waitstatus_to_exitcode(status)}")
+            out.seek(0)
+            cpu[name].append(rusage.ru_utime + rusage.ru_stime)
+            return took, rusage.ru_maxrss * 1024, out.read().decode()
+
+    for _ in range(rounds):  # whole processes, alternated
+        shutil.rmtree(data_dir, ignore_errors=True)
+        data_dir.mkdir(parents=True)
+        runs["first"].append(timed(usage, ours_env, "first")[:2])
+        took, rss, cc_out = timed(daily, cc_env, "daily")
+        runs["daily"].append((took, rss))
+        runs["again"].append(timed(usage, ours_env, "again")[:2])
+        runs["sources"].append(timed(sources, ours_env, "sources")[:2])
+        runs["session"].append(timed(session, cc_env, "session")[:2])
+    best = {k: min(v) for k, v in runs.items()}
+    rss = {k: max(r for _, r in v) for k, v in runs.items()}
+    theirs, mine = _cc20_day_tokens(cc_out), _our_day_tokens(data_dir)
+    prompt_same = sum(1 for d in theirs if mine.get(d, (None,))[0] == theirs[d][0])
+    out_same = sum(1 for d in theirs if mine.get(d, (None, None))[1] == theirs[d][1])
+    f, d = best["first"][0], best["daily"][0]
+    return [
+        Figure(f"cc20: the folder ({n_claude} Claude Code files)", size / MB, "MiB", "≥ 500 MiB", size >= 500 * MB),
+        Figure("cc20: first index, `usage --by day --json`", f, "s", "report", None),
+        Figure("cc20: ccusage claude daily --offline --json", d, "s", "report", None),
+        Figure("cc20: first index / ccusage daily", f / d, "×", "≤ 1.0", f / d <= 1.0),
+        Figure("cc20: … CPU s (user + sys, workers included), ours / ccusage's",
+               min(cpu["first"]), f"/ {min(cpu['daily']):.2f}", "report", None),
+        Figure("cc20: first index, peak RSS", rss["first"] / MB, "MB", "≤ 300 MB", rss["first"] <= 300 * MB),
+        Figure("cc20: ccusage daily, peak RSS", rss["daily"] / MB, "MB", "report", None),
+        Figure(f"cc20: days with ccusage's prompt tokens ({len(theirs)} days)", prompt_same, "days",
+               f"= {len(theirs)}", prompt_same == len(theirs) and len(mine) == len(theirs)),
+        Figure("cc20: days with ccusage's output tokens", out_same, "days", "report", None),
+        Figure("cc20: index up to date, `usage --by day --json`", best["again"][0], "s", "report", None),
+        Figure("cc20: index up to date / ccusage daily", best["again"][0] / d, "×", "≤ 0.25",
+               best["again"][0] / d <= 0.25),
+        Figure("cc20: … CPU s, ours / ccusage's", min(cpu["again"]), f"/ {min(cpu['daily']):.2f}", "report", None),
+        Figure("cc20: index up to date, peak RSS", rss["again"] / MB, "MB", "report", None),
+        Figure("cc20: `sources --json --refresh`", best["sources"][0], "s", "report", None),
+        Figure("cc20: ccusage claude session --offline --json", best["session"][0], "s", "report", None),
+        Figure("cc20: sources --refresh / ccusage session", best["sources"][0] / best["session"][0], "×", "≤ 1.0",
+               best["sources"][0] <= best["session"][0]),
+        Figure("cc20: … CPU s, ours / ccusage's", min(cpu["sources"]), f"/ {min(cpu['session']):.2f}", "report",
+               None),
+        Figure("cc20: sources --refresh, peak RSS", rss["sources"] / MB, "MB", "report", None),
+        Figure("cc20: ccusage session, peak RSS", rss["session"] / MB, "MB", "report", None),
+    ]
+
+
+ALL = {"usage": bench_usage, "usage-ccusage20": bench_ccusage20}
 
 
 if __name__ == "__main__":
@@ -571,6 +699,9 @@ if __name__ == "__main__":
         print(json.dumps(_queries_child()))
     elif cmd == "view":
         print(json.dumps(_view_child()))
+    elif cmd == "ccusage20":  # [REPO]: the tree to measure (a worktree of another commit: the figures before)
+        for fig in bench_ccusage20(Path(sys.argv[2]) if len(sys.argv) > 2 else REPO):
+            print(fig.line(), flush=True)
     else:
         for fig in bench_usage():
             print(fig.line(), flush=True)

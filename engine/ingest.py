@@ -36,12 +36,13 @@ from typing import Any
 
 from engine.context.calibration import SourceCalibrator
 from engine.context.conversation import Session
-from engine.context.snapshots import build_snapshot
+from engine.context.snapshots import RunningHistory, build_snapshot, snapshot_from_totals
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import ModelInfo, import_window
 from engine.model.messages import Message, new_id, now_iso
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
+from engine.sources.join import join_captures
 from engine.sources.model import (
     INFERRED,
     ProviderCall,
@@ -217,6 +218,7 @@ class ContextRecorder:
         self.src, self.ctx = src, ctx
         self.cache = TokenCache(ctx.estimator)
         self.counts: list[int] = []
+        self.running = RunningHistory()  # the counts' running totals by role and the messages' ids
         self._inferred = False
         self.calibrator = SourceCalibrator()
         self.segment = 0  # the segment (compactions before + 1) of the last call recorded
@@ -228,10 +230,15 @@ class ContextRecorder:
     def changed_from(self, index: int) -> None:
         """Messages from ``index`` on were replaced: their counts are made again when needed."""
         del self.counts[index:]
+        self.running.truncate(index)
 
     def _count_to(self, end: int) -> None:
-        messages = self.src.messages
-        self.counts.extend(self.cache.count(m) for m in messages[len(self.counts):end])
+        fresh = self.src.messages[len(self.counts):end]
+        if not fresh:
+            return
+        counts = [self.cache.count(m) for m in fresh]
+        self.counts.extend(counts)
+        self.running.extend(fresh, counts)
 
     def _infer_once(self) -> None:
         if self._inferred:
@@ -262,13 +269,13 @@ class ContextRecorder:
             win = replace(win, max_tokens=call.max_tokens or win.max_tokens,
                           context_window=call.window or win.context_window)
         end = min(call.message_index, len(src.messages))
-        if call.input_messages is not None:
+        history: Sequence[Message] | None = None
+        if call.input_messages is not None:  # the request as sent, whole: counted as it is
             history = call.input_messages
             hcounts = [self.cache.count(m) for m in history]
-        else:
+        else:  # a stretch of the messages: its running totals, however long the context has grown
             start = src.segment_start(end)
             self._count_to(end)
-            history, hcounts = src.messages[start:end], self.counts[start:end]
         comp = src.compaction_before(end)
         segment = comp.index + 1 if comp is not None else 0
         if segment != self.segment:
@@ -278,27 +285,47 @@ class ContextRecorder:
             self.summaries[comp.index] = ctx.estimator.text(comp.summary) if comp.summary else 0
         summary = self.summaries.get(comp.index, 0) if comp is not None else 0
         actual = call.prompt_tokens
-        snap = build_snapshot(
-            window=win, system_tokens=system, summary_tokens=summary, tools_tokens=tools, history=history,
-            history_counts=hcounts, estimator_name=ctx.estimator.name,
-            threshold_ratio=ctx.settings.compact_threshold_ratio, calibrator=calibrator,
-            provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts, call_index=call.index,
-            exact_system=exact is not None or (
-                ctx.prefix is not None and ctx.prefix_in_system and not ctx.system_tokens),
-            exact_tools=exact is not None)
+        exact_system = exact is not None or (ctx.prefix is not None and ctx.prefix_in_system and not ctx.system_tokens)
+        # the tool definitions inferred from the provider's first figure (the file holds the system prompt, not the
+        # tools): that count, never scaled by the calibration (the legend and the call's tooltip show one figure)
+        exact_tools = exact is not None or (ctx.prefix is not None and not ctx.prefix_in_system
+                                            and not ctx.tools_tokens)
+        if history is not None:
+            snap = build_snapshot(
+                window=win, system_tokens=system, summary_tokens=summary, tools_tokens=tools, history=history,
+                history_counts=hcounts, estimator_name=ctx.estimator.name,
+                threshold_ratio=ctx.settings.compact_threshold_ratio, calibrator=calibrator,
+                provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts, call_index=call.index,
+                exact_system=exact_system, exact_tools=exact_tools)
+            snap.message_tokens = []  # the record holds none (what to_json would copy)
+            message_count = len(history)
+        else:
+            snap = snapshot_from_totals(
+                window=win, system_tokens=system, summary_tokens=summary, tools_tokens=tools,
+                history_tokens=self.running.totals(start, end), history_ids=(ids := self.running.ids_of(start, end)),
+                estimator_name=ctx.estimator.name, threshold_ratio=ctx.settings.compact_threshold_ratio,
+                calibrator=calibrator, provider_prompt_tokens=actual, model=call.model or src.model, ts=call.ts,
+                call_index=call.index, exact_system=exact_system, exact_tools=exact_tools)
+            message_count = end - start
         data = snap.to_json()
         data.update(
-            type="context", message_count=len(history), message_tokens=[],
+            type="context", message_count=message_count, message_tokens=[],
             message_id=src.messages[end]["id"] if end < len(src.messages) else None,
             provider_prompt_tokens=actual, segment=segment,
             exact_input=call.input_messages is not None, source_format=src.format,
             prefix_tokens=ctx.prefix if exact is None else system + tools,
             prefix_source=FILE if exact is not None else (INFERRED if ctx.prefix is not None else None),
             prefix_key=call.prefix_key or None, **call_figures(call, ctx.win.context_window),
+            prompt_unlike_file=call.prompt_unlike_file,
         )
         if isinstance(actual, int) and actual > 0:
-            ids = [str(m.get("id")) for m in history]
-            calibrator.record(snap.raw_prompt_tokens, actual, ids, (system, summary, tools))
+            ids = tuple(str(m.get("id")) for m in history) if history is not None else \
+                self.running.named_ids(start, end, ids)
+            if call.prompt_unlike_file:  # the figure counts what the file does not hold: no scale learnt from it
+                calibrator.record_unlike(snap.raw_prompt_tokens, actual, ids, (system, summary, tools),
+                                         transient=call.prompt_transient)
+            else:
+                calibrator.record(snap.raw_prompt_tokens, actual, ids, (system, summary, tools))
         self.last = data
         return data
 
@@ -308,7 +335,7 @@ def call_figures(call: ProviderCall, window: int) -> dict[str, Any]:
     return {"cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
             "completion_tokens": call.completion_tokens, "reasoning_tokens": call.reasoning_tokens,
             "cache_write_1h_tokens": call.cache_write_1h_tokens, "window": call.window or window,
-            "request_id": call.request_id}
+            "request_id": call.request_id, "cache_breakpoints": call.cache_breakpoints}
 
 
 def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
@@ -522,6 +549,7 @@ def import_source(
     if fmt in ("mini-swe-agent", "openai"):
         return _import_openai(path, final, fmt, title, settings, estimator, model_info)
     src = read_source(path, fmt, lines)
+    join_captures(src)  # a recording proxy's capture of the same calls: their exact prefix (engine.sources.join)
     if not src.messages and not src.calls:
         raise SourceError(f"{path.name}: no message or provider call could be read as {fmt} "
                           f"({len(src.skipped)} line(s) skipped)")

@@ -590,6 +590,8 @@ class ContextChart(QWidget):
         if not math.isnan(prov):
             diff = (est - prov) / prov * 100 if prov else 0.0
             lines.append(f"Reported by provider: {format_tokens(prov)} (estimate {diff:+.1f}%)")
+            if rec.get("prompt_unlike_file"):  # the provider counted what the file does not hold
+                lines.append(f"Different basis: {rec['prompt_unlike_file']}")
         else:
             lines.append("Reported by provider: —")
         cached = [f"{label} {format_tokens(rec[key])}" for key, label in

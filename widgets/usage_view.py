@@ -78,6 +78,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.usage.costs import row_cost
 from engine.usage.report import last_days, short_path
 from widgets.chart_parts import SceneTips, short_tokens
 from widgets.formatting import format_usd
@@ -180,6 +181,14 @@ def _project_column(title: str = "Project") -> Column:
 def _usd_column(title: str, field: str, unpriced: str | None = "unpriced_calls", tip: str = "") -> Column:
     return Column(title, lambda r: usd_text(r.get(field), r.get(unpriced) if unpriced else 0),
                   lambda r: _num(r.get(field)), numeric=True, tip=tip)
+
+
+def _session_cost_column() -> Column:
+    """A session's cost, its parts (main, subagents, compaction calls: engine.usage.costs.row_cost) in the
+    cell's tooltip: the figure the window's status bar and Tools tab show for the same session."""
+    column = _usd_column("Cost", "cost_usd", tip="The session's calls, its subagents' and its compactions' own calls")
+    column.cell_tip = lambda r: "\n".join(row_cost(r).lines()) if "main_calls" in r else ""
+    return column
 
 
 def _int_column(title: str, field: str, tip: str = "") -> Column:
@@ -512,7 +521,7 @@ class UsageView(QWidget):
              _text_column("Agent", "agent"), _project_column(),
              Column("Last call", lambda s: str(s.get("last_call") or "")[:16].replace("T", " "),
                     lambda s: str(s.get("last_call") or "")),
-             _usd_column("Cost", "cost_usd"),
+             _session_cost_column(),
              _usd_column("Agent's cost", "agent_cost_usd", None,
                          "The agent's own cost, from its cost records (Claude Code)"),
              _int_column("Calls", "calls"), _pct_column("Peak full", "peak_fullness"),

@@ -9,7 +9,7 @@ What an exchange line holds (``"type": "exchange"``):
   ``openai-responses`` | ``gemini`` | ``other``), ``upstream`` (the URL forwarded to, redacted the same way),
   ``outcome`` (``complete``, ``client_disconnected``, ``upstream_error``, ``upstream_unreachable``, ``refused``);
 - ``request``: ``headers`` (``[name, value]`` pairs as received, credentials replaced by ``[redacted]``),
-  ``content_encoding``, ``body`` (the bytes the client sent, decoded from gzip / deflate, as text; ``body_b64``
+  ``content_encoding``, ``body`` (the bytes the client sent, decoded from gzip / deflate / zstd, as text; ``body_b64``
   when they are not UTF-8), ``bytes`` (of the body), ``wire_bytes`` and ``sha256`` (of what was forwarded);
 - ``response``: ``status``, ``headers``, ``body`` (what the client received, decoded, as text, its first
   ``keep`` bytes; ``body_truncated``), ``bytes`` and ``sha256`` of the bytes passed to the client (all of them),
@@ -36,7 +36,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -53,7 +53,52 @@ PROVIDER_OF: dict[Family, str] = {"anthropic": "anthropic", "openai-chat": "open
                                   "gemini": "gemini", "other": "openai"}
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "trailers", "transfer-encoding", "upgrade", "proxy-connection"})
-DECODABLE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+ZLIB_BITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+DECODABLE = frozenset({*ZLIB_BITS, "zstd"})  # content encodings the proxy reads (and records decoded)
+
+
+class DecodeError(ValueError):
+    """A body that is not valid in its content encoding."""
+
+
+class _Decoder(Protocol):
+    def decompress(self, data: bytes) -> bytes: ...
+
+
+def _decoder(encoding: str) -> _Decoder | None:
+    """A streaming decoder for ``encoding`` (gzip, deflate, zstd), None for identity / an unknown one."""
+    if encoding in ZLIB_BITS:
+        return zlib.decompressobj(ZLIB_BITS[encoding])
+    if encoding == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj()
+    return None
+
+
+def _decode(raw: bytes, encoding: str) -> bytes:
+    """A whole body decoded (DecodeError when it is not valid ``encoding``; a zstd body may hold several frames)."""
+    if encoding in ZLIB_BITS:
+        try:
+            return zlib.decompress(raw, ZLIB_BITS[encoding])
+        except zlib.error as exc:
+            raise DecodeError(str(exc)) from None
+    if encoding != "zstd":
+        return raw
+    import zstandard
+
+    out: list[bytes] = []
+    rest = raw
+    try:
+        while rest:  # frame after frame: one decompressobj reads one frame
+            frame = zstandard.ZstdDecompressor().decompressobj()
+            out.append(frame.decompress(rest))
+            if not frame.eof:
+                raise DecodeError("the zstd body ends inside a frame")
+            rest = frame.unused_data
+    except zstandard.ZstdError as exc:
+        raise DecodeError(str(exc)) from None
+    return b"".join(out)
 KEEP_BYTES = 8 * 2**20  # bytes of a response body (decoded) kept in the capture
 STREAM_KEEP_BYTES = 2**20  # of an event stream (its reassembled message is kept besides, up to TEXT_LIMIT)
 MAX_REQUEST = 512 * 2**20  # a larger request body is refused (413)
@@ -117,7 +162,7 @@ def _b64_or_text(data: bytes) -> tuple[str | None, str | None]:
 
 def _request_body(raw: bytes, encoding: str, secrets: set[str]) -> dict[str, Any]:
     """The recorded fields of a request body: its hash as forwarded, and the body decoded (as text, or base64)."""
-    body = zlib.decompress(raw, DECODABLE[encoding]) if encoding in DECODABLE else raw
+    body = _decode(raw, encoding)
     text, b64 = _b64_or_text(body)
     out: dict[str, Any] = {"sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(body),
                            "body": scrub(text, secrets) if text is not None and secrets else text}
@@ -142,7 +187,7 @@ class _ResponseRecorder:
         self.truncated = False
         self.encoding = encoding
         self.undecoded = bool(encoding) and encoding not in DECODABLE and encoding != "identity"
-        self._inflate = zlib.decompressobj(DECODABLE[encoding]) if encoding in DECODABLE else None
+        self._inflate = _decoder(encoding)
         self.parser = SSEParser() if self.stream else None
         self.assembler = Assembler(family) if self.stream else None
         self.problem = ""
@@ -157,7 +202,7 @@ class _ResponseRecorder:
         if self._inflate is not None:
             try:
                 data = self._inflate.decompress(chunk)
-            except zlib.error as exc:
+            except Exception as exc:  # zlib.error, zstandard.ZstdError: recorded as not decoded, passed on as is
                 self.problem = f"the {self.encoding} body could not be decoded: {exc}"
                 self.undecoded = True
                 return
@@ -308,13 +353,13 @@ class RecordingProxy:
             return await self._refuse(
                 rec, secrets, 415, "unsupported_content_encoding",
                 f"ctxbench's recording proxy cannot read {encoding}-compressed request bodies (no {encoding} decoder "
-                "is installed) and records nothing it cannot read: send the body uncompressed, gzip or deflate")
+                "is installed) and records nothing it cannot read: send the body uncompressed, gzip, deflate or zstd")
         try:  # a large body is hashed and decoded off the loop (other streams go on meanwhile)
             if len(raw) > OFF_LOOP_BYTES:
                 req.update(await asyncio.to_thread(_request_body, raw, encoding, secrets))
             else:
                 req.update(_request_body(raw, encoding, secrets))
-        except zlib.error as exc:
+        except DecodeError as exc:
             return await self._refuse(rec, secrets, 400, "bad_content_encoding",
                                       f"the request body is not valid {encoding}: {exc}")
         rec["timings"] = timings = {"request_ms": _ms(t0)}

@@ -146,7 +146,11 @@ class SourceCalibrator(Calibrator):
       showed — and the rest at :data:`RESTART_RATIO`, between the heuristic's typical over-count and its
       own count (measured on the shared sessions and the files the real agents write in the tests: 1.0 left
       a Codex agent's call 26 % high, 0.625 the shared Codex rollout's 32 % low, 0.8 both within 21 %);
-    - :meth:`restart` (a compaction) forgets the segment's calls and increments.
+    - :meth:`restart` (a compaction) forgets the segment's calls and increments;
+    - a call whose figure is on another basis than the file (:meth:`record_unlike`: what the provider counted
+      holds what the file does not — a request rebuilt on resuming, files re-attached after a compaction) is an
+      anchor for the calls after it but teaches no increment; one whose extra is not sent again (a server-side
+      search's results) is neither.
     """
 
     exact_prefix: int = 0  # the request's system prompt + tool definitions tokens, as the recorder counts them
@@ -174,6 +178,28 @@ class SourceCalibrator(Calibrator):
         """A compaction: what was learnt of the segment before does not hold for the one after it."""
         self.anchors.clear()
         self.steps.clear()
+
+    def record_unlike(
+        self,
+        raw_total: int,
+        actual_prompt_tokens: int | None,
+        message_ids: Sequence[str] = (),
+        fixed: tuple[int, int, int] = (0, 0, 0),
+        *,
+        transient: bool = False,
+    ) -> None:
+        """A call whose provider figure counts what the file does not hold: kept as an anchor (the context the
+        next request extends really is that size) unless ``transient`` (the extra is not sent again); either
+        way no increment is learnt from it, and no prefix scale."""
+        if transient or actual_prompt_tokens is None or actual_prompt_tokens <= 0 or raw_total <= 0:
+            return
+        if self.prefix_scale is None:  # the first call: the scale is learnt from it as from any call
+            self.record(raw_total, actual_prompt_tokens, message_ids, fixed)
+            return
+        ids = tuple(message_ids)
+        self.anchors.append(Anchor(ids, fixed, raw_total, actual_prompt_tokens))
+        del self.anchors[:-MAX_ANCHORS]
+        Calibrator.record(self, raw_total, actual_prompt_tokens, ids, fixed)
 
     def _anchor(self, ids: Sequence[str], fixed: tuple[int, int, int]) -> Anchor | None:
         return next((a for a in reversed(self.anchors) if a.starts(ids, fixed)), None)

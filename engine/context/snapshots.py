@@ -8,7 +8,8 @@ with the counts of a log's own calls).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from engine.context.calibration import Calibrator
@@ -139,9 +140,44 @@ def build_snapshot(
     for msg, tokens in zip(history, history_counts, strict=True):
         role = msg.get("role")
         by_role[role if role in by_role else "user"] += tokens
-    raw_parts = [system_tokens, summary_tokens, by_role["user"], by_role["assistant"], by_role["tool"], tools_tokens]
-    raw_total = sum(raw_parts)
     ids = [str(m.get("id", "")) for m in history]
+    snap = snapshot_from_totals(
+        window=window, system_tokens=system_tokens, summary_tokens=summary_tokens, tools_tokens=tools_tokens,
+        history_tokens=(by_role["user"], by_role["assistant"], by_role["tool"]), history_ids=ids,
+        estimator_name=estimator_name, threshold_ratio=threshold_ratio, calibrator=calibrator,
+        provider_prompt_tokens=provider_prompt_tokens, draft_tokens=draft_tokens, model=model, ts=ts,
+        call_index=call_index, exact_system=exact_system, exact_tools=exact_tools)
+    snap.message_tokens = list(zip(ids, (int(c) for c in history_counts), strict=True))
+    return snap
+
+
+def snapshot_from_totals(
+    *,
+    window: WindowInfo,
+    system_tokens: int,
+    summary_tokens: int,
+    tools_tokens: int,
+    history_tokens: tuple[int, int, int],
+    history_ids: Sequence[str],
+    estimator_name: str,
+    threshold_ratio: float,
+    calibrator: Calibrator | None = None,
+    provider_prompt_tokens: int | None = None,
+    draft_tokens: int = 0,
+    model: str = "",
+    ts: str = "",
+    call_index: int | None = None,
+    exact_system: bool = False,
+    exact_tools: bool = False,
+) -> ContextSnapshot:
+    """:func:`build_snapshot` from the history's raw totals by role (user, assistant, tool) and its message ids
+    (``str(message.get("id", ""))`` each, what the calibrator matches requests by), with no per-message counts
+    (``message_tokens`` empty): what a caller keeping running totals (:class:`RunningHistory`) asks once per call,
+    without walking the history. The same regions, calibration and figures as :func:`build_snapshot`."""
+    user, assistant, tool = history_tokens
+    raw_parts = [system_tokens, summary_tokens, user, assistant, tool, tools_tokens]
+    raw_total = sum(raw_parts)
+    ids = history_ids
     accuracy = EXACT if estimator_name == "exact" else ESTIMATED
     parts = raw_parts
     draft = draft_tokens
@@ -160,6 +196,8 @@ def build_snapshot(
             parts = [system_tokens, *_scale_parts(raw_parts[1:5], total - held), tools_tokens]
         elif exact_system and 0 < system_tokens <= total:
             parts = [system_tokens, *_scale_parts(raw_parts[1:], total - system_tokens)]
+        elif exact_tools and 0 < tools_tokens <= total:  # only the tool definitions held (inferred from the provider)
+            parts = [*_scale_parts(raw_parts[:5], total - tools_tokens), tools_tokens]
         else:
             parts = _scale_parts(raw_parts, total)
     return ContextSnapshot(
@@ -174,7 +212,6 @@ def build_snapshot(
         threshold_tokens=int(threshold_ratio * window.context_window),
         estimator=estimator_name,
         accuracy=accuracy,
-        message_tokens=list(zip(ids, (int(c) for c in history_counts), strict=True)),
         provider_prompt_tokens=provider_prompt_tokens,
         raw_prompt_tokens=raw_total,
         draft=draft,
@@ -183,5 +220,76 @@ def build_snapshot(
         ts=ts,
         call_index=call_index,
         # the prefix held through calibration: both as sent (the file's), or one count inferred from the provider
-        prefix_source="file" if exact_system and exact_tools else "inferred" if exact_system else "",
+        prefix_source="file" if exact_system and exact_tools else "inferred" if exact_system or exact_tools else "",
     )
+
+
+class RunningHistory:
+    """Running per-region totals of a message list read in order (a source's messages as an import or a followed
+    view counts them): per-role prefix sums of the messages' raw token counts and their ids, extended with the
+    messages added since the last call, cut back where messages changed (a rewind, a response that grew).
+
+    The request of a call is a stretch ``[start, end)`` of the list (``start``: the last compaction before it),
+    so its totals by role are two subtractions and its ids one slice: each call costs the same however long the
+    context has grown (:func:`build_snapshot` walks every message of the request), with the same sums."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []  # str(message.get("id", "")) of each message
+        self._user = [0]  # _user[i]: the user (and other non-assistant, non-tool) tokens of messages[:i]
+        self._assistant = [0]
+        self._tool = [0]
+        self._no_id: list[int] = []  # positions of the messages without an "id" key, ascending
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def extend(self, messages: Iterable[Message], counts: Iterable[int]) -> None:
+        """Messages appended after those held, with their raw token counts."""
+        ids, users, assistants, tools = self.ids, self._user, self._assistant, self._tool
+        user, assistant, tool = users[-1], assistants[-1], tools[-1]
+        for msg, tokens in zip(messages, counts, strict=True):
+            role = msg.get("role")
+            if role == "assistant":
+                assistant += tokens
+            elif role == "tool":
+                tool += tokens
+            else:
+                user += tokens
+            users.append(user)
+            assistants.append(assistant)
+            tools.append(tool)
+            if "id" in msg:
+                ids.append(str(msg["id"]))
+            else:
+                self._no_id.append(len(ids))
+                ids.append("")
+
+    def truncate(self, index: int) -> None:
+        """Messages from ``index`` on changed or went: forgotten (they are extended again when counted)."""
+        index = max(0, index)
+        del self.ids[index:]
+        del self._user[index + 1:]
+        del self._assistant[index + 1:]
+        del self._tool[index + 1:]
+        del self._no_id[bisect_left(self._no_id, index):]
+
+    def totals(self, start: int, end: int) -> tuple[int, int, int]:
+        """The raw tokens of ``messages[start:end]`` by role: user (and any other role), assistant, tool."""
+        return (self._user[end] - self._user[start], self._assistant[end] - self._assistant[start],
+                self._tool[end] - self._tool[start])
+
+    def ids_of(self, start: int, end: int) -> tuple[str, ...]:
+        """``str(m.get("id", ""))`` of each of ``messages[start:end]`` (what :func:`build_snapshot` calibrates by)."""
+        return tuple(self.ids[start:end])
+
+    def named_ids(self, start: int, end: int, ids: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """``str(m.get("id"))`` of each of ``messages[start:end]``: a message without an id is ``"None"``
+        (``ids``: :meth:`ids_of` the same stretch, already made: returned as it is when every message has an id)."""
+        out = self.ids_of(start, end) if ids is None else ids
+        lo = bisect_left(self._no_id, start)
+        if lo == len(self._no_id) or self._no_id[lo] >= end:
+            return out
+        named = list(out)
+        for i in self._no_id[lo:bisect_left(self._no_id, end)]:
+            named[i - start] = "None"
+        return tuple(named)

@@ -9,7 +9,8 @@ the OpenAI Responses API, the Gemini API (``:generateContent`` / ``:streamGenera
   paired), so the history region of the call is what was sent;
 - ``prefix_key`` names a :class:`RequestPrefix` holding the request's system prompt and each tool definition as
   sent (``prefix_source`` *file*: exact, never inferred);
-- ``max_tokens`` is the request's output reserve; the usage is the response's own (reassembled from the stream).
+- ``max_tokens`` is the request's output reserve; the usage is the response's own (reassembled from the stream);
+- ``cache_breakpoints`` (Anthropic Messages): where the request put ``cache_control`` (:func:`cache_breakpoints`).
 
 The conversation (``messages``) follows the agent's main thread — the requests that carry tools: a request
 that continues the one before adds the messages it adds, and the answer; a request whose messages no longer
@@ -22,7 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +43,13 @@ from engine.sources.model import (
     Skipped,
     SourceChanges,
     SourceSession,
+    capped_lines,
     int_or_none,
     json_args,
     json_lines,
     line_problem,
     open_regular,
+    read_on,
     text_of,
 )
 
@@ -339,6 +347,35 @@ def call_usage(family: str, usage: Any) -> dict[str, int | None]:
             "reasoning": int_or_none(u.get("thoughtsTokenCount")), "cache_write_1h": None}
 
 
+def cache_breakpoints(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where an Anthropic Messages request marks its prompt cache (``cache_control``), in the order the provider reads
+    the prompt (tools, system, messages): each with its place (``in``, ``index``; a content ``block``; the tool's
+    ``name``, the message's ``role``) and ``ttl`` ("5m" when the marker names none)."""
+    out: list[dict[str, Any]] = []
+
+    def ttl(block: dict[str, Any]) -> str:
+        control = block.get("cache_control")
+        value = control.get("ttl") if isinstance(control, dict) else None
+        return value if isinstance(value, str) and value else "5m"
+
+    tools = body.get("tools")
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        if isinstance(tool, dict) and tool.get("cache_control"):
+            out.append({"in": "tools", "index": i, "name": str(tool.get("name") or ""), "ttl": ttl(tool)})
+    system = body.get("system")
+    for i, block in enumerate(system if isinstance(system, list) else []):
+        if isinstance(block, dict) and block.get("cache_control"):
+            out.append({"in": "system", "index": i, "ttl": ttl(block)})
+    messages = body.get("messages")
+    for i, msg in enumerate(messages if isinstance(messages, list) else []):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, dict) and block.get("cache_control"):
+                out.append({"in": "messages", "index": i, "block": j, "role": str(msg.get("role") or ""),
+                            "ttl": ttl(block)})
+    return out
+
+
 def _gemini_model(path: str) -> str:
     tail = path.split("?", 1)[0].rsplit("/", 1)[-1]
     return tail.split(":", 1)[0]
@@ -464,7 +501,8 @@ class CaptureReader:
             cache_read_tokens=usage["cache_read"], cache_write_tokens=usage["cache_write"], model=model, ts=ts,
             message_index=message_index, request_id=_answer_id(family, answer), reasoning_tokens=usage["reasoning"],
             input_messages=inputs, max_tokens=max_tokens, prefix_key=key,
-            cache_write_1h_tokens=usage["cache_write_1h"]))
+            cache_write_1h_tokens=usage["cache_write_1h"],
+            cache_breakpoints=cache_breakpoints(body) if family == "anthropic" else None))
 
     def _continue(self, inputs: Sequence[Message], call_index: int, ts: str, prompt: int | None,
                   key: str) -> int | None:
@@ -589,3 +627,136 @@ def read_capture(path: Path, lines: Sequence[bytes] | None = None) -> SourceSess
                 reader.feed(chunk)
         reader.finish()
     return reader.finish()
+
+
+# --------------------------------------------------------------------------- the light summary (Sources)
+
+
+_TAGGED = re.compile(r"<([A-Za-z][\w-]*)[^>]*>.*?</\1>", re.DOTALL)
+
+
+def first_prompt(messages: Sequence[Message]) -> str:
+    """The first prompt a person wrote among ``messages`` (a request's): the first user message's text with what
+    agents put around it (``<system-reminder>``, ``<session_context>``, ``<environment_context>`` blocks, Codex's
+    ``# AGENTS.md instructions``) left out, on one line; "" when none."""
+    for msg in messages[:40]:
+        if msg.get("role") != "user" or msg.get("attachment"):
+            continue
+        content = msg.get("content")
+        text = _TAGGED.sub("", content).strip() if isinstance(content, str) else ""
+        if text and not text.startswith(("<", "# AGENTS.md instructions", "[Request interrupted")):
+            return " ".join(text.split())
+    return ""
+
+
+@dataclass
+class CaptureSummary:
+    """What Sources shows of a capture, gathered by a light pass (:func:`light_summary`): each exchange line parsed,
+    a request body only for the first call (its title and model) and the calls that name no model elsewhere."""
+
+    started: str = ""
+    cwd: str = ""
+    agent: str = ""
+    session_id: str = ""
+    calls: int = 0
+    last_prompt: int | None = None
+    largest: int = 0
+    model: str = ""
+    title: str = ""
+    last_activity: str = ""
+    titled: bool = False  # the first call with tools (else the first call) gave the title
+
+
+@dataclass
+class _PartScan:
+    inode: int = 0
+    offset: int = 0
+    tail: bytes = b""
+
+
+_SCANS: OrderedDict[str, tuple[dict[str, _PartScan], CaptureSummary]] = OrderedDict()  # by first part, newest last
+_SCANS_LOCK = threading.Lock()
+SCANS_KEPT = 32
+
+
+def _summary_line(s: CaptureSummary, obj: dict[str, Any]) -> None:
+    kind = obj.get("type")
+    if kind == "capture":
+        s.session_id = s.session_id or str(obj.get("id") or "")
+        s.started = s.started or str(obj.get("started") or "")
+        s.cwd = s.cwd or (obj["cwd"] if isinstance(obj.get("cwd"), str) else "")
+        s.agent = s.agent or (obj["agent"] if isinstance(obj.get("agent"), str) else "")
+        return
+    if kind != "exchange":
+        return
+    family, path = str(obj.get("family") or ""), str(obj.get("path") or "")
+    response: dict[str, Any] = obj["response"] if isinstance(obj.get("response"), dict) else {}
+    status = response.get("status")
+    if (family not in GENERATION or "count_tokens" in path or ":countTokens" in path
+            or obj.get("outcome") != "complete" or not isinstance(status, int) or not 200 <= status < 300):
+        return
+    s.calls += 1
+    s.last_activity = str(obj.get("started") or s.last_activity)
+    prompt = call_usage(family, response.get("usage"))["prompt"]
+    if prompt is not None:
+        s.last_prompt = prompt
+        s.largest = max(s.largest, prompt)
+    if family == "gemini":
+        answer = response.get("message")
+        s.model = _gemini_model(path) or (str(answer.get("modelVersion") or "") if isinstance(answer, dict) else "")
+    if s.titled and family == "gemini":
+        return
+    body = _json((obj.get("request") or {}).get("body"))
+    if not isinstance(body, dict):
+        return
+    if family != "gemini":
+        s.model = str(body.get("model") or s.model)
+    if not s.titled:
+        _, tools, inputs, _, _ = request_parts(family, body, IdMaker(), "")
+        title = first_prompt(inputs)
+        s.title = s.title or title
+        s.titled = bool(tools) and bool(title)
+
+
+def light_summary(path: Path) -> CaptureSummary:
+    """The summary of the capture ``path`` (every part of it), resumable: parts read before in this process that
+    only grew are read from where that pass stopped (a part rewritten in place: the whole capture read again)."""
+    from engine.capture.files import capture_parts
+
+    parts = capture_parts(Path(path))
+    key = str(parts[0])
+    with _SCANS_LOCK:
+        kept = _SCANS.pop(key, None)
+    scans, summary = kept if kept is not None else ({}, CaptureSummary())
+    try:
+        _scan_parts(parts, scans, summary)
+    except _Rewritten:
+        scans, summary = {}, CaptureSummary()
+        _scan_parts(parts, scans, summary)
+    with _SCANS_LOCK:
+        _SCANS[key] = (scans, summary)
+        while len(_SCANS) > SCANS_KEPT:
+            _SCANS.popitem(last=False)
+    return replace(summary)
+
+
+class _Rewritten(Exception):
+    pass
+
+
+def _scan_parts(parts: Sequence[Path], scans: dict[str, _PartScan], summary: CaptureSummary) -> None:
+    for part in parts:
+        scan = scans.get(str(part))
+        with open_regular(part) as fh:
+            if scan is not None and not read_on(fh, scan.inode, scan.offset, scan.tail):
+                raise _Rewritten
+            if scan is None:
+                scan = scans[str(part)] = _PartScan(inode=os.fstat(fh.fileno()).st_ino)
+            fh.seek(scan.offset)
+            for raw in capped_lines(fh, name=part.name):
+                if not raw.endswith(b"\n"):
+                    break  # a line being written: read whole next time
+                scan.offset += len(raw)
+                scan.tail = raw[-64:] if len(raw) >= 64 else (scan.tail + raw)[-64:]
+                for _, obj in json_lines([raw], []):
+                    _summary_line(summary, obj)

@@ -121,6 +121,10 @@ DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
 SYNTHETIC_MODEL = "<synthetic>"
 RECENT = 16  # the newest calls a feed may still change (later lines of their responses)
+# the first request after a compaction, in a file that does not hold its requests: Claude Code re-attaches the files
+# read last (and the todo list) after the summary, which such a file does not record (ProviderCall.prompt_unlike_file)
+REATTACHED = ("the first request after a compaction holds the files Claude Code re-attached after the summary, "
+              "which this file does not record")
 _FAMILY_RE = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)")
 
 
@@ -994,6 +998,8 @@ class ClaudeCodeReader:
                 comp.calls_before = sum(1 for c in calls if c.message_index < comp.message_index)
             after = next((c for c in calls[comp.calls_before:] if c.prompt_tokens), None)
             comp.tokens_after = after.prompt_tokens if after else None
+            if after is not None and not after.prefix_key:  # a file that does not hold the requests (before 2.1.3xx)
+                after.prompt_unlike_file = REATTACHED
         session.live_start = session.compactions[-1].message_index if session.compactions else 0
         if grew or not session.model:
             session.model = _most_common(scan.models)

@@ -119,6 +119,15 @@ class _State:
     summarising: bool = False  # the summariser's answer was read: the next call is the compaction's own
     compaction_cost: ProviderCall | None = None  # that call, for the compaction line that follows it
     pairing: Pairing = field(default_factory=lambda: Pairing())
+    initial: set[str] = field(default_factory=set)  # the developer messages before the conversation (as written)
+    unlike_file: str = ""  # why the next call's prompt figure counts what the rollout does not hold ("" if nothing)
+
+
+# Why a call's provider figure is not the rollout's history as written (ProviderCall.prompt_unlike_file).
+WEB_SEARCH = ("its prompt figure includes the results of the web search it ran, which the rollout does not hold "
+              "(the next request sends the search call only)")
+RESUMED = ("Codex wrote the session's initial instructions again (a resumed thread) and rebuilt the request: "
+           "the rollout does not hold the request as it was sent")
 
 
 def _text(parts: Any) -> str:
@@ -202,7 +211,10 @@ def _message_item(state: _State, payload: dict[str, Any]) -> None:
     if role in ("developer", "system"):
         if not state.started:
             state.system_parts.append(text)
+            state.initial.add(text)
         else:
+            if text in state.initial and not state.unlike_file:
+                state.unlike_file = RESUMED
             _add(state, {"role": "user", "name": "developer", "content": text})
     elif role == "assistant":
         _mark_output(state)
@@ -234,6 +246,8 @@ def _response_item(state: _State, n: int, payload: dict[str, Any]) -> None:
                      "content": _output_text(payload.get("output"))})
     elif kind in ("web_search_call", "local_shell_call"):
         _mark_output(state)
+        if kind == "web_search_call" and n > 0:  # run by the provider inside this response (not a replayed item)
+            state.unlike_file = WEB_SEARCH
         action = payload.get("action")
         detail = _text(str(action.get("query") or "")) if isinstance(action, dict) else ""
         _assistant(state, f"[{kind}] {detail}".strip())
@@ -389,6 +403,8 @@ def _take_call(state: _State, call: ProviderCall) -> None:
         state.compaction_cost = call
         state.summarising = False
         return
+    call.prompt_unlike_file, state.unlike_file = state.unlike_file, ""
+    call.prompt_transient = call.prompt_unlike_file == WEB_SEARCH
     state.session.calls.append(call)
     state.response_start = None
     state.turn_open = True
@@ -420,9 +436,11 @@ def _compacted(state: _State, payload: dict[str, Any]) -> None:
     state.response_start = None
     state.pending_reasoning.clear()
     history = payload.get("replacement_history")
+    unlike = state.unlike_file
     for item in history if isinstance(history, list) else []:
         if isinstance(item, dict):
             _response_item(state, 0, item)
+    state.unlike_file = unlike  # the instructions a replacement history repeats are the compaction's, not a resume
     state.response_start = None  # the replacement is input to the next call, not its output
     state.pending_reasoning.clear()
     comp.messages_after = len(session.messages) - comp.message_index

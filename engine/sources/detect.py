@@ -18,6 +18,7 @@ from engine.sources.model import (
     read_regular,
 )
 from engine.sources.opencode import is_opencode_source, split_path
+from engine.sources.pi import is_pi_line
 
 HEAD_BYTES = 1 << 20  # enough for the first lines of any of these formats
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "progress",
@@ -50,6 +51,8 @@ def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
         return "claude-code"
     if _is_gemini_cli(obj):
         return "gemini-cli"
+    if is_pi_line(obj):
+        return "pi"
     if isinstance(obj.get("role"), str):
         return "openai"
     return None

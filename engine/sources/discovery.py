@@ -7,9 +7,14 @@ Where each agent keeps them:
 - Codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``~/.codex/sessions`` by default);
 - Gemini CLI: ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``$GEMINI_CLI_HOME`` instead of the home
   when set);
+- Pi: ``~/.pi/agent/sessions/--<cwd>--/*.jsonl`` (``$PI_CODING_AGENT_DIR`` instead of ``~/.pi/agent`` when
+  set);
 - OpenCode: the SQLite database ``${XDG_DATA_HOME:-~/.local/share}/opencode/opencode*.db``: one row per
   top-level session (its path ``<db>#<session id>``); a child session (a ``task`` subagent, ``parent_id``) is
   counted with its parent (``subagents``, and its cost in the parent's);
+- recordings of ``ctxbench record`` / ``ctxbench proxy`` (:mod:`engine.capture`):
+  ``<data dir>/captures/capture-*.jsonl`` (a rolled-over capture is listed once, by its first part; its summary
+  reads every part), titled by the first prompt the recorded agent sent;
 - any folder named in the ``source_dirs`` setting (``os.pathsep``-separated), searched for all of them.
 
 Each file is summarised by a light pass (only the lines that carry usage are parsed): started,
@@ -34,20 +39,22 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
-from engine.sources import gemini_cli, opencode
+from engine.sources import capture, gemini_cli, opencode, pi
 from engine.sources import model as source_model
 from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for_model
 from engine.sources.codex import same_total
 from engine.sources.model import (
     SourceError,
-    _decode,
     capped_lines,
     dict_at,
     float_or_none,
@@ -60,7 +67,7 @@ from engine.sources.model import (
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
 
-Agent = Literal["claude-code", "codex", "gemini-cli", "opencode"]
+Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture"]
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
 # 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
@@ -124,8 +131,12 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
     roots.append(("codex", (Path(codex_home).expanduser() if codex_home else home / ".codex") / "sessions"))
     gemini_home = env.get("GEMINI_CLI_HOME")
     roots.append(("gemini-cli", (Path(gemini_home).expanduser() if gemini_home else home) / ".gemini" / "tmp"))
+    pi_dir = env.get("PI_CODING_AGENT_DIR")
+    roots.append(("pi", (Path(pi_dir).expanduser() if pi_dir else home / ".pi" / "agent") / "sessions"))
     data_home = env.get("XDG_DATA_HOME")
     roots.append(("opencode", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "opencode"))
+    own_data = env.get("CTXBENCH_DATA_DIR")
+    roots.append(("proxy-capture", Path(own_data) / CAPTURE_DIR if own_data else captures_dir()))
     for item in (settings.source_dirs if settings else "").split(os.pathsep):
         if item.strip():
             roots.append((None, Path(item.strip()).expanduser()))
@@ -152,6 +163,13 @@ def _files(agent: Agent | None, folder: Path,
     if agent == "gemini-cli":
         for path in _walk(folder.glob("*/chats/session-*.jsonl"), folder, problems):
             yield "gemini-cli", path
+    if agent == "pi":
+        for path in _walk(folder.glob("*/*.jsonl"), folder, problems):
+            yield "pi", path
+    if agent == "proxy-capture":
+        for path in _walk(folder.glob("capture-*.jsonl"), folder, problems):
+            if not _capture_part(path):
+                yield "proxy-capture", path
     if agent in ("opencode", None):
         for path in folder.glob("opencode*.db" if agent else "**/opencode*.db"):
             if agent or opencode.is_opencode_source(path):
@@ -167,7 +185,7 @@ def _files(agent: Agent | None, folder: Path,
                 if problems is not None:
                     problems.append(ScanProblem("unknown", str(path), _reason(exc, path)))
                 continue
-            if kind in ("claude-code", "gemini-cli"):
+            if kind in ("claude-code", "gemini-cli", "pi") or (kind == "proxy-capture" and not _capture_part(path)):
                 yield cast(Agent, kind), path
 
 
@@ -281,6 +299,7 @@ class _ClaudeScan:
 _CLAUDE_SCANS: OrderedDict[str, _ClaudeScan] = OrderedDict()  # most recently read last
 CLAUDE_SCANS_KEPT = 16
 _CLAUDE_SCANS_LOCK = threading.Lock()
+LIVE_SECONDS = 120  # a file changed this recently may be growing: a scan spread over processes reads it here
 
 
 def _summary_claude(path: Path) -> SourceEntry:
@@ -459,7 +478,7 @@ def _loads(raw: bytes) -> dict[str, Any]:
     if len(raw) > source_model.MAX_LINE_BYTES:
         return {}
     try:
-        obj = _decode(raw.decode("utf-8"))
+        obj = source_model.loads_line(raw)
     except (ValueError, RecursionError):
         return {}
     return obj if isinstance(obj, dict) else {}
@@ -472,7 +491,43 @@ def _entry(agent: Agent, project: str, session_id: str, path: Path, started: str
                        last_prompt, window, full, model, title)
 
 
+def _summary_pi(path: Path) -> SourceEntry:
+    """A Pi file (:func:`engine.sources.pi.light_summary`): one call per assistant message with usage."""
+    found = pi.light_summary(path)
+    entry = _entry("pi", Path(found.cwd).name if found.cwd else path.parent.name, found.session_id, path, found.started,
+                   found.calls, found.last_prompt, found.window, found.model, _one_line(found.title))
+    entry.agent_cost_usd = found.cost_usd
+    return entry
+
+
+def _capture_part(path: Path) -> bool:
+    """Whether ``path`` is a rolled-over part of a capture (``capture-….2.jsonl``: read with its first part)."""
+    head, _, tail = path.stem.rpartition(".")
+    return bool(head) and tail.isdigit()
+
+
+def _summary_capture(path: Path) -> SourceEntry:
+    """A capture of the recording proxy (:func:`engine.sources.capture.light_summary`, every part, resumable): its
+    calls, the last one's prompt, the model's window where it is known (Claude, Gemini), titled by the first prompt
+    the agent sent; the project is the folder the recorded agent ran in, else its program's name."""
+    found = capture.light_summary(path)
+    window: int | None = None
+    if found.model.startswith("claude"):
+        window = window_for_model(found.model, found.largest)[0]
+    elif found.model.startswith(("gemini", "gemma", "models/")):
+        window = gemini_cli.window_for_model(found.model)
+    project = Path(found.cwd).name if found.cwd else found.agent
+    entry = _entry("proxy-capture", project, found.session_id or path.stem, path, iso(found.started) or found.started,
+                   found.calls, found.last_prompt, window, found.model, _one_line(found.title))
+    entry.last_activity = iso(found.last_activity) or entry.last_activity
+    return entry
+
+
 def summarize(agent: Agent, path: Path) -> SourceEntry:
+    if agent == "proxy-capture":
+        return _summary_capture(path)
+    if agent == "pi":
+        return _summary_pi(path)
     if agent == "gemini-cli":
         return _summary_gemini(path)
     return _summary_claude(path) if agent == "claude-code" else _summary_codex(path)
@@ -721,7 +776,8 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
     index = index or index_path()
     cached = {} if refresh else _load_index(index)
     files: dict[str, Any] = {}
-    entries: list[SourceEntry] = []
+    entries: list[SourceEntry | None] = []  # None: summarised after the walk (its place kept)
+    pending: list[tuple[Agent, Path, list[int], int]] = []  # (kind, path, stamp, place in entries)
     changed = refresh
     for agent, folder in source_roots(settings, env, home):
         for kind, path in _files(agent, folder, problems):
@@ -752,22 +808,51 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
                     files[key] = old
                     entries.append(entry)
                     continue
-            try:
-                entry = summarize(kind, path)
-            except Exception as exc:  # whatever one file does, the others are still listed
-                problems.append(ScanProblem(kind, key, _reason(exc, path)))
-                continue
-            changed = True
-            files[key] = {"stamp": stamp, "entry": entry.to_json()}
-            entries.append(entry)
+            files[key] = {}
+            pending.append((kind, path, stamp, len(entries)))
+            entries.append(None)
+    for (kind, path, stamp, place), done in zip(pending, _summaries(pending), strict=True):
+        key = str(path)
+        try:
+            entry = done.result()
+        except Exception as exc:  # whatever one file does, the others are still listed
+            problems.append(ScanProblem(kind, key, _reason(exc, path)))
+            del files[key]
+            continue
+        changed = True
+        files[key] = {"stamp": stamp, "entry": entry.to_json()}
+        entries[place] = entry
     if changed or set(files) != set(cached):
         try:
             atomic_write_bytes(index, _index_bytes({"version": INDEX_VERSION, "files": files}), durable=False)
         except OSError:
             pass  # a read-only data dir: the next scan reads everything again
-    entries = _without_resume_stubs(entries)
-    entries.sort(key=lambda e: e.last_activity or e.started, reverse=True)
-    return entries
+    found = _without_resume_stubs([e for e in entries if e is not None])
+    found.sort(key=lambda e: e.last_activity or e.started, reverse=True)
+    return found
+
+
+def _summary_job(job: tuple[Agent, Path]) -> SourceEntry:
+    return summarize(*job)
+
+
+def _summaries(pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
+    """The summaries of the ``pending`` files, in their order: spread over the machine's cores when there are many
+    (:func:`engine.sources.spread.spread`), but the :data:`CLAUDE_SCANS_KEPT` most recently changed Claude Code files
+    of those changed in the last :data:`LIVE_SECONDS` summarised here, so that their light pass is kept for their
+    growth (:data:`_CLAUDE_SCANS`)."""
+    from engine.sources.spread import run_here, spread, workers_for
+
+    if not workers_for(len(pending), sum(stamp[0] for _, _, stamp, _ in pending)):
+        return (run_here(_summary_job, (kind, path)) for kind, path, _, _ in pending)
+    live = time.time_ns() - LIVE_SECONDS * 10**9
+    recent = sorted((stamp[1], i) for i, (kind, _, stamp, _) in enumerate(pending)
+                    if kind == "claude-code" and stamp[1] >= live)
+    here = {i for _, i in recent[-CLAUDE_SCANS_KEPT:]}
+    far = [i for i in range(len(pending)) if i not in here]
+    futures = spread(_summary_job, [pending[i][:2] for i in far], [pending[i][2][0] for i in far])
+    done = {i: run_here(_summary_job, pending[i][:2]) for i in sorted(here)}  # while the workers work
+    return (done[i] if i in here else next(futures) for i in range(len(pending)))
 
 
 def _without_resume_stubs(entries: list[SourceEntry]) -> list[SourceEntry]:
@@ -784,7 +869,7 @@ def format_table(entries: list[SourceEntry]) -> str:
     """A plain-text table for the terminal."""
     if not entries:
         return ("No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions, "
-                "Gemini CLI: ~/.gemini/tmp, OpenCode: ~/.local/share/opencode).")
+                "Gemini CLI: ~/.gemini/tmp, OpenCode: ~/.local/share/opencode, Pi: ~/.pi/agent/sessions).")
     head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
             "% full", "path")
     rows = [head]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from engine.sources import capture, claude_code, codex, gemini_cli, opencode, openhands, swe_agent
+from engine.sources import capture, claude_code, codex, gemini_cli, opencode, openhands, pi, swe_agent
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
 
 Growth = Literal["appended", "polled", "rewritten"]
@@ -50,7 +50,9 @@ class AgentFormat:
     to ``appended``), ``polled`` (a database: its reader is polled) or ``rewritten`` (the agent rewrites the file:
     read whole again); ``follow_open_last``: following starts from the call open at the end of the file;
     ``polled``: a new polled reader of a path (``subagents``: its child sessions read too);
-    ``listed``: Sources looks for its sessions; ``reasoning_in_output``: the output figure includes reasoning."""
+    ``listed``: Sources looks for its sessions; ``reasoning_in_output``: the output figure includes reasoning;
+    ``in_usage``: the usage index counts its sessions (a proxy's capture is not: the calls it recorded are the
+    ones the agent's own file holds, and would be counted twice)."""
 
     name: SourceFormat
     display: str
@@ -62,6 +64,7 @@ class AgentFormat:
     follow_open_last: bool = False
     listed: bool = False
     reasoning_in_output: bool = True
+    in_usage: bool = True
 
 
 FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
@@ -80,11 +83,14 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
     AgentFormat("opencode", "OpenCode", opencode.read_opencode,
                 polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
                 growth="polled", listed=True, reasoning_in_output=False),
+    AgentFormat("pi", "Pi", pi.read_pi, read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
+                appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True),
     AgentFormat("openhands", "OpenHands", openhands.read_openhands),
     AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
-    AgentFormat("proxy-capture", "a recorded agent (ctxbench proxy)", capture.read_capture,  # engine.capture's files
+    AgentFormat("proxy-capture", "Recorded (proxy)", capture.read_capture,  # engine.capture's files
                 read_lines=lambda path, lines: capture.read_capture(path, lines=lines),
-                appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended"),
+                appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended", listed=True,
+                in_usage=False),
 )}
 
 # logs the importer reads (engine.importer), not sources with a reader here
@@ -106,11 +112,12 @@ def display_name(name: str) -> str:
 
 
 def names(*, growth: Growth | None = None, listed: bool | None = None,
-          reasoning_in_output: bool | None = None) -> tuple[SourceFormat, ...]:
+          reasoning_in_output: bool | None = None, in_usage: bool | None = None) -> tuple[SourceFormat, ...]:
     """The registered formats with the given properties, in registration order."""
     return tuple(f.name for f in FORMATS.values()
                  if (growth is None or f.growth == growth) and (listed is None or f.listed == listed)
-                 and (reasoning_in_output is None or f.reasoning_in_output == reasoning_in_output))
+                 and (reasoning_in_output is None or f.reasoning_in_output == reasoning_in_output)
+                 and (in_usage is None or f.in_usage == in_usage))
 
 
 def appended_reader(name: str, path: Path, *, bulk: bool = False) -> AppendedReader:

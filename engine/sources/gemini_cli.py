@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,9 @@ class GeminiCliReader:
         self._buffer = LineBuffer()
         self._n = 0
         self._gid: list[str] = []  # the Gemini record id of each message (parallel to session.messages)
+        # record id -> the positions of its messages in _gid, ascending (None: to be made again from _gid, after
+        # messages were cut or shifted): a record is found without scanning the conversation
+        self._where: dict[str, list[int]] | None = {}
         self._seen: set[str] = set()  # record ids seen (records and $set lists)
         self._call_gid: list[str] = []  # the record id of each call (parallel to session.calls)
         self._call_by_gid: dict[str, int] = {}  # record id -> index in session.calls
@@ -353,12 +357,27 @@ class GeminiCliReader:
                 session.skipped.append(Skipped(n, f"$set key {key!r} is not one this reader knows"))
 
     # ------------------------------------------------------------------ messages
+    def _positions(self, gid: str, live: int) -> list[int]:
+        """The positions of record ``gid``'s messages from ``live`` on, ascending."""
+        if self._where is None:
+            self._where = {}
+            for i, g in enumerate(self._gid):
+                self._where.setdefault(g, []).append(i)
+        where = self._where.get(gid)
+        if not where:
+            return []
+        if where[0] >= live:
+            return where
+        return where[bisect_left(where, live):]
+
     def _add(self, gid: str, msgs: list[Message]) -> None:
         session = self.session
         for msg in msgs:
             msg["id"] = session.make_id()
             msg.setdefault("ts", "")
             session.messages.append(msg)
+            if self._where is not None:
+                self._where.setdefault(gid, []).append(len(self._gid))
             self._gid.append(gid)
             if not session.cwd and msg["role"] == "user" and (m := _WORKSPACE_RE.search(str(msg.get("content")))):
                 session.cwd = m.group(1).strip()
@@ -368,6 +387,7 @@ class GeminiCliReader:
         if at < len(session.messages):
             del session.messages[at:]
             del self._gid[at:]
+            self._where = None
             self._touched.touch_message(at)
             self._reindex = True
 
@@ -378,7 +398,7 @@ class GeminiCliReader:
         msgs = _convert(rec)
         self._seen.add(gid)
         live = session.live_start
-        where = [i for i in range(live, len(self._gid)) if self._gid[i] == gid]
+        where = self._positions(gid, live)
         if where and where == list(range(where[0], where[-1] + 1)):
             start, end = where[0], where[-1] + 1
             old = session.messages[start:end]
@@ -389,6 +409,8 @@ class GeminiCliReader:
             if msgs != old:
                 session.messages[start:end] = msgs
                 self._gid[start:end] = [gid] * len(msgs)
+                if len(msgs) != len(old):
+                    self._where = None  # the messages after it moved
                 self._touched.touch_message(start)
                 self._reindex = self._reindex or len(msgs) != len(old)
         else:
@@ -403,8 +425,8 @@ class GeminiCliReader:
             return
         session = self.session
         model = str(rec.get("model") or "")
-        first = next((i for i in range(session.live_start, len(self._gid)) if self._gid[i] == gid),
-                     len(session.messages))
+        where = self._positions(gid, session.live_start)
+        first = where[0] if where else len(session.messages)
         call = ProviderCall(
             index=len(session.calls), prompt_tokens=int_or_none(tokens.get("input")),
             completion_tokens=int_or_none(tokens.get("output")), cache_read_tokens=int_or_none(tokens.get("cached")),
@@ -476,7 +498,8 @@ class GeminiCliReader:
         """``$rewindTo``: the conversation from ``gid`` on is dropped (all of it when ``gid`` is not in it)."""
         session = self.session
         live = session.live_start
-        at = next((i for i in range(live, len(self._gid)) if self._gid[i] == gid), live)
+        where = self._positions(gid, live)
+        at = where[0] if where else live
         session.off_chain += len(session.messages) - at
         self._truncate(at)
 
@@ -502,8 +525,7 @@ class GeminiCliReader:
 
     def _derive(self) -> None:
         session = self.session
-        models = [c.model for c in session.calls if c.model]
-        session.model = models[-1] if models else session.model
+        session.model = next((c.model for c in reversed(session.calls) if c.model), session.model)
         session.window = window_for_model(session.model) if session.model else None
         session.window_source = "model" if session.window else ""
         if session.cwd and not session.project:

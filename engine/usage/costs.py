@@ -217,6 +217,26 @@ class SessionCost:
                 "compaction": self.compaction.to_json(), **compare_agent_cost(self.total.usd, self.agent_usd)}
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _usd(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def row_cost(row: Mapping[str, Any]) -> SessionCost:
+    """The cost of a usage index's session row (``main_cost_usd`` / ``main_calls``, ``subagents_cost_usd`` /
+    ``subagent_calls``, ``compaction_cost_usd`` / ``compaction_calls``, ``agent_cost_usd``): the same
+    :class:`SessionCost` the window and ``ctxbench tools`` make of the session file, so the Usage view and
+    ``ctxbench usage`` say its parts with :meth:`SessionCost.breakdown` (each part's calls without a price:
+    ``main_unpriced``, ``subagents_unpriced``, ``compaction_unpriced``)."""
+    parts = [RecordsCost(_usd(row.get(f"{name}_cost_usd")), _count(row.get(calls)), _count(row.get(f"{name}_unpriced")))
+             for name, calls in (("main", "main_calls"), ("subagents", "subagent_calls"),
+                                 ("compaction", "compaction_calls"))]
+    return SessionCost(parts[0], parts[1], parts[2], _usd(row.get("agent_cost_usd")))
+
+
 def session_parts(src: SourceSession) -> Iterator[tuple[str, PartKind, SourceSession, ProviderCall]]:
     """Every call a session paid for, once: (subagent id, kind, the part it belongs to, the call) — the main
     session's calls (``""``, ``main``), each subagent's (its id, ``task``; Claude Code's ``agent-acompact`` file:
@@ -334,5 +354,5 @@ def session_cost(path: Path) -> SessionCost | None:
 
 __all__ = ["NO_TABLE", "RecordsCost", "SessionCost", "add_costs", "call_record", "compaction_call_cost",
            "compaction_call_record",
-           "folder_cost", "folder_records", "price_table", "priced_record", "record_cost", "records_cost",
+           "folder_cost", "folder_records", "price_table", "priced_record", "record_cost", "records_cost", "row_cost",
            "session_cost", "session_parts", "source_cost", "usd_text"]

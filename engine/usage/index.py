@@ -1,7 +1,8 @@
 """An index of every provider call of every agent session on this machine, queried with embedded DuckDB.
 
 Built from the sources scan (:func:`engine.sources.discovery.scan_sources` lists the session files; each is
-read with :func:`engine.sources.readers.read_source`, its subagents' files included). Kept in
+read with :func:`engine.sources.readers.read_source`, its subagents' files included). A recording proxy's capture
+is listed by the scan but not counted here: what it recorded are the calls the agent's own file holds. Kept in
 ``<data dir>/usage/``::
 
     files.json                              the manifest: which files make up the index, and the session files read
@@ -79,7 +80,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -117,6 +118,7 @@ LOCK_SAY_AFTER = 1.0  # seconds of waiting before the wait is said
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
 FOLLOWED = 8  # growing session files whose readers an index keeps (read from where they stopped)
 ACTIVE_SECONDS = 3600  # a session file changed this recently is read by a reader that is kept (it may grow)
+LIVE_SECONDS = 120  # a first index reads a file changed this recently here, its reader kept (the others: workers)
 SETTLED_SECONDS = 2.0  # a file unchanged this long is complete: a last line without its newline is read as it is
 # what reading one session file and making its rows may raise: that file is skipped (said), the others go on
 FILE_ERRORS: tuple[type[BaseException], ...] = (ValueError, OverflowError, TypeError, KeyError, IndexError,
@@ -141,7 +143,7 @@ TOOL_COLUMNS: dict[str, str] = {
 ROLLUPS = ("call_rollup", "tool_rollup", "session_rollup")
 # the rollups' version, in ROLLUP_MARKER: rollups of another version are built again from the rows
 # (2: a call's cost split evenly over its tool calls in tool_rollup, as ``ctxbench tools`` splits it)
-ROLLUP_VERSION = 2
+ROLLUP_VERSION = 3  # 3: a session's cost in its parts (main, subagents, compaction)
 # what the rows of a session file hold; another version reads every session file again (as another price table)
 # 2: a project is its folder's full path (no longer its last name); a session without a title: its first prompt
 ROWS_VERSION = 2
@@ -158,7 +160,14 @@ _CALL_ROLLUP = """
            (count(*) FILTER (WHERE cost_usd IS NOT NULL) = count(*)) AS cost_known,
            min(ts) AS first_call, max(ts) AS last_call, max(prompt_tokens) AS peak_prompt_tokens,
            max(prompt_tokens / nullif("window", 0)) AS peak_fullness,
-           count(*) FILTER (WHERE kind = 'compaction')::BIGINT AS compaction_calls
+           count(*) FILTER (WHERE kind = 'compaction')::BIGINT AS compaction_calls,
+           count(*) FILTER (WHERE kind = 'task')::BIGINT AS subagent_calls,
+           sum(cost_usd) FILTER (WHERE kind = 'main') AS main_cost_usd,
+           sum(cost_usd) FILTER (WHERE kind = 'task') AS subagents_cost_usd,
+           sum(cost_usd) FILTER (WHERE kind = 'compaction') AS compaction_cost_usd,
+           count(*) FILTER (WHERE kind = 'main' AND cost_usd IS NULL)::BIGINT AS main_unpriced,
+           count(*) FILTER (WHERE kind = 'task' AND cost_usd IS NULL)::BIGINT AS subagents_unpriced,
+           count(*) FILTER (WHERE kind = 'compaction' AND cost_usd IS NULL)::BIGINT AS compaction_unpriced
     FROM {source} GROUP BY ALL"""
 # a tool rollup row: (day, tool, file_id), its results and the tool calls made (each call's cost split
 # evenly over its tool calls: a response calling Read twice and Bash once gives Read 2/3, Bash 1/3)
@@ -190,6 +199,13 @@ _SESSION_ROLLUP = """
            sum(c.cache_write_tokens)::BIGINT AS cache_write_tokens, sum(c.output_tokens)::BIGINT AS output_tokens,
            sum(c.reasoning_tokens)::BIGINT AS reasoning_tokens, sum(c.cost_usd) AS cost_usd,
            coalesce(sum(c.unpriced_calls), 0)::BIGINT AS unpriced_calls,
+           coalesce(sum(c.subagent_calls), 0)::BIGINT AS subagent_calls,
+           coalesce(sum(c.compaction_calls), 0)::BIGINT AS compaction_calls,
+           sum(c.main_cost_usd) AS main_cost_usd, sum(c.subagents_cost_usd) AS subagents_cost_usd,
+           sum(c.compaction_cost_usd) AS compaction_cost_usd,
+           coalesce(sum(c.main_unpriced), 0)::BIGINT AS main_unpriced,
+           coalesce(sum(c.subagents_unpriced), 0)::BIGINT AS subagents_unpriced,
+           coalesce(sum(c.compaction_unpriced), 0)::BIGINT AS compaction_unpriced,
            any_value(s.peak_prompt_tokens) AS peak_prompt_tokens, any_value(s.window) AS window,
            any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
            any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title, any_value(s.path) AS path
@@ -313,7 +329,7 @@ def _one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
         if b"ephemeral_1h_input_tokens" not in raw:
             continue
         try:
-            obj = json.loads(raw)
+            obj = _model.loads_line(raw)
         except (ValueError, RecursionError):
             continue
         msg = obj.get("message") if isinstance(obj, dict) else None
@@ -330,6 +346,7 @@ def _one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
 
 # the formats whose growth is read from where the last read stopped
 INCREMENTAL: tuple[str, ...] = formats.names(growth="appended")
+COUNTED: tuple[str, ...] = formats.names(in_usage=True)  # what the index counts (see formats.AgentFormat.in_usage)
 
 
 @dataclass
@@ -395,6 +412,36 @@ class FileRows:
     calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     session: dict[str, Any] = field(default_factory=dict)
+
+
+# what a worker gives back for one file: its rows and its damaged lines as the manifest keeps them (or None);
+# None when its last line has no newline yet (read by the index's own process, which waits for such a line)
+FileRows_ = tuple[FileRows, list[Any] | None] | None
+_WORKER_PRICES: list[PriceTable | None] = [None]
+
+
+def _worker_start(prices: PriceTable | None) -> None:
+    _WORKER_PRICES[0] = prices
+
+
+def _bad_said(session: SourceSession) -> list[Any] | None:
+    """The damaged lines of ``session`` as the manifest keeps them: [count, the first described], or None."""
+    bad = damaged_lines(session)
+    return [len(bad), printable(bad[0].describe())] if bad else None
+
+
+def _rows_of_file(job: tuple[SourceEntry, str]) -> FileRows_:
+    """In a worker process: the rows of one session file read whole (``read_source``, its subagents included)."""
+    entry, fid = job
+    path = Path(entry.path)
+    with open_regular(path) as fh:  # a last line without its newline: left to the index's process
+        size = os.fstat(fh.fileno()).st_size
+        if size:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":
+                return None
+    session = read_source(path, entry.agent)
+    return rows_of(entry, session, _WORKER_PRICES[0], fid), _bad_said(session)
 
 
 def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | None, fid: str,
@@ -673,6 +720,13 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _changed_within(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except OSError:
+        return False
+
+
 def _active(path: Path) -> bool:
     """Whether ``path`` changed in the last :data:`ACTIVE_SECONDS`: an agent may be writing it."""
     try:
@@ -768,6 +822,20 @@ def _fits(value: Any, kind: str) -> bool:
     return limit is None or -limit <= value < limit
 
 
+def _all_fit(values: list[Any], kind: str) -> bool:
+    """Whether every value of ``values`` (a number column's) is one DuckDB's ``kind`` holds as it is (as
+    :func:`_fits` says of each; plain ints within range and floats checked in C, the rest one by one)."""
+    present = [v for v in values if v is not None]
+    ints = [v for v in present if type(v) is int]
+    if kind == "DOUBLE":
+        plain = len(ints) + sum(1 for v in present if type(v) is float) == len(present)
+    else:
+        limit = _RANGES.get(kind)
+        plain = len(ints) == len(present) and (limit is None or not ints
+                                              or (-limit <= min(ints) and max(ints) < limit))
+    return plain or all(_fits(v, kind) for v in values)
+
+
 def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]],
                   suspect: list[bool] | None = None) -> dict[str, Any]:
     """``rows`` as one NumPy array of text (or None) per column, for :meth:`UsageIndex._load_rows`; ``suspect[0]``
@@ -778,7 +846,7 @@ def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]],
     for k, kind in columns.items():
         values = [row.get(k) for row in rows]
         if suspect is not None and kind in _NUMBERS and not suspect[0]:
-            suspect[0] = not all(_fits(v, kind) for v in values)
+            suspect[0] = not _all_fit(values, kind)
         if kind.endswith("[]"):
             arrays[k] = np.array([_db_text(_LIST_SEP.join(map(str, v))) if v else "" for v in values], dtype=object)
         else:  # the "" keeps a column of only None as text
@@ -944,6 +1012,7 @@ class UsageIndex:
             entries = scan_sources(settings, env=env, home=home, index=self.root / "sources-index.json",
                                    problems=problems)
             report.failed += [(shown_path(p.path), printable(p.reason)) for p in problems]
+        entries = [e for e in entries if e.agent in COUNTED]  # not a proxy's capture: its calls are the agent's own
         report.files = len(entries)
         try:
             with _locked(self.root / LOCK_FILE, wait=lock_wait, say=say):
@@ -1051,10 +1120,12 @@ class UsageIndex:
     def _pass(self, base: Manifest, entries: list[SourceEntry], rewrite: bool, prices: PriceTable | None,
               version: str, report: IndexReport) -> None:
         """Read the new and changed session files of ``entries`` and write what changed over ``base`` (all of it
-        with ``rewrite``), then switch to the new manifest."""
+        with ``rewrite``), then switch to the new manifest. Files new to the index are read in worker processes
+        when there are many (:meth:`_spread`)."""
         known = base.files
         changed: dict[str, FileRows] = {}
         old_days: set[str] = set()
+        todo: list[tuple[SourceEntry, list[Any], Any]] = []
         for entry in entries:
             stamp = _stamp(entry)
             if stamp is None:
@@ -1065,10 +1136,18 @@ class UsageIndex:
                 report.unchanged += 1
                 _said_damaged(report, entry.path, old.get("damaged"))
                 continue
+            todo.append((entry, stamp, old))
+        farmed = self._spread(todo, prices)
+        for entry, stamp, old in todo:
             fid = file_id(entry.path)
             try:
-                session, one_hour, waiting = self._read(entry, grew=isinstance(old, dict))
-                rows = rows_of(entry, session, prices, fid, one_hour)
+                done = next(farmed[entry.path]).result() if entry.path in farmed else None
+                if done is not None:  # read whole in a worker, as read_source reads it
+                    rows, bad_said, waiting = done[0], done[1], False
+                else:
+                    session, one_hour, waiting = self._read(entry, grew=isinstance(old, dict))
+                    rows = rows_of(entry, session, prices, fid, one_hour)
+                    bad_said = _bad_said(session)
                 days = sorted({r["day"] for r in rows.calls} | {r["day"] for r in rows.tool_results})
             except FILE_ERRORS as exc:  # this file only: said, the others go on
                 self._followed.pop(entry.path, None)
@@ -1080,8 +1159,8 @@ class UsageIndex:
             # a read that is not final (a last line still being written) is done again next time
             known[entry.path] = {"stamp": None if waiting else stamp, "file_id": fid, "days": days,
                                  "session": rows.session}
-            if bad := damaged_lines(session):
-                known[entry.path]["damaged"] = [len(bad), printable(bad[0].describe())]
+            if bad_said is not None:
+                known[entry.path]["damaged"] = bad_said
                 _said_damaged(report, entry.path, known[entry.path]["damaged"])
             report.read += 1
             report.calls += len(rows.calls)
@@ -1090,6 +1169,25 @@ class UsageIndex:
             return
         report.days_rewritten = self._write(base, changed, old_days, version, report,
                                             all_sessions="sessions" not in base.single)
+
+    def _spread(self, todo: list[tuple[SourceEntry, list[Any], Any]],
+                prices: PriceTable | None) -> dict[str, Iterator[Future[FileRows_]]]:
+        """Start reading, in worker processes (:func:`engine.sources.spread.spread`), the files of ``todo`` new to
+        the index in a format read by an incremental reader: path -> an iterator whose next item is that file's
+        future (:func:`_rows_of_file`). The :data:`FOLLOWED` most recently changed of those an agent may be writing
+        (:data:`LIVE_SECONDS`) are left to :meth:`_read` (their readers kept), as are files read before."""
+        from engine.sources.spread import spread, workers_for
+
+        new = [(e, s) for e, s, old in todo if e.agent in INCREMENTAL and "#" not in e.path
+               and not isinstance(old, dict) and e.path not in self._followed and isinstance(s[0], int)]
+        if not workers_for(len(new), sum(s[0] for _, s in new)):
+            return {}
+        live = [(s[1], e.path) for e, s in new if _changed_within(Path(e.path), LIVE_SECONDS)]
+        kept = {p for _, p in sorted(live)[-FOLLOWED:]}
+        new = [(e, s) for e, s in new if e.path not in kept]
+        futures = spread(_rows_of_file, [(e, file_id(e.path)) for e, _ in new], [s[0] for _, s in new],
+                         initializer=_worker_start, initargs=(prices,))
+        return {e.path: futures for e, _ in new}
 
     def _connection(self) -> Any:
         """A cursor of the in-memory DuckDB database this object keeps for its writes (made once: a new
@@ -1584,7 +1682,11 @@ def _fetch_rows(cur: Any, names: list[str]) -> list[dict[str, Any]]:
 _SESSION_OUT = ("agent, project, session_id, file_id, first_call, last_call, models, calls, prompt_tokens, "
                 "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost_usd, "
                 "unpriced_calls, cache_read_tokens / nullif(prompt_tokens, 0) AS cache_hit_rate, peak_prompt_tokens, "
-                "\"window\", peak_fullness, compactions, agent_cost_usd, title, path")
+                "\"window\", peak_fullness, compactions, agent_cost_usd, title, path, "
+                # the session's cost in its parts (engine.usage.costs.SessionCost: main + subagents + compaction)
+                "calls - subagent_calls - compaction_calls AS main_calls, subagent_calls, compaction_calls, "
+                "main_cost_usd, subagents_cost_usd, compaction_cost_usd, main_unpriced, subagents_unpriced, "
+                "compaction_unpriced")
 
 
 def session_query(since: date | None, until: date | None, order: str, columns: str = _SESSION_OUT) -> str:

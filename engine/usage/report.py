@@ -27,7 +27,11 @@ TOP_TOOLS = 20
 # session columns take twice as long to fetch)
 SESSION_COLUMNS = ("agent, project, session_id, title, path, last_call, models, calls, cost_usd, unpriced_calls, "
                    "agent_cost_usd, peak_fullness, compactions, "
-                   "cache_read_tokens / nullif(prompt_tokens, 0) AS cache_hit_rate")
+                   "cache_read_tokens / nullif(prompt_tokens, 0) AS cache_hit_rate, "
+                   # the cost's parts (engine.usage.costs.row_cost): main + subagents + compaction calls
+                   "calls - subagent_calls - compaction_calls AS main_calls, subagent_calls, compaction_calls, "
+                   "main_cost_usd, subagents_cost_usd, compaction_cost_usd, main_unpriced, subagents_unpriced, "
+                   "compaction_unpriced")
 
 
 @dataclass

@@ -310,12 +310,15 @@ class WorkbenchCore:
 
         own = imported_window(session, self.settings)  # an imported session: drawn against its model
         prefix = imported_prefix_tokens(session) if own else None  # … with its own system prompt + tools
-        self._calibrate_import(session, agent, own, prefix)
+        tools = agent.tools
+        if own and prefix is None and session.meta.get("tools_source") == "none":
+            tools = []  # another agent's file without its tool definitions (none inferred): not ctxbench's own
+        self._calibrate_import(session, agent, own, prefix, tools)
         return session.snapshot(
             self.settings,
             session.estimator,
             agent.system_prompt,
-            agent.tools,
+            tools,
             self.draft,
             window=own[0] if own else agent.window,
             messages=messages,
@@ -325,7 +328,7 @@ class WorkbenchCore:
 
     def _calibrate_import(
         self, session: Session, agent: Agent, own: tuple[WindowInfo, str] | None,
-        prefix: int | tuple[int, int] | None,
+        prefix: int | tuple[int, int] | None, tools: list[dict[str, Any]],
     ) -> None:
         """An imported session's next request is calibrated on its last call's provider figure (once
         per session and estimator; a call made here since then calibrates it as usual)."""
@@ -337,7 +340,7 @@ class WorkbenchCore:
         from engine.agent import calibrate_imported
 
         self._import_calibration = (weakref.ref(session), estimator)
-        calibrate_imported(session, self.settings, agent.system_prompt, agent.tools,
+        calibrate_imported(session, self.settings, agent.system_prompt, tools,
                            own[0] if own else agent.window, prefix)
 
     def state_now(self) -> ContextState:

@@ -12,6 +12,9 @@ Message ids: a reader gives each read's messages ids made of a random 24-hex pre
 files by the view's fixed prefix, so the same message (the same line of an append-only file) keeps its
 id from one read to the next, and the window can be told "these are new" rather than "here is
 everything again".
+
+A view of an agent's own session whose calls a recording proxy's capture holds (``<data dir>/captures``) takes
+their exact system prompt and tool definitions from it (:mod:`engine.sources.join`), at the open and as it grows.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.capture.files import captures_dir
 from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
 from engine.sources.follow import POLLED, DatabaseNotices, Tail
 from engine.sources.formats import agent_format, appended_reader, display_name, names, polled_reader
+from engine.sources.join import CaptureJoin, written
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
 from engine.store.staging import IMPORT_PREFIX, remove_if_stale
@@ -113,6 +118,8 @@ class LiveSource:
         self.tail = Tail(source_file(self.path))
         self.reader = _reader(fmt, self.path, prefix)
         self.importer: Any = None  # engine.ingest.LiveImport once written
+        # a recording proxy's capture of the same calls gives their exact system prompt and tools (engine.sources.join)
+        self.join: CaptureJoin | None = CaptureJoin(captures_dir())
         self._notices = DatabaseNotices()
 
     def notice(self) -> str | None:
@@ -149,7 +156,12 @@ class LiveSource:
     def _ready(self) -> SourceSession:
         if hasattr(self.reader, "read_beside"):
             self.reader.read_beside()  # persisted tool results, subagent files
+        self._join()
         return self.session
+
+    def _join(self) -> None:
+        if self.join is not None:
+            self.join.apply(self.session, written(self.path))
 
     def open(self, folder: Path) -> str:
         """Read the whole file and write the view into ``folder`` (new); the format."""
@@ -175,6 +187,8 @@ class LiveSource:
         changes, reset = self._read()
         if reset:
             return None
+        if changes:
+            self._join()  # new calls: found in the capture too (written there first)
         self.importer.follow(self.session)  # a polled reader builds its session anew
         if not changes:
             return LivePlan()
@@ -197,20 +211,19 @@ _TAIL_BYTES = 4 << 20  # without a compaction in the file: the first screen show
 
 def tail_offset(path: Path, block: int = 4 << 20) -> int:
     """Where the file's current context begins: the start of its last ``compact_boundary`` line (searched
-    from the end), else of a line about :data:`_TAIL_BYTES` before the end."""
+    from the end, within the last ``block`` bytes), else of a line about :data:`_TAIL_BYTES` before the end. A
+    compaction further back does not make the first screen larger: a long context since it (thousands of
+    calls) would be read twice, the first screen as long as the whole read."""
     with open_regular(path) as fh:  # a regular file only (never a FIFO or a device)
         size = os.fstat(fh.fileno()).st_size
-        end = size
-        while end > 0:
-            start = max(0, end - block)
-            fh.seek(start)
-            data = fh.read(end - start + len(_BOUNDARY))
-            at = data.rfind(_BOUNDARY)
-            if at >= 0:
-                line = data.rfind(b"\n", 0, at)
-                if line >= 0 or start == 0:
-                    return start + line + 1
-            end = start
+        start = max(0, size - block)
+        fh.seek(start)
+        data = fh.read(size - start)
+        at = data.rfind(_BOUNDARY)
+        if at >= 0:
+            line = data.rfind(b"\n", 0, at)
+            if line >= 0 or start == 0:
+                return start + line + 1
         fh.seek(max(0, size - _TAIL_BYTES))
         data = fh.read(min(size, _TAIL_BYTES))
     return max(0, size - _TAIL_BYTES) + data.find(b"\n") + 1 if size > _TAIL_BYTES else 0

@@ -19,11 +19,14 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
-BIN = HERE / "node_modules" / ".bin"
+# where the agents are installed: the pinned ones here; `make agents-latest` (tests/agents/latest.py) points these
+# at a scratch copy with the newest versions
+AGENTS = Path(os.environ.get("CTXBENCH_AGENTS_DIR") or HERE)
+BIN = AGENTS / "node_modules" / ".bin"
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli",
-            "opencode": "opencode-linux-x64"}
+            "opencode": "opencode-linux-x64", "pi": "@mariozechner/pi-coding-agent"}
 # agents whose binary is not linked into node_modules/.bin (a platform package, installed as an optional one)
-BINARIES = {"opencode": HERE / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"}
+BINARIES = {"opencode": AGENTS / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"}
 NOT_INSTALLED = ("the real agents are not installed: `make test` installs them with `npm ci --prefix tests/agents` "
                  "(it needs Node >= 20 and npm)")
 
@@ -36,7 +39,7 @@ def agent_bin(name: str) -> Path:
 
 
 def pinned_version(name: str) -> str:
-    data = json.loads((HERE / "package.json").read_text())
+    data = json.loads((AGENTS / "package.json").read_text())
     return str({**data.get("optionalDependencies", {}), **data["dependencies"]}[PACKAGES[name]])
 
 

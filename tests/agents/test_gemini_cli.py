@@ -43,6 +43,7 @@ from engine.sources.gemini_cli import (
 )
 from engine.sources.model import SourceSession
 from tests.agents.conftest import HERE, AgentHome, Run, agent_bin, raw_lines
+from tests.agents.conftest import pinned_version as conftest_pinned
 from tests.agents.scripted import Logged, Reply, ScriptedServer, ToolCall
 from tests.agents.scripted_gemini import SUMMARY_TEXT, GeminiServer
 
@@ -53,7 +54,7 @@ BIG_PROMPT = 600_000  # reported prompt tokens above half of gemini-2.5's 1,048,
 
 
 def pinned_version() -> str:
-    return str(json.loads((HERE / "package.json").read_text())["dependencies"][PACKAGE])
+    return conftest_pinned("gemini")
 
 
 def shell_script(commands: int, big_at: int = -1) -> Callable[[dict[str, Any]], Reply]:

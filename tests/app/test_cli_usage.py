@@ -103,3 +103,44 @@ def test_the_lock_wait_default_is_the_index_s() -> None:
     from engine.usage.index import LOCK_WAIT
 
     assert build_parser().parse_args(["usage"]).lock_wait == LOCK_WAIT
+
+
+def test_a_sessions_cost_is_told_in_its_parts_as_every_view_tells_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27: ``usage --by session`` gives a session's cost as main + subagents + compaction calls, the same
+    parts (and the same total) :class:`engine.usage.costs.SessionCost` gives the window's status bar and
+    ``ctxbench tools`` for the file: a real Claude Code session with three Task subagents and a compaction."""
+    import shutil
+
+    from engine.usage.costs import session_cost
+    from tests.conftest import SHARED
+
+    shared = SHARED / "data" / "sessions" / "claude-code"
+    name = "258c7280-ae70-4798-800f-63464d01a85d"
+    if not (shared / f"{name}.jsonl").exists():
+        pytest.skip("the shared sessions are not on this machine")
+    home = tmp_path / "home"
+    folder = home / ".claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    shutil.copy(shared / f"{name}.jsonl", folder / f"{name}.jsonl")
+    shutil.copytree(shared / name, folder / name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CTXBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CTXBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    cost = session_cost(folder / f"{name}.jsonl")
+    assert cost is not None and cost.subagents.calls == 3 and cost.compaction.calls == 1
+    assert main(["usage", "--by", "session", "--json"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["groups"]
+    assert group["cost_usd"] == pytest.approx(cost.usd, rel=1e-9)
+    for part, theirs in (("main", cost.main), ("subagents", cost.subagents), ("compaction", cost.compaction)):
+        assert group[part]["calls"] == theirs.calls, part
+        assert group[part]["unpriced_calls"] == theirs.unpriced, part
+        assert group[part]["cost_usd"] == pytest.approx(theirs.usd, rel=1e-9), part
+    assert group["cost_breakdown"].replace("+", "") == cost.breakdown().replace("+", "")
+    assert main(["usage", "--by", "session", "--no-update"]) == 0
+    head, row = capsys.readouterr().out.splitlines()[:2]
+    assert head.split()[-8:-5] == ["main", "subagents", "compaction"]  # then peak, compactions, agent cost, …
+    assert f"${cost.subagents.usd:,.2f}" in row and f"${cost.compaction.usd:,.2f}" in row

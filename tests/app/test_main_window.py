@@ -60,7 +60,7 @@ def test_layout_has_every_part(qtbot: Any, win: MainWindow) -> None:
     edit_actions = [a.text() for a in win.menuBar().actions()[1].menu().actions() if a.text()]
     assert edit_actions[:3] == ["&Undo compaction", "&Copy", "Select &All"]
     help_actions = [a.text() for a in win.menuBar().actions()[3].menu().actions() if a.text()]
-    assert help_actions == ["&Keyboard shortcuts", "&About Context Workbench"]
+    assert help_actions == ["&Keyboard shortcuts", "Open &log folder", "&About Context Workbench"]
     assert not win.stop_action.isEnabled() and win.compact_action.isEnabled()
     assert not win.undo_action.isEnabled()  # a new session: nothing to undo
     assert win.status.texts()["model"] == "model: openai/fake"

@@ -303,3 +303,24 @@ def test_a_live_report_does_not_overwrite_a_date_being_typed(view: UsageView, qt
     with qtbot.waitSignal(view.refresh_requested, timeout=2000) as blocker:
         pass  # settled: asked for as a Custom range
     assert blocker.args == ["2026-02-15", "2026-03-02", False] and view.preset_days() == -1
+
+
+def test_a_sessions_cost_tooltip_breaks_it_into_main_subagents_and_compaction(view: UsageView) -> None:
+    """Issue 27: where the Usage view shows a session's cost, its parts are told (the index row's sums per kind of
+    call, put in words by engine.usage.costs.SessionCost as the window's status bar puts them)."""
+    parts = {"main_calls": 2, "main_cost_usd": 3.5, "main_unpriced": 0, "subagent_calls": 3,
+             "subagents_cost_usd": 0.25, "subagents_unpriced": 1, "compaction_calls": 1,
+             "compaction_cost_usd": 0.25, "compaction_unpriced": 0}
+    report = _report()
+    report["sessions"][1].update(parts, calls=6)
+    view.set_report(report)
+    table = view.sessions
+    assert table.model().headerData(4, Qt.Orientation.Horizontal) == "Cost"
+    row = next(r for r in range(table.row_count()) if table.text(r, 0) == "dear")
+    tip = table.tooltip(row, 4).splitlines()
+    assert tip[0] == ("Cost $4.00+ at litellm's prices: main $3.50 (2 calls) · subagents $0.2500+ (3 calls) · "
+                      "compaction $0.2500 (1 call)")
+    assert tip[1].startswith("1 call(s) without a price are not counted")
+    assert tip[-1].startswith("The agent's own cost: $4.10")
+    cheap = next(r for r in range(table.row_count()) if table.text(r, 0) == "cheap")
+    assert table.tooltip(cheap, 4) == ""  # a row without the parts claims none

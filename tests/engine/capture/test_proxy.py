@@ -1,7 +1,7 @@
 """The recording proxy against a local aiohttp upstream (real HTTP on loopback): streaming passed through chunk by
-chunk and unchanged, gzip request bodies, zstd refused, upstream errors and status codes passed back, keep-alive,
-WebSocket refused, credentials kept out of the capture, and a proxy killed mid-stream losing no finished
-exchange."""
+chunk and unchanged, gzip and zstd request bodies (an encoding it cannot read refused), upstream errors and
+status codes passed back, keep-alive, WebSocket refused, credentials kept out of the capture, and a proxy killed
+mid-stream losing no finished exchange."""
 
 from __future__ import annotations
 
@@ -222,19 +222,29 @@ async def test_a_client_that_goes_away_mid_stream_is_recorded_as_such(upstream: 
 
 
 @pytest.mark.asyncio
-async def test_gzip_request_bodies_are_forwarded_as_sent_and_recorded_decoded(upstream: Upstream,
-                                                                              tmp_path: Path) -> None:
+async def test_compressed_request_bodies_are_forwarded_as_sent_and_recorded_decoded(upstream: Upstream,
+                                                                                    tmp_path: Path) -> None:
+    import zstandard
+
     proxy, writer = await proxy_for(upstream, tmp_path)
     plain = json.dumps({"model": "gpt-x", "messages": [{"role": "user", "content": "x" * 5000}]}).encode()
     packed = gzip.compress(plain)
+    zstd_packed = zstandard.ZstdCompressor().compress(plain[:3000]) + zstandard.ZstdCompressor().compress(plain[3000:])
     try:
         async with aiohttp.ClientSession() as client:
             async with client.post(proxy.url + "/v1/chat/completions", data=packed, headers={
                     "Content-Encoding": "gzip", "Content-Type": "application/json"}) as resp:
                 assert resp.status == 200
                 answer = await resp.json()
+            async with client.post(proxy.url + "/v1/chat/completions", data=zstd_packed, headers={
+                    "Content-Encoding": "zstd", "Content-Type": "application/json"}) as resp:  # two frames
+                assert resp.status == 200
             async with client.post(proxy.url + "/v1/chat/completions", data=b"zz", headers={
                     "Content-Encoding": "zstd"}) as resp:
+                assert resp.status == 400  # not zstd at all: said, nothing forwarded
+                broken = await resp.json()
+            async with client.post(proxy.url + "/v1/chat/completions", data=b"zz", headers={
+                    "Content-Encoding": "br"}) as resp:
                 assert resp.status == 415
                 refusal = await resp.json()
     finally:
@@ -242,12 +252,16 @@ async def test_gzip_request_bodies_are_forwarded_as_sent_and_recorded_decoded(up
         writer.close()
     assert answer["usage"]["prompt_tokens"] == 12
     assert upstream.received[0][2] == packed and upstream.received[0][3]["Content-Encoding"] == "gzip"
-    assert len(upstream.received) == 1  # the zstd body never went upstream
-    assert "zstd" in refusal["error"]["message"] and "uncompressed" in refusal["error"]["message"]
-    first, second = exchanges(tmp_path / "cap.jsonl")
+    assert upstream.received[1][2] == zstd_packed and upstream.received[1][3]["Content-Encoding"] == "zstd"
+    assert len(upstream.received) == 2  # the broken and the unreadable bodies never went upstream
+    assert "zstd" in broken["error"]["message"]
+    assert "br" in refusal["error"]["message"] and "uncompressed" in refusal["error"]["message"]
+    first, second, third, fourth = exchanges(tmp_path / "cap.jsonl")
     assert first["request"]["body"] == plain.decode() and first["request"]["content_encoding"] == "gzip"
     assert first["response"]["usage"]["prompt_tokens"] == 12
-    assert second["outcome"] == "refused" and second["response"]["status"] == 415
+    assert second["request"]["body"] == plain.decode() and second["request"]["content_encoding"] == "zstd"
+    assert third["outcome"] == "refused" and third["response"]["status"] == 400
+    assert fourth["outcome"] == "refused" and fourth["response"]["status"] == 415
 
 
 @pytest.mark.asyncio

@@ -210,18 +210,15 @@ def test_a_codex_compaction_with_a_file_prefix_is_drawn_under_the_window() -> No
 
 # --------------------------------------------------------------------------- the shared sessions
 
-# Calls the calibration cannot bring within 25 %: what the provider counted is not in the file. Each with the
-# bound its error keeps (measured: 30.2 %, 28.7 %, 32.2 %) and why.
-EXCEPTIONS: dict[tuple[str, int], tuple[float, str]] = {
-    ("8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", 71): (
-        0.35, "first call after the compaction: Claude Code re-attached ~11k tokens of files the file does not "
-              "hold (summary 12,482 chars + prefix 25,833 tokens; the provider counted 42,603)"),
-    ("rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl", 3): (
-        0.30, "a web_search_call turn: the file grew by 1,242 estimated tokens, the prompt the provider counted "
-              "shrank by 3,811 (the search's input is server-side; any scale >= 0 is >= 19 % high)"),
-    ("rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl", 10): (
-        0.35, "a new turn whose request Codex rebuilt (cache read fell from 32,000 to 3,456): +27,330 reported "
-              "for +13,167 estimated from text redacted to its length"),
+# Calls whose provider figure counts what the file does not hold, labelled so by the readers
+# (ProviderCall.prompt_unlike_file → the record's ``prompt_unlike_file``): (file, call) → the reason's first words.
+OTHER_BASIS: dict[tuple[str, int], str] = {
+    ("258c7280-ae70-4798-800f-63464d01a85d.jsonl", 102): "the first request after a compaction holds the files",
+    ("8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", 71): "the first request after a compaction holds the files",
+    **{("rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl", k):
+       "its prompt figure includes the results of the web search" for k in (2, 69, 240, 243, 245, 258)},
+    **{("rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl", k):
+       "Codex wrote the session's initial instructions again" for k in (10, 17, 38)},
 }
 
 
@@ -232,30 +229,65 @@ def _shared() -> list[tuple[str, Path, list[SourceCall]]]:
     return [(fmt, path, calls) for fmt, path, calls in out if calls]
 
 
-def test_every_imported_call_is_within_25_percent_but_the_listed_ones() -> None:
+def test_every_imported_call_is_within_25_percent_or_labelled_another_basis() -> None:
+    """Issue 27: calibrated error on every imported call within 25 %, p90 within 5 % — a call the file cannot
+    estimate (the provider counted what it does not hold) is labelled so, never a silent outlier."""
     files = _shared()
     errors: list[float] = []
-    over: dict[tuple[str, int], float] = {}
+    labelled: dict[tuple[str, int], str] = {}
     for _fmt, path, calls in files:
         for c in calls:
             errors.append(c.error)
-            if c.error > 0.25:
-                over[(path.name, c.call)] = c.error
-    assert {"claude-code", "codex", "openhands"} <= {fmt for fmt, _, _ in files}
+            if c.unlike_file:
+                labelled[(path.name, c.call)] = c.unlike_file
+            else:
+                assert c.error <= 0.25, (path.name, c.call, c.estimate, c.actual)
+    assert {"claude-code", "codex", "openhands"} <= {fmt for fmt, _, _ in files}  # SWE-agent's report no usage
     assert len(errors) >= 600
-    assert set(over) == set(EXCEPTIONS), "a call over 25 % that is not listed, or a listed one that is now within"
-    for key, err in over.items():
-        assert err <= EXCEPTIONS[key][0], (key, err, EXCEPTIONS[key][1])
-    assert _p90(errors) <= 0.05
+    assert set(labelled) == set(OTHER_BASIS), "a call labelled another basis that is not listed, or the reverse"
+    for key, reason in labelled.items():
+        assert reason.startswith(OTHER_BASIS[key]), (key, reason)
+    assert _p90(errors) <= 0.05  # over every call, the labelled ones included
     assert sorted(errors)[len(errors) // 2] <= 0.005
+    assert max(errors) <= 0.35  # a labelled call is still drawn from what the file holds, not wildly off
+
+
+def test_a_call_on_another_basis_teaches_the_calibration_nothing() -> None:
+    """A web search's figure (its results are not sent again) anchors nothing; a resumed request's figure is an
+    anchor (the context is that size now) but no increment is learnt from it."""
+    cal = SourceCalibrator()
+    cal.record(1_000, 800, ids(2), FIXED)
+    cal.record(1_100, 860, ids(4), FIXED)  # an increment: 60 / 100
+    assert cal.ratio == pytest.approx(0.6)
+    cal.record_unlike(1_200, 2_000, ids(6), FIXED, transient=True)  # a search ran: +1,140 counted, none in the file
+    assert cal.calibrate(1_300, ids(8), FIXED) == 860 + round(200 * 0.6)  # on the call before it, same ratio
+    cal.record_unlike(1_300, 1_500, ids(8), FIXED)  # a rebuilt request: the context is that size now
+    assert cal.ratio == pytest.approx(0.6)  # its +640 for +200 was not learnt
+    assert cal.calibrate(1_400, ids(10), FIXED) == 1_500 + 60
+
+
+def test_the_readers_label_what_the_file_does_not_hold() -> None:
+    """The Codex reader labels the call that ran a web search and the first after a resumed thread's
+    instructions; the Claude Code reader the first call after a compaction in a file without its requests."""
+    if not SESSIONS.is_dir():
+        pytest.skip(f"no shared sessions at {SESSIONS}")
+    codex = read_source(SESSIONS / "codex" / "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
+                        "codex")
+    transient = [k for k, c in enumerate(codex.calls) if c.prompt_transient]
+    assert transient == [k for k, c in enumerate(codex.calls) if c.prompt_unlike_file.startswith("its prompt")]
+    assert len(transient) == 6  # the rollout's seven web_search_call items, two of them in one response
+    comp_first = codex.calls[codex.compactions[0].calls_before]
+    assert not comp_first.prompt_unlike_file  # the instructions a replacement history repeats are no resume
+    claude = read_source(SESSIONS / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "claude-code")
+    labelled = [k for k, c in enumerate(claude.calls) if c.prompt_unlike_file]
+    assert labelled == [claude.compactions[0].calls_before]
 
 
 def test_the_first_call_after_each_compaction_is_within_the_bound() -> None:
     firsts = [(path.name, c) for _fmt, path, calls in _shared() for c in calls if c.after_compaction]
     assert len(firsts) == 3  # two Claude Code sessions and a Codex rollout each compacted once
     for name, c in firsts:
-        limit = EXCEPTIONS.get((name, c.call), (0.25, ""))[0]
-        assert c.error <= limit, (name, c.call, c.estimate, c.actual)
+        assert c.error <= (0.35 if c.unlike_file else 0.25), (name, c.call, c.estimate, c.actual)
 
 
 def test_no_recorded_call_is_drawn_above_the_window_the_provider_fit_in() -> None:

@@ -25,7 +25,15 @@ _RAW_SUMS = """count(*) AS calls,
 _SESSION = """SELECT c.agent, c.project, c.session_id, c.file_id, min(c.ts) AS first_call, max(c.ts) AS last_call,
     string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models, {sums}, {extra}
     any_value(s.peak_fullness) AS peak_fullness, any_value(s.compactions) AS compactions,
-    any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title, any_value(s.path) AS path
+    any_value(s.agent_cost_usd) AS agent_cost_usd, any_value(s.title) AS title, any_value(s.path) AS path,
+    count(*) FILTER (WHERE c.kind = 'main') AS main_calls, count(*) FILTER (WHERE c.kind = 'task') AS subagent_calls,
+    count(*) FILTER (WHERE c.kind = 'compaction') AS compaction_calls,
+    sum(c.cost_usd) FILTER (WHERE c.kind = 'main') AS main_cost_usd,
+    sum(c.cost_usd) FILTER (WHERE c.kind = 'task') AS subagents_cost_usd,
+    sum(c.cost_usd) FILTER (WHERE c.kind = 'compaction') AS compaction_cost_usd,
+    count(*) FILTER (WHERE c.kind = 'main' AND c.cost_usd IS NULL) AS main_unpriced,
+    count(*) FILTER (WHERE c.kind = 'task' AND c.cost_usd IS NULL) AS subagents_unpriced,
+    count(*) FILTER (WHERE c.kind = 'compaction' AND c.cost_usd IS NULL) AS compaction_unpriced
     FROM calls c LEFT JOIN sessions s USING (file_id) WHERE {where}
     GROUP BY c.agent, c.project, c.session_id, c.file_id ORDER BY {order}, c.file_id"""
 
