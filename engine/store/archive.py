@@ -259,8 +259,16 @@ def restore_selection(session_dir: Path, ids: Iterable[str]) -> list[Message]:
     return [everything[k] for k in sorted(chosen)]
 
 
+def _second(msg: Message) -> str:
+    """A message's time to the second (``YYYY-MM-DDTHH:MM:SS``): messages of one second keep the order they were
+    written in (an agent writes a prompt and what it attaches to it, or a call and its result, within one)."""
+    return str(msg.get("ts") or "")[:19]
+
+
 def merge_archived(live: list[Message], archived: list[Message]) -> list[Message]:
-    """The live history with archived messages (not live any more) put back in time order."""
+    """The live history with archived messages (not live any more) put back in time order: to the second, the
+    archive's own order kept within one second; messages an agent restated after a compaction (``preserved``,
+    with their first time) come after every archived message up to the next live one."""
     live_ids = {str(m.get("id")) for m in live}
     extra: list[Message] = []
     seen: set[str] = set()
@@ -272,12 +280,19 @@ def merge_archived(live: list[Message], archived: list[Message]) -> list[Message
         extra.append(msg)
     if not extra:
         return list(live)
-    extra.sort(key=lambda m: str(m.get("ts") or ""))
+    extra.sort(key=_second)  # stable: one second's messages in the archive's order
+    # the time each live message is placed at: a restated one's is the next live message's that is not restated
+    at = [""] * len(live)
+    following = "\uffff"  # after every time
+    for k in range(len(live) - 1, -1, -1):
+        own = _second(live[k])
+        at[k] = following if live[k].get("preserved") else own
+        if not live[k].get("preserved") and own:
+            following = own
     out: list[Message] = []
     i = 0
-    for msg in live:
-        ts = str(msg.get("ts") or "")
-        while i < len(extra) and ts and str(extra[i].get("ts") or "") <= ts:
+    for msg, ts in zip(live, at, strict=True):
+        while i < len(extra) and ts and _second(extra[i]) <= ts:
             out.append(extra[i])
             i += 1
         out.append(msg)

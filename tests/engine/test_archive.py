@@ -114,3 +114,28 @@ def test_search_gives_up_a_pattern_that_backtracks_for_ever(tmp_path: Path) -> N
         archive.search(tmp_path, "(unclosed", regex=True)
     assert len(archive.search(tmp_path, "(a|aa)+b", regex=True)) == 1
     assert len(archive.search(tmp_path, "(a|aa)+$", regex=False)) == 0  # literal: no match, no hang
+
+
+def test_merged_history_keeps_an_agents_order_within_a_second_and_restated_messages_after_the_archived() -> None:
+    """An imported Claude Code session after a compaction: the prompt and what Claude Code attached to it were
+    written within one second (the attachment stamped a millisecond earlier); the call and result kept across the
+    compaction are restated after it with their first times. The merged history is the conversation's order."""
+    from engine.store.archive import merge_archived
+
+    archived = [
+        {"id": "prompt", "role": "user", "ts": "2026-11-26T23:26:23.217+00:00"},
+        {"id": "env", "role": "user", "ts": "2026-11-26T23:26:23.216+00:00"},
+        {"id": "call1", "role": "assistant", "ts": "2026-11-26T23:26:23.283+00:00"},
+        {"id": "result1", "role": "tool", "ts": "2026-11-26T23:26:24.366+00:00"},
+        {"id": "call2", "role": "assistant", "ts": "2026-11-26T23:26:25.427+00:00"},
+        {"id": "result2", "role": "tool", "ts": "2026-11-26T23:26:26.444+00:00"},
+    ]
+    live = [
+        {"id": "call2b", "role": "assistant", "ts": "2026-11-26T23:26:25.427+00:00", "preserved": True},
+        {"id": "result2b", "role": "tool", "ts": "2026-11-26T23:26:26.444+00:00", "preserved": True},
+        {"id": "next", "role": "user", "ts": "2026-11-26T23:26:27.521+00:00"},
+    ]
+    assert [m["id"] for m in merge_archived(live, archived)] == [
+        "prompt", "env", "call1", "result1", "call2", "result2", "call2b", "result2b", "next"]
+    # restated messages at the end of the history: every archived message still comes first
+    assert [m["id"] for m in merge_archived(live[:2], archived)][-2:] == ["call2b", "result2b"]
