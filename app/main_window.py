@@ -22,14 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QHeaderView,
     QLabel,
-    QMainWindow,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -37,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
+from app.window_base import WindowBase
 from app.wire_analysis import wire_analysis
 from app.wire_chat import wire_chat
 from app.wire_help import wire_help
@@ -62,10 +62,8 @@ WINDOW_FILE = "window.ini"
 CHART_DELAY_MS = 60
 
 
-class MainWindow(QMainWindow):
-    """The workbench window (see the module docstring)."""
-
-    closed = Signal()
+class MainWindow(WindowBase):
+    """The workbench window (see the module docstring); its parts are declared by :class:`WindowBase`."""
 
     def __init__(self, controller: Controller, parent: QWidget | None = None) -> None:
         super().__init__(parent)

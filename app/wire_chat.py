@@ -18,13 +18,13 @@ from PySide6.QtWidgets import QApplication, QMenu, QWidget
 from widgets.find_bar import FindBar
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.window_base import WindowBase
 
 
 class ChatWiring(QObject):
     """The find bar and its slots (see the module docstring)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowBase) -> None:
         super().__init__(window)
         self.window = window
         self.chat = window.chat
@@ -101,7 +101,7 @@ class ChatWiring(QObject):
         self.chat.setFocus(Qt.FocusReason.OtherFocusReason)
 
 
-def wire_chat(window: MainWindow) -> ChatWiring:
+def wire_chat(window: WindowBase) -> ChatWiring:
     """Add find in the conversation to ``window`` (see the module docstring)."""
     wiring = ChatWiring(window)
     window.chat_wiring = wiring  # type: ignore[attr-defined]

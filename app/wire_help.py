@@ -31,7 +31,7 @@ from widgets.chat_view import ChatView
 from widgets.help_dialogs import AboutDialog, AboutFacts, ShortcutsDialog
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.window_base import WindowBase
 
 CHAT_KEYS: tuple[tuple[str, str], ...] = (
     ("Ctrl+Enter", "Send the message"),
@@ -50,7 +50,7 @@ def app_version() -> str:
         return "(not installed)"
 
 
-def about_facts(window: MainWindow) -> AboutFacts:
+def about_facts(window: WindowBase) -> AboutFacts:
     """What Help → About shows (read when it is opened: the environment may move the folders)."""
     root = getattr(window.controller.store, "root", data_dir() / "sessions")
     places = (
@@ -98,7 +98,7 @@ def select_all_in(widget: QWidget | None) -> bool:
 class HelpWiring(QObject):
     """The Edit → Copy / Select All actions and the Help menu (see the module docstring)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowBase) -> None:
         super().__init__(window)
         self.window = window
         self.about_dialog: AboutDialog | None = None
@@ -178,7 +178,7 @@ class HelpWiring(QObject):
         return self.about_dialog
 
 
-def _menu(window: MainWindow, name: str) -> QMenu | None:
+def _menu(window: WindowBase, name: str) -> QMenu | None:
     for action in window.menuBar().actions():
         menu: Any = action.menu()
         if isinstance(menu, QMenu) and action.text().replace("&", "") == name:
@@ -186,7 +186,7 @@ def _menu(window: MainWindow, name: str) -> QMenu | None:
     return None
 
 
-def wire_help(window: MainWindow) -> HelpWiring:
+def wire_help(window: WindowBase) -> HelpWiring:
     """Add Edit → Copy / Select All and the Help menu to ``window`` (see the module docstring)."""
     wiring = HelpWiring(window)
     window.help_wiring = wiring  # type: ignore[attr-defined]

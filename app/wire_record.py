@@ -26,10 +26,10 @@ from engine.workbench.recording import ProxyService, ProxyStarted, ProxyStopped
 from widgets.record_dialog import RecordDialog
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.window_base import WindowBase
 
 
-def _menu(window: MainWindow, name: str) -> QMenu | None:
+def _menu(window: WindowBase, name: str) -> QMenu | None:
     for action in window.menuBar().actions():
         menu: Any = action.menu()
         if isinstance(menu, QMenu) and action.text().replace("&", "") == name:
@@ -44,7 +44,7 @@ class RecordWiring(QObject):
     started = Signal(object)  # ProxyStarted, or the error's text
     stopped = Signal(object)  # ProxyStopped or None
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowBase) -> None:
         super().__init__(window)
         self.window = window
         self.dialog: RecordDialog | None = None
@@ -142,7 +142,7 @@ class RecordWiring(QObject):
         self.dialog.set_stopped(text)
 
 
-def wire_record(window: MainWindow) -> RecordWiring:
+def wire_record(window: WindowBase) -> RecordWiring:
     """Add File → Record an agent… to ``window`` (see the module docstring)."""
     wiring = RecordWiring(window)
     window.record_wiring = wiring  # type: ignore[attr-defined]

@@ -30,13 +30,13 @@ from widgets.sources_hint import SourcesHint
 HINT_KEY = "hints/sources_seen"  # in window.ini: the Sources tab was shown, or the pointer dismissed
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.window_base import WindowBase
 
 
 class SourcesWiring(QObject):
     """The slots (see the module docstring)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowBase) -> None:
         super().__init__(window)
         self.window = window
         self.controller = window.controller
@@ -209,7 +209,7 @@ class SourcesWiring(QObject):
             self.window.compact_action.setEnabled(False)
 
 
-def wire_sources(window: MainWindow) -> SourcesWiring:
+def wire_sources(window: WindowBase) -> SourcesWiring:
     """Connect the Sources part of ``window`` (see the module docstring)."""
     wiring = SourcesWiring(window)
     window.sources_wiring = wiring  # type: ignore[attr-defined]

@@ -35,7 +35,7 @@ from engine.workbench.views import SessionView
 from widgets.theme import Palette
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.window_base import WindowBase
     from engine.usage.report import UsageReport
     from widgets.usage_view import UsageView
 
@@ -46,7 +46,7 @@ WINDOW_SIZE = (1180, 780)  # the Usage window's size at most (less on a smaller 
 class UsageWiring(QObject):
     """The slots (see the module docstring)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowBase) -> None:
         super().__init__(window)
         self.window = window
         self.controller = window.controller
@@ -198,7 +198,7 @@ class UsageWiring(QObject):
         self.window.status.set_session_cost(self.cost)
 
 
-def wire_usage(window: MainWindow) -> UsageWiring:
+def wire_usage(window: WindowBase) -> UsageWiring:
     """Connect the Usage part of ``window`` (see the module docstring)."""
     wiring = UsageWiring(window)
     window.usage_wiring = wiring  # type: ignore[attr-defined]
