@@ -107,7 +107,12 @@ class TurnsPart:
                 self.core.make_agent()
             self.core.throttle.cancel()  # the final snapshot comes with the state
             self.core.emit_state()
-            self.core.emit(SessionsListed([session_dict(i) for i in self.core.store.list()]))
+            self.core.tasks.spawn("list-sessions", self._list_sessions(), replace=True)
+
+    async def _list_sessions(self) -> None:
+        """The sessions list after a turn (its title and time changed), read off the event loop."""
+        infos = await asyncio.to_thread(self.core.store.list)
+        self.core.emit(SessionsListed([session_dict(i) for i in infos]))
 
     def stop(self) -> None:
         """Cancel the running turn (and a background compaction it started)."""

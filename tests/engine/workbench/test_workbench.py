@@ -134,6 +134,31 @@ async def test_a_turn_runs_and_its_events_come_out_typed(rig: Rig, server: fs.Fa
 
 
 @pytest.mark.asyncio
+async def test_the_sessions_list_after_a_turn_is_read_off_the_event_loop(rig: Rig, server: fs.FakeLLMServer) -> None:
+    import threading
+
+    await rig.wb.new_session()
+    listed_on: list[str] = []
+    real_list = rig.wb.store.list
+
+    def listing() -> Any:
+        listed_on.append(threading.current_thread().name)
+        return real_list()
+
+    rig.wb.store.list = listing  # type: ignore[method-assign]
+    before = len(rig.of(ev.SessionsListed))
+    server.queue(fs.text_reply("Hello"))
+    assert rig.wb.send("title me")
+    turn = rig.wb.task("turn")
+    assert turn is not None
+    await turn
+    await rig.until(lambda: len(rig.of(ev.SessionsListed)) > before)
+    assert listed_on and threading.main_thread().name not in listed_on
+    assert rig.wb.session is not None
+    assert rig.wb.session.id in [s["id"] for s in rig.of(ev.SessionsListed)[-1].sessions]
+
+
+@pytest.mark.asyncio
 async def test_stop_cancels_a_streaming_turn(rig: Rig, server: fs.FakeLLMServer) -> None:
     await rig.wb.new_session()
     server.queue(fs.stream(fs.text("Partial "), fs.text("answer"), hang_after=2))
