@@ -44,11 +44,7 @@ def configure(level: str = "info", folder: Path | None = None) -> Path | None:
         raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
     folder = log_dir() if folder is None else Path(folder)
     with _lock:
-        if _handler is not None:
-            for name in LOGGERS:
-                logging.getLogger(name).removeHandler(_handler)
-            _handler.close()
-            _handler = None
+        _drop_handler()
         path = folder / FILE_NAME
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -77,13 +73,18 @@ def configure_from_settings() -> Path | None:
 
 def close() -> None:
     """Stop writing the file (tests; the process's end closes it anyway)."""
-    global _handler
     with _lock:
-        if _handler is not None:
-            for name in LOGGERS:
-                logging.getLogger(name).removeHandler(_handler)
-            _handler.close()
-            _handler = None
+        _drop_handler()
+
+
+def _drop_handler() -> None:
+    """Take the file handler off the project's loggers and close it (the caller holds the lock)."""
+    global _handler
+    if _handler is not None:
+        for name in LOGGERS:
+            logging.getLogger(name).removeHandler(_handler)
+        _handler.close()
+        _handler = None
 
 
 __all__ = ["BACKUPS", "FILE_NAME", "LOGGERS", "MAX_BYTES", "close", "configure", "configure_from_settings", "log_dir",

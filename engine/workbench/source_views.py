@@ -35,8 +35,8 @@ from engine.capture.files import captures_dir
 from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
-from engine.sources.follow import POLLED, DatabaseNotices, Tail
-from engine.sources.formats import agent_format, appended_reader, display_name, names, polled_reader
+from engine.sources.follow import FOLLOWED, POLLED, DatabaseNotices, Tail
+from engine.sources.formats import agent_format, appended_reader, display_name, polled_reader
 from engine.sources.join import CaptureJoin, written
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
@@ -92,7 +92,7 @@ class SourceView:
         }
 
 
-LIVE_FORMATS = names(growth="appended") + names(growth="polled")  # read incrementally while followed in a view
+LIVE_FORMATS = FOLLOWED  # read incrementally while followed in a view (what a Follower follows)
 
 
 def _reader(fmt: str, path: Path, prefix: str) -> Any:
