@@ -287,6 +287,35 @@ class _ClaudeScan:
             self.last_prompt = prompt
             self.largest = max(self.largest, prompt or 0)
 
+    def _needles(self) -> tuple[bytes, ...]:
+        """What a line must hold for :meth:`feed` to learn anything from it now (a line holding none of these is
+        passed over by :meth:`feed` untouched)."""
+        return ((b'"cost-state"', b'"usage"') + ((b'"user"',) if not self.title else ())
+                + ((b'"timestamp"',) if not self.started else ()) + ((b'"sessionId"',) if not self.session_id else ()))
+
+    def feed_block(self, data: bytes) -> None:
+        """Take ``data``, complete lines (it ends with a newline), as :meth:`feed` would take them one by one, but
+        only the lines holding one of :meth:`_needles` are handed to it: the others are passed over at the speed
+        of a byte search (most of a session's bytes are tool results that say nothing here). Each needle is
+        searched once per stretch of ``data`` (its next place kept until passed), so the work is linear."""
+        pos, end = 0, len(data)
+        found: dict[bytes, int] = {}
+        while pos < end:
+            hit = end
+            for needle in self._needles():
+                at = found.get(needle, -1)
+                if at < pos:
+                    at = data.find(needle, pos)
+                    found[needle] = at = end if at < 0 else at
+                hit = min(hit, at)
+            if hit >= end:
+                return
+            start = data.rfind(b"\n", pos, hit) + 1 or pos
+            stop = data.find(b"\n", hit) + 1 or end
+            if stop - start <= source_model.MAX_LINE_BYTES + 1:  # (a longer line was cut short: not read)
+                self.feed((data[start:stop],))
+            pos = stop
+
     def entry(self, path: Path) -> SourceEntry:
         window, _ = window_for_model(self.model, self.largest)
         project = Path(self.cwd).name if self.cwd else path.parent.name
@@ -308,25 +337,13 @@ def _summary_claude(path: Path) -> SourceEntry:
     key = str(path)
     with _CLAUDE_SCANS_LOCK:
         scan = _CLAUDE_SCANS.pop(key, None)
-    rest = b""  # a partial last line: counted in this summary, read again whole next time
     with open_regular(path) as fh:
         if scan is not None and not read_on(fh, scan.inode, scan.offset, scan.tail):
             scan = None
         if scan is None:
             scan = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
         fh.seek(scan.offset)
-        for raw in capped_lines(fh, name=path.name):
-            if not raw.endswith(b"\n"):
-                rest = raw
-                break
-            if len(raw) > source_model.MAX_LINE_BYTES + 1:  # an over-long line, cut short (unread): fh is at its end
-                scan.offset = fh.tell()
-                fh.seek(scan.offset - 64)
-                scan.tail = fh.read(64)
-                continue
-            scan.feed([raw])
-            scan.offset += len(raw)
-            scan.tail = raw[-64:] if len(raw) >= 64 else (scan.tail + raw)[-64:]
+        rest = _scan_blocks(fh, scan, path.name)  # a partial last line: counted here, read again whole next time
     entry = scan.entry(path)
     if rest:
         partial = _ClaudeScan(**{**scan.__dict__, "keys": set(scan.keys)})
@@ -337,6 +354,45 @@ def _summary_claude(path: Path) -> SourceEntry:
         while len(_CLAUDE_SCANS) > CLAUDE_SCANS_KEPT:
             _CLAUDE_SCANS.popitem(last=False)
     return entry
+
+
+SCAN_BLOCK = 8 * 2**20  # bytes a light pass reads at a time (cut at the last newline; a line's rest waits for more)
+
+
+def _scan_blocks(fh: Any, scan: _ClaudeScan, name: str) -> bytes:
+    """Feed the complete lines of ``fh`` from where it is to ``scan`` (:meth:`_ClaudeScan.feed_block`), a block at a
+    time, moving ``scan.offset`` and ``scan.tail`` past them; a line longer than
+    :data:`engine.sources.model.MAX_LINE_BYTES` is passed over unread (never held whole). The partial last line
+    (no newline yet) is returned, not fed. Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises
+    SourceError naming ``name`` (checked after each block once 4,096 lines were read, as :func:`capped_lines` does)."""
+    started = time.monotonic()
+    carry, skipping, lines = b"", False, 0
+    while block := fh.read(SCAN_BLOCK):
+        if skipping:  # the rest of an over-long line
+            cut = block.find(b"\n") + 1
+            _passed(scan, block[:cut] if cut else block)
+            if not cut:
+                continue
+            block, skipping = block[cut:], False
+        data = carry + block if carry else block
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            scan.feed_block(data[:cut])
+            _passed(scan, data[:cut])
+            lines += data.count(b"\n", 0, cut)
+            if lines >= 4096 and time.monotonic() - started > source_model.FILE_SECONDS:
+                raise SourceError(f"{name}: reading took more than {source_model.FILE_SECONDS:.0f} s: stopped")
+        carry = data[cut:]
+        if len(carry) > source_model.MAX_LINE_BYTES:
+            _passed(scan, carry)
+            carry, skipping = b"", True
+    return b"" if skipping else carry
+
+
+def _passed(scan: _ClaudeScan, data: bytes) -> None:
+    """``data`` was read past: the scan's offset and the bytes just before it move on."""
+    scan.offset += len(data)
+    scan.tail = data[-64:] if len(data) >= 64 else (scan.tail + data)[-64:]
 
 
 def _cost_state(raw: bytes, previous: float | None) -> float | None:

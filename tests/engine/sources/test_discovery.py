@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app import cli
-from engine.sources import discovery
+from engine.sources import discovery, model
 from engine.sources.model import SourceError
 from engine.store.config import Settings
 from tests.engine.sources.conftest import BIG_CLAUDE, CLAUDE, codex_files, raw_claude_calls, raw_codex_calls
@@ -383,3 +383,27 @@ def test_a_gemini_cli_resume_stub_is_not_listed_but_a_new_empty_session_is(
     entries = discovery.scan_sources(Settings())
     gemini_rows = sorted((e.session_id, Path(e.path).name, e.calls) for e in entries if e.agent == "gemini-cli")
     assert gemini_rows == [("abc-123", gemini.name, 4), ("def-678", fresh.name, 0)]
+
+
+@pytest.mark.parametrize("block", [7, 4096, 250_000, discovery.SCAN_BLOCK])
+def test_the_light_pass_by_blocks_finds_what_a_pass_line_by_line_finds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    """The light pass reads blocks and hands :meth:`_ClaudeScan.feed` only the lines holding what it looks for:
+    its summary equals the one of every line fed, whatever the block size (lines cut across blocks, a block
+    shorter than a line), an over-long line passed over unread and a partial last line counted."""
+    monkeypatch.setattr(discovery, "_CLAUDE_SCANS", discovery.OrderedDict())
+    monkeypatch.setattr(discovery, "SCAN_BLOCK", block)
+    lines = BIG_CLAUDE.read_bytes().splitlines(keepends=True)
+    long_line = b'{"type":"user","message":{"content":"' + b"x" * 300_000 + b'"}}\n'
+    monkeypatch.setattr(model, "MAX_LINE_BYTES", 200_000)
+    data = b"".join(lines[:5]) + long_line + b"".join(lines[5:]) + lines[-1][:-20]  # a partial last line
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    every = discovery._ClaudeScan()
+    for raw in data.splitlines(keepends=True)[:-1]:
+        if len(raw) <= 200_001:
+            every.feed([raw])
+    every.feed([data.splitlines(keepends=True)[-1]])
+    assert discovery._summary_claude(path) == every.entry(path) and every.entry(path).calls > 100
+    kept = discovery._CLAUDE_SCANS[str(path)]
+    assert kept.offset == len(data) - len(lines[-1][:-20]) and kept.tail == data[:kept.offset][-64:]
