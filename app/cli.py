@@ -34,7 +34,6 @@ that ran or was imported, and ``import`` with ``--no-model-info``, never load it
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import logging
@@ -134,15 +133,26 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; ``only``: the one sub-command to parse (its module alone imported: a command starts
+    sooner), else all of them."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Context Workbench: see and control what fills an LLM agent's context window. "
         "Without a command, the desktop app starts.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    if only in (None, "run"):
+        _add_run(sub)
+    if only in (None, "inspect", "compact", "import", "sources"):
+        _add_session_commands(sub)
+    _add_module_commands(sub, only)
+    return parser
+
+
+def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="run one agent turn and print its events as JSON lines")
     run.add_argument("--session", required=True, type=Path, metavar="DIR",
                      help="session folder (created when it does not exist or is empty)")
@@ -158,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-text-deltas", action="store_true", help="do not print text_delta events")
     run.add_argument("prompt", metavar="PROMPT", help="the user message ('-' reads it from stdin)")
 
+
+
+def _add_session_commands(sub: Any) -> None:
     ins = sub.add_parser("inspect", help="print the session's current context snapshot as JSON")
     ins.add_argument("--session", required=True, type=Path, metavar="DIR")
     _add_model_args(ins)
@@ -190,21 +203,31 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--json", action="store_true", help="one JSON object per session, one per line (type "
                                                          "\"source\"; a file that could not be read: \"unreadable\")")
     src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")
-    from app import cli_follow
 
-    cli_follow.add_parser(sub)
-    cli_export.add_parser(sub)
-    from app import cli_diff, cli_tools
 
-    cli_diff.add_parser(sub)
-    cli_tools.add_parser(sub)
-    from app import cli_usage
+# the sub-commands each module adds (its ``add_parser``), in the order the help lists them
+MODULE_COMMANDS = (("cli_follow", ("follow",)), ("cli_export", ("export",)), ("cli_diff", ("diff",)),
+                   ("cli_tools", ("tools",)), ("cli_usage", ("usage",)), ("cli_record", ("proxy", "record")))
 
-    cli_usage.add_parser(sub)
-    from app import cli_record
 
-    cli_record.add_parser(sub)
-    return parser
+def _add_module_commands(sub: Any, only: str | None) -> None:
+    import importlib
+
+    for name, commands in MODULE_COMMANDS:
+        if only is None or only in commands:
+            importlib.import_module(f"app.{name}").add_parser(sub)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.exit(message=f"{PROG} {_version()}\n")
 
 
 def _version() -> str:
@@ -298,6 +321,8 @@ def open_session(
 
 
 async def _ask_on_terminal(name: str, arguments: dict[str, Any]) -> bool:
+    import asyncio
+
     shown = printable(one_line(json.dumps(arguments, ensure_ascii=False)))
     if len(shown) > 500:
         shown = shown[:499] + "…"
@@ -321,6 +346,8 @@ async def _deny(name: str, arguments: dict[str, Any]) -> bool:
 
 
 async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) -> int:
+    import asyncio
+
     from engine.model.events import ErrorEvent, Event, TextDelta, TurnFinished, event_to_json
     from engine.workbench.core import build_agent
 
@@ -549,6 +576,8 @@ def _wants_gui(argv: Sequence[str]) -> bool:
 
 async def _with_signals(coro: Any) -> int:
     """Run ``coro``; SIGTERM cancels it like Ctrl-C does, so the turn settles its history."""
+    import asyncio
+
     task = asyncio.ensure_future(coro)
     loop = asyncio.get_running_loop()
     try:
@@ -586,12 +615,13 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
 
         return (cli_diff.cmd_diff if args.command == "diff" else cli_tools.cmd_tools)(args, out, CLIError)
     settings = load_effective_settings(args)
-    if args.command == "run":
-        return asyncio.run(_with_signals(cmd_run(args, settings, out)))
+    if args.command in ("run", "compact"):  # (asyncio imported by the commands that run a loop, only)
+        import asyncio
+
+        coro = cmd_run(args, settings, out) if args.command == "run" else cmd_compact(args, settings, out)
+        return asyncio.run(_with_signals(coro))
     if args.command == "inspect":
         return cmd_inspect(args, settings, out)
-    if args.command == "compact":
-        return asyncio.run(_with_signals(cmd_compact(args, settings, out)))
     if args.command == "import":
         return cmd_import(args, settings, out)
     if args.command == "sources":
@@ -609,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if _wants_gui(argv):
         return _start_gui(argv[1:] if argv and argv[0] == "gui" else argv)
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)  # exits with 2 on a usage error
     if args.command is None:
         return _start_gui([])
@@ -623,9 +653,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except asyncio.CancelledError:
-        print(f"{PROG}: stopped", file=sys.stderr)
-        return 143
     except CLIError as exc:
         print(f"{PROG}: error: {printable(one_line(str(exc)))}", file=sys.stderr)
         return 1
@@ -635,7 +662,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{PROG}: error: {printable(one_line(f'{type(exc).__name__}: {exc}'))}", file=sys.stderr)
         return 1
+    except BaseException as exc:
+        if not _cancelled(exc):
+            raise
+        print(f"{PROG}: stopped", file=sys.stderr)
+        return 143
     return 1
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` is asyncio's CancelledError (asyncio is imported only by the commands that run a loop)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
 if __name__ == "__main__":

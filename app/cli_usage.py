@@ -125,11 +125,46 @@ def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -
     return "\n".join(lines)
 
 
+def _answer(index: Any, args: argparse.Namespace,
+            error: type[Exception]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The groups and the total asked for: the answer kept for the index as it is now when the same was asked before
+    (:mod:`engine.usage.answers`: no DuckDB started), else the index's query (then kept)."""
+    from engine.usage import answers
+    from engine.usage.index import UsageIndexError, shown_path
+
+    token = index.manifest(whole=False).token
+    key = answers.question("usage", args.by, args.since)
+    kept = answers.recall(index.root, token, key)
+    if isinstance(kept, dict) and isinstance(kept.get("groups"), list) and isinstance(kept.get("total"), dict):
+        return kept["groups"], kept["total"]
+    notices = len(index.notices)
+    try:
+        groups = index.query(args.by, args.since)
+        total = index.totals(args.since)
+    except UsageIndexError as exc:  # names the index and what was wrong
+        raise error(str(exc)) from None
+    except Exception as exc:  # never a raw traceback: say where, suggest --refresh
+        raise error(f"cannot query the usage index in {shown_path(index.root)} ({type(exc).__name__}: "
+                    f"{printable(exc)}); try --refresh") from None
+    if args.by == "session":
+        from engine.usage.costs import row_cost
+        from engine.usage.prices import compare_agent_cost
+
+        for g in groups:
+            g.update(compare_agent_cost(g.get("cost_usd"), g.get("agent_cost_usd")))
+            parts = row_cost(g)  # main + subagents + compaction calls, each with its calls and those unpriced
+            g.update(main=parts.main.to_json(), subagents=parts.subagents.to_json(),
+                     compaction=parts.compaction.to_json(), cost_breakdown=parts.breakdown())
+    if len(index.notices) == notices:  # (a query that rebuilt a damaged file made a new index: not kept)
+        answer = answers.as_json({"groups": groups, "total": total})
+        answers.keep(index.root, token, key, answer)
+        return answer["groups"], answer["total"]
+    return groups, total
+
+
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
-    from engine.usage.costs import row_cost
     from engine.usage.index import UsageIndex, UsageIndexError, shown_path
-    from engine.usage.prices import compare_agent_cost
 
     def warn(text: str) -> None:
         print(f"ctxbench: warning: {printable(text)}", file=sys.stderr, flush=True)
@@ -162,22 +197,9 @@ def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exc
         if not manifest.valid and manifest.problem:  # another version's or a damaged index: not read, said
             warn(f"{manifest.problem}; run ctxbench usage without --no-update to build it")
     notices = len(index.notices)
-    try:
-        groups = index.query(args.by, args.since)
-        total = index.totals(args.since)
-    except UsageIndexError as exc:  # names the index and what was wrong
-        raise error(str(exc)) from None
-    except Exception as exc:  # never a raw traceback: say where, suggest --refresh
-        raise error(f"cannot query the usage index in {shown_path(index.root)} ({type(exc).__name__}: "
-                    f"{printable(exc)}); try --refresh") from None
+    groups, total = _answer(index, args, error)
     for text in index.notices[notices:]:  # a damaged index file rebuilt
         warn(text)
-    if args.by == "session":
-        for g in groups:
-            g.update(compare_agent_cost(g.get("cost_usd"), g.get("agent_cost_usd")))
-            parts = row_cost(g)  # main + subagents + compaction calls, each with its calls and those unpriced
-            g.update(main=parts.main.to_json(), subagents=parts.subagents.to_json(),
-                     compaction=parts.compaction.to_json(), cost_breakdown=parts.breakdown())
     if args.json:
         out({"type": "usage", "by": args.by, "since": args.since.isoformat() if args.since else None,
              "groups": groups, "total": total, "index": report.to_json() if report else None,

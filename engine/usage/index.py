@@ -838,15 +838,21 @@ def _all_fit(values: list[Any], kind: str) -> bool:
 
 def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]],
                   suspect: list[bool] | None = None) -> dict[str, Any]:
-    """``rows`` as one NumPy array of text (or None) per column, for :meth:`UsageIndex._load_rows`; ``suspect[0]``
-    set True when a number column holds a value its type cannot hold as it is."""
+    """``rows`` as one NumPy array per column, for :meth:`UsageIndex._load_rows`: a number column whose values its
+    type holds as they are as a masked array of numbers (None masked: NULL), any other column as text (or None);
+    ``suspect[0]`` set True when a number column holds a value its type cannot hold as it is (that column: text)."""
     import numpy as np
 
     arrays: dict[str, Any] = {}
     for k, kind in columns.items():
         values = [row.get(k) for row in rows]
-        if suspect is not None and kind in _NUMBERS and not suspect[0]:
-            suspect[0] = not _all_fit(values, kind)
+        if kind in _NUMBERS and _all_fit(values, kind):  # handed over as numbers (NULL where masked): no text made
+            typed = np.float64 if kind == "DOUBLE" else np.int64
+            arrays[k] = np.ma.masked_array(np.array([0 if v is None else v for v in values], dtype=typed),
+                                           mask=np.array([v is None for v in values], dtype=bool))
+            continue
+        if suspect is not None and kind in _NUMBERS:
+            suspect[0] = True
         if kind.endswith("[]"):
             arrays[k] = np.array([_db_text(_LIST_SEP.join(map(str, v))) if v else "" for v in values], dtype=object)
         else:  # the "" keeps a column of only None as text
@@ -1276,9 +1282,10 @@ class UsageIndex:
 
     @staticmethod
     def _load_rows(con: Any, name: str, columns: Mapping[str, str], rows: list[dict[str, Any]]) -> int:
-        """``rows`` as the temporary table ``name`` of ``columns``: handed to DuckDB as one NumPy array of text per
-        column (numbers as their ``repr``, which reads back exactly; a list column as its items joined by
-        U+001F), cast to the column's type in SQL, so that DuckDB never guesses a type from a sample. A value that
+        """``rows`` as the temporary table ``name`` of ``columns``: handed to DuckDB as one NumPy array per column
+        (numbers as a masked array of int64 or float64 when the column's type holds every value as it is, else as
+        their ``repr``, which reads back exactly; text as text; a list column as its items joined by U+001F), cast
+        to the column's type in SQL, so that DuckDB never guesses a type from a sample. A value that
         is no value of its column (a time that is no time, a number out of range) is NULL; the rows with a number
         out of range are counted (the count returned)."""
         cols = ", ".join(f'"{k}" {v}' for k, v in columns.items())

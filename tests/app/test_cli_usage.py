@@ -144,3 +144,61 @@ def test_a_sessions_cost_is_told_in_its_parts_as_every_view_tells_it(tmp_path: P
     head, row = capsys.readouterr().out.splitlines()[:2]
     assert head.split()[-8:-5] == ["main", "subagents", "compaction"]  # then peak, compactions, agent cost, …
     assert f"${cost.subagents.usd:,.2f}" in row and f"${cost.compaction.usd:,.2f}" in row
+
+
+@pytest.mark.parametrize("by", ["day", "project", "model", "session", "tool", "agent"])
+def test_an_index_that_did_not_change_answers_as_the_query_did(
+        fake_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        by: str) -> None:
+    """The second ``usage`` over an unchanged index answers from what the first kept (engine.usage.answers):
+    the same JSON and the same table, the index's query not run; a session file that changed makes a new index
+    and a new answer (never the old one)."""
+    from engine.usage import answers
+    from engine.usage.index import UsageIndex
+
+    outputs = []
+    for _ in range(2):
+        assert main(["usage", "--by", by, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        del data["index"]
+        outputs.append(data)
+        assert main(["usage", "--by", by]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[2] and outputs[1] == outputs[3]
+    assert (tmp_path / "data" / "usage" / answers.ANSWERS).is_file()
+
+    def no_query(*_: object, **__: object) -> None:
+        raise AssertionError("the index was queried")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(UsageIndex, "query", no_query)
+        assert main(["usage", "--by", by, "--json"]) == 0  # answered from what was kept
+    capsys.readouterr()
+    session = fake_home / ".claude" / "projects" / "-home-u-proj" / "s1.jsonl"
+    with session.open("a") as fh:  # the session grew: a new index, asked again
+        fh.write(_call(6, "2026-03-02T11:00:00.000Z"))
+    assert main(["usage", "--by", by, "--json"]) == 0
+    grown = json.loads(capsys.readouterr().out)
+    assert grown["total"]["calls"] == outputs[0]["total"]["calls"] + 1 or by == "tool"
+    assert grown["groups"] != outputs[0]["groups"]
+
+
+def test_answers_that_cannot_be_read_are_asked_again(fake_home: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.usage import answers
+
+    assert main(["usage", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    kept = tmp_path / "data" / "usage" / answers.ANSWERS
+    for bad in (b"", b"{not json", b"[1, 2]", json.dumps({"version": 99, "token": "x", "answers": {}}).encode(),
+                b"\xff\xfe"):
+        kept.write_bytes(bad)
+        assert main(["usage", "--json"]) == 0
+        again = json.loads(capsys.readouterr().out)
+        assert again["groups"] == first["groups"] and again["total"] == first["total"]
+    # an answer kept for another index (another token) is not taken
+    data = json.loads(kept.read_bytes())
+    key = next(iter(data["answers"]))
+    answers.keep(kept.parent, "another-token", key, {"groups": [], "total": {"calls": 999}})
+    assert main(["usage", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == first["total"]
