@@ -9,7 +9,8 @@
   in the Compactions tab.
 - A loaded session, a finished turn and a compaction → ``controller.tool_attribution()`` →
   ``tools_ready`` → the inspector's Tools tab, tokens and dollars by tool (its links scroll the chat;
-  archived results also open the Archive tab at their day).
+  archived results also open the Archive tab at their day). A call a followed file adds asks again only
+  while the Tools tab is on screen; calls added while it is hidden are attributed when it is next shown.
 - ``SessionView.imported`` (an imported session's system prompt and tool definitions) → the Tools tab's
   definitions section (again on ``imported_changed`` while a followed file grows).
 - ``SessionView.subagents`` → ◆ marks on the chart; a click re-emits ``subagent_requested(str)``
@@ -47,7 +48,10 @@ class AnalysisWiring(QObject):
         c.session_loaded.connect(self._on_session_loaded)
         c.turn_finished.connect(lambda _event: c.tool_attribution())
         c.compaction_finished.connect(lambda _marker: c.tool_attribution())
-        c.call_recorded.connect(lambda _record: c.tool_attribution())  # a followed view grew
+        c.call_recorded.connect(self._on_call_recorded)  # a followed view grew
+        self._tools_stale = False  # calls recorded while the Tools tab was hidden: attributed when it shows
+        window.inspector.currentChanged.connect(self._on_tools_maybe_shown)
+        window.inspector_dock.visibilityChanged.connect(self._on_tools_maybe_shown)
         self.subagent_requested.connect(c.open_subagent)  # its own chat and chart (engine.workbench.sources)
         c.diff_ready.connect(self.show_diff)
         c.tools_ready.connect(self._on_tools_ready)
@@ -68,7 +72,26 @@ class AnalysisWiring(QObject):
         self.window.inspector.tools.set_definitions(view.imported)
         if self.dialog is not None:
             self.dialog.hide()
+        self._tools_stale = False
         self.controller.tool_attribution()
+
+    def tools_shown(self) -> bool:
+        """Whether the Tools tab is on screen (its dock shown, the tab current)."""
+        inspector = self.window.inspector
+        return inspector.currentWidget() is inspector.tools and inspector.tools.isVisible()
+
+    def _on_call_recorded(self, _record: Any) -> None:
+        """A followed session grew by a call: the Tools tab attributed again now when it is on screen, else when it
+        is next shown (the attribution reads the whole session folder: not for a tab nobody looks at)."""
+        if self.tools_shown():
+            self.controller.tool_attribution()
+        else:
+            self._tools_stale = True
+
+    def _on_tools_maybe_shown(self, *_: Any) -> None:
+        if self._tools_stale and self.tools_shown():
+            self._tools_stale = False
+            self.controller.tool_attribution()
 
     def _on_tools_ready(self, attribution: Attribution, locations: dict[str, str], costs: ToolCosts | None) -> None:
         self.window.inspector.tools.set_attribution(attribution, locations, costs)

@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
         store_bench,
         summary_bench,
         usage_bench,
+        window_follow_bench,
     )
 
     suites = dict(engine_bench.ALL)
@@ -42,6 +43,7 @@ def main(argv: list[str]) -> int:
     suites.update(usage_bench.ALL)  # issue 22: the usage index vs its targets and ccusage
     suites.update(hostile.ALL)  # issue 26: hostile input from the command line (crashes, hangs, silent loss)
     suites.update(proxy_bench.ALL)  # issue 31: the recording proxy (latency, memory, concurrent streams)
+    suites.update(window_follow_bench.ALL)  # issue 28: following in the real window (offscreen)
     suites.update(longchain_bench.ALL)  # issue 28: import and open linear in calls; Gemini CLI's reader
     try:
         from benchmarks import gui_bench

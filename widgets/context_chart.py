@@ -297,7 +297,10 @@ class ContextChart(QWidget):
 
     # ----------------------------------------------------------------- public setters
     def set_snapshot(self, snapshot: ContextSnapshot | None) -> None:
-        """Show the next request (bar (a), legend, ghost column)."""
+        """Show the next request (bar (a), legend, ghost column). The snapshot shown already (the window hears
+        of each twice: with the context state and on its own) and no draft over it: nothing to draw again."""
+        if snapshot is not None and snapshot is self._snapshot and self._draft_override is None:
+            return
         self._snapshot = snapshot
         self._draft_override = None
         self._dirty_bar = True

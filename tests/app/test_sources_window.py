@@ -264,3 +264,34 @@ def test_a_claude_code_2_1_file_its_tools_cost_attachments_and_compaction(qtbot:
     with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000):
         win.controller.new_session()
     assert win.status.cost_label.isHidden() and tools.definitions_pane.isHidden()
+
+
+def test_the_tools_tab_is_attributed_again_only_when_it_is_on_screen(qtbot: Any, win: MainWindow,
+                                                                     tmp_path: Path) -> None:
+    """A followed file's new calls ask for the Tools tab's attribution (a read of the whole session folder) only
+    while the Tools tab is on screen; the calls added while it was hidden are attributed once, when it shows."""
+    lines = _need(BIG).read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    start = len(lines) // 2
+    live.write_bytes(b"".join(lines[:start]))
+    inspector = win.inspector
+    inspector.setCurrentWidget(inspector.files)  # another tab of the inspector in front
+    analysis = win.controller.service.analysis
+    open_source(qtbot, win, live)
+    qtbot.waitUntil(lambda: analysis.tools_computed >= 1, timeout=10_000)  # the opened session: once
+    qtbot.wait(300)
+    before = analysis.tools_computed
+    chart = win.ensure_chart()
+    columns = chart.column_count()
+    with open(live, "ab") as fh:
+        fh.write(b"".join(lines[start:start + 60]))
+    qtbot.waitUntil(lambda: chart.column_count() > columns, timeout=10_000)
+    qtbot.wait(1500)
+    assert analysis.tools_computed == before  # hidden: not attributed
+    inspector.setCurrentWidget(inspector.tools)  # shown: the calls it missed, attributed now
+    qtbot.waitUntil(lambda: analysis.tools_computed == before + 1, timeout=10_000)
+    columns = chart.column_count()
+    with open(live, "ab") as fh:
+        fh.write(b"".join(lines[start + 60:start + 120]))
+    qtbot.waitUntil(lambda: chart.column_count() > columns, timeout=10_000)
+    qtbot.waitUntil(lambda: analysis.tools_computed >= before + 2, timeout=10_000)  # on screen: as calls come

@@ -26,13 +26,19 @@ class SummaryPanel(QWidget):
         self.view.setDocument(self._doc)
         layout.addWidget(self.view, 1)
         self._text = ""
+        self._tokens: int | None = None
+        self._shown = False  # set_summary called once (the label and the document made)
         self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(self._text))
         self.copy_button.setEnabled(False)
 
     def set_summary(self, text: str, tokens: int | None = None) -> None:
+        same = (text or "") == self._text and self._shown  # every context update says it again: not rendered again
+        self._shown = True
+        self._tokens = tokens
         self._text = text or ""
         if self._text.strip():
-            self._doc.set_markdown(self._text)
+            if not same:
+                self._doc.set_markdown(self._text)
             suffix = f" · {format_tokens(tokens)} tokens" if tokens is not None else ""
             self.label.setText("Current summary" + suffix)
         else:
