@@ -29,7 +29,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel
 
-from engine.usage.costs import NONE, SessionCost
+from engine.usage.costs import NONE, RunningCost, SessionCost
 from engine.workbench import usage as usage_part
 from engine.workbench.views import SessionView
 from widgets.theme import Palette
@@ -54,6 +54,7 @@ class UsageWiring(QObject):
         self.report: dict[str, Any] | None = None
         self.records: list[dict[str, Any]] = []
         self.cost = SessionCost(NONE)
+        self.running = RunningCost()
         self.dock = QDockWidget("Usage", window)
         self.dock.setObjectName("UsageDock")
         placeholder = QLabel("Loading…")
@@ -179,11 +180,13 @@ class UsageWiring(QObject):
     # --- the session's cost
     def _on_session_loaded(self, view: SessionView) -> None:
         self.records = list(view.timeline)
+        self.running = RunningCost(self.records)  # the main calls' cost, kept as a followed view grows
         self.cost = view.cost
         self._show_cost()
 
     def _on_call_recorded(self, record: dict[str, Any]) -> None:
         self.records.append(record)
+        self.running.append(record)
         self._show_cost()
 
     def _on_call_updated(self, record: dict[str, Any]) -> None:
@@ -191,10 +194,11 @@ class UsageWiring(QObject):
             self.records[-1] = record
         else:
             self.records.append(record)
+        self.running.replace_last(record)
         self._show_cost()
 
     def _show_cost(self) -> None:
-        self.cost = self.cost.with_main(self.records)
+        self.cost = self.cost.with_main(self.running)
         self.window.status.set_session_cost(self.cost)
 
 

@@ -27,7 +27,7 @@ A call's cost uses every figure it carries, the one-hour cache writes (``cache_w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -157,6 +157,33 @@ def add_costs(*costs: RecordsCost) -> RecordsCost:
 
 
 NONE = RecordsCost(None, 0, 0)
+
+
+class RunningCost:
+    """:func:`records_cost` of a growing list of records whose last one may still change (a followed session's
+    timeline), kept in constant time per change: the records before the last are summed once, in order, so
+    :meth:`cost` equals ``records_cost(records)`` exactly (the same additions in the same order)."""
+
+    def __init__(self, records: Sequence[Mapping[str, Any]] = (), table: PriceTable | None = None) -> None:
+        self._table = table
+        self._before = records_cost(records[:-1], table)  # every record but the last
+        self._last: list[Mapping[str, Any]] = list(records[-1:])
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """A new last record (the one before it is final now)."""
+        if self._last:
+            self._before = add_costs(self._before, records_cost(self._last, self._table))
+        self._last = [record]
+
+    def replace_last(self, record: Mapping[str, Any]) -> None:
+        """The last record's figures changed (appended when there is none)."""
+        if not self._last:
+            self.append(record)
+        self._last = [record]
+
+    def cost(self) -> RecordsCost:
+        """The cost of all the records so far."""
+        return add_costs(self._before, records_cost(self._last, self._table)) if self._last else self._before
 PartKind = Literal["main", "task", "compaction"]
 
 
@@ -175,9 +202,11 @@ class SessionCost:
     def total(self) -> RecordsCost:
         return add_costs(self.main, self.subagents, self.compaction)
 
-    def with_main(self, records: Iterable[Mapping[str, Any]], table: PriceTable | None = None) -> SessionCost:
-        """The same cost with the main session's calls now ``records`` (a followed session's timeline grew)."""
-        return replace(self, main=records_cost(records, table))
+    def with_main(self, records: Iterable[Mapping[str, Any]] | RunningCost,
+                  table: PriceTable | None = None) -> SessionCost:
+        """The same cost with the main session's calls now ``records`` (a followed session's timeline grew; a
+        :class:`RunningCost` of them: its cost, kept as they came)."""
+        return replace(self, main=records.cost() if isinstance(records, RunningCost) else records_cost(records, table))
 
     @property
     def usd(self) -> float | None:
@@ -352,7 +381,7 @@ def session_cost(path: Path) -> SessionCost | None:
     return source_cost(read_source(path, fmt))
 
 
-__all__ = ["NO_TABLE", "RecordsCost", "SessionCost", "add_costs", "call_record", "compaction_call_cost",
+__all__ = ["NO_TABLE", "RecordsCost", "RunningCost", "SessionCost", "add_costs", "call_record", "compaction_call_cost",
            "compaction_call_record",
            "folder_cost", "folder_records", "price_table", "priced_record", "record_cost", "records_cost", "row_cost",
            "session_cost", "session_parts", "source_cost", "usd_text"]

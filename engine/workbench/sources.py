@@ -293,8 +293,9 @@ class SourcesPart:
         for record in plan.records:
             if record.get("type") == "context":
                 self.core.emit(CallRecorded(priced_record(record)))
-        for marker in markers(session, plan.compactions, list(live.session.messages), None):
-            self.core.emit(CompactionFinished(marker))
+        if plan.compactions:  # (markers() places them among every message shown: not for each poll)
+            for marker in markers(session, plan.compactions, list(live.session.messages), None):
+                self.core.emit(CompactionFinished(marker))
         last = plan.records[-1] if plan.records else plan.updated
         if last is not None:
             self.core.emit(LastCall(prompt_of(last), last.get("provider_prompt_tokens")))

@@ -164,3 +164,39 @@ def test_the_markdown_export_has_the_sessions_and_each_calls_cost(tmp_path: Path
     assert (f"*The compaction call: 1,110 prompt + 5 completion tokens · ${by_hand:,.4f} at litellm's prices.*"
             in lines)
     assert "*What compacting cost, by the agent's own figure: $0.2500.*" in lines
+
+
+def test_a_running_cost_equals_the_cost_of_every_record_at_each_step() -> None:
+    """RunningCost (the status bar's cost of a followed session, one record at a time) equals records_cost over
+    all the records after every append and every change of the last one: the same sum to the last bit, the same
+    counts of calls, unpriced and partial calls, the same first problem."""
+    import random
+
+    from engine.usage.costs import RunningCost, records_cost
+
+    rng = random.Random(7)
+
+    def record() -> dict[str, object]:
+        kind = rng.random()
+        if kind < 0.1:
+            return {"cost_usd": None, "cost_problem": "no price for model x"}
+        if kind < 0.15:
+            return {"cost_usd": rng.random(), "completion_placeholder": 12, "completion_tokens": None}
+        return {"cost_usd": rng.random() * 10 ** rng.randint(-6, 1)}
+
+    start = [record() for _ in range(5)]
+    records = list(start)
+    running = RunningCost(start)
+    assert running.cost() == records_cost(records)
+    for _ in range(300):
+        if records and rng.random() < 0.3:
+            records[-1] = record()
+            running.replace_last(records[-1])
+        else:
+            records.append(record())
+            running.append(records[-1])
+        assert running.cost() == records_cost(records)
+    empty = RunningCost()
+    assert empty.cost() == records_cost([])
+    empty.replace_last({"cost_usd": 1.5})
+    assert empty.cost() == records_cost([{"cost_usd": 1.5}])
