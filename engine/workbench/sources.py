@@ -69,7 +69,7 @@ from engine.workbench.views import markers, prompt_of
 log = logging.getLogger(__name__)
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
-MIN_POLL_GAP = 0.2  # at most this often when the file watcher wakes the loop on every written line
+MIN_POLL_GAP = 0.25  # at most 4 looks a second when the file watcher wakes the loop on every written line
 FAILING_INTERVAL = 5.0  # seconds between two polls at most, while every poll of a followed file fails
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 
