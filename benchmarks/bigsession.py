@@ -245,16 +245,18 @@ def make_codex_session(dest: Path, size_bytes: int, seed: int = 0, source: Path 
 TAIL_LINES = 2000
 
 
-def cached_claude_session(size_bytes: int, seed: int = 0,
-                          folder: Path = Path("/tmp/ctxbench-bigsession")) -> tuple[Path, list[bytes]]:
-    """A generated session kept in ``folder`` and reused across runs (made once), and the
-    :data:`TAIL_LINES` lines that come next (kept beside it as ``….tail``: to append while following)."""
+def cached_claude_session(size_bytes: int, seed: int = 0, folder: Path = Path("/tmp/ctxbench-bigsession"),
+                          tail_lines: int = TAIL_LINES) -> tuple[Path, list[bytes]]:
+    """A generated session kept in ``folder`` and reused across runs (made once), and the lines that come next
+    (at least ``tail_lines``, kept beside it as ``….tail``: to append while following; made again, longer, when
+    fewer were kept: the generator is deterministic, so the session is the same)."""
     mb = size_bytes / (1024 * 1024)
     path = folder / f"claude-{mb:g}MB-seed{seed}.jsonl"
     tail = path.with_suffix(".tail")
-    if not path.exists() or not tail.exists() or path.stat().st_size < size_bytes:
+    if (not path.exists() or not tail.exists() or path.stat().st_size < size_bytes
+            or tail.read_bytes().count(b"\n") < tail_lines):
         part = path.with_suffix(".part")
-        more = make_claude_session_and_more(part, size_bytes, TAIL_LINES, seed)
+        more = make_claude_session_and_more(part, size_bytes, max(TAIL_LINES, tail_lines), seed)
         tail.write_bytes(b"".join(more))
         part.replace(path)
     return path, tail.read_bytes().splitlines(keepends=True)

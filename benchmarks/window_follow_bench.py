@@ -65,8 +65,8 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from benchmarks.bigsession import cached_claude_session
 
-    src, tail = cached_claude_session(mb * MB, SEED)
-    n = min(len(tail), int(seconds * RATE))
+    n = int(seconds * RATE)
+    src, tail = cached_claude_session(mb * MB, SEED, tail_lines=n)
     with tempfile.TemporaryDirectory(prefix="ctxbench-winfollow-") as tmp:
         home = Path(tmp) / "home"
         project = home / ".claude" / "projects" / "-work-big"
