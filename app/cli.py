@@ -276,7 +276,7 @@ def load_effective_settings(args: argparse.Namespace) -> Settings:
 
 
 def _is_session_dir(path: Path) -> bool:
-    from engine.store.session import HISTORY_FILE, SESSION_FILE
+    from engine.store.session_load import HISTORY_FILE, SESSION_FILE
 
     return (path / SESSION_FILE).exists() or (path / HISTORY_FILE).exists()
 

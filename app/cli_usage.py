@@ -129,8 +129,9 @@ def _answer(index: Any, args: argparse.Namespace,
             error: type[Exception]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The groups and the total asked for: the answer kept for the index as it is now when the same was asked before
     (:mod:`engine.usage.answers`: no DuckDB started), else the index's query (then kept)."""
+    from engine.sources.model import shown_path
     from engine.usage import answers
-    from engine.usage.index import UsageIndexError, shown_path
+    from engine.usage.index import UsageIndexError
 
     token = index.manifest(whole=False).token
     key = answers.question("usage", args.by, args.since)
@@ -164,7 +165,8 @@ def _answer(index: Any, args: argparse.Namespace,
 
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
-    from engine.usage.index import UsageIndex, UsageIndexError, shown_path
+    from engine.sources.model import shown_path
+    from engine.usage.index import UsageIndex, UsageIndexError
 
     def warn(text: str) -> None:
         print(f"ctxbench: warning: {printable(text)}", file=sys.stderr, flush=True)

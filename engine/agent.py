@@ -63,8 +63,9 @@ from engine.model.events import (
     ToolCallStarted,
     TurnFinished,
 )
-from engine.model.messages import Message, one_line
+from engine.model.messages import Message
 from engine.model.snapshot import ContextSnapshot, WindowInfo
+from engine.model.text import one_line
 from engine.store.config import Settings
 from engine.store.secrets import scrub
 from engine.tools.registry import ApproveFn, ToolBox

@@ -44,7 +44,7 @@ from engine.model.snapshot import WindowInfo
 from engine.sources.model import SourceError, read_regular
 from engine.store.config import Settings
 from engine.store.fsutil import append_lines, fsync_dir
-from engine.store.session import check_message
+from engine.store.session_load import check_message
 from engine.store.staging import staging_folder
 
 SKIPPED_FILE = "import_skipped.jsonl"
@@ -393,7 +393,7 @@ def reconstruct_tools(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 def _model_name(container: dict[str, Any]) -> str:
     if isinstance(container.get("model"), str):
-        return container["model"]
+        return str(container["model"])
     info = container.get("info")
     if isinstance(info, dict):
         cfg = info.get("config")

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from engine.model.messages import Message, content_text, message_date, one_line
+from engine.model.messages import Message, content_text, message_date
+from engine.model.text import one_line
 
 REQUEST_CHARS = 800  # a user request longer than this is cut (the archive holds it whole)
 INTENT_CHARS = 500

@@ -46,7 +46,8 @@ from engine.llm.errors import (
     classify_error,
 )
 from engine.llm.lazyimport import gate, gated_import
-from engine.model.messages import Message, new_message, one_line, tool_result
+from engine.model.messages import Message, new_message, tool_result
+from engine.model.text import one_line
 from engine.store.secrets import remember_secret, scrub
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from engine.llm import local_model
 from engine.llm.retry import retry_after_of
-from engine.model.messages import one_line
+from engine.model.text import one_line
 from engine.store.secrets import scrub
 
 ErrorKind = Literal["context_window", "transient", "auth", "bad_request", "empty_response", "other"]

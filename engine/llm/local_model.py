@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.llm.lazyimport import gated_import
 from engine.model.messages import content_text, media_count
@@ -139,7 +139,7 @@ def _quiet_llama_logs() -> None:
         return
     llama_cpp = _llama_cpp()
 
-    @llama_cpp.llama_log_callback
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
     def _discard(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         return None
 
@@ -488,15 +488,16 @@ def _map_error(exc: BaseException, model: str) -> BaseException:
     litellm = _litellm()
 
     if isinstance(exc, ValueError) and _CTX_RE.search(str(exc)):
-        return litellm.ContextWindowExceededError(message=str(exc), model=model, llm_provider=PROVIDER)
+        return cast(BaseException, litellm.ContextWindowExceededError(message=str(exc), model=model,
+                                                                      llm_provider=PROVIDER))
     if isinstance(exc, LocalModelError):
-        return litellm.NotFoundError(message=str(exc), model=model, llm_provider=PROVIDER)
+        return cast(BaseException, litellm.NotFoundError(message=str(exc), model=model, llm_provider=PROVIDER))
     if isinstance(exc, litellm.exceptions.APIError | litellm.BadRequestError):
-        return exc
-    return litellm.APIError(
+        return cast(BaseException, exc)  # (narrowed to litellm's untyped classes)
+    return cast(BaseException, litellm.APIError(
         status_code=500, message=f"the offline model failed: {type(exc).__name__}: {exc}",
         llm_provider=PROVIDER, model=model,
-    )
+    ))
 
 
 def _chunk(text: str = "", *, tool: dict[str, Any] | None = None, finished: bool = False,
@@ -609,20 +610,20 @@ def provider() -> Any:
     class SmolLM2Provider(_litellm().CustomLLM):  # type: ignore[misc]
         """litellm custom provider running SmolLM2-135M-Instruct with llama-cpp-python."""
 
-        async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any
+        async def astreaming(self, model: str, messages: list[Any], *args: Any, **kwargs: Any
                              ) -> AsyncIterator[dict[str, Any]]:
             async for chunk in stream_chunks(model, messages, kwargs.get("optional_params") or {}):
                 yield chunk
 
-        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+        async def acompletion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
             chunks = [c async for c in stream_chunks(model, messages, kwargs.get("optional_params") or {})]
             return _collect(chunks, model)
 
-        def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any
+        def streaming(self, model: str, messages: list[Any], *args: Any, **kwargs: Any
                       ) -> Iterator[dict[str, Any]]:
             return _sync_chunks(model, messages, kwargs.get("optional_params") or {})
 
-        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
             return _collect(list(_sync_chunks(model, messages, kwargs.get("optional_params") or {})), model)
 
     _provider = SmolLM2Provider()

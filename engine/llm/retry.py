@@ -52,5 +52,5 @@ def backoff(
     exponential backoff with jitter, capped."""
     if retry_after is not None:
         return min(max(retry_after, 0.0), after_cap)
-    base = min(base_delay * (2 ** (attempt - 1)), max_delay)
+    base = min(base_delay * (2.0 ** (attempt - 1)), max_delay)
     return base * (0.8 + 0.4 * random.random())

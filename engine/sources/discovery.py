@@ -798,7 +798,8 @@ def _load_index(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(data.get("files"), dict):
         return {}
-    return data["files"]
+    files: dict[str, Any] = data["files"]
+    return files
 
 
 def _index_bytes(data: dict[str, Any]) -> bytes:

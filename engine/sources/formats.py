@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from engine.sources import capture, claude_code, codex, gemini_cli, opencode, openhands, pi, swe_agent
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
@@ -99,7 +99,7 @@ LOG_FORMATS: dict[SourceFormat, str] = {"mini-swe-agent": "mini-swe-agent", "ope
 
 def agent_format(name: str) -> AgentFormat:
     """The registered format ``name``; SourceError naming the known ones when it is not one."""
-    spec = FORMATS.get(name)  # type: ignore[call-overload]
+    spec = FORMATS.get(cast(SourceFormat, name))
     if spec is None:
         raise SourceError(f"{name!r} is not a format read as a source (known: {', '.join(FORMATS)})")
     return spec
@@ -107,8 +107,8 @@ def agent_format(name: str) -> AgentFormat:
 
 def display_name(name: str) -> str:
     """How a person calls the format's agent ("Claude Code"); the name itself when it is none of ours."""
-    spec = FORMATS.get(name)  # type: ignore[call-overload]
-    return spec.display if spec is not None else LOG_FORMATS.get(name, name)  # type: ignore[call-overload]
+    spec = FORMATS.get(cast(SourceFormat, name))
+    return spec.display if spec is not None else LOG_FORMATS.get(cast(SourceFormat, name), name)
 
 
 def names(*, growth: Growth | None = None, listed: bool | None = None,

@@ -134,7 +134,8 @@ def load_meta(path: Path, report: LoadReport) -> dict[str, Any]:
             f"session.json: {', '.join(f'{k!r} {why}' for k, why in bad.items())}; reset "
             f"(the original file is kept as {aside.name})"
         )
-    return meta
+    loaded: dict[str, Any] = meta
+    return loaded
 
 
 def load_history(path: Path, report: LoadReport) -> list[Message]:

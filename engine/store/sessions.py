@@ -13,7 +13,8 @@ from typing import Any, Generic, TypeVar
 from engine.model.messages import now_iso
 from engine.store.config import data_dir
 from engine.store.fsutil import atomic_write_json, count_file_lines, fsync_dir, json_loads
-from engine.store.session import HISTORY_FILE, ID_RE, SESSION_FILE, SessionError, StoredSession
+from engine.store.session import SessionError, StoredSession
+from engine.store.session_load import HISTORY_FILE, ID_RE, SESSION_FILE
 from engine.store.staging import IMPORT_PREFIX, remove_if_stale
 
 S = TypeVar("S", bound=StoredSession)

@@ -223,7 +223,7 @@ def tail_offset(path: Path, block: int = 4 << 20) -> int:
         if at >= 0:
             line = data.rfind(b"\n", 0, at)
             if line >= 0 or start == 0:
-                return start + line + 1
+                return int(start + line + 1)
         fh.seek(max(0, size - _TAIL_BYTES))
         data = fh.read(min(size, _TAIL_BYTES))
     return max(0, size - _TAIL_BYTES) + data.find(b"\n") + 1 if size > _TAIL_BYTES else 0

@@ -76,7 +76,7 @@ SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 
 def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
     """A Sources-panel row: the discovery entry's fields, ``agent_name`` (its display name) and ``live``."""
-    out = entry.to_json()
+    out: dict[str, Any] = entry.to_json()
     out["agent_name"] = display_name(entry.agent)
     out["live"] = sv.is_live(entry.path, now)
     return out
