@@ -44,18 +44,15 @@ the full path in the tooltip.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QDate,
-    QItemSelectionModel,
     QModelIndex,
-    QPersistentModelIndex,
     QPointF,
     Qt,
     QTimer,
@@ -63,26 +60,34 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QDateEdit,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPushButton,
     QSplitter,
-    QStyleOptionHeader,
-    QTableView,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from engine.usage.costs import row_cost
-from engine.usage.report import last_days, short_path
+from engine.usage.report import last_days
 from widgets.chart_parts import SceneTips, short_tokens
-from widgets.formatting import format_usd
 from widgets.theme import Palette, palette
+from widgets.usage_table import (
+    PATH_ROLE,
+    Column,
+    UsageTable,
+    int_column,
+    number,
+    pct_column,
+    pct_text,
+    project_column,
+    session_cost_column,
+    text_column,
+    usd_column,
+    usd_text,
+)
 
 MAX_MODELS = 8  # models drawn on their own; the others stack as one "other models" bar
 OTHER = "other models"
@@ -92,30 +97,6 @@ OPEN_DATE = QDate(2000, 1, 1)  # a date edit at its minimum: the range is open o
 DATE_SETTLE_MS = 400  # a date typed digit by digit is asked for once it settles (a calendar click: as soon)
 MIN_PLOT_HEIGHT = 170  # docked in a short dock too: the bars with the day labels under them
 MIN_TABLES_HEIGHT = 140  # … and a few rows of the tables
-SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-PATH_ROLE = Qt.ItemDataRole.UserRole + 2
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def usd_text(value: Any, unpriced: Any = 0) -> str:
-    """"$1.23", "$1.23+" when some calls have no price, "unknown" when none has one."""
-    v = _num(value)
-    if v is None:
-        return "unknown" if unpriced else ""
-    return format_usd(v) + ("+" if unpriced else "")
-
-
-def _pct(value: Any) -> str:
-    v = _num(value)
-    return "" if v is None else f"{100 * v:.0f} %"
-
-
-def _int(value: Any) -> str:
-    v = _num(value)
-    return "" if v is None else f"{int(v):,}"
 
 
 class _DayAxis(pg.AxisItem):
@@ -144,271 +125,6 @@ class _ValueAxis(pg.AxisItem):
         return [short_tokens(v * scale) for v in values]
 
 
-Index = QModelIndex | QPersistentModelIndex
-Record = Mapping[str, Any]
-_DISPLAY = int(Qt.ItemDataRole.DisplayRole)
-_ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
-_TIP = int(Qt.ItemDataRole.ToolTipRole)
-_SORT = int(SORT_ROLE)
-_PATH = int(PATH_ROLE)
-_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-SIZED_ROWS = 100  # the rows a column's width fits (the ones in view first; Qt's default, 1000, costs ~0.1 s)
-
-
-class Column:
-    """A table column: its title; ``text(record)``, a cell's text; ``key(record)``, its sort key (no ``key``:
-    the text, case folded); ``numeric``: numbers (right-aligned; a key that is no number, None, is "no
-    value" and sorts last); ``tip``, the header's tooltip; ``cell_tip(record)``, a cell's tooltip."""
-
-    __slots__ = ("cell_tip", "key", "numeric", "text", "tip", "title")
-
-    def __init__(self, title: str, text: Callable[[Record], str], key: Callable[[Record], Any] | None = None,
-                 *, numeric: bool = False, tip: str = "", cell_tip: Callable[[Record], str] | None = None) -> None:
-        self.title, self.text, self.key, self.numeric, self.tip = title, text, key, numeric, tip
-        self.cell_tip = cell_tip
-
-
-def _text_column(title: str, field: str, empty: str = "") -> Column:
-    return Column(title, lambda r: str(r.get(field) or "") or empty)
-
-
-def _project_column(title: str = "Project") -> Column:
-    """A project's folder: shown short, sorted and told in full (the tooltip)."""
-    return Column(title, lambda r: short_path(str(r.get("project") or "")) or "(none)",
-                  lambda r: str(r.get("project") or "").casefold(), cell_tip=lambda r: str(r.get("project") or ""))
-
-
-def _usd_column(title: str, field: str, unpriced: str | None = "unpriced_calls", tip: str = "") -> Column:
-    return Column(title, lambda r: usd_text(r.get(field), r.get(unpriced) if unpriced else 0),
-                  lambda r: _num(r.get(field)), numeric=True, tip=tip)
-
-
-def _session_cost_column() -> Column:
-    """A session's cost, its parts (main, subagents, compaction calls: engine.usage.costs.row_cost) in the
-    cell's tooltip: the figure the window's status bar and Tools tab show for the same session."""
-    column = _usd_column("Cost", "cost_usd", tip="The session's calls, its subagents' and its compactions' own calls")
-    column.cell_tip = lambda r: "\n".join(row_cost(r).lines()) if "main_calls" in r else ""
-    return column
-
-
-def _int_column(title: str, field: str, tip: str = "") -> Column:
-    return Column(title, lambda r: _int(r.get(field)), lambda r: _num(r.get(field)) or 0, numeric=True, tip=tip)
-
-
-def _pct_column(title: str, field: str) -> Column:
-    return Column(title, lambda r: _pct(r.get(field)), lambda r: _num(r.get(field)), numeric=True)
-
-
-class RowsModel(QAbstractTableModel):
-    """Plain rows: a record of the report each (a dict), its cells' texts and sort keys made by the columns
-    when first needed (10,000 sessions fill at once; the view asks for the rows it draws). The model sorts
-    itself: by number (no value last, whichever the order) or by text, stable (ties keep the report's
-    order); the chosen sort is kept when new records come. ``path`` names a record's session file (on the
-    first column's PATH_ROLE and tooltip)."""
-
-    def __init__(self, columns: Sequence[Column], path: str = "", parent: Any = None) -> None:
-        super().__init__(parent)
-        self.columns = tuple(columns)
-        self._path_field = path
-        self._records: list[Record] = []  # as the report gave them
-        self._texts: list[tuple[str, ...] | None] = []  # their cells' texts, once drawn
-        self._order: list[int] = []  # shown row -> record
-        self.sort_column = -1
-        self.sort_order = Qt.SortOrder.AscendingOrder
-
-    # --- the data
-    def set_records(self, records: Sequence[Record]) -> None:
-        self.beginResetModel()
-        self._records = list(records)
-        self._texts = [None] * len(self._records)
-        self._order = self._sorted(self.sort_column, self.sort_order)
-        self.endResetModel()
-
-    def _cells(self, i: int) -> tuple[str, ...]:
-        texts = self._texts[i]
-        if texts is None:
-            record = self._records[i]
-            texts = self._texts[i] = tuple(c.text(record) for c in self.columns)
-        return texts
-
-    def text(self, row: int, column: int) -> str:
-        return self._cells(self._order[row])[column]
-
-    def key(self, row: int, column: int) -> Any:
-        i = self._order[row]
-        key = self.columns[column].key
-        return key(self._records[i]) if key is not None else self._cells(i)[column].lower()
-
-    def path(self, row: int) -> str:
-        return self._record_path(self._order[row])
-
-    def tooltip(self, row: int, column: int) -> str:
-        """A cell's tooltip ("" when its column has none)."""
-        tip = self.columns[column].cell_tip
-        return tip(self._records[self._order[row]]) if tip is not None else ""
-
-    def _record_path(self, i: int) -> str:
-        return str(self._records[i].get(self._path_field) or "") if self._path_field else ""
-
-    def row_id(self, row: int) -> str:
-        """What a row is across refreshes: its path, else its first column's text."""
-        i = self._order[row]
-        return self._record_path(i) or self._cells(i)[0]
-
-    def find(self, row_id: str) -> int:
-        """The shown row of that id, -1 when none."""
-        for shown, i in enumerate(self._order):
-            if (self._record_path(i) or self._cells(i)[0]) == row_id:
-                return shown
-        return -1
-
-    # --- Qt
-    def rowCount(self, parent: Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._order)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.columns)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = _DISPLAY) -> Any:
-        if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(self.columns):
-            return None
-        if role == _DISPLAY:
-            return self.columns[section].title
-        if role == _TIP:
-            return self.columns[section].tip or None
-        return None
-
-    def data(self, index: Index, role: int = _DISPLAY) -> Any:
-        row, c = index.row(), index.column()
-        if not 0 <= row < len(self._order):
-            return None
-        if role == _DISPLAY:
-            return self._cells(self._order[row])[c]
-        if role == _ALIGN:
-            return _RIGHT if self.columns[c].numeric else None
-        if c == 0 and role in (_TIP, _PATH):
-            path = self.path(row)
-            if not path:
-                return self.tooltip(row, c) or None if role == _TIP else None
-            return path if role == _PATH else f"{self.text(row, 0)}\n{path}\n(double-click: open it read-only)"
-        if role == _TIP:
-            return self.tooltip(row, c) or None
-        if role == _SORT:
-            return self.key(row, c)
-        return None
-
-    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        self.sort_column, self.sort_order = column, order
-        if not self._records:
-            return
-        self.layoutAboutToBeChanged.emit()
-        old = self._order
-        self._order = self._sorted(column, order)
-        persistent = self.persistentIndexList()
-        if persistent:  # the selection, the current row: they follow their records
-            shown = {i: row for row, i in enumerate(self._order)}
-            self.changePersistentIndexList(persistent, [self.index(shown[old[p.row()]], p.column())
-                                                        for p in persistent])
-        self.layoutChanged.emit()
-
-    def _sorted(self, column: int, order: Qt.SortOrder) -> list[int]:
-        rows = list(range(len(self._records)))
-        if not 0 <= column < len(self.columns):
-            return rows
-        descending = order == Qt.SortOrder.DescendingOrder
-        key = self.columns[column].key
-        if key is None:
-            texts = [self._cells(i)[column].lower() for i in rows]
-            rows.sort(key=texts.__getitem__, reverse=descending)
-            return rows
-        keys = [key(r) for r in self._records]
-        if self.columns[column].numeric:
-            valued = [i for i in rows if isinstance(keys[i], int | float)]
-            valued.sort(key=keys.__getitem__, reverse=descending)
-            return valued + [i for i in rows if not isinstance(keys[i], int | float)]
-        rows.sort(key=lambda i: str(keys[i]), reverse=descending)
-        return rows
-
-
-class SortHeader(QHeaderView):
-    """A header whose sort arrow points up when the smallest come first (ascending) and down when the largest do:
-    QHeaderView gives the style the opposite (``SortDown`` for ascending), which Fusion draws as a down arrow."""
-
-    def initStyleOptionForIndex(self, option: QStyleOptionHeader, logicalIndex: int) -> None:
-        super().initStyleOptionForIndex(option, logicalIndex)
-        if option.sortIndicator == QStyleOptionHeader.SortIndicator.SortDown:
-            option.sortIndicator = QStyleOptionHeader.SortIndicator.SortUp
-        elif option.sortIndicator == QStyleOptionHeader.SortIndicator.SortUp:
-            option.sortIndicator = QStyleOptionHeader.SortIndicator.SortDown
-
-
-class UsageTable(QTableView):
-    """A read-only table of :class:`RowsModel` rows, sorted by ``sort`` at first; :meth:`set_records` keeps
-    the user's sort, the selected row (by :meth:`RowsModel.row_id`) and the scroll position."""
-
-    def __init__(self, columns: Sequence[Column], first_width: int = 160, *, path: str = "",
-                 sort: tuple[int, Qt.SortOrder] = (1, Qt.SortOrder.DescendingOrder)) -> None:
-        super().__init__()
-        self.setHorizontalHeader(SortHeader(Qt.Orientation.Horizontal, self))
-        self.rows = RowsModel(columns, path, self)
-        self.setModel(self.rows)
-        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.verticalHeader().hide()
-        self.setAlternatingRowColors(True)
-        self.setWordWrap(False)
-        header = self.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        header.setResizeContentsPrecision(SIZED_ROWS)
-        header.resizeSection(0, first_width)
-        header.setStretchLastSection(True)
-        header.setSortIndicator(*sort)
-        self.setSortingEnabled(True)  # sorts by the indicator: the model keeps it for the records to come
-
-    def set_records(self, records: Sequence[Record]) -> None:
-        selected = self.selected_id()
-        bars = self.verticalScrollBar(), self.horizontalScrollBar()
-        where = [b.value() for b in bars]
-        self.rows.set_records(records)
-        if selected:
-            self.select_id(selected, scroll=False)
-        self.doItemsLayout()  # the scroll bars' ranges, now
-        for bar, value in zip(bars, where, strict=True):
-            bar.setValue(value)
-
-    def row_count(self) -> int:
-        return self.rows.rowCount()
-
-    def text(self, row: int, column: int) -> str:
-        return self.rows.text(row, column)
-
-    def path(self, row: int) -> str:
-        return self.rows.path(row)
-
-    def tooltip(self, row: int, column: int) -> str:
-        return self.rows.tooltip(row, column)
-
-    def sort_by(self, column: int, order: Qt.SortOrder) -> None:
-        """As a click on the header does."""
-        self.sortByColumn(column, order)
-
-    def selected_id(self) -> str:
-        rows = self.selectionModel().selectedRows()
-        return self.rows.row_id(rows[0].row()) if rows else ""
-
-    def select_id(self, row_id: str, scroll: bool = True) -> bool:
-        """Select the row of that id (a session's path; else the first column's text)."""
-        row = self.rows.find(row_id)
-        if row < 0:
-            return False
-        index = self.rows.index(row, 0)
-        flags = QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
-        self.selectionModel().setCurrentIndex(index, flags)
-        if scroll:
-            self.scrollTo(index)
-        return True
 
 
 class UsageView(QWidget):
@@ -433,10 +149,30 @@ class UsageView(QWidget):
         self._metric = "cost"
         self._quiet = False
         self._asked: tuple[str, str] = ("", "")  # the range last asked for (a Custom one)
+        self._show_unreadable = False
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
+        layout.addLayout(self._build_controls())
+        self._build_notes(layout)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self._build_plot())
+        split.addWidget(self._build_tables())
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
+        layout.addWidget(split, 1)
+        self._connect()
+        self._tips = SceneTips(self.plot, self._tip_at)
+        self._quiet = True
+        self.preset.setCurrentIndex(1)  # the last 30 days
+        self._apply_preset(30)
+        self._quiet = False
+        self.set_palette(self._pal)
+
+    def _build_controls(self) -> QHBoxLayout:
+        """The range (a preset, the first and last day), the metric and Refresh."""
         row = QHBoxLayout()
         self.preset = QComboBox()
         for label, days in PRESETS:
@@ -467,7 +203,10 @@ class UsageView(QWidget):
         row.addWidget(self.metric_box)
         row.addStretch(1)
         row.addWidget(self.refresh_button)
-        layout.addLayout(row)
+        return row
+
+    def _build_notes(self, layout: QVBoxLayout) -> None:
+        """The summary line, the notes and the unreadable files' list under the controls."""
         self.summary = QLabel("No figures yet")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
@@ -486,9 +225,9 @@ class UsageView(QWidget):
         self.unreadable_list.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.unreadable_list.hide()
         layout.addWidget(self.unreadable_list)
-        self._show_unreadable = False
 
-        split = QSplitter(Qt.Orientation.Vertical)
+    def _build_plot(self) -> QWidget:
+        """The bars by day (a bar per model, stacked) and their legend."""
         top = QWidget()
         top_layout = QVBoxLayout(top)
         top_layout.setContentsMargins(0, 0, 0, 0)
@@ -510,47 +249,46 @@ class UsageView(QWidget):
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         top_layout.addWidget(self.legend)
-        split.addWidget(top)
+        return top
 
+    def _build_tables(self) -> QTabWidget:
+        """The tables: sessions, projects, models, tools."""
         self.tabs = QTabWidget()
-        totals = [_usd_column("Cost", "cost_usd"), _int_column("Calls", "calls"),
-                  _int_column("Prompt tokens", "prompt_tokens"), _int_column("Output tokens", "output_tokens"),
-                  _pct_column("Cache hits", "cache_hit_rate")]
+        totals = [usd_column("Cost", "cost_usd"), int_column("Calls", "calls"),
+                  int_column("Prompt tokens", "prompt_tokens"), int_column("Output tokens", "output_tokens"),
+                  pct_column("Cache hits", "cache_hit_rate")]
         self.sessions = UsageTable(
             [Column("Session", lambda s: str(s.get("title") or "") or str(s.get("session_id") or "")),
-             _text_column("Agent", "agent"), _project_column(),
+             text_column("Agent", "agent"), project_column(),
              Column("Last call", lambda s: str(s.get("last_call") or "")[:16].replace("T", " "),
                     lambda s: str(s.get("last_call") or "")),
-             _session_cost_column(),
-             _usd_column("Agent's cost", "agent_cost_usd", None,
+             session_cost_column(),
+             usd_column("Agent's cost", "agent_cost_usd", None,
                          "The agent's own cost, from its cost records (Claude Code)"),
-             _int_column("Calls", "calls"), _pct_column("Peak full", "peak_fullness"),
-             _int_column("Compactions", "compactions"), _pct_column("Cache hits", "cache_hit_rate"),
-             _text_column("Models", "models")],
+             int_column("Calls", "calls"), pct_column("Peak full", "peak_fullness"),
+             int_column("Compactions", "compactions"), pct_column("Cache hits", "cache_hit_rate"),
+             text_column("Models", "models")],
             220, path="path", sort=(4, Qt.SortOrder.DescendingOrder))  # the dearest first
-        self.projects = UsageTable([_project_column(), *totals], 320)
-        self.models = UsageTable([_text_column("Model", "model", "(none)"), *totals,
-                                  _text_column("Priced as", "price_key", "no price")])
-        self.tools = UsageTable([_text_column("Tool", "tool"),
-                                 _int_column("Result tokens", "result_tokens",
+        self.projects = UsageTable([project_column(), *totals], 320)
+        self.models = UsageTable([text_column("Model", "model", "(none)"), *totals,
+                                  text_column("Priced as", "price_key", "no price")])
+        self.tools = UsageTable([text_column("Tool", "tool"),
+                                 int_column("Result tokens", "result_tokens",
                                              "Estimated tokens of the tool's results, in every session"),
-                                 _int_column("Results", "results"), _int_column("Sessions", "sessions"),
-                                 _int_column("Largest result", "largest"),
-                                 _int_column("Tool calls", "tool_calls", "The calls the model made to the tool"),
-                                 _usd_column("Cost of calls", "cost_usd_of_calls", None,
+                                 int_column("Results", "results"), int_column("Sessions", "sessions"),
+                                 int_column("Largest result", "largest"),
+                                 int_column("Tool calls", "tool_calls", "The calls the model made to the tool"),
+                                 usd_column("Cost of calls", "cost_usd_of_calls", None,
                                              "What the responses that called the tool cost, each response's cost "
                                              "split evenly over its tool calls (as ctxbench tools splits it)")])
         self.tabs.addTab(self.sessions, "Sessions")
         self.tabs.addTab(self.projects, "Projects")
         self.tabs.addTab(self.models, "Models")
         self.tabs.addTab(self.tools, "Tools")
-        split.addWidget(self.tabs)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
-        split.setChildrenCollapsible(False)
         self.tabs.setMinimumHeight(MIN_TABLES_HEIGHT)
-        layout.addWidget(split, 1)
+        return self.tabs
 
+    def _connect(self) -> None:
         self.preset.currentIndexChanged.connect(self._on_preset)
         self.since_edit.dateChanged.connect(self._on_date_changed)
         self.until_edit.dateChanged.connect(self._on_date_changed)
@@ -561,12 +299,6 @@ class UsageView(QWidget):
         self.metric_box.currentIndexChanged.connect(self._on_metric)
         self.refresh_button.clicked.connect(self._on_refresh_clicked)
         self.sessions.activated.connect(self._on_session_activated)
-        self._tips = SceneTips(self.plot, self._tip_at)
-        self._quiet = True
-        self.preset.setCurrentIndex(1)  # the last 30 days
-        self._apply_preset(30)
-        self._quiet = False
-        self.set_palette(self._pal)
 
     # ------------------------------------------------------------------ range
 
@@ -664,15 +396,15 @@ class UsageView(QWidget):
         r = self._report
         total = r.get("total") or {}
         since, until = r.get("since") or "the first call", r.get("until") or "today"
-        calls = int(_num(total.get("calls")) or 0)
+        calls = int(number(total.get("calls")) or 0)
         if calls:
             text = (f"<b>{usd_text(total.get('cost_usd'), total.get('unpriced_calls'))}</b> for {calls:,} calls "
-                    f"from {since} to {until} · {short_tokens(_num(total.get('prompt_tokens')) or 0)} prompt, "
-                    f"{short_tokens(_num(total.get('output_tokens')) or 0)} output tokens · cache hits "
-                    f"{_pct(total.get('cache_hit_rate')) or '—'}")
+                    f"from {since} to {until} · {short_tokens(number(total.get('prompt_tokens')) or 0)} prompt, "
+                    f"{short_tokens(number(total.get('output_tokens')) or 0)} output tokens · cache hits "
+                    f"{pct_text(total.get('cache_hit_rate')) or '—'}")
         else:
             text = f"No agent calls from {since} to {until}"
-        unpriced = int(_num(total.get("unpriced_calls")) or 0)
+        unpriced = int(number(total.get("unpriced_calls")) or 0)
         if unpriced:
             text += f" · {unpriced:,} call(s) of a model without a price are not counted"
         if r.get("updating"):
@@ -747,10 +479,10 @@ class UsageView(QWidget):
                 continue  # outside the range drawn (the report's rows are of its range: should not happen)
             name = str(row.get("model") or "")
             s = index.get(name, index.get(OTHER, 0))
-            c, t = _num(row.get("cost_usd")), _num(row.get("tokens")) or 0.0
+            c, t = number(row.get("cost_usd")), number(row.get("tokens")) or 0.0
             cost[s, d] += c or 0.0
             tokens[s, d] += t
-            self._breakdown.setdefault(d, []).append((name, c, t, int(_num(row.get("unpriced_calls")) or 0)))
+            self._breakdown.setdefault(d, []).append((name, c, t, int(number(row.get("unpriced_calls")) or 0)))
         self._cost, self._tokens = cost, tokens
 
     def _draw_bars(self) -> None:
@@ -840,4 +572,4 @@ class UsageView(QWidget):
         return list(self._days)
 
 
-__all__ = ["PATH_ROLE", "Column", "RowsModel", "UsageTable", "UsageView", "usd_text"]
+__all__ = ["PATH_ROLE", "UsageView", "usd_text"]
