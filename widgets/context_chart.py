@@ -101,9 +101,9 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
 
-from engine.model.snapshot import ContextSnapshot, region_accuracy
+from engine.model.snapshot import ContextSnapshot
 from widgets.chart_cache import CacheLayer, PercentAxis
-from widgets.chart_marks import SelectionLayer, SubagentLayer, subagent_color
+from widgets.chart_marks import SelectionLayer, SubagentLayer
 from widgets.chart_parts import (
     COLUMN_WIDTH,
     TIMELINE_REGIONS,
@@ -117,9 +117,9 @@ from widgets.chart_parts import Legend as _Legend
 from widgets.chart_parts import Timeline as _Timeline
 from widgets.chart_parts import num as _num
 from widgets.chart_parts import parse_ts as _parse_ts
+from widgets.chart_text import across, column_tooltip, timeline_header, timeline_legend
 from widgets.compaction_text import compaction_tooltip as _compaction_tip
 from widgets.compaction_text import subagent_tooltip as _subagent_tip
-from widgets.formatting import cost_lines
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
 
 ACCURACY_LABELS = {
@@ -133,7 +133,6 @@ CACHE_ON_TIP = "Split each call into cache read / cache write / uncached input, 
 CACHE_OFF_TIP = "No provider cache figures in these calls"
 INFERRED_LABEL = "System prompt + tools (inferred)"
 FIT_BELOW = 0.2  # fit to the data by itself while everything drawn is under this share of the window
-FAR = 1e6  # the window and threshold lines run to x = ±FAR: across the chart, however it is panned
 FIT_TIP = ("Scale the chart to the calls and the next request instead of the whole window (lines above the scale "
            "are named at the top right); untick to see the whole window")
 FIT_ROOM = 1.08  # the y axis reaches this much above the highest thing drawn
@@ -578,39 +577,7 @@ class ContextChart(QWidget):
         return self._compaction_x[index]
 
     def column_tooltip(self, index: int) -> str:
-        tl = self._timeline
-        rec = tl.records[index]
-        lines = [f"Call {index + 1}" + (f" · {rec.get('ts')}" if rec.get("ts") else "")]
-        if rec.get("model"):
-            lines.append(f"model {rec['model']}")
-        accuracy = region_accuracy(rec)
-        for r, key in enumerate(TIMELINE_REGIONS):
-            lines.append(f"{REGION_LABELS[key]}: {format_tokens(tl.values[r, index])} ({accuracy[key]})")
-        est = tl.total(index)
-        acc = rec.get("accuracy") or "estimated"
-        lines.append(f"Estimate: {format_tokens(est)} ({acc})")
-        prov = tl.provider[index]
-        if not math.isnan(prov):
-            diff = (est - prov) / prov * 100 if prov else 0.0
-            lines.append(f"Reported by provider: {format_tokens(prov)} (estimate {diff:+.1f}%)")
-            if rec.get("prompt_unlike_file"):  # the provider counted what the file does not hold
-                lines.append(f"Different basis: {rec['prompt_unlike_file']}")
-        else:
-            lines.append("Reported by provider: —")
-        cached = [f"{label} {format_tokens(rec[key])}" for key, label in
-                  (("cache_read_tokens", "read"), ("cache_write_tokens", "written")) if isinstance(rec.get(key), int)]
-        if self._cache.visible:
-            lines += self._cache.tooltip_lines(index)
-        elif cached:
-            lines.append("Cache: " + ", ".join(cached))
-        if rec.get("prefix_source") == "inferred" and isinstance(rec.get("prefix_tokens"), int):
-            lines.append(f"System prompt + tools (inferred): {format_tokens(rec['prefix_tokens'])}")
-        if not math.isnan(tl.raw[index]):
-            lines.append(f"Raw estimate: {format_tokens(tl.raw[index])}")
-        if not math.isnan(tl.window[index]):
-            lines.append(f"Window: {format_tokens(tl.window[index])}")
-        lines += cost_lines(rec)
-        return "\n".join(lines)
+        return column_tooltip(self._timeline, index, self._cache.tooltip_lines(index) if self._cache.visible else None)
 
     def compaction_tooltip(self, index: int) -> str:
         return _compaction_tip(self._compactions[index])
@@ -850,8 +817,8 @@ class ContextChart(QWidget):
         tl, s = self._timeline, self._snapshot
         n = tl.n
         self._lines_of = s
-        self._window_curve.setData(*_across(tl.window[:n], float(s.window) if s else math.nan))
-        self._threshold_curve.setData(*_across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan))
+        self._window_curve.setData(*across(tl.window[:n], float(s.window) if s else math.nan))
+        self._threshold_curve.setData(*across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan))
         top = self._scale_top()
         vb = self._tl_plot.getPlotItem().getViewBox()
         vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=False)
@@ -859,28 +826,9 @@ class ContextChart(QWidget):
         self._set_offscale(top)
 
     def _timeline_header(self) -> str:
-        tl, pal = self._timeline, self._pal
-        n, m = tl.n, len(self._compactions)
-        if n == 0:
-            return ("No calls yet" + (f" · <span style='color:{pal.muted}'>the pale column: the next request, "
-                                      f"estimated</span>" if self._snapshot is not None else ""))
-        est = tl.total(n - 1)
-        prov = tl.provider[n - 1]
-        text = f"{n:,} call{'s' if n != 1 else ''}"
-        if self._cache.visible:  # one line: the cache's figures instead of the estimate's
-            text += " · " + self._cache.header_html(pal)
-            if not math.isnan(prov):
-                text += f" · last prompt <b>{format_tokens(prov)}</b>"
-            return text + (f" · {m} compaction{'s' if m != 1 else ''}" if m else "")
-        text += f" · last estimate <b>{format_tokens(est)}</b>"
-        if not math.isnan(prov):
-            diff = (est - prov) / prov * 100 if prov else 0.0
-            text += f" · reported <b>{format_tokens(prov)}</b> ({diff:+.1f}%)"
-        else:
-            text += f" · <span style='color:{pal.muted}'>no provider report</span>"
-        if m:
-            text += f" · {m} compaction{'s' if m != 1 else ''}"
-        return text
+        cache = self._cache.header_html(self._pal) if self._cache.visible else None
+        return timeline_header(self._timeline, len(self._compactions), self._pal,
+                               next_request=self._snapshot is not None, cache_header=cache)
 
     def _calls_after_compaction(self) -> set[int]:
         """0-based indexes of the calls that come first after a compaction marker."""
@@ -911,25 +859,9 @@ class ContextChart(QWidget):
         self._set_timeline_legend()
 
     def _set_timeline_legend(self) -> None:
-        pal = self._pal
-        sub = (f" &nbsp; <span style='white-space:nowrap'><span style='color:{subagent_color(pal)}'>◆</span>"
-               "&nbsp;subagent</span>") if self._subagents.marks else ""
-        if self._cache.visible:
-            self._tl_legend.setText(self._cache.legend_html(pal) + sub)
-            return
-        items = [
-            (pal.provider, "━━", "reported by provider"),
-            (pal.estimate, "┈┈", "raw estimate"),
-            (pal.marker, "▼", "compaction"),
-            (pal.limit, "╌╌", "window"),
-            (pal.threshold, "╌╌", "threshold"),
-        ]
-        self._tl_legend.setText(
-            " &nbsp; ".join(
-                f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>"
-                for c, g, t in items
-            ) + sub
-        )
+        self._tl_legend.setText(timeline_legend(self._pal, subagents=bool(self._subagents.marks),
+                                                cache_legend=self._cache.legend_html(self._pal)
+                                                if self._cache.visible else None))
 
     # ----------------------------------------------------------------- mouse
     def _hit(self, scene_pos: QPointF) -> tuple[str, int] | None:
@@ -988,23 +920,3 @@ class ContextChart(QWidget):
             self.select_call(index)
             self.call_clicked.emit(index)
 
-
-def _across(values: np.ndarray, after: float) -> tuple[np.ndarray, np.ndarray]:
-    """A per-call line (window, threshold) drawn across the chart: from x = −FAR at the first call's value, a
-    step over each column (x ± 0.5; NaN: a gap), then on at ``after`` (the next request's; NaN: the last call's)
-    to x = FAR."""
-    n = len(values)
-    if math.isnan(after):
-        after = float(values[-1]) if n else math.nan
-    first = float(values[0]) if n else after
-    x = np.empty(2 * n + 3)
-    y = np.empty(2 * n + 3)
-    x[0], y[0] = -FAR, first
-    centres = np.arange(1, n + 1, dtype=float)
-    x[1 : 2 * n + 1 : 2] = centres - 0.5
-    x[2 : 2 * n + 2 : 2] = centres + 0.5
-    y[1 : 2 * n + 1 : 2] = values
-    y[2 : 2 * n + 2 : 2] = values
-    x[-2], y[-2] = n + 0.5, after
-    x[-1], y[-1] = FAR, after
-    return x, y

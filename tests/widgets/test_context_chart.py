@@ -445,7 +445,7 @@ def test_a_session_that_fills_its_window_is_drawn_against_the_whole_window(chart
 
 
 def test_the_window_and_threshold_lines_run_across_the_chart(chart):
-    from widgets.context_chart import FAR
+    from widgets.chart_text import FAR
 
     recs = [record(i) for i in range(3)]
     chart.set_timeline(recs)

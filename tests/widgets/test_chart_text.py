@@ -1,0 +1,50 @@
+"""widgets.chart_text alone: a call's tooltip, the timeline's header and legend, the lines across the chart."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tests.widgets.test_context_chart import record
+from widgets.chart_parts import Timeline
+from widgets.chart_text import FAR, across, column_tooltip, timeline_header, timeline_legend
+from widgets.theme import LIGHT
+
+
+def _timeline(n: int, **extra: object) -> Timeline:
+    tl = Timeline()
+    for i in range(n):
+        tl.append({**record(i), **extra})
+    return tl
+
+
+def test_a_calls_tooltip_says_its_regions_its_estimate_against_the_provider_and_the_cache() -> None:
+    tl = _timeline(3, cache_read_tokens=4_000)
+    text = column_tooltip(tl, 1, None)
+    assert text.startswith("Call 2 · 2025-11-21T10:00:01")
+    assert "Reported by provider: 9,055" in text and "(estimate " in text and "Cache: read 4,000" in text
+    shown = column_tooltip(tl, 1, ["Cache read 4,000 · hit rate 40 %"])  # the cache view's own lines instead
+    assert "Cache read 4,000 · hit rate 40 %" in shown and "Cache: read" not in shown
+
+
+def test_the_header_and_the_legend() -> None:
+    empty = Timeline()
+    assert timeline_header(empty, 0, LIGHT, next_request=False, cache_header=None) == "No calls yet"
+    assert "the pale column" in timeline_header(empty, 0, LIGHT, next_request=True, cache_header=None)
+    tl = _timeline(2)
+    head = timeline_header(tl, 1, LIGHT, next_request=True, cache_header=None)
+    assert head.startswith("2 calls · last estimate") and "reported <b>9,055</b>" in head and "1 compaction" in head
+    cached = timeline_header(tl, 2, LIGHT, next_request=True, cache_header="hit rate <b>40 %</b>")
+    assert "hit rate <b>40 %</b>" in cached and "last prompt <b>9,055</b>" in cached and "2 compactions" in cached
+    assert "reported by provider" in timeline_legend(LIGHT, subagents=False, cache_legend=None)
+    assert "subagent" in timeline_legend(LIGHT, subagents=True, cache_legend="cache")
+    assert timeline_legend(LIGHT, subagents=False, cache_legend="cache") == "cache"
+
+
+def test_a_line_across_the_chart() -> None:
+    x, y = across(np.array([100.0, math.nan, 300.0]), math.nan)
+    assert x[0] == -FAR and x[-1] == FAR and y[0] == 100 and y[-1] == 300  # on at the last call's value
+    assert list(x[1:7]) == [0.5, 1.5, 1.5, 2.5, 2.5, 3.5] and math.isnan(y[3])  # a gap where no figure
+    x, y = across(np.array([]), 500.0)
+    assert list(y) == [500.0, 500.0, 500.0]

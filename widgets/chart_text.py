@@ -1,0 +1,125 @@
+"""What the context chart (:mod:`widgets.context_chart`) says in words and draws across: a call's tooltip, the
+timeline's header and legend (HTML), and the window / threshold lines across the chart. Functions of the data they
+are given (the timeline's columns, the palette, the cache layer's texts when it is shown), so that the chart draws
+and these say."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engine.model.snapshot import region_accuracy
+from widgets.chart_marks import subagent_color
+from widgets.chart_parts import TIMELINE_REGIONS, Timeline
+from widgets.formatting import cost_lines
+from widgets.theme import REGION_LABELS, Palette, format_tokens
+
+FAR = 1e6  # the window and threshold lines run to x = ±FAR: across the chart, however it is panned
+
+
+def column_tooltip(tl: Timeline, index: int, cache_lines: list[str] | None) -> str:
+    """Call ``index``'s tooltip: its regions and how each was counted, the estimate against the provider's figure,
+    the cache (``cache_lines``: the cache view's lines when it is shown), the window and the cost."""
+    rec = tl.records[index]
+    lines = [f"Call {index + 1}" + (f" · {rec.get('ts')}" if rec.get("ts") else "")]
+    if rec.get("model"):
+        lines.append(f"model {rec['model']}")
+    accuracy = region_accuracy(rec)
+    for r, key in enumerate(TIMELINE_REGIONS):
+        lines.append(f"{REGION_LABELS[key]}: {format_tokens(tl.values[r, index])} ({accuracy[key]})")
+    est = tl.total(index)
+    acc = rec.get("accuracy") or "estimated"
+    lines.append(f"Estimate: {format_tokens(est)} ({acc})")
+    prov = tl.provider[index]
+    if not math.isnan(prov):
+        diff = (est - prov) / prov * 100 if prov else 0.0
+        lines.append(f"Reported by provider: {format_tokens(prov)} (estimate {diff:+.1f}%)")
+        if rec.get("prompt_unlike_file"):  # the provider counted what the file does not hold
+            lines.append(f"Different basis: {rec['prompt_unlike_file']}")
+    else:
+        lines.append("Reported by provider: —")
+    cached = [f"{label} {format_tokens(rec[key])}" for key, label in
+              (("cache_read_tokens", "read"), ("cache_write_tokens", "written")) if isinstance(rec.get(key), int)]
+    if cache_lines is not None:
+        lines += cache_lines
+    elif cached:
+        lines.append("Cache: " + ", ".join(cached))
+    if rec.get("prefix_source") == "inferred" and isinstance(rec.get("prefix_tokens"), int):
+        lines.append(f"System prompt + tools (inferred): {format_tokens(rec['prefix_tokens'])}")
+    if not math.isnan(tl.raw[index]):
+        lines.append(f"Raw estimate: {format_tokens(tl.raw[index])}")
+    if not math.isnan(tl.window[index]):
+        lines.append(f"Window: {format_tokens(tl.window[index])}")
+    lines += cost_lines(rec)
+    return "\n".join(lines)
+
+
+def timeline_header(tl: Timeline, compactions: int, pal: Palette, *, next_request: bool,
+                    cache_header: str | None) -> str:
+    """The line above the timeline (HTML): the calls, the last estimate against the provider's figure (or, with the
+    cache view shown, ``cache_header``), the compactions; with no call yet, what the lone pale column is."""
+    n, m = tl.n, compactions
+    if n == 0:
+        return ("No calls yet" + (f" · <span style='color:{pal.muted}'>the pale column: the next request, "
+                                  f"estimated</span>" if next_request else ""))
+    est = tl.total(n - 1)
+    prov = tl.provider[n - 1]
+    text = f"{n:,} call{'s' if n != 1 else ''}"
+    if cache_header is not None:  # one line: the cache's figures instead of the estimate's
+        text += " · " + cache_header
+        if not math.isnan(prov):
+            text += f" · last prompt <b>{format_tokens(prov)}</b>"
+        return text + (f" · {m} compaction{'s' if m != 1 else ''}" if m else "")
+    text += f" · last estimate <b>{format_tokens(est)}</b>"
+    if not math.isnan(prov):
+        diff = (est - prov) / prov * 100 if prov else 0.0
+        text += f" · reported <b>{format_tokens(prov)}</b> ({diff:+.1f}%)"
+    else:
+        text += f" · <span style='color:{pal.muted}'>no provider report</span>"
+    if m:
+        text += f" · {m} compaction{'s' if m != 1 else ''}"
+    return text
+
+
+def timeline_legend(pal: Palette, *, subagents: bool, cache_legend: str | None) -> str:
+    """The legend under the timeline (HTML): its lines and marks, or ``cache_legend`` with the cache view shown;
+    the subagent mark when there are some."""
+    sub = (f" &nbsp; <span style='white-space:nowrap'><span style='color:{subagent_color(pal)}'>◆</span>"
+           "&nbsp;subagent</span>") if subagents else ""
+    if cache_legend is not None:
+        return cache_legend + sub
+    items = [
+        (pal.provider, "━━", "reported by provider"),
+        (pal.estimate, "┈┈", "raw estimate"),
+        (pal.marker, "▼", "compaction"),
+        (pal.limit, "╌╌", "window"),
+        (pal.threshold, "╌╌", "threshold"),
+    ]
+    return " &nbsp; ".join(
+        f"<span style='white-space:nowrap'><span style='color:{c}'>{g}</span>&nbsp;{t}</span>" for c, g, t in items
+    ) + sub
+
+
+def across(values: np.ndarray, after: float) -> tuple[np.ndarray, np.ndarray]:
+    """A per-call line (window, threshold) drawn across the chart: from x = −FAR at the first call's value, a
+    step over each column (x ± 0.5; NaN: a gap), then on at ``after`` (the next request's; NaN: the last call's)
+    to x = FAR."""
+    n = len(values)
+    if math.isnan(after):
+        after = float(values[-1]) if n else math.nan
+    first = float(values[0]) if n else after
+    x = np.empty(2 * n + 3)
+    y = np.empty(2 * n + 3)
+    x[0], y[0] = -FAR, first
+    centres = np.arange(1, n + 1, dtype=float)
+    x[1 : 2 * n + 1 : 2] = centres - 0.5
+    x[2 : 2 * n + 2 : 2] = centres + 0.5
+    y[1 : 2 * n + 1 : 2] = values
+    y[2 : 2 * n + 2 : 2] = values
+    x[-2], y[-2] = n + 0.5, after
+    x[-1], y[-1] = FAR, after
+    return x, y
+
+
+__all__ = ["FAR", "across", "column_tooltip", "timeline_header", "timeline_legend"]
