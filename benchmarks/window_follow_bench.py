@@ -9,12 +9,12 @@ temporary HOME (so the Sources tab lists it), opened from Sources and followed w
 are appended at :data:`RATE` lines a second for :data:`FOLLOW_S` seconds (each write flushed; the window's own
 file watcher and poll see it).
 
-Figures, each size in its own process: open (``open_source`` → the session first shown); CPU of the whole process
-while following (``time.process_time`` over wall time: every thread, Qt's and the readers' included); write →
-painted (from the write of a line that starts a call to the chart having drawn that call's column: its
-``append_call`` returned; p50 / p95); the chart's column count and the chat's messages at the end against a whole
-read of the file (nothing lost, nothing twice); RSS after the first 5 s and at the end. ``--seconds`` sets the
-following time (600: the issue's ten minutes).
+Figures, each size in its own process: open (``open_source`` → the first screen, and → every call on the chart);
+CPU of the whole process while following (``time.process_time`` over wall time: every thread, Qt's and the readers'
+included); write → painted (from the write of a line that starts a call to the chart having drawn that call's
+column: its ``append_call`` returned; p50 / p95); the chart's column count and the chat's messages at the end
+against a whole read of the file (nothing lost, nothing twice); RSS after the first 5 s and at the end.
+``--seconds`` sets the following time (600: the issue's ten minutes).
 """
 
 from __future__ import annotations
@@ -47,18 +47,20 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def _call_starts(path: Path, tail: list[bytes]) -> list[int]:
-    """For each appended line, the calls the session holds once it is written (the incremental reader's count)."""
+def _call_starts(path: Path, tail: list[bytes]) -> tuple[int, list[int]]:
+    """The calls the file holds, and for each appended line the calls the session holds once it is written (the
+    incremental reader's count)."""
     from engine.sources.claude_code import ClaudeCodeReader
 
     reader = ClaudeCodeReader(path)
     with open(path, "rb") as fh:
         reader.feed_lines(fh)
+    first = len(reader.session.calls)
     out = []
     for raw in tail:
         reader.feed(raw)
         out.append(len(reader.session.calls))
-    return out
+    return first, out
 
 
 def _child(mb: int, seconds: float) -> dict[str, Any]:
@@ -73,7 +75,7 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
         project.mkdir(parents=True)
         live = project / src.name
         shutil.copyfile(src, live)
-        counts = _call_starts(live, tail[:n])
+        held, counts = _call_starts(live, tail[:n])
         os.environ.update(HOME=str(home), CTXBENCH_DATA_DIR=str(Path(tmp) / "data"),
                           CTXBENCH_CONFIG_DIR=str(Path(tmp) / "config"))
         for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_DIR"):
@@ -110,6 +112,9 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
             controller.open_source(str(live))
             await asyncio.wait_for(loaded.wait(), 300)
             out["open_s"] = time.perf_counter() - t0
+            while chart.column_count() < held:  # the whole view (after the first screen: the context since the
+                await asyncio.sleep(0.01)  # last compaction)
+            out["whole_s"] = time.perf_counter() - t0
             while "live" not in window.sources_wiring.live_label.text():  # type: ignore[attr-defined]
                 await asyncio.sleep(0.05)
             await asyncio.sleep(2.0)  # settled
@@ -183,8 +188,10 @@ def bench_window_follow(seconds: float = FOLLOW_S) -> list[Figure]:
         r = json.loads(lines[-1])
         lat = r["lat_ms"]
         figs += [
-            Figure(f"window follow {mb} MB: open from Sources → first shown", r["open_s"], "s",
-                   f"<= {1 if mb <= 30 else 2} s", r["open_s"] <= (1 if mb <= 30 else 2)),
+            Figure(f"window follow {mb} MB: open from Sources → first screen", r["open_s"], "s", "<= 0.3 s",
+                   r["open_s"] <= 0.3),
+            Figure("  … → the whole view (every call on the chart)", r["whole_s"], "s",
+                   f"<= {1 if mb <= 30 else 2} s", r["whole_s"] <= (1 if mb <= 30 else 2)),
             Figure(f"  CPU following {RATE:g} lines/s for {r['wall']:.0f} s (share of one core, all threads)",
                    r["cpu"] * 100, "%", "<= 10 %", r["cpu"] <= 0.10),
             Figure(f"  write → painted p50 ({len(lat)} calls)", statistics.median(lat) if lat else float("nan"),
