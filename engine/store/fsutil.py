@@ -60,9 +60,38 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, data)
 
 
+# a run of 19 digits: maybe an integer past 64 bits, which orjson would turn into a float (the stdlib keeps it exact);
+# found as 19 "0"s in the line with its digits made "0" and the rest " " (C speed: 6× a regex's)
+_DIGITS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_LONG_RUN = b"0" * 19
+_orjson_loads: Any
+try:
+    from orjson import loads as _orjson_loads
+except ImportError:  # pragma: no cover - orjson is in the lock; without it the standard module reads everything
+    _orjson_loads = None
+
+
+def fast_json(raw: bytes) -> tuple[bool, Any]:
+    """``(True, value)`` when orjson reads ``raw`` as the standard module would (about 3× faster): not when it
+    refuses it (NaN, a lone surrogate, a raw control character, nested too deeply, not UTF-8: the standard module
+    then says what it makes of it) nor when it may hold an integer past 64 bits (orjson would make it a float).
+    ``(False, None)`` otherwise: the caller reads it with the standard module."""
+    if _orjson_loads is not None and _LONG_RUN not in raw.translate(_DIGITS):
+        try:
+            return True, _orjson_loads(raw)
+        except ValueError:  # orjson.JSONDecodeError
+            pass
+    return False, None
+
+
 def json_loads(data: bytes | str) -> Any:
-    """``json.loads`` for input we do not control: too deep a nesting is a ValueError like any other
-    bad JSON (``json.loads`` raises RecursionError beyond ~1,000 levels, which callers never expect)."""
+    """``json.loads`` for input we do not control (orjson where it gives the very same value:
+    :func:`fast_json`): too deep a nesting is a ValueError like any other bad JSON (``json.loads`` raises
+    RecursionError beyond ~1,000 levels, which callers never expect)."""
+    if isinstance(data, bytes):
+        done, value = fast_json(data)
+        if done:
+            return value
     try:
         return json.loads(data)
     except RecursionError:

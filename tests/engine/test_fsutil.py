@@ -75,3 +75,24 @@ def test_a_path_that_is_not_utf8_is_written_and_read_back_the_same(tmp_path: Pat
     assert json_loads((tmp_path / "x.json").read_bytes()) == odd
     atomic_write_json(tmp_path / "y.json", {"title": "caf\u00e9"})
     assert (tmp_path / "y.json").read_bytes() == '{\n "title": "café"\n}\n'.encode()  # UTF-8 as before when it can be
+
+
+def test_json_loads_gives_what_the_standard_module_gives() -> None:
+    """orjson reads the store's files where it gives the very same value; everything else is the standard
+    module's (NaN, integers past 64 bits kept exact, lone surrogate escapes), and what it refuses is refused."""
+    import json
+    import math
+
+    import pytest
+
+    from engine.store.fsutil import fast_json, json_loads
+
+    for text in (b'{"a": 1, "b": [1.5, "x\\u00e9", null, true], "c": {"d": -0}}', b'{"n": 18446744073709551616}',
+                 b'{"n": -123456789012345678901234567890}', b'{"s": "\\ud800"}', b'[1e308, 2.5e-320]',
+                 '{"u": "é ✓ 𝄞"}'.encode(), b'{"a": 1, "a": 2}', b"  [ ]  "):
+        assert json_loads(text) == json.loads(text), text
+    assert math.isnan(json_loads(b'{"x": NaN}')["x"])
+    assert fast_json(b'{"n": 12345678901234567890123}') == (False, None)  # past 64 bits: the standard module's
+    for bad in (b'{"a": "raw\ttab"}', b"{", b'{"a": 1} x', b"[" * 100_000 + b"]" * 100_000):
+        with pytest.raises(ValueError):
+            json_loads(bad)

@@ -231,6 +231,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
 
     def set_out_of_context(self, message_ids: Iterable[str]) -> None:
         ids = set(message_ids)
+        flipped = []
         for it in self._model.items():
             if it.kind != "message":
                 continue
@@ -238,7 +239,8 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
             if it.out_of_context != flag:
                 it.out_of_context = flag
                 it.touch()
-                self._model.changed(it.key)
+                flipped.append(it.key)
+        self._model.changed_many(flipped)
 
     def set_call_running(self, call_id: str, running: bool) -> None:
         """Mark a tool call as running (ToolCallStarted) or done (ToolCallFinished)."""

@@ -117,6 +117,20 @@ def test_remove_and_out_of_context(view):
     view.clear()
     assert view.row_count() == 0
 
+def test_out_of_context_told_once_per_run_of_rows(view):
+    """Thousands of messages taken out of the context at once (a session loaded after compactions) reach the view
+    as one notice per run of adjacent rows, each flagged; the ones put back are told too."""
+    view.set_messages([msg(i) for i in range(1, 2001)])
+    notices = []
+    view.chat_model().dataChanged.connect(lambda top, bottom, *_: notices.append((top.row(), bottom.row())))
+    view.set_out_of_context([f"m{i}" for i in range(1, 1501)] + ["m1800", "m1801"])
+    assert notices == [(0, 1499), (1799, 1800)]
+    assert view.item("m1").out_of_context and view.item("m1801").out_of_context
+    assert not view.item("m1501").out_of_context
+    notices.clear()
+    view.set_out_of_context([f"m{i}" for i in range(1, 1501)])  # two put back
+    assert notices == [(1799, 1800)] and not view.item("m1800").out_of_context
+
 def test_copy_item(view):
     view.set_messages(conversation())
     assert view.copy_item("m2").startswith("Reading it.")
