@@ -92,7 +92,6 @@ from engine.sources import formats
 from engine.sources import model as _model
 from engine.sources.discovery import ScanProblem, SourceEntry, scan_sources
 from engine.sources.model import (
-    ProviderCall,
     SourceError,
     SourceFormat,
     SourceSession,
@@ -108,6 +107,7 @@ from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes, fsync_dir
 from engine.usage.costs import session_parts
 from engine.usage.prices import REASONING_SEPARATE, PriceTable, PriceTableError, litellm_version, load_table
+from engine.usage.tool_costs import response_tools
 
 INDEX_DIR = "usage"
 MANIFEST = "files.json"
@@ -146,7 +146,9 @@ ROLLUPS = ("call_rollup", "tool_rollup", "session_rollup")
 ROLLUP_VERSION = 3  # 3: a session's cost in its parts (main, subagents, compaction)
 # what the rows of a session file hold; another version reads every session file again (as another price table)
 # 2: a project is its folder's full path (no longer its last name); a session without a title: its first prompt
-ROWS_VERSION = 2
+# 3: a call's tools are every tool call of its response (engine.usage.tool_costs.response_tools), not only those
+#    of its first message (a Codex response's function calls in several messages)
+ROWS_VERSION = 3
 ROLLUP_MARKER = "rollups-version"
 # a call rollup row: (day, agent, project, session_id, file_id, model) and the sums of its calls
 _CALL_ROLLUP = """
@@ -373,20 +375,6 @@ def _tool_names(session: SourceSession) -> dict[str, str]:
     return names
 
 
-def _tools_of(session: SourceSession, call: ProviderCall) -> list[str]:
-    if not 0 <= call.message_index < len(session.messages):
-        return []
-    msg = session.messages[call.message_index]
-    if msg.get("role") != "assistant":
-        return []
-    out = []
-    for tc in msg.get("tool_calls") or ():
-        fn = tc.get("function") if isinstance(tc, dict) else None
-        if isinstance(fn, dict) and fn.get("name"):
-            out.append(str(fn["name"]))
-    return out
-
-
 def project_of(entry: SourceEntry, session: SourceSession) -> str:
     """A session's project: the full path of the folder the agent worked in (two folders of the same name are two
     projects), else what the scan named it."""
@@ -458,7 +446,11 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
     window_seen: int | None = None
     hours: dict[int, dict[str, int]] = {}  # a part's one-hour cache writes by request (the light pass), if needed
     parts = [("", session), *((s.id, s.session) for s in session.subagents if s.session is not None)]
-    owned = {id(c) for _, part in parts for c in part.calls}  # not a compaction's call derived apart
+    # each call's tool calls, by the one rule ctxbench tools splits a response's cost by (a compaction's call derived
+    # apart, in no part's calls, has none)
+    tools = {id(c): names for _, part in parts
+             for c, names in zip(part.calls, response_tools(part.messages, [c.message_index for c in part.calls]),
+                                 strict=True)}
     # every call the session paid for, once: the one list engine.usage.costs.source_cost prices too
     for sub_id, kind, part, call in session_parts(session):
         write_1h = call.cache_write_1h_tokens
@@ -483,7 +475,7 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
             "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
             "cache_write_1h_tokens": write_1h, "output_tokens": call.completion_tokens,
             "reasoning_tokens": call.reasoning_tokens, "cost_usd": cost_usd, "cost_problem": problem,
-            "price_key": key, "window": window, "tools": _tools_of(part, call) if id(call) in owned else [],
+            "price_key": key, "window": window, "tools": tools.get(id(call), []),
         })
         if kind == "main" and prompt:
             peak_prompt = max(peak_prompt, prompt)
