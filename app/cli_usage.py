@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--refresh", action="store_true", help="read every session file again")
     mode.add_argument("--no-update", action="store_true", help="query the index as it is (read no file)")
-    p.add_argument("--lock-wait", type=float, default=15.0, metavar="SECONDS",  # engine.usage.index.LOCK_WAIT
+    p.add_argument("--lock-wait", type=float, default=15.0, metavar="SECONDS",  # engine.usage.storage.LOCK_WAIT
                    help="how long to wait for another ctxbench process updating the index before answering from "
                         "the index as it is (default: 15)")
     return p
@@ -127,9 +127,11 @@ def format_table(groups: list[dict[str, Any]], total: dict[str, Any], by: str) -
 
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
+    from engine.sources.model import shown_path
     from engine.usage.costs import row_cost
-    from engine.usage.index import UsageIndex, UsageIndexError, shown_path
+    from engine.usage.index import UsageIndex
     from engine.usage.prices import compare_agent_cost
+    from engine.usage.storage import UsageIndexError
 
     def warn(text: str) -> None:
         print(f"ctxbench: warning: {printable(text)}", file=sys.stderr, flush=True)
