@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--refresh", action="store_true", help="read every session file again")
     mode.add_argument("--no-update", action="store_true", help="query the index as it is (read no file)")
-    p.add_argument("--lock-wait", type=float, default=15.0, metavar="SECONDS",  # engine.usage.index.LOCK_WAIT
+    p.add_argument("--lock-wait", type=float, default=15.0, metavar="SECONDS",  # engine.usage.storage.LOCK_WAIT
                    help="how long to wait for another ctxbench process updating the index before answering from "
                         "the index as it is (default: 15)")
     return p
@@ -131,7 +131,7 @@ def _answer(index: Any, args: argparse.Namespace,
     (:mod:`engine.usage.answers`: no DuckDB started), else the index's query (then kept)."""
     from engine.sources.model import shown_path
     from engine.usage import answers
-    from engine.usage.index import UsageIndexError
+    from engine.usage.storage import UsageIndexError
 
     token = index.manifest(whole=False).token
     key = answers.question("usage", args.by, args.since)
@@ -166,7 +166,8 @@ def _answer(index: Any, args: argparse.Namespace,
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
     from engine.sources.model import shown_path
-    from engine.usage.index import UsageIndex, UsageIndexError
+    from engine.usage.index import UsageIndex
+    from engine.usage.storage import UsageIndexError
 
     def warn(text: str) -> None:
         print(f"ctxbench: warning: {printable(text)}", file=sys.stderr, flush=True)

@@ -265,7 +265,7 @@ def _regrow_child(data_dir: str) -> dict[str, Any]:
 def _same_as_whole_read(ix: Any, target: Path) -> bool:
     """Whether the index's rows of the grown ``target`` (read incrementally) equal a whole read's."""
     from engine.sources.readers import read_source
-    from engine.usage.index import file_id, rows_of
+    from engine.usage.rows import file_id, rows_of
 
     entry = next(e for e in __import__("engine.sources.discovery", fromlist=["scan_sources"]).scan_sources(
         home=HOME, env={}, index=ix.root / "sources-index.json") if e.path == str(target))
@@ -295,7 +295,8 @@ def _child(args: list[str], timeout: float = 600) -> dict[str, Any]:
 
 def make_big_index(root: Path = BIG_INDEX, sessions: int = Q_SESSIONS, calls: int = Q_CALLS) -> Path:
     """An index of ``sessions`` sessions / ``calls`` calls written as Parquet with DuckDB (synthetic rows)."""
-    from engine.usage.index import CALL_COLUMNS, SESSION_COLUMNS, TOOL_COLUMNS, UsageIndex
+    from engine.usage.index import UsageIndex
+    from engine.usage.rows import CALL_COLUMNS, SESSION_COLUMNS, TOOL_COLUMNS
 
     done = root / f".done-{sessions}-{calls}"
     if done.exists() and UsageIndex(root).manifest(whole=False).rollups_current():
@@ -367,7 +368,7 @@ def make_big_index(root: Path = BIG_INDEX, sessions: int = Q_SESSIONS, calls: in
         names_sql = ", ".join(f'CAST("{k}" AS {v}) AS "{k}"' for k, v in columns.items())
         day_files[table] = {}
         for (day,) in con.execute(f"SELECT DISTINCT day FROM {src} ORDER BY day").fetchall():
-            name = ix._new_name(table, 1, day.isoformat())
+            name = ix.new_name(table, 1, day.isoformat())
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             con.execute(f"COPY (SELECT {names_sql} FROM {src} WHERE day = DATE '{day.isoformat()}' ORDER BY ts) "
                         f"TO '{root / name}' (FORMAT PARQUET)")
@@ -381,7 +382,7 @@ def make_big_index(root: Path = BIG_INDEX, sessions: int = Q_SESSIONS, calls: in
         ("compactions", "count(*) FILTER (WHERE kind = 'compaction')"), ("window", "200000"),
         ("peak_prompt_tokens", "max(prompt_tokens)"), ("peak_fullness", "max(prompt_tokens) / 200000"),
         ("agent_cost_usd", "CASE WHEN any_value(agent) = 'claude-code' THEN sum(cost_usd) * 1.01 END")))
-    sessions_file = ix._new_name("sessions", 1)
+    sessions_file = ix.new_name("sessions", 1)
     con.execute(f"COPY (SELECT {scols} FROM calls_all GROUP BY file_id) TO '{root / sessions_file}' "
                 "(FORMAT PARQUET)")
     ix.adopt(day_files, sessions_file, prices="synthetic")  # the manifest naming them, and the rollups built
@@ -393,9 +394,10 @@ def make_big_index(root: Path = BIG_INDEX, sessions: int = Q_SESSIONS, calls: in
 
 
 def _queries_child() -> dict[str, Any]:
-    from engine.usage import index as index_mod
     from engine.usage import report as report_mod
-    from engine.usage.index import GROUPS, UsageIndex, summarize
+    from engine.usage import storage
+    from engine.usage.index import UsageIndex
+    from engine.usage.queries import GROUPS, summarize
     from engine.usage.report import usage_report
 
     root = make_big_index()
@@ -414,7 +416,7 @@ def _queries_child() -> dict[str, Any]:
 
     def cold(fn: Any) -> Any:  # as the first query of a process: no database kept for the index yet
         def run() -> Any:
-            index_mod._DATABASES.clear()
+            storage.forget_databases()
             return fn()
         return run
 

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from engine.usage.index import _SUMS, UsageIndex, _fetch, _sql_str, session_query
+from engine.usage.index import UsageIndex
+from engine.usage.queries import SUMS, fetch, session_query, sql_str
 
 TOP_TOOLS = 20
 # a session row of the view: what its sessions table shows, and the file to open (10,000 rows of all the index's
@@ -119,9 +120,9 @@ def short_path(path: str, home: str | None = None, limit: int = 40) -> str:
 def _where(since: date | None, until: date | None, column: str = "day") -> str:
     parts = ["TRUE"]
     if since is not None:
-        parts.append(f"{column} >= DATE {_sql_str(since.isoformat())}")
+        parts.append(f"{column} >= DATE {sql_str(since.isoformat())}")
     if until is not None:
-        parts.append(f"{column} <= DATE {_sql_str(until.isoformat())}")
+        parts.append(f"{column} <= DATE {sql_str(until.isoformat())}")
     return " AND ".join(parts)
 
 
@@ -138,25 +139,25 @@ def usage_report(index: UsageIndex, since: date | None = None, until: date | Non
 def _report(con: Any, since: date | None, until: date | None, top_tools: int) -> UsageReport:
     where = _where(since, until)
     report = UsageReport(since.isoformat() if since else None, until.isoformat() if until else None)
-    report.by_day_model = _fetch(con, f"""
+    report.by_day_model = fetch(con, f"""
         SELECT day, model, coalesce(sum(calls), 0)::BIGINT AS calls, sum(cost_usd) AS cost_usd,
                coalesce(sum(unpriced_calls), 0)::BIGINT AS unpriced_calls,
                sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(output_tokens)::BIGINT AS output_tokens,
                (coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0))::BIGINT AS tokens
         FROM call_rollup WHERE {where} GROUP BY day, model ORDER BY day, model""")
-    report.sessions = _fetch(con, session_query(since, until, "cost_usd DESC NULLS LAST, last_call DESC",
+    report.sessions = fetch(con, session_query(since, until, "cost_usd DESC NULLS LAST, last_call DESC",
                                                 SESSION_COLUMNS))
-    report.projects = _fetch(con, f"SELECT project, {_SUMS} FROM call_rollup WHERE {where} GROUP BY project "
+    report.projects = fetch(con, f"SELECT project, {SUMS} FROM call_rollup WHERE {where} GROUP BY project "
                                   "ORDER BY cost_usd DESC NULLS LAST, project")
-    report.models = _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_SUMS} FROM call_rollup "
+    report.models = fetch(con, f"SELECT model, any_value(price_key) AS price_key, {SUMS} FROM call_rollup "
                                 f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
-    report.tools = _fetch(con, f"""
+    report.tools = fetch(con, f"""
         SELECT tool, sum(results)::BIGINT AS results, sum(result_tokens)::BIGINT AS result_tokens,
                count(DISTINCT file_id) FILTER (WHERE results > 0) AS sessions, max(largest) AS largest,
                sum(used_calls)::BIGINT AS tool_calls, sum(cost_usd_of_calls) AS cost_usd_of_calls
         FROM tool_rollup WHERE {where} GROUP BY tool HAVING sum(results) > 0
         ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
-    rows = _fetch(con, f"SELECT {_SUMS} FROM call_rollup WHERE {where}")
+    rows = fetch(con, f"SELECT {SUMS} FROM call_rollup WHERE {where}")
     report.total = rows[0] if rows else {}
     report.first_day, report.last_day = span(since, until, report.days())
     return report

@@ -52,6 +52,7 @@ from typing import Any
 
 from engine.context.attribution import UNKNOWN_TOOL, argument_counter
 from engine.context.diff import History, tool_calls_of
+from engine.model.messages import Message
 from engine.usage.costs import RecordsCost, SessionCost, price_table, record_cost
 from engine.usage.prices import CallCost, PriceTable
 
@@ -173,20 +174,33 @@ class _Positions:
         return out
 
 
-def _response_ends(history: History) -> list[int]:
-    """For each call, where its response ends: the first message of the next call that produced one
-    at or after this call's (the message count after the last)."""
-    ends = [c.end for c in history.calls]
-    n = len(history.messages)
+def response_ends(ends: Sequence[int], count: int) -> list[int]:
+    """For each call (``ends[i]``: the first message it produced), where its response ends: the first message of the
+    next call that produced one at or after this call's (``count``, the number of messages, after the last)."""
     ordered = sorted(set(ends))
     out = []
     for i, start in enumerate(ends):
-        nxt = ends[i + 1] if i + 1 < len(ends) else n
+        nxt = ends[i + 1] if i + 1 < len(ends) else count
         if nxt < start:  # out of order (a call that kept no message): the next larger first message
             k = bisect.bisect_right(ordered, start)
-            nxt = ordered[k] if k < len(ordered) else n
+            nxt = ordered[k] if k < len(ordered) else count
         out.append(nxt)
     return out
+
+
+def response_tools(messages: Sequence[Message], ends: Sequence[int]) -> list[list[str]]:
+    """The rule "a response's cost is split evenly over its tool calls", its one definition: for each call
+    (``ends[i]``: the first message it produced, clamped to the messages), the name of every tool call its
+    response made, in order and repeated (Read twice and Bash once: ``["Read", "Read", "Bash"]``, Read's share
+    2/3). The response is the assistant messages from ``ends[i]`` up to :func:`response_ends` (Codex can put
+    one response's function calls in several messages: all counted). :func:`tool_costs` splits a call's cost
+    by it, and the usage index's call rows hold it (:func:`engine.usage.rows.rows_of`, the ``tools`` column
+    whose rollup gives each item ``cost / len(tools)``): ``ctxbench tools`` and the Usage view agree."""
+    n = len(messages)
+    clamped = [max(0, min(end, n)) for end in ends]
+    return [[name for msg in messages[start:stop] if msg.get("role") == "assistant"
+             for _id, name, _args in tool_calls_of(msg)]
+            for start, stop in zip(clamped, response_ends(clamped, n), strict=True)]
 
 
 def tool_costs(history: History, costs: Sequence[CallCost]) -> ToolCosts:
@@ -201,16 +215,15 @@ def tool_costs(history: History, costs: Sequence[CallCost]) -> ToolCosts:
     no_tool: float | None = None
     no_tool_responses = no_tool_unpriced = scaled = unpriced = 0
     problem = ""
-    for call, cost, response_end in zip(history.calls, costs, _response_ends(history), strict=True):
+    responses = response_tools(history.messages, [c.end for c in history.calls])
+    for call, cost, names in zip(history.calls, costs, responses, strict=True):
         usd = cost.usd
         if usd is None:
             unpriced += 1
             problem = problem or cost.problem
         else:
             total = (total or 0.0) + usd
-        # the response: tool calls of the assistant messages it produced
-        names = [name for msg in history.messages[call.end:response_end] if msg.get("role") == "assistant"
-                 for _id, name, _args in tool_calls_of(msg)]
+        # the response: tool calls of the assistant messages it produced (response_tools: the one rule)
         if not names:
             no_tool_responses += 1
             if usd is not None:
@@ -271,4 +284,5 @@ def session_tool_costs(history: History, records: Sequence[Mapping[str, Any]],
     return tool_costs(history, price_records(records, table))
 
 
-__all__ = ["ToolCost", "ToolCosts", "price_records", "session_tool_costs", "tool_costs"]
+__all__ = ["ToolCost", "ToolCosts", "price_records", "response_ends", "response_tools", "session_tool_costs",
+           "tool_costs"]

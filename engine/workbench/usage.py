@@ -31,8 +31,9 @@ from typing import Any
 from engine.model.text import one_line
 from engine.sources.model import shown_path
 from engine.store.config import Settings
-from engine.usage.index import UsageIndex, UsageIndexError
+from engine.usage.index import UsageIndex
 from engine.usage.report import UsageReport, last_days, usage_report
+from engine.usage.storage import UsageIndexError
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
 

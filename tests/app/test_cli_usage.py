@@ -100,7 +100,7 @@ def test_lines_that_cannot_be_read_are_counted_and_said_on_every_run(fake_home: 
 
 def test_the_lock_wait_default_is_the_index_s() -> None:
     from app.cli import build_parser
-    from engine.usage.index import LOCK_WAIT
+    from engine.usage.storage import LOCK_WAIT
 
     assert build_parser().parse_args(["usage"]).lock_wait == LOCK_WAIT
 

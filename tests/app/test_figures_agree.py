@@ -29,7 +29,7 @@ from engine.sources.detect import detect_format
 from engine.sources.discovery import SourceEntry
 from engine.sources.readers import read_source
 from engine.usage.costs import SessionCost, price_table, source_cost
-from engine.usage.index import rows_of
+from engine.usage.rows import rows_of
 from tests.app.test_sources_window import SHARED, _need, open_source, win
 from widgets.chat_view.layout import marker_line
 from widgets.formatting import format_usd

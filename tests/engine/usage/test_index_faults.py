@@ -18,6 +18,7 @@ import pytest
 
 from engine.sources.model import SourceError
 from engine.usage import index as index_mod
+from engine.usage import storage
 from engine.usage.index import UsageIndex
 from tests.engine.usage.test_usage_index import _call, _gemini_home, _result, _update, _user
 
@@ -134,7 +135,7 @@ def test_a_file_name_that_is_not_utf8_is_indexed_and_kept_exactly(home: Path, tm
     assert not report.failed and report.read == 3 and ix.totals()["calls"] == 7
     name = os.fsdecode(raw)
     assert name in ix.manifest().files  # the manifest keeps the exact path (surrogate escapes)
-    assert (ix.root / index_mod.MANIFEST).read_bytes().isascii()
+    assert (ix.root / storage.MANIFEST).read_bytes().isascii()
     assert _update(ix, home).unchanged == 3  # the same path, read back exactly: not read again
     con = ix.connect()
     try:
@@ -146,9 +147,9 @@ def test_a_file_name_that_is_not_utf8_is_indexed_and_kept_exactly(home: Path, tm
 
 def test_a_number_duckdb_cannot_hold_is_null_and_counted(tmp_path: Path) -> None:
     ix = UsageIndex(tmp_path / "usage")
-    con = ix._connection()
+    con = ix.connection()
     try:
-        bad = ix._load_rows(con, "t", {"n": "BIGINT", "f": "DOUBLE", "i": "INTEGER"},
+        bad = storage.load_rows(con, "t", {"n": "BIGINT", "f": "DOUBLE", "i": "INTEGER"},
                             [{"n": 2**70, "f": 1.5, "i": 3}, {"n": 5, "f": 2.0, "i": 2**40},
                              {"n": 1, "f": 0.5, "i": 1}])
         rows = con.execute("SELECT n, f, i FROM t ORDER BY f").fetchall()
@@ -300,8 +301,8 @@ def test_a_reader_that_loses_a_race_with_a_writer_tries_again(home: Path, tmp_pa
 
 HOLD = """import sys, time
 from pathlib import Path
-from engine.usage.index import _locked
-with _locked(Path(sys.argv[1])):
+from engine.usage.storage import locked
+with locked(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -313,7 +314,7 @@ def test_a_held_lock_is_waited_for_with_a_message_then_given_up(home: Path, tmp_
     before = ix.totals()
     with open(home / PROJECTS / "-home-u-a" / "a1.jsonl", "a") as fh:
         fh.write(_call(70, "2026-03-01T12:00:00.000Z"))
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(ix.root / index_mod.LOCK_FILE), "30"],
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(ix.root / storage.LOCK_FILE), "30"],
                               stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3])
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

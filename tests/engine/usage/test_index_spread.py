@@ -17,6 +17,8 @@ from engine.sources import model as source_model
 from engine.sources.discovery import scan_sources
 from engine.sources.readers import read_source
 from engine.usage import index as index_mod
+from engine.usage import rows as rows_mod
+from engine.usage import storage
 from engine.usage.index import UsageIndex
 from engine.usage.prices import load_table
 from tests.conftest import SHARED
@@ -134,17 +136,17 @@ def test_the_worker_read_equals_the_followed_read_on_every_shared_session(tmp_pa
     home = _shared_home(tmp_path)
     entries = scan_sources(home=home, env={}, refresh=True, index=tmp_path / "sources.json")
     prices = load_table()
-    index_mod._worker_start(prices)
+    rows_mod.worker_start(prices)
     ix = UsageIndex(tmp_path / "usage")
     seen = 0
     for entry in entries:
-        fid = index_mod.file_id(entry.path)
-        farmed = index_mod._rows_of_file((entry, fid))
+        fid = rows_mod.file_id(entry.path)
+        farmed = rows_mod.rows_of_file((entry, fid))
         assert farmed is not None
         session, one_hour, waiting = ix._read(entry, grew=True)  # the incremental reader's path
         assert not waiting
-        mine = index_mod.rows_of(entry, session, prices, fid, one_hour)
-        whole = index_mod.rows_of(entry, read_source(Path(entry.path), entry.agent), prices, fid)
+        mine = rows_mod.rows_of(entry, session, prices, fid, one_hour)
+        whole = rows_mod.rows_of(entry, read_source(Path(entry.path), entry.agent), prices, fid)
         assert farmed[0] == mine == whole, entry.path
         seen += len(mine.calls)
     assert seen > 500
@@ -157,7 +159,7 @@ def test_a_worker_leaves_a_file_with_a_torn_last_line_to_the_index(tmp_path: Pat
         fh.write(b'{"type": "user", "message": {"role": "us')
     entry = next(e for e in scan_sources(home=home, env={}, refresh=True, index=tmp_path / "s.json")
                  if e.path == str(path))
-    assert index_mod._rows_of_file((entry, "f")) is None
+    assert rows_mod.rows_of_file((entry, "f")) is None
 
 
 def test_a_spread_sources_scan_lists_what_one_process_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,4 +207,4 @@ def test_a_number_column_is_checked_as_value_by_value(kind: str) -> None:
     cases: list[list[Any]] = [[1, 2, None], [2**63], [2**63 - 1, -(2**63)], [-(2**63) - 1], [2**31], [True], [1.5],
                               [None], [], [1, 2.0], [float("nan")], ["12"], [1, True], [2**70, 1.0]]
     for values in cases:
-        assert index_mod._all_fit(values, kind) == all(index_mod._fits(v, kind) for v in values), values
+        assert storage.all_fit(values, kind) == all(storage.fits(v, kind) for v in values), values

@@ -31,7 +31,7 @@ from engine.usage.costs import (
     source_cost,
     usd_text,
 )
-from engine.usage.index import rows_of
+from engine.usage.rows import rows_of
 from engine.workbench.analysis import compute_tools
 from tests.conftest import SHARED
 

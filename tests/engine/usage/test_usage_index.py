@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from engine.usage import index as index_mod
+from engine.usage import storage
 from engine.usage.index import UsageIndex
 from engine.usage.prices import load_table
+from engine.usage.rows import file_id
 from tests.conftest import SHARED
 
 CLAUDE = SHARED / "data" / "sessions" / "claude-code"
@@ -199,11 +201,11 @@ def test_shared_sessions_token_totals_match_the_raw_files(tmp_path: Path) -> Non
     assert totals["unpriced_calls"] == 0
 
 
-@pytest.mark.parametrize("batch", [index_mod.LOAD_BATCH, 2])
+@pytest.mark.parametrize("batch", [storage.LOAD_BATCH, 2])
 def test_rows_reach_duckdb_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
     """Rows go to DuckDB as text cast in SQL (in batches): floats and big ints come back exactly, None stays NULL
     (a column of only None too), a list column keeps its items (an empty list too), text keeps any character."""
-    monkeypatch.setattr(index_mod, "LOAD_BATCH", batch)
+    monkeypatch.setattr(storage, "LOAD_BATCH", batch)
     ix = UsageIndex(tmp_path / "usage")
     columns = {"f": "DOUBLE", "n": "BIGINT", "none": "BIGINT", "t": "VARCHAR", "ts": "TIMESTAMP", "d": "DATE",
                "tools": "VARCHAR[]"}
@@ -211,9 +213,9 @@ def test_rows_reach_duckdb_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPat
              "d": "2026-03-01", "tools": ["Bash", "mcp__srv__do"]},
             {"f": 1e-7, "n": None, "none": None, "t": None, "ts": None, "d": None, "tools": []},
             {"f": 12.5, "n": 0, "none": None, "t": "", "ts": "2026-03-02 00:00:00", "d": "2026-03-02", "tools": None}]
-    con = ix._connection()
+    con = ix.connection()
     try:
-        ix._load_rows(con, "t_rows", columns, rows)
+        storage.load_rows(con, "t_rows", columns, rows)
         got = con.execute("SELECT f, n, none, t, CAST(ts AS VARCHAR), CAST(d AS VARCHAR), tools FROM t_rows "
                           "ORDER BY f DESC").fetchall()
     finally:
@@ -276,7 +278,7 @@ def _file_rows(ix: UsageIndex, path: Path) -> list[tuple[Any, ...]]:
         return con.execute(
             "SELECT call_index, request_id, model, CAST(ts AS VARCHAR), prompt_tokens, cache_read_tokens, "
             "output_tokens, reasoning_tokens, cache_write_1h_tokens, cost_usd, kind, tools FROM calls "
-            "WHERE file_id = ? ORDER BY kind, call_index", [index_mod.file_id(str(path))]).fetchall()
+            "WHERE file_id = ? ORDER BY kind, call_index", [file_id(str(path))]).fetchall()
     finally:
         con.close()
 

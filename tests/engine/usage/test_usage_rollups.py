@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from engine.usage import index as index_mod
-from engine.usage.index import UsageIndex, _fetch, summarize
+from engine.usage import queries, storage
+from engine.usage.index import UsageIndex
+from engine.usage.queries import fetch, summarize
 from engine.usage.report import SESSION_COLUMNS, _where, usage_report
 from tests.engine.usage.test_usage_index import _call, _result, _update, _user
 
@@ -42,19 +43,19 @@ _PEAK = "any_value(s.peak_prompt_tokens) AS peak_prompt_tokens, any_value(s.wind
 
 def _raw_summarize(con: Any, by: str, where: str) -> list[dict[str, Any]]:
     if by == "day":
-        return _fetch(con, f"SELECT day, {_RAW_SUMS} FROM calls WHERE {where} GROUP BY day ORDER BY day")
+        return fetch(con, f"SELECT day, {_RAW_SUMS} FROM calls WHERE {where} GROUP BY day ORDER BY day")
     if by in ("project", "agent"):
-        return _fetch(con, f"SELECT {by}, {_RAW_SUMS} FROM calls WHERE {where} GROUP BY {by} "
+        return fetch(con, f"SELECT {by}, {_RAW_SUMS} FROM calls WHERE {where} GROUP BY {by} "
                            f"ORDER BY cost_usd DESC NULLS LAST, {by}")
     if by == "model":
-        return _fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_RAW_SUMS} FROM calls WHERE {where} "
+        return fetch(con, f"SELECT model, any_value(price_key) AS price_key, {_RAW_SUMS} FROM calls WHERE {where} "
                            "GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
     if by == "session":
-        return _fetch(con, _SESSION.format(
+        return fetch(con, _SESSION.format(
             sums=_RAW_SUMS.replace("sum(", "sum(c."), where=where.replace("day", "c.day"), order="last_call",
             extra=_PEAK))
     assert by == "tool"
-    return _fetch(con, f"""
+    return fetch(con, f"""
         WITH results AS (
             SELECT tool, count(*) AS results, sum(tokens) AS result_tokens FROM tool_results
             WHERE {where} GROUP BY tool),
@@ -70,17 +71,17 @@ def _raw_summarize(con: Any, by: str, where: str) -> list[dict[str, Any]]:
 def _raw_report(con: Any, since: date | None, until: date | None) -> dict[str, Any]:
     where = _where(since, until)
     return {
-        "by_day_model": _fetch(con, f"""
+        "by_day_model": fetch(con, f"""
             SELECT day, model, count(*) AS calls, sum(cost_usd) AS cost_usd,
                    count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
                    sum(prompt_tokens) AS prompt_tokens, sum(output_tokens) AS output_tokens,
                    coalesce(sum(prompt_tokens), 0) + coalesce(sum(output_tokens), 0) AS tokens
             FROM calls WHERE {where} GROUP BY day, model ORDER BY day, model"""),
-        "sessions": _fetch(con, _SESSION.format(sums=_RAW_SUMS.replace("sum(", "sum(c."), extra=_PEAK,
+        "sessions": fetch(con, _SESSION.format(sums=_RAW_SUMS.replace("sum(", "sum(c."), extra=_PEAK,
                                                 where=_where(since, until, "c.day"), order="cost_usd DESC NULLS LAST")),
         "projects": _raw_summarize(con, "project", where),
         "models": _raw_summarize(con, "model", where),
-        "tools": _fetch(con, f"""
+        "tools": fetch(con, f"""
             WITH r AS (SELECT tool, count(*) AS results, sum(tokens) AS result_tokens,
                               count(DISTINCT file_id) AS sessions, max(tokens) AS largest
                        FROM tool_results WHERE {where} GROUP BY tool),
@@ -89,7 +90,7 @@ def _raw_report(con: Any, since: date | None, until: date | None) -> dict[str, A
                        GROUP BY tool)
             SELECT r.*, coalesce(u.tool_calls, 0) AS tool_calls, u.cost_usd_of_calls
             FROM r LEFT JOIN u USING (tool) ORDER BY result_tokens DESC, tool LIMIT 20"""),
-        "total": _fetch(con, f"SELECT {_RAW_SUMS} FROM calls WHERE {where}")[0],
+        "total": fetch(con, f"SELECT {_RAW_SUMS} FROM calls WHERE {where}")[0],
     }
 
 
@@ -140,7 +141,7 @@ def _check_against_raw(ix: UsageIndex) -> None:
                 if by == "session":
                     ours, raw = _no_order_ties(ours), _no_order_ties(raw)
                 assert ours and _same(ours, raw), (by, since, ours, raw)
-            assert _same(ix.totals(since), _fetch(con, f"SELECT {_RAW_SUMS} FROM calls WHERE {where}")[0])
+            assert _same(ix.totals(since), fetch(con, f"SELECT {_RAW_SUMS} FROM calls WHERE {where}")[0])
         for since, until in ((None, None), (date(2026, 3, 2), date(2026, 3, 2)), (date(2027, 1, 1), None)):
             report = usage_report(ix, since, until)
             raw = _raw_report(con, since, until)
@@ -160,7 +161,7 @@ def test_rollup_answers_are_the_call_rows_answers(home: Path, tmp_path: Path) ->
     ix = UsageIndex(tmp_path / "usage")
     _update(ix, home)
     manifest = ix.manifest()
-    assert manifest.rollups_current() and all((ix.root / manifest.single[n]).is_file() for n in index_mod.ROLLUPS)
+    assert manifest.rollups_current() and all((ix.root / manifest.single[n]).is_file() for n in queries.ROLLUPS)
     _check_against_raw(ix)
     # the session of two days has one rollup row a day (and one per model)
     con = ix.connect()
@@ -207,7 +208,7 @@ def test_an_index_whose_rollups_went_gets_them_again(home: Path, tmp_path: Path)
     assert any(manifest.single["call_rollup"] in n and "missing" in n for n in again.notices), again.notices
     rebuilt = ix.manifest()
     assert rebuilt.generation == manifest.generation + 1 and rebuilt.rollups_current()
-    assert all((ix.root / rebuilt.single[n]).is_file() for n in index_mod.ROLLUPS)
+    assert all((ix.root / rebuilt.single[n]).is_file() for n in queries.ROLLUPS)
     (ix.root / rebuilt.single["call_rollup"]).unlink()
     with open(home / ".claude" / "projects" / "-home-u-other" / "s3.jsonl", "a") as fh:
         fh.write(_call(3, "2026-03-03T08:00:09.000Z", model="mystery-model-9"))
@@ -248,9 +249,9 @@ def test_a_calls_cost_is_split_over_its_tool_calls_and_older_rollups_are_built_a
     assert sum(r["cost_usd_of_calls"] for r in ix.query("tool")) == pytest.approx(total_with_tools)
     manifest = ix.manifest()
     manifest.rollups = 1  # an older version's rollups
-    (ix.root / index_mod.MANIFEST).write_bytes(manifest.to_bytes())
+    (ix.root / storage.MANIFEST).write_bytes(manifest.to_bytes())
     again = UsageIndex(ix.root)
     assert sum(r["cost_usd_of_calls"] for r in again.query("tool")) == pytest.approx(total_with_tools)  # in memory
     _update(again, home)  # written by the next update
-    assert again.manifest().rollups == index_mod.ROLLUP_VERSION
+    assert again.manifest().rollups == queries.ROLLUP_VERSION
     assert sum(r["cost_usd_of_calls"] for r in again.query("tool")) == pytest.approx(total_with_tools)

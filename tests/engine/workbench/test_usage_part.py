@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.store.config import Settings
-from engine.usage import index as index_mod
+from engine.usage import storage
 from engine.usage.index import IndexReport, UsageIndex
 from engine.workbench.events import UsageReady
 from engine.workbench.tasks import TaskGroup
@@ -89,7 +89,7 @@ def test_an_index_that_cannot_be_read_or_rebuilt_is_said_in_the_report(tmp_path:
     rollup = tmp_path / "usage" / part.index.manifest().single["call_rollup"]
     rollup.write_bytes(b"not parquet")
     part.index.lock_wait = 0.2
-    with index_mod._locked(tmp_path / "usage" / index_mod.LOCK_FILE):  # another process updates: no rebuild now
+    with storage.locked(tmp_path / "usage" / storage.LOCK_FILE):  # another process updates: no rebuild now
         report = _run(part, update=False)
     assert "cannot query the usage index" in report.problem and str(tmp_path / "usage") in report.problem
     assert any("could not be rebuilt now" in w for w in report.warnings), report.warnings

@@ -1,0 +1,284 @@
+"""What one session file becomes in the usage index: call rows, tool-result rows and the session row.
+
+:func:`rows_of` turns a session read by :func:`engine.sources.readers.read_source` (its subagents included) into
+:class:`FileRows`: one row per provider call the session paid for (main session, subagents, compaction calls:
+:func:`engine.usage.costs.session_parts`, the list :func:`engine.usage.costs.source_cost` prices too), one row per
+tool result (tool, estimated tokens), and one row for the session file (peak fullness, compactions, the agent's own
+cost). The columns of each are :data:`CALL_COLUMNS`, :data:`TOOL_COLUMNS` and :data:`SESSION_COLUMNS`; a call's
+``tools`` are the tool calls of its response by the rule ``ctxbench tools`` splits a response's cost by
+(:func:`engine.usage.tool_costs.response_tools`).
+
+Costs come from :mod:`engine.usage.prices`; a call of a model the table does not know has no cost (``cost_usd``
+NULL and ``cost_problem``), never $0. Claude Code's one-hour cache writes
+(``usage.cache_creation.ephemeral_1h_input_tokens``) are read from the file by a light pass
+(:func:`claude_one_hour_writes`), as the readers' :class:`ProviderCall` does not carry them. A call's day is its UTC
+day; a call without any time (rare) is kept under :data:`UNKNOWN_DAY`.
+
+:func:`rows_of_file` is what a worker process runs for one file (:func:`worker_start` gives it the price table).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.context.tokens import estimate_message_tokens
+from engine.model.text import printable
+from engine.sources import model as _model
+from engine.sources.discovery import SourceEntry
+from engine.sources.model import (
+    SourceError,
+    SourceFormat,
+    SourceSession,
+    capped_lines,
+    damaged_lines,
+    int_or_none,
+    open_regular,
+)
+from engine.sources.readers import read_source
+from engine.usage.costs import session_parts
+from engine.usage.prices import REASONING_SEPARATE, PriceTable
+from engine.usage.tool_costs import response_tools
+
+UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
+
+# what the rows of a session file hold; another version reads every session file again (as another price table)
+# 2: a project is its folder's full path (no longer its last name); a session without a title: its first prompt
+# 3: a call's tools are every tool call of its response (engine.usage.tool_costs.response_tools), not only those
+#    of its first message (a Codex response's function calls in several messages)
+ROWS_VERSION = 3
+
+CALL_COLUMNS: dict[str, str] = {
+    "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR",
+    "subagent": "VARCHAR", "kind": "VARCHAR", "call_index": "INTEGER", "request_id": "VARCHAR",
+    "model": "VARCHAR", "ts": "TIMESTAMP", "day": "DATE", "prompt_tokens": "BIGINT", "input_tokens": "BIGINT",
+    "cache_read_tokens": "BIGINT", "cache_write_tokens": "BIGINT", "cache_write_1h_tokens": "BIGINT",
+    "output_tokens": "BIGINT", "reasoning_tokens": "BIGINT", "cost_usd": "DOUBLE", "cost_problem": "VARCHAR",
+    "price_key": "VARCHAR", "window": "BIGINT", "tools": "VARCHAR[]",
+}
+TOOL_COLUMNS: dict[str, str] = {
+    "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR",
+    "subagent": "VARCHAR", "ts": "TIMESTAMP", "day": "DATE", "tool": "VARCHAR", "tool_call_id": "VARCHAR",
+    "tokens": "BIGINT",
+}
+
+SESSION_COLUMNS: dict[str, str] = {
+    "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR", "path": "VARCHAR",
+    "title": "VARCHAR", "model": "VARCHAR", "started": "VARCHAR", "last_activity": "VARCHAR", "calls": "BIGINT",
+    "compactions": "BIGINT", "window": "BIGINT", "peak_prompt_tokens": "BIGINT", "peak_fullness": "DOUBLE",
+    "agent_cost_usd": "DOUBLE",
+}
+
+
+def file_id(path: str) -> str:
+    """The id of the session file at ``path`` in the index's rows (a hash of its path, 16 hex digits)."""
+    return hashlib.sha1(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _day(ts: str | None, fallback: str) -> str:
+    """The day of ``ts`` (naive UTC, from :func:`_ts`; else of ``fallback``), as the index files it; a day that
+    is no date: UNKNOWN_DAY."""
+    day = (ts or fallback or UNKNOWN_DAY)[:10]
+    try:
+        date.fromisoformat(day)
+    except ValueError:
+        return UNKNOWN_DAY
+    return day
+
+
+def _ts(ts: str) -> str | None:
+    """An ISO timestamp as naive UTC for DuckDB's TIMESTAMP, or None."""
+    if not ts:
+        return None
+    if len(ts) == 24 and ts[-1] == "Z" and ts[10] == "T" and ts[19] == ".":  # 2026-03-01T10:00:05.123Z (most)
+        return f"{ts[:10]} {ts[11:23]}"
+    try:
+        parsed = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
+    return parsed.isoformat(sep=" ")
+
+
+def claude_one_hour_writes(path: Path) -> dict[str, int]:
+    """{requestId: one-hour cache write tokens} of a Claude Code file (the largest figure seen per request)."""
+    found: dict[str, int] = {}
+    try:
+        with open_regular(path) as fh:
+            one_hour_of_lines(capped_lines(fh, name=path.name), found)
+    except (OSError, SourceError):
+        pass
+    return found
+
+
+def one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
+    """Add the one-hour cache writes of ``lines`` (bytes lines of a Claude Code file) to ``found`` (the
+    largest figure seen per request); ``found`` returned."""
+    for raw in lines:
+        if b"ephemeral_1h_input_tokens" not in raw:
+            continue
+        try:
+            obj = _model.loads_line(raw)
+        except (ValueError, RecursionError):
+            continue
+        msg = obj.get("message") if isinstance(obj, dict) else None
+        usage = msg.get("usage") if isinstance(msg, dict) else None
+        creation = usage.get("cache_creation") if isinstance(usage, dict) else None
+        if not isinstance(creation, dict):
+            continue
+        value = int_or_none(creation.get("ephemeral_1h_input_tokens"))
+        request = str(obj.get("requestId") or obj.get("requestRef") or "")
+        if value and request:
+            found[request] = max(found.get(request, 0), value)
+    return found
+
+
+def _tool_names(session: SourceSession) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for msg in session.messages:
+        for call in msg.get("tool_calls") or ():
+            if isinstance(call, dict):
+                fn = call.get("function")
+                if isinstance(fn, dict) and isinstance(call.get("id"), str):
+                    names[call["id"]] = str(fn.get("name") or "")
+    return names
+
+
+def project_of(entry: SourceEntry, session: SourceSession) -> str:
+    """A session's project: the full path of the folder the agent worked in (two folders of the same name are two
+    projects), else what the scan named it."""
+    return session.cwd.rstrip("/\\") or session.cwd or entry.project or session.project
+
+
+def first_prompt(session: SourceSession, limit: int = 120) -> str:
+    """The first prompt of a person in ``session`` (one line, cut at ``limit``; not what an agent injects: text in
+    ``<tags>``, an attachment, Codex's ``# AGENTS.md instructions``), "" when none."""
+    for msg in session.messages:
+        content = msg.get("content")
+        if msg.get("role") != "user" or msg.get("attachment") or not isinstance(content, str):
+            continue
+        head = content.lstrip()
+        if head and not head.startswith(("<", "# AGENTS.md instructions")):
+            flat = " ".join(content.split())
+            return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return ""
+
+
+@dataclass
+class FileRows:
+    """The index rows of one session file (see the module's doc)."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    session: dict[str, Any] = field(default_factory=dict)
+
+
+# what a worker gives back for one file: its rows and its damaged lines as the manifest keeps them (or None);
+# None when its last line has no newline yet (read by the index's own process, which waits for such a line)
+WorkerRows = tuple[FileRows, list[Any] | None] | None
+_WORKER_PRICES: list[PriceTable | None] = [None]
+
+
+def worker_start(prices: PriceTable | None) -> None:
+    """A worker process's start: the price table :func:`rows_of_file` prices with."""
+    _WORKER_PRICES[0] = prices
+
+
+def bad_said(session: SourceSession) -> list[Any] | None:
+    """The damaged lines of ``session`` as the manifest keeps them: [count, the first described], or None."""
+    bad = damaged_lines(session)
+    return [len(bad), printable(bad[0].describe())] if bad else None
+
+
+def rows_of_file(job: tuple[SourceEntry, str]) -> WorkerRows:
+    """In a worker process: the rows of one session file read whole (``read_source``, its subagents included)."""
+    entry, fid = job
+    path = Path(entry.path)
+    with open_regular(path) as fh:  # a last line without its newline: left to the index's process
+        size = os.fstat(fh.fileno()).st_size
+        if size:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":
+                return None
+    session = read_source(path, entry.agent)
+    return rows_of(entry, session, _WORKER_PRICES[0], fid), bad_said(session)
+
+
+def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | None, fid: str,
+            one_hour_main: dict[str, int] | None = None) -> FileRows:
+    """The index rows of one session file, read (its subagents included); ``one_hour_main``: the main file's
+    one-hour cache writes when already known (else read from the file)."""
+    out = FileRows()
+    fmt: SourceFormat = session.format
+    reasoning_in_output = fmt not in REASONING_SEPARATE
+    fallback = session.started or entry.started or session.last_activity or entry.last_activity
+    base = {"agent": entry.agent, "project": project_of(entry, session), "session_id": entry.session_id,
+            "file_id": fid}
+    peak_prompt, peak_full = 0, 0.0
+    window_seen: int | None = None
+    hours: dict[int, dict[str, int]] = {}  # a part's one-hour cache writes by request (the light pass), if needed
+    parts = [("", session), *((s.id, s.session) for s in session.subagents if s.session is not None)]
+    # each call's tool calls, by the one rule ctxbench tools splits a response's cost by (a compaction's call derived
+    # apart, in no part's calls, has none)
+    tools = {id(c): names for _, part in parts
+             for c, names in zip(part.calls, response_tools(part.messages, [c.message_index for c in part.calls]),
+                                 strict=True)}
+    # every call the session paid for, once: the one list engine.usage.costs.source_cost prices too
+    for sub_id, kind, part, call in session_parts(session):
+        write_1h = call.cache_write_1h_tokens
+        if write_1h is None and fmt == "claude-code":
+            if id(part) not in hours:
+                hours[id(part)] = (one_hour_main if sub_id == "" and one_hour_main is not None else
+                                   claude_one_hour_writes(part.path) if part.path.is_file() else {})
+            write_1h = hours[id(part)].get(call.request_id)
+        window = call.window or part.window or session.window
+        if prices is None:
+            cost_usd, problem, key = None, "no price table (litellm is not installed)", ""
+        else:
+            cost = prices.call_cost(call, cache_write_1h_tokens=write_1h, reasoning_in_output=reasoning_in_output)
+            cost_usd, problem, key = cost.usd, cost.problem, cost.price_key
+        prompt = call.prompt_tokens
+        uncached = None if prompt is None else max(0, prompt - (call.cache_read_tokens or 0)
+                                                   - (call.cache_write_tokens or 0))
+        out.calls.append({
+            **base, "subagent": sub_id, "kind": kind, "call_index": call.index,
+            "request_id": call.request_id, "model": call.model, "ts": (ts := _ts(call.ts)),
+            "day": _day(ts, fallback), "prompt_tokens": prompt, "input_tokens": uncached,
+            "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
+            "cache_write_1h_tokens": write_1h, "output_tokens": call.completion_tokens,
+            "reasoning_tokens": call.reasoning_tokens, "cost_usd": cost_usd, "cost_problem": problem,
+            "price_key": key, "window": window, "tools": tools.get(id(call), []),
+        })
+        if kind == "main" and prompt:
+            peak_prompt = max(peak_prompt, prompt)
+            if window:
+                window_seen = max(window_seen or 0, window)
+                peak_full = max(peak_full, prompt / window)
+    for sub_id, part in parts:
+        names = _tool_names(part)
+        for msg in part.messages:
+            if msg.get("role") != "tool":
+                continue
+            call_id = str(msg.get("tool_call_id") or "")
+            ts = _ts(str(msg.get("ts") or ""))
+            out.tool_results.append({
+                **base, "subagent": sub_id, "ts": ts, "day": _day(ts, fallback),
+                "tool": names.get(call_id) or str(msg.get("name") or "") or "(unknown)", "tool_call_id": call_id,
+                "tokens": estimate_message_tokens(msg),
+            })
+    out.session = {
+        **base, "path": str(session.path), "title": entry.title or first_prompt(session),
+        "model": session.model or entry.model,
+        "started": session.started or entry.started, "last_activity": session.last_activity or entry.last_activity,
+        "calls": len(session.calls), "compactions": len(session.compactions),
+        "window": window_seen or session.window or entry.window, "peak_prompt_tokens": peak_prompt or None,
+        "peak_fullness": round(peak_full, 6) if peak_full else None,
+        "agent_cost_usd": session.agent_cost_usd if session.agent_cost_usd is not None else entry.agent_cost_usd,
+    }
+    return out
+
