@@ -34,7 +34,6 @@ from engine.sources.model import (
     SourceError,
     SourceFormat,
     SourceSession,
-    capped_lines,
     damaged_lines,
     int_or_none,
     open_regular,
@@ -109,8 +108,8 @@ def claude_one_hour_writes(path: Path) -> dict[str, int]:
     """{requestId: one-hour cache write tokens} of a Claude Code file (the largest figure seen per request)."""
     found: dict[str, int] = {}
     try:
-        with open_regular(path) as fh:
-            one_hour_of_lines(capped_lines(fh, name=path.name), found)
+        with open_regular(path) as fh:  # (only the lines holding the figure are split out and read)
+            one_hour_of_lines(_model.lines_holding(fh, b"ephemeral_1h_input_tokens", name=path.name), found)
     except (OSError, SourceError):
         pass
     return found
