@@ -7,10 +7,16 @@ both seen to hang the window for good (the main thread asleep inside the collect
 GIL). So automatic collection is switched off and :class:`MainThreadCollector` collects from a timer of the
 main thread's event loop, with the thresholds the interpreter would use (the pattern of pyqtgraph's and
 calibre's collectors).
+
+:func:`give_back` collects everything and hands the C heap's free memory back to the system (glibc's
+``malloc_trim``): after a whole session was replaced by another (a load, a followed file rewritten at a
+compaction), the old one's memory is free but would stay in the process's resident size.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 
 from PySide6.QtCore import QObject, QTimer
@@ -55,4 +61,15 @@ class MainThreadCollector(QObject):
             gc.enable()
 
 
-__all__ = ["INTERVAL_MS", "MainThreadCollector"]
+def give_back() -> bool:
+    """Collect every generation, then return the C heap's free pages to the system (glibc; elsewhere only the
+    collection); whether memory was handed back."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+__all__ = ["INTERVAL_MS", "MainThreadCollector", "give_back"]

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.collector import give_back
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
 from app.window_base import WindowBase
@@ -594,6 +595,7 @@ class MainWindow(WindowBase):
         self.status.set_state(self.controller.state)
         self.chat.scroll_to_bottom()
         self.notice_bar.hide()
+        QTimer.singleShot(0, give_back)  # the session shown before is garbage now: its memory back to the system
 
     def _on_controller_context_state(self, state: ContextState) -> None:
         self._apply_state(state)
