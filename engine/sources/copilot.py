@@ -173,7 +173,8 @@ class CopilotReader:
         self._systems = 0
         self.tool_tokens: int | None = None  # the last call's toolTokenCount (Copilot's count of its tool definitions)
         self.tool_count: int | None = None
-        self.shutdown_totals: dict[str, dict[str, int]] = {}  # the last session.shutdown's totals per model
+        self.shutdown_totals: dict[str, dict[str, int]] = {}
+        self._turn_totals: dict[str, dict[str, int]] = {}  # the usage records' totals per model (shutdown's basis)
 
     # ------------------------------------------------------------------ input
     def feed(self, data: bytes) -> SourceChanges:
@@ -292,12 +293,16 @@ class CopilotReader:
                 self._touched = min(self._touched, comp.index)
         if call.window:
             session.window, session.window_source = call.window, "Copilot's maxPromptTokens"
+        row = self._turn_totals.setdefault(call.model, {"requests": 0, "input": 0, "output": 0})
+        row["requests"] += 1
+        row["input"] += call.prompt_tokens or 0
+        row["output"] += call.completion_tokens or 0
         self.tool_tokens = int_or_none(usage.get("toolTokenCount"))
         self.tool_count = int_or_none(usage.get("availableToolCount"))
 
     # ------------------------------------------------------------------ compactions
     def _session_compaction_start(self, data: dict[str, Any], ts: str) -> None:
-        self._compacting = {"start": data}
+        self._compacting = {"start": data, "at": len(self.session.messages)}
 
     def _model_model_call_success(self, data: dict[str, Any], ts: str) -> None:
         """The raw log of a call Copilot makes outside the turn loop: the compaction's (its response id)."""
@@ -309,24 +314,37 @@ class CopilotReader:
     def _session_compaction_complete(self, data: dict[str, Any], ts: str) -> None:
         session = self.session
         open_one, self._compacting = self._compacting, {}
-        if data.get("success") is False or data.get("outcome") not in (None, "applied"):
-            session.notes.append(f"a compaction at {ts or '?'} was not applied ({data.get('outcome') or 'failed'})")
-            return
-        start = dict_at(open_one, "start")
-        word = str(data.get("trigger") or start.get("trigger") or "")
         used = dict_at(data, "compactionTokensUsed")
         cost = usage_call(len(session.calls), used, ts, len(session.messages)) if used else None
         if cost is not None:
             cost.request_id = str(open_one.get("id") or "")
             cost.window = session.window
+        if data.get("success") is False or data.get("outcome") not in (None, "applied"):
+            outcome = data.get("outcome") or "failed"
+            why = f"{outcome}, {data.get('trigger') or '?'}"
+            session.notes.append(f"a compaction at {ts or '?'} was not applied ({why})"
+                                 + ("; its summary call is counted as a call" if cost is not None else ""))
+            if cost is not None and cost.prompt_tokens is not None:  # made and paid, its summary thrown away
+                cost.prompt_unlike_file = f"the summary request of a compaction that was {outcome}"
+                cost.prompt_transient = True
+                session.calls.append(cost)
+            return
+        start = dict_at(open_one, "start")
+        word = str(data.get("trigger") or start.get("trigger") or "")
         summary = str(data.get("summaryContent") or "")
+        # a compaction past the threshold runs beside the turn: what the turn added meanwhile is kept after the summary
+        at = open_one.get("at")
+        kept = session.messages[at:] if isinstance(at, int) else []
         comp = Compaction(
             index=len(session.compactions), trigger=TRIGGERS.get(word, "unknown"),  # type: ignore[arg-type]
             trigger_source=word, ts=ts, message_index=len(session.messages), calls_before=len(session.calls),
             tokens_before=int_or_none(data.get("preCompactionTokens")), tokens_before_source=ESTIMATED,
-            summary=summary, cost=cost, messages_after=1, post_tokens=int_or_none(data.get("postCompactionTokens")))
+            summary=summary, cost=cost, messages_after=1 + len(kept),
+            post_tokens=int_or_none(data.get("postCompactionTokens")))
         session.compactions.append(comp)
         self._add({"role": "user", "content": summary_text(summary, self._prompts), "ts": ts})
+        for msg in [{k: v for k, v in m.items() if k != "id"} for m in kept]:
+            self._add(msg)
         session.live_start = comp.message_index
 
     def _session_truncation(self, data: dict[str, Any], ts: str) -> None:
@@ -347,7 +365,8 @@ class CopilotReader:
         session.live_start = comp.message_index
 
     def _session_shutdown(self, data: dict[str, Any], ts: str) -> None:
-        """Copilot's running totals per model: checked against the calls read so far (a note when they differ)."""
+        """Copilot's running totals per model: checked against the turn calls read so far (its totals leave the
+        compaction calls out), a note when they differ."""
         totals: dict[str, dict[str, int]] = {}
         for model, metrics in dict_at(data, "modelMetrics").items():
             usage = dict_at(metrics, "usage")
@@ -355,12 +374,7 @@ class CopilotReader:
                                   "input": int_or_none(usage.get("inputTokens")) or 0,
                                   "output": int_or_none(usage.get("outputTokens")) or 0}
         self.shutdown_totals = totals
-        read: dict[str, dict[str, int]] = {}
-        for call in self.session.calls:
-            row = read.setdefault(call.model, {"requests": 0, "input": 0, "output": 0})
-            row["requests"] += 1
-            row["input"] += call.prompt_tokens or 0
-            row["output"] += call.completion_tokens or 0
+        read = self._turn_totals
         self.session.aggregate = {"shutdown": totals}
         if totals != read:
             self.session.notes.append(f"Copilot's totals at {ts or '?'} differ from the calls read: {totals} "

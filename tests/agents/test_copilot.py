@@ -205,3 +205,39 @@ def test_tool_calls_a_continued_session_and_a_compaction(agent_home: AgentHome, 
     assert entry.last_prompt_tokens == answered[-1].usage["prompt_tokens"] and entry.window == 128_000
     assert entry.project == agent_home.work.name and entry.path == str(path)
     assert (sorted(real.rglob("*")) if real.is_dir() else []) == before  # nothing of the user's touched
+
+
+def test_an_auto_compaction_beside_the_turn(agent_home: AgentHome, tmp_path: Path, copilot_cache: Path) -> None:
+    """The second answer claims 4,000 more prompt tokens: past ``COPILOT_PROVIDER_MAX_PROMPT_TOKENS`` 17,000 Copilot
+    compacts in the background while the turn goes on; what the turn added meanwhile is kept after the summary."""
+    state = {"requests": 0}
+    base = shell_script(4)
+
+    def script(body: dict[str, Any]) -> Reply:
+        reply = base(body)
+        if COMPACT_ASK not in last_user_text(body):
+            state["requests"] += 1
+            reply.extra_prompt_tokens = 4000 if state["requests"] == 2 else 0
+        return reply
+
+    with ChatServer(script) as server:
+        run_copilot(agent_home, server, copilot_cache, "Run four commands",
+                    extra={"COPILOT_PROVIDER_MAX_PROMPT_TOKENS": "17000"})
+    logged = server.calls()
+    (summarise,) = [e for e in logged if COMPACT_ASK in last_user_text(e.body)]
+    answered = [e for e in logged if e is not summarise]
+    path = the_session(agent_home)
+    src = read_copilot(path)
+    assert_every_kind_known(path, src)
+    assert_calls_are_the_servers(src, answered)
+    assert_messages_are_the_sent_ones(src, answered[-1])
+    assert_read_in_chunks_is_read_whole(path, src, seed=2)
+    (comp,) = src.compactions
+    assert comp.trigger == "auto" and comp.trigger_source == "threshold"
+    assert comp.cost is not None and comp.cost.request_id == ""  # no model.* log of a background compaction
+    assert (comp.cost.prompt_tokens, comp.cost.completion_tokens) == (
+        summarise.usage["prompt_tokens"], summarise.usage["completion_tokens"])
+    after = answered[comp.calls_before]
+    assert comp.tokens_after == after.usage["prompt_tokens"]
+    assert after.body["messages"][1]["content"] == src.messages[comp.message_index]["content"]
+    assert comp.messages_after == len(after.body["messages"]) - 1  # the summary and what the turn added meanwhile
