@@ -171,8 +171,6 @@ class CopilotReader:
         self._prompts: list[str] = []  # the person's prompts as typed (Copilot's summary message lists them)
         self._compacting: dict[str, Any] = {}  # the open compaction: its start's data, the call's id and usage
         self._systems = 0
-        self.tool_tokens: int | None = None  # the last call's toolTokenCount (Copilot's count of its tool definitions)
-        self.tool_count: int | None = None
         self.shutdown_totals: dict[str, dict[str, int]] = {}
         self._turn_totals: dict[str, dict[str, int]] = {}  # the usage records' totals per model (shutdown's basis)
 
@@ -297,8 +295,10 @@ class CopilotReader:
         row["requests"] += 1
         row["input"] += call.prompt_tokens or 0
         row["output"] += call.completion_tokens or 0
-        self.tool_tokens = int_or_none(usage.get("toolTokenCount"))
-        self.tool_count = int_or_none(usage.get("availableToolCount"))
+        tokens, count = int_or_none(usage.get("toolTokenCount")), int_or_none(usage.get("availableToolCount"))
+        if tokens is not None:  # the tool definitions as Copilot counted them (the definitions are not in the file)
+            session.tools_tokens = tokens
+            session.prefix_label = f"{count if count is not None else '?'} tool definitions (Copilot's toolTokenCount)"
 
     # ------------------------------------------------------------------ compactions
     def _session_compaction_start(self, data: dict[str, Any], ts: str) -> None:

@@ -198,6 +198,8 @@ def test_tool_calls_a_continued_session_and_a_compaction(agent_home: AgentHome, 
     report = import_source(path, session_dir=tmp_path / "imported")
     assert report.format == "copilot-cli" and report.skipped == []
     assert report.calls == report.reported_calls == 9 and len(report.compactions) == 1
+    tool_tokens = [o["data"]["usage"]["toolTokenCount"] for o in raw_lines(path) if o["type"] == "session.usage_record"]
+    assert report.inferred_prefix_tokens == tool_tokens[-1] > 0  # the tool definitions as Copilot counted them
     entries = scan_sources(env={"HOME": str(agent_home.home)}, home=agent_home.home, index=tmp_path / "idx.json")
     (entry,) = entries
     assert (entry.agent, entry.session_id, entry.calls, entry.model, entry.title) == (

@@ -289,3 +289,43 @@ def test_a_background_compaction_keeps_what_the_turn_added_meanwhile(tmp_path: P
     assert comp.cost is not None and comp.cost.request_id == "" and comp.cost.prompt_tokens == 13417
     assert [m["role"] for m in src.messages[src.live_start:]] == ["user", "assistant", "tool", "assistant"]
     assert src.messages[src.live_start + 2]["tool_call_id"] == "call_1"
+
+
+def test_counted_in_usage_priced_by_model_and_a_byok_model_unpriced(tmp_path: Path) -> None:
+    from engine.usage.index import UsageIndex
+    from engine.usage.prices import load_table
+
+    priced = lines()
+    for obj in priced:
+        if obj["type"] == "session.usage_record":
+            obj["data"]["usage"]["model"] = "gpt-4o"
+        elif obj["type"] == "session.compaction_complete":
+            obj["data"]["compactionTokensUsed"]["model"] = "gpt-4o"
+        elif obj["type"] == "session.start":
+            obj["data"]["sessionId"] = "s-priced"
+    write(tmp_path / ".copilot" / "session-state" / "s-priced" / "events.jsonl", priced)
+    session_file(tmp_path)  # fake-model: a BYOK model no price table knows
+    ix = UsageIndex(tmp_path / "usage")
+    report = ix.update(home=tmp_path, env={})
+    assert (report.files, report.calls) == (2, 8)  # 3 turn calls + the compaction's, in each
+    rows = {r["session_id"]: r for r in ix.query("session")}
+    assert {r["agent"] for r in rows.values()} == {"copilot-cli"}
+    table = load_table()
+    expected = sum(table.cost("gpt-4o", prompt=p, completion=c, cache_read=r, cache_write=0).usd or 0.0
+                   for p, r, c in ((11931, 0, 17), (12014, 11932, 5), (12097, 5034, 5), (13536, 5034, 8)))
+    assert rows["s-priced"]["cost_usd"] == pytest.approx(expected) and expected > 0
+    assert rows[SID]["cost_usd"] is None  # unknown, not zero
+
+
+def test_imported_with_the_tool_definitions_as_copilot_counted_them(tmp_path: Path) -> None:
+    from engine.ingest import import_source
+
+    src = read_copilot(session_file(tmp_path))
+    assert src.tools_tokens == 5748 and src.prefix_label == "17 tool definitions (Copilot's toolTokenCount)"
+    report = import_source(src.path, session_dir=tmp_path / "imported")
+    assert (report.format, report.calls, report.reported_calls, len(report.compactions)) == ("copilot-cli", 3, 3, 1)
+    assert report.inferred_prefix_tokens == 5748 and report.inferred_prefix_by == "as the agent counted them"
+    assert "17 tool definitions (Copilot's toolTokenCount) (not in the file): 5748 tokens, as the agent counted " \
+           "them." in report.describe()
+    records = [json.loads(line) for line in (tmp_path / "imported" / "events.jsonl").read_text().splitlines()]
+    assert [r["tools"] for r in records if r["type"] == "context"] == [5748] * 3  # held, never scaled
