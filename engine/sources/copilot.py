@@ -166,6 +166,7 @@ class CopilotReader:
         self._buffer = LineBuffer()
         self._n = 0
         self._call_of: dict[str, int] = {}  # apiCallId -> index in session.calls
+        self._message_of: dict[str, int] = {}  # apiCallId -> index of its first message in session.messages
         self._updated: set[int] = set()
         self._touched = 0  # the first compaction new or changed in this feed
         self._prompts: list[str] = []  # the person's prompts as typed (Copilot's summary message lists them)
@@ -261,11 +262,12 @@ class CopilotReader:
             msg["tool_calls"] = calls
         if isinstance(data.get("reasoningText"), str) and data["reasoningText"]:
             msg["reasoning_content"] = data["reasoningText"]
-        index = self._call_of.get(str(data.get("apiCallId") or ""))
-        if index is not None:  # the call's first message is this one
-            call = self.session.calls[index]
-            if call.message_index != len(self.session.messages):
-                call.message_index = len(self.session.messages)
+        rid = str(data.get("apiCallId") or "")
+        if rid and rid not in self._message_of:  # the call's first message (a response split in chunks: the first)
+            self._message_of[rid] = len(self.session.messages)
+            index = self._call_of.get(rid)
+            if index is not None and self.session.calls[index].message_index != len(self.session.messages):
+                self.session.calls[index].message_index = len(self.session.messages)
                 self._updated.add(index)
         self._add(msg)
 
@@ -281,6 +283,7 @@ class CopilotReader:
         session = self.session
         usage = dict_at(data, "usage")
         call = usage_call(len(session.calls), usage, ts, len(session.messages))
+        call.message_index = self._message_of.get(call.request_id, call.message_index)  # its message came first
         session.calls.append(call)
         if call.request_id:
             self._call_of.setdefault(call.request_id, call.index)

@@ -329,3 +329,16 @@ def test_imported_with_the_tool_definitions_as_copilot_counted_them(tmp_path: Pa
            "them." in report.describe()
     records = [json.loads(line) for line in (tmp_path / "imported" / "events.jsonl").read_text().splitlines()]
     assert [r["tools"] for r in records if r["type"] == "context"] == [5748] * 3  # held, never scaled
+
+
+def test_a_response_in_chunks_is_one_call_placed_at_its_first_message(tmp_path: Path) -> None:
+    objs = lines()[:4]
+    first = assistant("chatcmpl-1", 2, text="Thinking done.")
+    first["data"] |= {"chunkIndex": 0, "chunkCount": 2, "reasoningText": "let me look"}
+    second = assistant("chatcmpl-1", 2, call="call_1")
+    second["data"] |= {"chunkIndex": 1, "chunkCount": 2}
+    objs += [first, usage("chatcmpl-1", 11931, 0, 17, 2), second, tool_done("call_1", 2)]  # the usage after a chunk
+    src = read_copilot(session_file(tmp_path, objs))
+    (call,) = src.calls
+    assert call.message_index == 1 and src.messages[1]["reasoning_content"] == "let me look"
+    assert [m["role"] for m in src.messages] == ["user", "assistant", "assistant", "tool"]
