@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -243,3 +245,42 @@ def test_an_auto_compaction_beside_the_turn(agent_home: AgentHome, tmp_path: Pat
     assert comp.tokens_after == after.usage["prompt_tokens"]
     assert after.body["messages"][1]["content"] == src.messages[comp.message_index]["content"]
     assert comp.messages_after == len(after.body["messages"]) - 1  # the summary and what the turn added meanwhile
+
+
+def test_read_while_copilot_writes(agent_home: AgentHome, copilot_cache: Path) -> None:
+    """The file is fed to an incremental reader as Copilot appends to it (what a follower does): it ends as the
+    file read whole, and reading never disturbs Copilot."""
+    with ChatServer(shell_script(3)) as server:
+        env = agent_home.base_env() | {
+            "COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": f"{server.base_url}/v1",
+            "COPILOT_PROVIDER_API_KEY": "sk-test", "COPILOT_MODEL": MODEL, "COPILOT_AUTO_UPDATE": "false",
+            "COPILOT_CACHE_HOME": str(copilot_cache)}
+        proc = subprocess.Popen([str(agent_bin("copilot")), "-p", "Run three commands", "--allow-all-tools",
+                                 "--output-format", "json"], cwd=agent_home.work, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        reader: CopilotReader | None = None
+        offset, feeds = 0, 0
+        start = time.monotonic()
+        while True:
+            done = proc.poll() is not None
+            files = sorted((agent_home.home / ".copilot" / "session-state").glob("*/events.jsonl"))
+            if files:
+                reader = reader or CopilotReader(files[0])
+                data = files[0].read_bytes()[offset:]
+                if data:
+                    reader.feed(data)
+                    offset += len(data)
+                    feeds += 1
+            if done or time.monotonic() - start > 240:
+                break
+            time.sleep(0.01)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err[-2000:]
+    assert reader is not None and feeds >= 2
+    path = the_session(agent_home)
+    src = read_copilot(path)
+    got = reader.finish()
+    assert [{k: v for k, v in m.items() if k != "id"} for m in got.messages] == [
+        {k: v for k, v in m.items() if k != "id"} for m in src.messages]
+    assert got.calls == src.calls and len(src.calls) == 4
+    assert_calls_are_the_servers(src, server.calls())
