@@ -88,6 +88,7 @@ class SourceImportReport:
     window_source: str = ""
     inferred_prefix_tokens: int | None = None
     inferred_prefix_label: str = ""
+    inferred_prefix_by: str = ""  # who gave the prefix figure when not inferred from the provider's ("" = inferred)
     aggregate: dict[str, Any] | None = None
     off_chain: int = 0
     layout: str = ""  # the container shape of an OpenAI-format log (json-list | json-object | jsonl)
@@ -108,7 +109,8 @@ class SourceImportReport:
         ]
         if self.inferred_prefix_tokens is not None:
             lines.append(
-                f"{self.inferred_prefix_label} (not in the file): {self.inferred_prefix_tokens} tokens, inferred."
+                f"{self.inferred_prefix_label} (not in the file): {self.inferred_prefix_tokens} tokens, "
+                f"{self.inferred_prefix_by or 'inferred'}."
             )
         if self.prefix_source == "file":
             lines.append(f"System prompt {self.system_prompt_tokens} tokens and {len(self.tool_definitions)} tool "
@@ -193,9 +195,15 @@ class _Prefixes:
         return self.counted[prefix.key]
 
 
+AGENT_COUNTED = "as the agent counted them"  # a prefix figure the agent's file gives (Copilot's toolTokenCount)
+
+
 def _infer_prefix(src: SourceSession, ctx: _Ctx, counts: list[int], cache: TokenCache) -> None:
     """System prompt + tool definitions the file lacks = first reported prompt − what we can count."""
     if src.tools or src.prefixes or not src.calls:
+        return
+    if src.tools_tokens is not None and src.system_prompt:  # the tools counted by the agent (not in the file)
+        ctx.prefix, ctx.prefix_in_system = src.tools_tokens, False
         return
     first = next((c for c in src.calls if c.prompt_tokens), None)
     if first is None:
@@ -468,6 +476,7 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
             subagents=subagents, offloaded=offloaded, skipped=[s.describe() for s in src.skipped], notes=src.notes,
             model=src.model, window=win.context_window, window_source=win.source,
             inferred_prefix_tokens=ctx.prefix, inferred_prefix_label=src.prefix_label if ctx.prefix is not None else "",
+            inferred_prefix_by=AGENT_COUNTED if src.tools_tokens is not None and src.system_prompt else "",
             aggregate=src.aggregate, off_chain=src.off_chain, snapshots=len(src.calls), ignored=dict(src.ignored),
             agent_cost_usd=src.agent_cost_usd, agent_cost_by_model=dict(src.agent_cost_by_model))
         _report_prefix(src, report, estimator, ctx)

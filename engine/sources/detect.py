@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.sources.capture import is_capture_line
+from engine.sources.copilot import is_copilot_line
 from engine.sources.model import (
     FORMATS,
     SourceError,
@@ -32,7 +33,8 @@ def parse_format(name: str) -> SourceFormat:
     """A ``--format`` value; SourceError naming the formats that exist."""
     key = name.strip().lower().replace("_", "-")
     aliases = {"claude": "claude-code", "swe": "swe-agent", "sweagent": "swe-agent", "mini": "mini-swe-agent",
-               "minisweagent": "mini-swe-agent", "open-hands": "openhands"}
+               "minisweagent": "mini-swe-agent", "open-hands": "openhands",
+               "copilot": "copilot-cli"}
     key = aliases.get(key, key)
     if key not in FORMATS:
         raise SourceError(f"unknown format {name!r} (formats: {', '.join(FORMATS)})")
@@ -53,6 +55,8 @@ def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
         return "gemini-cli"
     if is_pi_line(obj):
         return "pi"
+    if is_copilot_line(obj):
+        return "copilot-cli"
     if isinstance(obj.get("role"), str):
         return "openai"
     return None

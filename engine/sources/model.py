@@ -39,7 +39,7 @@ from engine.model.text import printable
 from engine.store.fsutil import fast_json
 
 SourceFormat = Literal["claude-code", "codex", "gemini-cli", "opencode", "openhands", "swe-agent", "mini-swe-agent",
-                       "openai", "proxy-capture", "pi"]
+                       "openai", "proxy-capture", "pi", "copilot-cli"]
 FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)
 
 Trigger = Literal["auto", "manual", "unknown"]
@@ -235,6 +235,9 @@ class SourceSession:
     started: str = ""
     last_activity: str = ""
     prefix_label: str = ""  # what the inferred prefix region holds, when the source lacks it
+    # the tool definitions' tokens as the agent itself counted them, where the file holds that count and not the
+    # definitions (Copilot CLI's toolTokenCount): the prefix region's figure instead of one inferred from the provider's
+    tools_tokens: int | None = None
     aggregate: dict[str, Any] | None = None  # totals the source keeps instead of per-call usage
     lines: int = 0  # lines (or items) read
     off_chain: int = 0  # messages on branches the conversation left (Claude Code rewinds)
