@@ -218,6 +218,11 @@ def add_message(session: SourceSession, n: int, msg: Any) -> None:
         session.skipped.append(Skipped(n, f"message {n} is not an object ({type(msg).__name__})", damaged=True))
         return
     role = msg.get("role")
+    content = msg.get("content")
+    if not isinstance(content, list | str) and content is not None:
+        session.skipped.append(Skipped(n, f"message {n}: content is a {type(content).__name__}, not a list of blocks",
+                                       damaged=True))
+        return
     ts = ms_iso(msg.get("ts"))
     if ts:
         session.started = session.started or ts
@@ -337,8 +342,9 @@ class ClineReader:
 
     def finish(self) -> SourceSession:
         """The session read; SourceError when the bytes fed never made a complete document."""
-        if self.waiting and not self.read_once:
-            raise SourceError(f"{self.path.name}: not a complete JSON document ({self.waiting})")
+        if not self.read_once:
+            why = f"not a complete JSON document ({self.waiting})" if self.waiting else "the file is empty"
+            raise SourceError(f"{self.path.name}: {why}")
         if self.waiting:
             self.session.notes.append(f"the last version of the file did not parse ({self.waiting}): the one "
                                       "before is shown")
