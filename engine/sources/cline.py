@@ -398,7 +398,7 @@ class ClineReader:
         session = self._new()
         session.make_id = old.make_id
         build(session, doc, read_meta(self.path))
-        reset = bool(self._raw) or bool(self._head)
+        reset = bool(old.messages or old.calls)  # a first version without messages (nor a system prompt yet): none
         self.session, self._raw, self._head = session, list(raw), head
         return SourceChanges(reset=True) if reset else SourceChanges()
 
