@@ -20,7 +20,11 @@ they are taken as outside it (prompt = input + cache read + cache write). The pe
 with the meta's ``metadata.usage`` totals (a difference is a note). Cline prices only the models it knows:
 ``totalCost`` 0 with an unknown model is no price, so the agent's cost is taken only when it is above 0.
 
-The system prompt is in the file (``system_prompt``: equal to what was sent); the tool definitions are not
+The system prompt is in the file (``system_prompt``: equal to what was sent) — the last run's only: a session
+continued in the TUI (``cline --id``) gets the TUI's system prompt written over the headless run's, so the calls
+made before the last change between a headless run (``<user_input mode="yolo">``) and the TUI (``act`` /
+``plan``) are marked ``prompt_unlike_file`` (their prompt held a system prompt the file lacks); two TUI runs in a
+row are taken to share theirs (the same mode of Cline; not verified). The tool definitions are not
 (their size is inferred: ``prefix_label``). The model's window is not recorded (unknown). A compaction replaces
 ``messages`` in the file: the calls of the messages it dropped are no longer there (not exercised headless with the
 pinned version). A half-written document (read while Cline writes it) is no error: the reader waits for the
@@ -29,6 +33,7 @@ rewrite to complete (:class:`ClineReader`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -56,6 +61,9 @@ from engine.sources.model import (
 MESSAGES_SUFFIX = ".messages.json"
 PREFIX_LABEL = "tool definitions"
 USER_INPUT_RE = re.compile(r"\A<user_input(?:\s[^>]*)?>(.*)</user_input>\Z", re.DOTALL)
+USER_INPUT_MODE_RE = re.compile(r'<user_input(?:\s+mode="([^"]*)")?')
+EARLIER_RUN = ("sent with the system prompt of an earlier run (headless, or the TUI), which Cline does not keep: "
+               "the file holds the last run's")
 READ_BLOCKS = frozenset({"text", "tool_use", "tool_result", "thinking", "reasoning", "redacted_thinking", "image"})
 USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 
@@ -142,6 +150,44 @@ def result_text(content: Any) -> str:
     if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") in ("text", "image") for b in content):
         return _text(content)
     return stringify(content)
+
+
+def input_mode(msg: Any) -> str:
+    """The ``mode`` of a user message's ``<user_input mode="…">`` prompt ("" for any other message): ``yolo`` for a
+    headless run (``-y``), ``act`` / ``plan`` in the TUI."""
+    if not isinstance(msg, dict) or msg.get("role") != "user":
+        return ""
+    for block in _blocks(msg.get("content")):
+        text = block_text(block)
+        if text.startswith("<user_input") and (found := USER_INPUT_MODE_RE.match(text)):
+            return found.group(1) or "?"
+    return ""
+
+
+def calls_of_earlier_runs(raw: list[Any]) -> int:
+    """How many calls (assistant messages with ``metrics``) were made before the last change between a headless
+    run (``yolo``) and the TUI (``act`` / ``plan``): Cline keeps one ``system_prompt``, the last run's, and the two
+    send different ones; those calls were sent a system prompt the file no longer holds."""
+    kinds = [(i, mode == "yolo") for i, mode in ((i, input_mode(m)) for i, m in enumerate(raw)) if mode]
+    start = 0
+    for (_, before), (i, kind) in itertools.pairwise(kinds):
+        if kind != before:
+            start = i
+    return sum(1 for m in raw[:start] if isinstance(m, dict) and m.get("role") == "assistant"
+               and isinstance(m.get("metrics"), dict))
+
+
+def mark_earlier_runs(session: SourceSession, raw: list[Any]) -> list[int]:
+    """Say of each call made before the last run (:func:`calls_of_earlier_runs`) that its prompt held a system
+    prompt the file does not; the indices of the calls whose mark changed."""
+    earlier = calls_of_earlier_runs(raw)
+    changed = []
+    for call in session.calls:
+        want = EARLIER_RUN if call.index < earlier else ""
+        if call.prompt_unlike_file != want:
+            call.prompt_unlike_file = want
+            changed.append(call.index)
+    return changed
 
 
 def user_text(text: str) -> str:
@@ -299,6 +345,8 @@ def build(session: SourceSession, doc: dict[str, Any], meta: dict[str, Any]) -> 
     for n, msg in enumerate(doc["messages"], 1):
         add_message(session, n, msg)
     session.lines = len(doc["messages"])
+    if mark_earlier_runs(session, doc["messages"]):
+        session.notes.append(f"the system prompt is the last run's: the calls before it ({EARLIER_RUN})")
     apply_meta(session, meta)
     session.last_activity = max(session.last_activity, ms_iso(doc.get("updated_at")))
 
@@ -390,7 +438,10 @@ class ClineReader:
             for n in range(len(self._raw), len(raw)):
                 add_message(old, n + 1, raw[n])
             old.lines = len(raw)
-            old.notes = [n for n in old.notes if not n.startswith("the meta's usage totals")]
+            mark.calls_updated = [i for i in mark_earlier_runs(old, raw) if i < mark.calls_from]
+            if any(c.prompt_unlike_file for c in old.calls) and not any(EARLIER_RUN in n for n in old.notes):
+                old.notes.append(f"the system prompt is the last run's: the calls before it ({EARLIER_RUN})")
+            old.notes = [n for n in old.notes if not n.startswith("the meta's usage totals")]  # checked again
             apply_meta(old, read_meta(self.path))
             old.last_activity = max(old.last_activity, ms_iso(doc.get("updated_at")))
             self._raw = list(raw)

@@ -17,18 +17,31 @@ What the pinned version does, as these tests pin it down:
   ``submit_and_exit``) are not in the file;
 - ``-y`` stops only on ``submit_and_exit``.
 
-Not exercised: continuing a session (``--id`` opens the TUI; ``--json`` refuses it) and a compaction (the window
-of an ``openai-compatible`` model is 128,000 and cannot be set smaller from the provider settings).
+- a session is continued only in the TUI (``cline --id <session>``; ``--json`` refuses ``--id``), driven here in
+  tmux: the same document grows (the new prompt stored as ``<user_input mode="act">``), the meta's usage totals
+  count both runs, and ``system_prompt`` becomes the TUI's (another text, with another set of tools, no
+  ``submit_and_exit``): the headless run's calls are marked as sent with a system prompt the file lacks.
+
+Not exercised: a compaction (the window of an ``openai-compatible`` model is 128,000 and cannot be set smaller
+from the provider settings).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import subprocess
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from engine.sources.cline import read_cline
+import pytest
+
+from engine.sources.cline import input_mode, read_cline
 from engine.sources.discovery import scan_sources
 from engine.sources.follow import Follower, FollowEvent
 from engine.sources.model import SourceSession
@@ -92,9 +105,17 @@ def as_sent(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def assert_calls_are_the_servers(src: SourceSession, answered: list[Logged]) -> None:
+def assert_calls_are_the_servers(src: SourceSession, answered: list[Logged], earlier: int = 0) -> None:
+    """Every call's figures are the server's answer, by order; its messages and (but for the ``earlier`` calls of a
+    run before a continuation) its system prompt what was sent."""
     assert len(src.calls) == len(answered)
     for call, entry in zip(src.calls, answered, strict=True):
+        if call.index < earlier:  # the file has the last run's system prompt only, and says so
+            assert call.prompt_unlike_file and entry.body["messages"][0]["content"] != src.system_prompt
+            entry = replace(entry, body=entry.body | {"messages": [{"role": "system", "content": src.system_prompt},
+                                                                   *entry.body["messages"][1:]]})
+        else:
+            assert call.prompt_unlike_file == ""
         usage = entry.usage
         assert (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens, call.cache_write_tokens) == (
             usage["prompt_tokens"], usage["completion_tokens"], usage["prompt_tokens_details"]["cached_tokens"], 0)
@@ -102,7 +123,9 @@ def assert_calls_are_the_servers(src: SourceSession, answered: list[Logged]) -> 
         system, *rest = entry.body["messages"]
         assert system == {"role": "system", "content": src.system_prompt}, "the system prompt is what was sent"
         assert as_sent(src.messages[:call.message_index]) == as_sent(rest), f"call {call.index}: not what was sent"
-        assert [t["function"]["name"] for t in entry.body["tools"]] == TOOLS
+        names = [t["function"]["name"] for t in entry.body["tools"]]  # sent, not in the file: src.tools stays []
+        headless = not earlier or call.index < earlier
+        assert names == TOOLS if headless else ("submit_and_exit" not in names and "run_commands" in names), names
 
 
 class Watch:
@@ -179,3 +202,85 @@ def test_a_headless_run_is_read_as_the_server_saw_it(agent_home: AgentHome) -> N
     (entry,) = scan_sources(env={}, home=agent_home.home, index=agent_home.home / "idx.json", refresh=True)
     assert (entry.agent, entry.title, entry.project, entry.calls) == ("cline", PROMPT, agent_home.work.name, 4)
     assert entry.last_prompt_tokens == answered[-1].usage["prompt_tokens"]
+
+
+# --------------------------------------------------------------------------- continued in the TUI (tmux)
+
+
+class Tmux:
+    """The TUI in a detached tmux session of its own (its own socket under the test's home)."""
+
+    def __init__(self, home: AgentHome, args: list[str]) -> None:
+        self.sock = str(home.home / "tmux.sock")
+        env = env_of(home) | {"TERM": "xterm-256color"}
+        command = " ".join(["env", "-i", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                            shlex.quote(str(agent_bin("cline"))), *map(shlex.quote, args)])
+        self.tmux("new-session", "-d", "-x", "160", "-y", "50", "-c", str(home.work), command)
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True, timeout=30).stdout
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-l", text)
+        time.sleep(0.3)
+        self.tmux("send-keys", "Enter")
+
+    def wait(self, done: Callable[[], bool], what: str, seconds: float = 60) -> None:
+        end = time.monotonic() + seconds
+        while not done():
+            if time.monotonic() > end:
+                screen = self.tmux("capture-pane", "-p")
+                raise AssertionError(f"{what}: not within {seconds:.0f} s; the screen:\n{screen}")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+
+
+def tui_script(first: int) -> Any:
+    """The headless run as :func:`shell_script` (``first`` commands), then in the TUI (no ``submit_and_exit`` there):
+    one ``run_commands`` call, then a closing text."""
+    headless = shell_script(first)
+
+    def script(body: dict[str, Any]) -> Reply:
+        names = [t["function"]["name"] for t in body.get("tools") or []]
+        if "submit_and_exit" in names:
+            return headless(body)
+        results = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if results < first + 2:
+            return Reply(text="Once more.", tool_calls=[ToolCall("run_commands", {"commands": ["echo again"]})])
+        return Reply(text="Continued: done.")
+
+    return script
+
+
+def test_a_session_continued_in_the_tui_is_read_whole(agent_home: AgentHome) -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed: the TUI (the only way to continue a Cline session) cannot be driven")
+    with ChatServer(tui_script(1)) as server:
+        configure(agent_home, server)
+        run_cline(agent_home, PROMPT)
+        path = the_session(agent_home)
+        headless = server.calls("main")
+        before = read_cline(path)
+        assert len(headless) == len(before.calls) == 2
+        tui = Tmux(agent_home, ["--id", path.parent.name])
+        try:
+            tui.wait(lambda: "Ask anything" in tui.tmux("capture-pane", "-p"), "the TUI's prompt")
+            tui.type("Now echo again.")
+            tui.wait(lambda: len(server.calls("main")) >= 4 and "Continued: done." in path.read_text(), "the reply")
+        finally:
+            tui.close()
+        answered = server.calls("main")
+    assert len(answered) == 4
+    src = read_cline(path)
+    assert_calls_are_the_servers(src, answered, earlier=2)
+    assert [m["content"] for m in src.messages if m["role"] == "user"][-1] == "Now echo again."  # sent bare
+    raw = json.loads(path.read_text())["messages"]
+    assert [input_mode(m) for m in raw if input_mode(m)] == ["yolo", "act"], f"Cline {pinned()}"
+    (note,) = src.notes  # the meta's totals count the continuation too: no note of theirs
+    assert "the system prompt is the last run's" in note
+    sent = [e.body["messages"][0]["content"] for e in answered]
+    assert src.system_prompt == sent[-1] == sent[2] != sent[0] == sent[1]
+    (entry,) = scan_sources(env={}, home=agent_home.home, index=agent_home.home / "idx.json", refresh=True)
+    assert (entry.title, entry.calls, entry.last_prompt_tokens) == (PROMPT, 4, answered[-1].usage["prompt_tokens"])

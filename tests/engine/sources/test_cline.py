@@ -243,3 +243,33 @@ def test_listed_in_sources_and_counted_in_usage(tmp_path: Path, monkeypatch: pyt
     ix.update(home=home, env={})
     totals = ix.totals()
     assert totals["unpriced_calls"] == 0 and totals["cost_usd"] > 0
+
+
+CONTINUED = [  # what the TUI (cline --id) added to the session, shortened from a real run
+    {"id": "f1118d68-44a6-42e8-af1d-9c6309b7406d", "role": "user", "ts": 1795744096470,
+     "content": [{"type": "text", "text": "<user_input mode=\"act\">Now echo again.</user_input>"}]},
+    {"id": "msg_0FoKFA3c", "role": "assistant", "ts": 1795744096602, "modelInfo": MODEL_INFO,
+     "metrics": metrics(5780, 4, 5698), "content": [{"type": "text", "text": "Continued: done."}]},
+]
+
+
+def test_a_continuation_in_the_tui_marks_the_calls_of_the_headless_run() -> None:
+    reader = ClineReader(Path(f"{SID}.messages.json"))
+    reader.feed(dump(document()))
+    assert [c.prompt_unlike_file for c in reader.session.calls] == ["", ""] and reader.session.notes == []
+    reader.restart()
+    changes = reader.feed(dump(document(MESSAGES + CONTINUED)))
+    src = reader.finish()
+    assert (changes.reset, changes.calls_from, changes.calls_updated) == (False, 2, [0, 1])
+    assert [bool(c.prompt_unlike_file) for c in src.calls] == [True, True, False]
+    assert src.messages[-2]["content"] == "Now echo again." and "the last run's" in src.notes[0]
+    again = read_cline_doc(MESSAGES + CONTINUED + [
+        {**CONTINUED[0], "content": [{"type": "text", "text": "<user_input mode=\"plan\">And again.</user_input>"}]},
+        CONTINUED[1]])
+    assert [bool(c.prompt_unlike_file) for c in again.calls] == [True, True, False, False]  # TUI after TUI: kept
+
+
+def read_cline_doc(messages: list[dict[str, Any]]) -> Any:
+    reader = ClineReader(Path(f"{SID}.messages.json"))
+    reader.feed(dump(document(messages)))
+    return reader.finish()
