@@ -25,10 +25,12 @@ continued in the TUI (``cline --id``) gets the TUI's system prompt written over 
 made before the last change between a headless run (``<user_input mode="yolo">``) and the TUI (``act`` /
 ``plan``) are marked ``prompt_unlike_file`` (their prompt held a system prompt the file lacks); two TUI runs in a
 row are taken to share theirs (the same mode of Cline; not verified). The tool definitions are not
-(their size is inferred: ``prefix_label``). The model's window is not recorded (unknown). A compaction replaces
-``messages`` in the file: the calls of the messages it dropped are no longer there (not exercised headless with the
-pinned version). A half-written document (read while Cline writes it) is no error: the reader waits for the
-rewrite to complete (:class:`ClineReader`).
+(their size is inferred: ``prefix_label``). The model's window is not recorded (unknown). A compaction is
+not recorded (checked with ``--compaction basic`` headless: Cline drops old messages from its requests but keeps them
+all in the file): the calls from the first whose prompt fell below half the one before are marked
+``prompt_unlike_file`` and said in a note (inferred); an agentic compaction's summarisation request is recorded
+nowhere, not even in the meta's totals. A half-written document (read while Cline writes it) is no error: the
+reader waits for the rewrite to complete (:class:`ClineReader`).
 """
 
 from __future__ import annotations
@@ -62,8 +64,11 @@ MESSAGES_SUFFIX = ".messages.json"
 PREFIX_LABEL = "tool definitions"
 USER_INPUT_RE = re.compile(r"\A<user_input(?:\s[^>]*)?>(.*)</user_input>\Z", re.DOTALL)
 USER_INPUT_MODE_RE = re.compile(r'<user_input(?:\s+mode="([^"]*)")?')
+COMPACTED = ("sent after a compaction Cline does not record (its prompt fell below half the call before's): the "
+             "request held fewer messages than the file keeps")
 EARLIER_RUN = ("sent with the system prompt of an earlier run (headless, or the TUI), which Cline does not keep: "
                "the file holds the last run's")
+EARLIER_NOTE = f"the system prompt is the last run's: the calls before it ({EARLIER_RUN})"
 READ_BLOCKS = frozenset({"text", "tool_use", "tool_result", "thinking", "reasoning", "redacted_thinking", "image"})
 USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 
@@ -187,6 +192,24 @@ def mark_earlier_runs(session: SourceSession, raw: list[Any]) -> list[int]:
         if call.prompt_unlike_file != want:
             call.prompt_unlike_file = want
             changed.append(call.index)
+    return changed
+
+
+def mark_compacted(session: SourceSession) -> list[int]:
+    """Say of each call from the first whose prompt fell below half the one before (a compaction: Cline sent fewer
+    messages than the file keeps, and records no compaction) that its prompt is not the file's history; the
+    indices of the calls whose mark changed. Calls already marked for an earlier run keep that mark."""
+    changed: list[int] = []
+    compacted = False
+    before: int | None = None
+    for call in session.calls:
+        if call.prompt_tokens is not None:
+            compacted = compacted or (before is not None and call.prompt_tokens * 2 < before)
+            before = call.prompt_tokens
+        if compacted and call.prompt_unlike_file in ("", COMPACTED):
+            if call.prompt_unlike_file != COMPACTED:
+                call.prompt_unlike_file = COMPACTED
+                changed.append(call.index)
     return changed
 
 
@@ -346,7 +369,9 @@ def build(session: SourceSession, doc: dict[str, Any], meta: dict[str, Any]) -> 
         add_message(session, n, msg)
     session.lines = len(doc["messages"])
     if mark_earlier_runs(session, doc["messages"]):
-        session.notes.append(f"the system prompt is the last run's: the calls before it ({EARLIER_RUN})")
+        session.notes.append(EARLIER_NOTE)
+    if mark_compacted(session):
+        session.notes.append(f"calls {COMPACTED}")
     apply_meta(session, meta)
     session.last_activity = max(session.last_activity, ms_iso(doc.get("updated_at")))
 
@@ -438,9 +463,11 @@ class ClineReader:
             for n in range(len(self._raw), len(raw)):
                 add_message(old, n + 1, raw[n])
             old.lines = len(raw)
-            mark.calls_updated = [i for i in mark_earlier_runs(old, raw) if i < mark.calls_from]
-            if any(c.prompt_unlike_file for c in old.calls) and not any(EARLIER_RUN in n for n in old.notes):
-                old.notes.append(f"the system prompt is the last run's: the calls before it ({EARLIER_RUN})")
+            changed = set(mark_earlier_runs(old, raw)) | set(mark_compacted(old))
+            mark.calls_updated = sorted(i for i in changed if i < mark.calls_from)
+            for why, note in ((EARLIER_RUN, EARLIER_NOTE), (COMPACTED, f"calls {COMPACTED}")):
+                if any(c.prompt_unlike_file == why for c in old.calls) and note not in old.notes:
+                    old.notes.append(note)
             old.notes = [n for n in old.notes if not n.startswith("the meta's usage totals")]  # checked again
             apply_meta(old, read_meta(self.path))
             old.last_activity = max(old.last_activity, ms_iso(doc.get("updated_at")))

@@ -284,3 +284,52 @@ def test_a_session_continued_in_the_tui_is_read_whole(agent_home: AgentHome) -> 
     assert src.system_prompt == sent[-1] == sent[2] != sent[0] == sent[1]
     (entry,) = scan_sources(env={}, home=agent_home.home, index=agent_home.home / "idx.json", refresh=True)
     assert (entry.title, entry.calls, entry.last_prompt_tokens) == (PROMPT, 4, answered[-1].usage["prompt_tokens"])
+
+
+# --------------------------------------------------------------------------- a compaction (headless, basic)
+
+
+def compaction_script(inflate_at: int, steps: int) -> Any:
+    """Step 0 prints twenty 7,000-character lines (run_commands cuts each command's output near 8,000): about 48k
+    tokens by Cline's own estimate; the answer to main request ``inflate_at`` (1-based) claims 150,000 more prompt
+    tokens, which makes Cline scale its estimate up (by at most 4): its next request is above 90 % of 128,000 / 4 and
+    is compacted. ``submit_and_exit`` after ``steps`` results."""
+    state = {"requests": 0}
+
+    def script(body: dict[str, Any]) -> Reply:
+        state["requests"] += 1
+        results = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if results >= steps:
+            done = {"summary": "Done: all steps ran.", "verified": True}
+            return Reply(tool_calls=[ToolCall("submit_and_exit", done)])
+        commands = ([f"head -c 7000 /dev/zero | tr '\\0' {c}; echo" for c in "abcdefghijklmnopqrst"]
+                    if state["requests"] == 1 else [f"echo step{state['requests']}"])
+        return Reply(text=f"Step {state['requests']}.", tool_calls=[ToolCall("run_commands", {"commands": commands})],
+                     extra_prompt_tokens=150_000 if state["requests"] == inflate_at else 0)
+
+    return script
+
+
+def test_a_basic_compaction_is_not_in_the_file_and_is_said(agent_home: AgentHome) -> None:
+    with ChatServer(compaction_script(inflate_at=4, steps=5)) as server:
+        configure(agent_home, server)
+        agent_home.run(agent_bin("cline"), ["--json", "-y", "--compaction", "basic", PROMPT], env_of(agent_home),
+                       timeout=120).check()
+        answered = server.calls("main")
+    assert not server.calls("side") and not server.calls("summary")  # basic: no summarisation request
+    src = read_cline(the_session(agent_home))
+    sent = [len(e.body["messages"]) for e in answered]
+    compacted = next(i for i in range(1, len(sent)) if sent[i] < sent[i - 1])  # the request that held fewer messages
+    assert compacted == 4, sent
+    assert len(src.calls) == len(answered)
+    for call, entry in zip(src.calls, answered, strict=True):  # every figure the server's, by order
+        assert (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens) == (
+            entry.usage["prompt_tokens"], entry.usage["completion_tokens"],
+            entry.usage["prompt_tokens_details"]["cached_tokens"])
+        assert bool(call.prompt_unlike_file) == (call.index >= compacted), call.index  # inferred from the drop
+    before = [as_sent(src.messages[:c.message_index]) == as_sent(e.body["messages"][1:])
+              for c, e in zip(src.calls, answered, strict=True)]
+    assert before == [i < compacted for i in range(len(answered))]  # the file keeps every message: not what was sent
+    raw = json.loads(the_session(agent_home).read_text())["messages"]
+    assert len(raw) == 2 + 2 * len(answered), f"Cline {pinned()} keeps every message after a compaction"
+    assert any("compaction Cline does not record" in n for n in src.notes)

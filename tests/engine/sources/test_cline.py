@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.sources.cline import ClineReader, light_summary, read_cline, user_text
+from engine.sources.cline import COMPACTED, ClineReader, light_summary, read_cline, user_text
 from engine.sources.detect import detect_format
 from engine.sources.discovery import scan_sources
 from engine.sources.follow import Follower
@@ -273,3 +273,23 @@ def read_cline_doc(messages: list[dict[str, Any]]) -> Any:
     reader = ClineReader(Path(f"{SID}.messages.json"))
     reader.feed(dump(document(messages)))
     return reader.finish()
+
+
+def test_a_compaction_is_inferred_from_the_prompt_falling() -> None:
+    """Real figures of a ``--compaction basic`` run (the file keeps every message; the request after the compaction
+    held fewer): the calls from the fall on are marked, inferred, and said."""
+    msgs: list[dict[str, Any]] = [copy.deepcopy(MESSAGES[0])]
+    for n, prompt in enumerate((3476, 39258, 189423, 4075, 4157)):
+        msgs.append({"id": f"a{n}", "role": "assistant", "ts": 1795744347594 + n, "modelInfo": MODEL_INFO,
+                     "metrics": metrics(prompt, 12, 0), "content": [{"type": "text", "text": f"Step {n}."}]})
+        msgs.append({"id": f"u{n}", "role": "user", "ts": 1795744347600 + n,
+                     "content": [{"type": "text", "text": "go"}]})
+    src = read_cline_doc(msgs)
+    assert [bool(c.prompt_unlike_file) for c in src.calls] == [False, False, False, True, True]
+    assert src.notes == [f"calls {COMPACTED}"]
+    reader = ClineReader(Path(f"{SID}.messages.json"))
+    reader.feed(dump(document(msgs[:7])))
+    reader.restart()
+    changes = reader.feed(dump(document(msgs)))
+    assert changes.calls_from == 3 and changes.calls_updated == []  # the marked calls are new ones
+    assert [bool(c.prompt_unlike_file) for c in reader.session.calls] == [False, False, False, True, True]
