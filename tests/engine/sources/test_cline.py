@@ -293,3 +293,41 @@ def test_a_compaction_is_inferred_from_the_prompt_falling() -> None:
     changes = reader.feed(dump(document(msgs)))
     assert changes.calls_from == 3 and changes.calls_updated == []  # the marked calls are new ones
     assert [bool(c.prompt_unlike_file) for c in reader.session.calls] == [False, False, False, True, True]
+
+
+def test_a_followed_view_of_a_rewritten_file_ends_as_the_whole_import(tmp_path: Path) -> None:
+    """The window's followed view (LiveSource): each version Cline writes, half-written ones between, is applied as
+    a change (never a rewrite of the view), and the view ends with the whole import's records and history."""
+    from engine.context.conversation import Session
+    from engine.ingest import import_source
+    from engine.store.config import Settings
+    from engine.workbench.source_views import LiveSource, new_prefix
+    from tests.engine.workbench.test_live_import import records
+
+    path = write_session(tmp_path / "home", document(MESSAGES[:3]))
+    folder = tmp_path / "view"
+    live = LiveSource(path, "cline", new_prefix(), Settings(), None)
+    live.open(folder)
+    session = Session.load(folder)
+    plans = 0
+    try:
+        for k in (4, 5, 6):
+            whole = dump(document(MESSAGES[:k]))
+            path.write_bytes(whole[:len(whole) // 2])  # caught half way through the rewrite
+            plan = live.poll()
+            assert plan is not None and plan.empty
+            path.write_bytes(whole)
+            plan = live.poll()
+            assert plan is not None, "a rewrite that only added messages is a change, not a new view"
+            if not plan.empty:
+                plans += 1
+                live.importer.apply(session, plan)
+    finally:
+        session.close()
+    assert plans == 3
+    imported = tmp_path / "whole"
+    import_source(path, session_dir=imported)
+    assert records(folder) == records(imported)
+    history = [[{k: v for k, v in m.items() if k != "id"} for m in map(json.loads, (f / "history.jsonl").read_text()
+                                                                        .splitlines())] for f in (folder, imported)]
+    assert history[0] == history[1] and len(history[0]) == 6
