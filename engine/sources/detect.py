@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.sources.capture import is_capture_line
+from engine.sources.cline import is_cline_document, is_cline_meta
 from engine.sources.copilot import is_copilot_line
 from engine.sources.model import (
     FORMATS,
@@ -74,6 +75,8 @@ def _is_gemini_cli(obj: dict[str, Any]) -> bool:
 
 
 def _json_kind(obj: Any) -> SourceFormat | None:
+    if is_cline_document(obj) or is_cline_meta(obj):  # before the generic ``messages`` list below
+        return "cline"
     if isinstance(obj, dict):
         history = obj.get("history")
         if isinstance(history, list) and (

@@ -11,6 +11,8 @@ Where each agent keeps them:
   set);
 - Copilot CLI: ``~/.copilot/session-state/<session uuid>/events.jsonl`` (``$COPILOT_HOME`` instead of ``~/.copilot``
   when set), titled by ``workspace.yaml``'s name, else the first prompt;
+- Cline: ``~/.cline/data/sessions/<id>/<id>.messages.json`` (as Cline finds it: ``$CLINE_SESSION_DATA_DIR``, else
+  ``$CLINE_DATA_DIR/sessions``, else ``$CLINE_DIR/data/sessions``);
 - OpenCode: the SQLite database ``${XDG_DATA_HOME:-~/.local/share}/opencode/opencode*.db``: one row per
   top-level session (its path ``<db>#<session id>``); a child session (a ``task`` subagent, ``parent_id``) is
   counted with its parent (``subagents``, and its cost in the parent's);
@@ -51,7 +53,7 @@ from typing import Any, Literal, cast
 
 from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
-from engine.sources import capture, copilot, gemini_cli, opencode, pi
+from engine.sources import capture, cline, copilot, gemini_cli, opencode, pi
 from engine.sources import model as source_model
 from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for_model
 from engine.sources.codex import same_total
@@ -69,7 +71,7 @@ from engine.sources.model import (
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
 
-Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli"]
+Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline"]
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
 # 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
@@ -138,6 +140,7 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
     copilot_home = env.get("COPILOT_HOME")
     roots.append(("copilot-cli", (Path(copilot_home).expanduser() if copilot_home else home / ".copilot")
                   / "session-state"))
+    roots.append(("cline", cline_sessions(env, home)))
     data_home = env.get("XDG_DATA_HOME")
     roots.append(("opencode", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "opencode"))
     own_data = env.get("CTXBENCH_DATA_DIR")
@@ -153,6 +156,16 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
             seen.add(key)
             out.append((agent, folder))
     return out
+
+
+def cline_sessions(env: Mapping[str, str], home: Path) -> Path:
+    """Cline's sessions folder, found as Cline 3.0.65 finds it (its environment variables, else ``~/.cline``)."""
+    if folder := (env.get("CLINE_SESSION_DATA_DIR") or "").strip():
+        return Path(folder).expanduser()
+    if data := (env.get("CLINE_DATA_DIR") or "").strip():
+        return Path(data).expanduser() / "sessions"
+    base = (env.get("CLINE_DIR") or "").strip()
+    return (Path(base).expanduser() if base else home / ".cline") / "data" / "sessions"
 
 
 def _files(agent: Agent | None, folder: Path,
@@ -174,6 +187,9 @@ def _files(agent: Agent | None, folder: Path,
     if agent == "copilot-cli":
         for path in _walk(folder.glob("*/events.jsonl"), folder, problems):
             yield "copilot-cli", path
+    if agent == "cline":
+        for path in _walk(folder.glob("*/*" + cline.MESSAGES_SUFFIX), folder, problems):
+            yield "cline", path
     if agent == "proxy-capture":
         for path in _walk(folder.glob("capture-*.jsonl"), folder, problems):
             if not _capture_part(path):
@@ -572,6 +588,16 @@ def _summary_copilot(path: Path) -> SourceEntry:
                   found.started, found.calls, found.last_prompt, found.window, found.model, _one_line(found.title))
 
 
+def _summary_cline(path: Path) -> SourceEntry:
+    """A Cline document (:func:`engine.sources.cline.light_summary`): titled by the meta's prompt."""
+    found = cline.light_summary(path)
+    entry = _entry("cline", Path(found.cwd).name if found.cwd else path.parent.name, found.session_id, path,
+                   found.started, found.calls, found.last_prompt, None, found.model, _one_line(found.title))
+    entry.last_activity = found.last_activity or entry.last_activity
+    entry.agent_cost_usd = found.cost_usd
+    return entry
+
+
 def _capture_part(path: Path) -> bool:
     """Whether ``path`` is a rolled-over part of a capture (``capture-….2.jsonl``: read with its first part)."""
     head, _, tail = path.stem.rpartition(".")
@@ -602,6 +628,8 @@ def summarize(agent: Agent, path: Path) -> SourceEntry:
         return _summary_pi(path)
     if agent == "copilot-cli":
         return _summary_copilot(path)
+    if agent == "cline":
+        return _summary_cline(path)
     if agent == "gemini-cli":
         return _summary_gemini(path)
     return _summary_claude(path) if agent == "claude-code" else _summary_codex(path)
@@ -945,7 +973,7 @@ def format_table(entries: list[SourceEntry]) -> str:
     if not entries:
         return ("No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions, "
                 "Gemini CLI: ~/.gemini/tmp, OpenCode: ~/.local/share/opencode, Pi: ~/.pi/agent/sessions, "
-                "Copilot CLI: ~/.copilot/session-state).")
+                "Copilot CLI: ~/.copilot/session-state, Cline: ~/.cline/data/sessions).")
     head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
             "% full", "path")
     rows = [head]

@@ -59,7 +59,7 @@ from typing import Any, Literal
 from engine.sources import formats
 from engine.sources import model as source_model
 from engine.sources.detect import HEAD_BYTES, detect_format
-from engine.sources.formats import AppendedReader
+from engine.sources.formats import AppendedReader, RewrittenReader
 from engine.sources.model import (
     Compaction,
     ProviderCall,
@@ -73,7 +73,9 @@ from engine.sources.opencode import OpenCodeReader
 POLL_INTERVAL = 0.2  # seconds between two looks at the file
 CHUNK = 1 << 20  # bytes read at a time
 SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
-FOLLOWABLE: tuple[SourceFormat, ...] = formats.names(growth="appended")  # files written by appending
+# files written by appending, and those rewritten whole whose reader is fed the whole file again (Cline)
+FOLLOWABLE: tuple[SourceFormat, ...] = tuple(name for name in formats.names() if name not in formats.names(
+    growth="polled") and formats.FORMATS[name].appended is not None)
 LOCKED_LONG = 5.0  # seconds an OpenCode database stays locked before following says so (``problem``)
 POLLED: tuple[SourceFormat, ...] = formats.names(growth="polled")  # database rows: the reader is polled (no Tail)
 FOLLOWED: tuple[SourceFormat, ...] = FOLLOWABLE + POLLED  # what a Follower follows
@@ -266,10 +268,13 @@ class _Parser:
         """One complete line (without its newline, as :class:`Tail` gives it)."""
         self.feed_lines([raw + b"\n"])
 
-    def feed_lines(self, lines: list[bytes]) -> None:
+    def feed_lines(self, lines: list[bytes]) -> bool:
+        """Feed complete lines; True when the reader started over (a rewritten file whose earlier part changed)."""
         reader = self.reader
         assert not isinstance(reader, OpenCodeReader)
-        self.absorb(reader.feed_lines(lines))
+        changes = reader.feed_lines(lines)
+        self.absorb(changes)
+        return changes.reset
 
     def absorb(self, changes: SourceChanges) -> None:
         """Turn one feed's (or poll's) changes into new and changed items."""
@@ -423,15 +428,20 @@ class Follower:
             lines, reset, more = self.tail.read(min(CHUNK, backlog_left) if backlog_left > 0 else CHUNK)
             if (gone := self.tail.notice()) is not None:
                 events.append(FollowEvent("missing", reason=gone))
-            if reset is not None:
+            if reset is not None and isinstance(parser.reader, RewrittenReader):
+                parser.reader.restart()  # the new version is told apart from the old one by the reader itself
+            elif reset is not None:
                 parser = self.parser = _parser(self.format, self.path)
                 self._reported_calls.clear()
                 self._reported_compactions.clear()
                 self._held.clear()
                 self._backlog = 0
                 events.append(FollowEvent("reset", reason=reset))
-            if lines:
-                parser.feed_lines([raw + b"\n" for raw in lines])
+            if lines and parser.feed_lines([raw + b"\n" for raw in lines]):  # a rewritten file's earlier part changed
+                self._reported_calls.clear()
+                self._reported_compactions.clear()
+                self._held.clear()
+                events.append(FollowEvent("reset", reason="rewritten"))
             events += self._flush(parser, at_end=not more, quiet=0 < self.tail.offset <= self._backlog)
         return events
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol, cast, runtime_checkable
 
-from engine.sources import capture, claude_code, codex, copilot, gemini_cli, opencode, openhands, pi, swe_agent
+from engine.sources import capture, claude_code, cline, codex, copilot, gemini_cli, opencode, openhands, pi, swe_agent
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
 
 Growth = Literal["appended", "polled", "rewritten"]
@@ -40,6 +40,17 @@ class AppendedReader(Protocol):
         ...
 
 
+@runtime_checkable
+class RewrittenReader(AppendedReader, Protocol):
+    """An incremental reader of a file the agent rewrites whole (Cline): fed the whole file again after each
+    change, told so by :meth:`restart`; it works out itself what the new version adds (or ``reset``), and a
+    version not completely written yet is waited on (no change), never an error."""
+
+    def restart(self) -> None:
+        """The file is read again from its start: what was fed so far is dropped, the session kept."""
+        ...
+
+
 @dataclass(frozen=True)
 class AgentFormat:
     """One agent format (see the module docstring).
@@ -48,7 +59,8 @@ class AgentFormat:
     (a line-oriented file is then not read again); ``appended``: a new incremental reader of the path (``bulk``:
     the whole file is fed at once); ``growth``: how a growing session is followed — ``appended`` (tailed and fed
     to ``appended``), ``polled`` (a database: its reader is polled) or ``rewritten`` (the agent rewrites the file:
-    read whole again); ``follow_open_last``: following starts from the call open at the end of the file;
+    read whole again; with an ``appended`` reader, a :class:`RewrittenReader`, it is followed: fed the whole file
+    after each change); ``follow_open_last``: following starts from the call open at the end of the file;
     ``polled``: a new polled reader of a path (``subagents``: its child sessions read too);
     ``listed``: Sources looks for its sessions; ``reasoning_in_output``: the output figure includes reasoning;
     ``in_usage``: the usage index counts its sessions (a proxy's capture is not: the calls it recorded are the
@@ -88,6 +100,8 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
     AgentFormat("copilot-cli", "Copilot CLI", copilot.read_copilot,
                 read_lines=lambda path, lines: copilot.read_copilot(path, lines=lines),
                 appended=lambda path, _bulk: copilot.CopilotReader(path), growth="appended", listed=True),
+    AgentFormat("cline", "Cline", cline.read_cline, read_lines=cline.read_cline_lines,
+                appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten", listed=True),
     AgentFormat("openhands", "OpenHands", openhands.read_openhands),
     AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
     AgentFormat("proxy-capture", "Recorded (proxy)", capture.read_capture,  # engine.capture's files
@@ -139,5 +153,5 @@ def polled_reader(name: str, path: Path, *, subagents: bool = True) -> opencode.
     return spec.polled(Path(path), subagents)
 
 
-__all__ = ["FORMATS", "LOG_FORMATS", "AgentFormat", "AppendedReader", "Growth", "agent_format", "appended_reader",
-           "display_name", "names", "polled_reader"]
+__all__ = ["FORMATS", "LOG_FORMATS", "AgentFormat", "AppendedReader", "Growth", "RewrittenReader", "agent_format",
+           "appended_reader", "display_name", "names", "polled_reader"]

@@ -36,7 +36,7 @@ from engine.context.window import ModelInfo
 from engine.model.messages import Message
 from engine.sources.detect import detect_format
 from engine.sources.follow import FOLLOWED, POLLED, DatabaseNotices, Tail
-from engine.sources.formats import agent_format, appended_reader, display_name, polled_reader
+from engine.sources.formats import RewrittenReader, agent_format, appended_reader, display_name, polled_reader
 from engine.sources.join import CaptureJoin, written
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
@@ -145,13 +145,15 @@ class LiveSource:
         more = True
         while more:
             lines, why, more = self.tail.read()
-            if why is not None:
+            if why is not None and isinstance(self.reader, RewrittenReader):
+                self.reader.restart()  # the file rewritten whole: the reader tells what the new version adds
+            elif why is not None:
                 reset = True
                 out.clear()
                 self.reader = _reader(self.format, self.path, self.prefix)
             if lines:
                 out.append(self.reader.feed_lines([line + b"\n" for line in lines]))
-        return out, reset
+        return out, reset or (isinstance(self.reader, RewrittenReader) and any(c.reset for c in out))
 
     def _ready(self) -> SourceSession:
         if hasattr(self.reader, "read_beside"):
