@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from engine.sources import capture, claude_code, codex, gemini_cli, opencode, openhands, pi, swe_agent
+from engine.sources import capture, claude_code, codex, gemini_cli, opencode, openhands, pi, qwen_code, swe_agent
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
 
 Growth = Literal["appended", "polled", "rewritten"]
@@ -85,6 +85,9 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 growth="polled", listed=True, reasoning_in_output=False),
     AgentFormat("pi", "Pi", pi.read_pi, read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
                 appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True),
+    AgentFormat("qwen-code", "Qwen Code", qwen_code.read_qwen_code,
+                read_lines=lambda path, lines: qwen_code.read_qwen_code(path, lines=lines),
+                appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended", listed=True),
     AgentFormat("openhands", "OpenHands", openhands.read_openhands),
     AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
     AgentFormat("proxy-capture", "Recorded (proxy)", capture.read_capture,  # engine.capture's files
