@@ -67,6 +67,7 @@ class Logged:
     system_tokens: int = 0
     tools_tokens: int = 0
     messages_tokens: int = 0
+    response_id: str = ""  # the id the server gave its answer (``chatcmpl-…``), where it gives one
 
 
 class ScriptedServer:

@@ -83,9 +83,9 @@ class ChatServer(ScriptedServer):
         cached += reply.extra_prompt_tokens
         usage = {"prompt_tokens": total, "completion_tokens": out_tokens, "total_tokens": total + out_tokens,
                  "prompt_tokens_details": {"cached_tokens": cached}}
-        self.record(Logged(path, body, json.loads(json.dumps(usage)), reply, time.time(), kind, count_tokens(system),
-                           count_tokens(tools), count_tokens(messages)))
         cid = "chatcmpl-" + uuid.uuid4().hex[:24]
+        self.record(Logged(path, body, json.loads(json.dumps(usage)), reply, time.time(), kind, count_tokens(system),
+                           count_tokens(tools), count_tokens(messages), response_id=cid))
         calls: list[dict[str, Any]] = [{"id": c.id or "call_" + uuid.uuid4().hex[:20], "type": "function",
                   "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in reply.tool_calls]
         finish = "tool_calls" if calls else "stop"
