@@ -19,8 +19,12 @@ line has ``uuid``, ``parentUuid`` (the line before it: one chain), ``sessionId``
 
 Usage: one provider call per ``api_response`` event, by ``response_id``, exact; the assistant line after it is the
 call's message (its ``usageMetadata`` equal). An assistant line with usage but no event before it (a file without
-the telemetry records) is a call of its own. The ``compress-`` calls are not turn calls: they are the cost of the
-``chat_compression`` that follows them (summed when Qwen Code made two). The system prompt and tool definitions are
+the telemetry records) is a call of its own. Summarisation calls are not turn calls but the cost of the
+``chat_compression`` that follows them (summed when Qwen Code made two): for ``/compress`` their prompt id is
+``compress-<ms>``; for an automatic compaction (mid-turn) it is the turn's, and they are the events that no assistant
+line followed before the ``chat_compression`` line. ``originalTokenCount`` is Qwen Code's estimate when
+``originalTokenCountIsEstimated`` (automatic compactions): ``estimated``, else the provider's figure.
+The system prompt and tool definitions are
 not in the session file (``--openai-logging`` writes them elsewhere): their size is inferred by the importer. No
 cost is recorded: it is priced from the model name (unknown for a model without a price).
 """
@@ -34,6 +38,7 @@ from typing import Any
 
 from engine.model.messages import Message
 from engine.sources.model import (
+    ESTIMATED,
     LINE_ERRORS,
     PROVIDER,
     Compaction,
@@ -169,7 +174,9 @@ class QwenCodeReader:
                                   "(inferred)")
         self._buffer = LineBuffer()
         self._n = 0
-        self._open: ProviderCall | None = None  # the last api_response call, waiting for its assistant line
+        # api_response calls not yet followed by their assistant line: a turn call (its assistant line next, or a
+        # user / tool result line: a response without a message), or a summarisation call (a chat_compression next)
+        self._unbound: list[ProviderCall] = []
         self._summary_calls: list[ProviderCall] = []  # compress- calls waiting for their chat_compression
         self._touched = -1
 
@@ -198,7 +205,18 @@ class QwenCodeReader:
         """The whole session: a last line without its newline read as it is (or reported torn)."""
         if pending := self._buffer.rest():
             self.feed_lines([pending])
+        if self._unbound:  # responses whose line never came (the agent stopped): calls without a message
+            self._bind()
+            self._derive()
         return self.session
+
+    def _bind(self, last: ProviderCall | None = None) -> None:
+        """The unbound calls become the session's calls (``last`` then, with the next message as its own)."""
+        session = self.session
+        for call in [*self._unbound, *([last] if last else [])]:
+            call.index, call.message_index = len(session.calls), len(session.messages)
+            session.calls.append(call)
+        self._unbound = []
 
     def _line(self, n: int, obj: dict[str, Any]) -> None:
         session = self.session
@@ -223,21 +241,20 @@ class QwenCodeReader:
             return
         if kind == "assistant":
             self._assistant(obj, ts)
+        elif self._unbound:
+            self._bind()
         for out in convert(kind, msg, ts):
             out["id"] = session.make_id()
             session.messages.append(out)
 
     def _assistant(self, obj: dict[str, Any], ts: str) -> None:
-        session = self.session
-        call, self._open = self._open, None
+        call = self._unbound.pop() if self._unbound else None
         if call is None:
             if not isinstance(obj.get("usageMetadata"), dict):
                 return  # no usage recorded for it (nothing to count)
-            call = _metadata_call(obj, len(session.calls), ts, len(session.messages))
-            session.calls.append(call)
-        else:
-            call.message_index = len(session.messages)
+            call = _metadata_call(obj, 0, ts, 0)
         call.model = call.model or str(obj.get("model") or "")
+        self._bind(call)
 
     def _system(self, n: int, obj: dict[str, Any], ts: str) -> None:
         session = self.session
@@ -254,9 +271,7 @@ class QwenCodeReader:
             if str(event.get("prompt_id") or "").startswith(COMPRESS_PREFIX):
                 self._summary_calls.append(_event_call(event, 0, ts, len(session.messages)))
                 return
-            call = _event_call(event, len(session.calls), ts, len(session.messages))
-            session.calls.append(call)
-            self._open = call
+            self._unbound.append(_event_call(event, 0, ts, 0))
         elif subtype == "chat_compression":
             self._compaction(payload, ts)
         else:
@@ -268,13 +283,14 @@ class QwenCodeReader:
         history = payload.get("compressedHistory")
         history = [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
         word = str(info.get("triggerReason") or "")
-        cost = _summed(self._summary_calls)
-        self._summary_calls = []
+        cost = _summed([*self._summary_calls, *self._unbound])  # manual: compress- ids; auto: the turn's
+        self._summary_calls, self._unbound = [], []
         summary = parts_text(_parts(history[0])) if history else ""
         comp = Compaction(index=len(session.compactions), trigger=TRIGGERS.get(word, "unknown"),
                           trigger_source=word or "not recorded", ts=ts, message_index=len(session.messages),
                           calls_before=len(session.calls), tokens_before=int_or_none(info.get("originalTokenCount")),
-                          tokens_before_source=PROVIDER, summary=summary, cost=cost,
+                          tokens_before_source=ESTIMATED if info.get("originalTokenCountIsEstimated") else PROVIDER,
+                          summary=summary, cost=cost,
                           messages_after=len(history), post_tokens=int_or_none(info.get("newTokenCount")))
         session.compactions.append(comp)
         for item in history:
@@ -327,9 +343,8 @@ class LightSummary:
 
 def light_summary(path: Path) -> LightSummary:
     """The :class:`LightSummary` of the Qwen Code session at ``path`` (SourceError / OSError when it cannot be
-    read): turn calls counted as the reader counts them (summary calls apart)."""
+    read): one call per assistant line with usage (the summarisation calls, which have none, apart)."""
     out = LightSummary(session_id=Path(path).stem)
-    pending = False  # an api_response seen, its assistant line not yet
     with open_regular(path) as fh:
         for raw in capped_lines(fh, name=Path(path).name):
             if not out.started:
@@ -337,21 +352,12 @@ def light_summary(path: Path) -> LightSummary:
                 if isinstance(obj.get("timestamp"), str):
                     out.started, out.cwd = iso(obj["timestamp"]), str(obj.get("cwd") or "")
                     out.session_id = str(obj.get("sessionId") or out.session_id)
-            if API_RESPONSE.encode() in raw:
-                event = dict_at(dict_at(_loads(raw), "systemPayload"), "uiEvent")
-                if event.get("event.name") == API_RESPONSE and not str(event.get("prompt_id") or "").startswith(
-                        COMPRESS_PREFIX):
-                    out.calls += 1
-                    out.last_prompt = int_or_none(event.get("input_token_count"))
-                    out.model = str(event.get("model") or out.model)
-                    pending = True
-            elif b'"usageMetadata"' in raw:
+            if b'"usageMetadata"' in raw:
                 obj = _loads(raw)
-                if obj.get("type") == "assistant" and not pending:
+                if obj.get("type") == "assistant":
                     out.calls += 1
                     out.last_prompt = int_or_none(dict_at(obj, "usageMetadata").get("promptTokenCount"))
                     out.model = str(obj.get("model") or out.model)
-                pending = False
             elif not out.title and b'"user"' in raw:
                 obj = _loads(raw)
                 if obj.get("type") == "user":

@@ -10,6 +10,10 @@ What the pinned version does, as these tests pin it down:
 - one file a session, ``~/.qwen/projects/<cwd with / as ->/chats/<session id>.jsonl``; ``--continue`` appends to it;
 - a ``ui_telemetry`` ``qwen-code.api_response`` line before each assistant line, with the response id and the
   provider's figures; the assistant line's ``usageMetadata`` holds the same figures;
+- an automatic compaction (``context.autoCompactThreshold``, a fraction of the window: 200,000 for an unknown
+  model) happens in the middle of a turn, before the request that would cross it: the summarisation request's event
+  has the turn's prompt id and no assistant line after it, then ``chat_compression`` (``token_limit``, an
+  estimated ``originalTokenCount``);
 - ``--continue /compress`` summarises headless: the summarisation request (the history and the 14 tools, its last
   user message "You are the component that summarizes a conversation…") is an ``api_response`` event of prompt id
   ``compress-<ms>`` with no assistant line, then a ``system`` ``chat_compression`` line (``triggerReason``
@@ -57,8 +61,9 @@ def is_summary(body: dict[str, Any]) -> bool:
     return SUMMARY_MARK in text or "<state_snapshot>" in text or not body.get("tools")
 
 
-def shell_script(commands: int) -> Any:
-    """Each prompt gets ``commands`` shell calls, then a closing text; a summarisation request gets :data:`SUMMARY`."""
+def shell_script(commands: int, big: int = 0) -> Any:
+    """Each prompt gets ``commands`` shell calls, then a closing text; a summarisation request gets :data:`SUMMARY`.
+    The answer to each prompt's second request claims ``big`` more prompt tokens (read from the cache)."""
 
     def script(body: dict[str, Any]) -> Reply:
         if is_summary(body):
@@ -67,19 +72,21 @@ def shell_script(commands: int) -> Any:
         done = next((i for i, m in enumerate(reversed(msgs)) if m.get("role") == "user"), len(msgs))
         results = sum(1 for m in msgs[len(msgs) - done:] if m.get("role") == "tool")
         if results < commands:
-            return Reply(tool_calls=[ToolCall("run_shell_command", {"command": f"echo step{results}"})])
+            return Reply(tool_calls=[ToolCall("run_shell_command", {"command": f"echo step{results}"})],
+                         extra_prompt_tokens=big if results == 1 else 0)
         return Reply(text=f"Done: {results} commands ran.")
 
     return script
 
 
-def configure(home: AgentHome) -> None:
+def configure(home: AgentHome, threshold: float | None = None) -> None:
     folder = home.home / ".qwen"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "settings.json").write_text(json.dumps({
         "security": {"auth": {"selectedType": "openai"}}, "model": {"name": MODEL},
         "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
-        "general": {"disableAutoUpdate": True}}), encoding="utf-8")
+        "general": {"disableAutoUpdate": True},
+        **({"context": {"autoCompactThreshold": threshold}} if threshold else {})}), encoding="utf-8")
 
 
 def run_qwen(home: AgentHome, server: ChatServer, prompt: str, *, resume: bool = False) -> Run:
@@ -217,3 +224,28 @@ def assert_priced(entry: SourceEntry, src: SourceSession) -> None:
     assert len(rows) == 10
     assert sorted(r["kind"] for r in rows).count("compaction") == 1
     assert all(r["cost_usd"] is None for r in rows)
+
+
+def test_automatic_compactions_in_the_middle_of_turns(agent_home: AgentHome) -> None:
+    configure(agent_home, threshold=0.11)  # 22,000 tokens: a prompt of ~19,000 and 4,000 more crosses it
+    with ChatServer(shell_script(2, big=4000)) as server:
+        run_qwen(agent_home, server, "Run two commands")
+        run_qwen(agent_home, server, "Run them again", resume=True)
+    answered = server.calls()
+    summaries = [e for e in answered if is_summary(e.body)]
+    assert len(answered) == 10 and len(summaries) == 2
+    path = the_session(agent_home)
+    src = read_qwen_code(path)
+    assert_every_line_known(path, src)
+    assert_calls_are_the_servers(src, answered)
+    assert_the_file_agrees_with_itself(path)
+    assert_read_in_chunks_is_read_whole(path, src, seed=5)
+    assert [c.trigger for c in src.compactions] == ["auto", "auto"]
+    assert [c.trigger_source for c in src.compactions] == ["token_limit", "token_limit"]
+    assert [c.cost.request_id for c in src.compactions if c.cost] == [e.response_id for e in summaries]
+    assert [c.calls_before for c in src.compactions] == [2, 6]
+    for comp in src.compactions:
+        assert comp.tokens_before_source == "estimated" and comp.tokens_before
+        assert comp.tokens_after == src.calls[comp.calls_before].prompt_tokens
+        assert comp.summary.startswith(SUMMARY)
+    assert src.live_start == src.compactions[-1].message_index
