@@ -243,3 +243,52 @@ def test_listed_in_sources(tmp_path: Path) -> None:
     (entry,) = [e for e in entries if e.agent == "qwen-code"]
     assert (entry.project, entry.session_id, entry.calls, entry.title) == ("work", SID, 5, "Run two commands")
     assert entry.started.startswith("2026-11-27T01:53:31")
+
+
+def test_followed_while_written(tmp_path: Path) -> None:
+    """A follower reports each call once with its exact figures, and each compaction with its cost, as the lines
+    are appended (the format detected from the first lines)."""
+    from engine.sources.follow import Follower
+
+    lines = session_lines()
+    path = write(tmp_path, lines[:2])
+    follower = Follower(path)
+    events = follower.poll()
+    for obj in lines[2:]:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(obj) + "\n")
+        events += follower.poll()
+    assert follower.format == "qwen-code"
+    calls = [e.call for e in events if e.kind == "call" and e.call is not None]
+    comps = [e.compaction for e in events if e.kind == "compaction" and e.compaction is not None]
+    whole = read_qwen_code(path)
+    assert sorted({c.request_id for c in calls}) == sorted(c.request_id for c in whole.calls)
+    assert {c.request_id: c.prompt_tokens for c in calls} == {c.request_id: c.prompt_tokens for c in whole.calls}
+    assert {c.index for c in comps} == {0, 1}
+    assert all(c.cost is not None for c in comps)
+
+
+def test_priced_by_model_name_and_unknown_without_a_price(tmp_path: Path) -> None:
+    """The usage index prices every call (the summary calls as compaction calls) from the model's name; a model
+    without a price is an unknown cost (None), never zero."""
+    from engine.sources.discovery import SourceEntry
+    from engine.usage.costs import price_table
+    from engine.usage.index import rows_of
+
+    table = price_table()
+    if table is None:
+        pytest.skip("litellm's price table is not installed")
+
+    def rows(model: str) -> list[dict[str, Any]]:
+        text = json.dumps(session_lines()).replace('"fake-model"', json.dumps(model))
+        src = read_qwen_code(write(tmp_path, json.loads(text), name=model))
+        entry = SourceEntry(agent="qwen-code", path=str(src.path), session_id=src.session_id, project="p",
+                            started="", last_activity="", calls=0, last_prompt_tokens=None, window=None,
+                            percent_full=None)
+        return rows_of(entry, src, table, "f").calls
+
+    unpriced = rows("fake-model")
+    assert len(unpriced) == 7 and [r["kind"] for r in unpriced].count("compaction") == 2
+    assert all(r["cost_usd"] is None for r in unpriced)
+    priced = rows("gpt-4o-mini")
+    assert all(isinstance(r["cost_usd"], float) and r["cost_usd"] > 0 for r in priced)
