@@ -24,6 +24,10 @@ the telemetry records) is a call of its own. Summarisation calls are not turn ca
 ``compress-<ms>``; for an automatic compaction (mid-turn) it is the turn's, and they are the events that no assistant
 line followed before the ``chat_compression`` line. ``originalTokenCount`` is Qwen Code's estimate when
 ``originalTokenCountIsEstimated`` (automatic compactions): ``estimated``, else the provider's figure.
+Subagents (the ``agent`` tool): their
+calls are ``api_response`` events of the main file that name a ``subagent_id`` (``<type>-<tool call id>``): each
+subagent is a child session (:class:`SubagentRef`, linked to the ``agent`` call) holding those calls, exact by
+response id; its messages are in ``<project>/subagents/<session id>/agent-<subagent id>.jsonl`` (not read here).
 The system prompt and tool definitions are
 not in the session file (``--openai-logging`` writes them elsewhere): their size is inferred by the importer. No
 cost is recorded: it is priced from the model name (unknown for a model without a price).
@@ -47,6 +51,7 @@ from engine.sources.model import (
     Skipped,
     SourceChanges,
     SourceSession,
+    SubagentRef,
     Trigger,
     _decode,
     capped_lines,
@@ -179,6 +184,8 @@ class QwenCodeReader:
         self._unbound: list[ProviderCall] = []
         self._summary_calls: list[ProviderCall] = []  # compress- calls waiting for their chat_compression
         self._touched = -1
+        self._subs: dict[str, int] = {}  # subagent id -> its index in session.subagents
+        self._subs_touched = -1
 
     def feed(self, data: bytes) -> SourceChanges:
         """Take appended bytes; a partial last line is kept until its newline arrives."""
@@ -187,8 +194,8 @@ class QwenCodeReader:
     def feed_lines(self, lines: Iterable[bytes]) -> SourceChanges:
         """Take complete lines (each ending with its newline; a last one without it is read as torn)."""
         session = self.session
-        mark = (len(session.messages), len(session.calls), len(session.compactions))
-        self._touched = -1
+        mark = (len(session.messages), len(session.calls), len(session.compactions), len(session.subagents))
+        self._touched = self._subs_touched = -1
         for n, obj in json_lines(lines, session.skipped, start=self._n + 1):
             self._n = n
             session.lines = n
@@ -198,8 +205,9 @@ class QwenCodeReader:
                 session.skipped.append(line_problem(n, exc))
         self._derive()
         touched = mark[2] if self._touched < 0 else min(mark[2], self._touched)
+        subs = mark[3] if self._subs_touched < 0 else min(mark[3], self._subs_touched)
         return SourceChanges(messages_from=mark[0], calls_from=mark[1], compactions_from=touched,
-                             calls_updated=[], subagents_from=0)
+                             calls_updated=[], subagents_from=subs)
 
     def finish(self) -> SourceSession:
         """The whole session: a last line without its newline read as it is (or reported torn)."""
@@ -268,6 +276,9 @@ class QwenCodeReader:
             if name != API_RESPONSE:
                 session.ignore(f"ui_telemetry/{name}")
                 return
+            if isinstance(event.get("subagent_id"), str) and event["subagent_id"]:
+                self._subagent_call(event, ts)
+                return
             if str(event.get("prompt_id") or "").startswith(COMPRESS_PREFIX):
                 self._summary_calls.append(_event_call(event, 0, ts, len(session.messages)))
                 return
@@ -276,6 +287,33 @@ class QwenCodeReader:
             self._compaction(payload, ts)
         else:
             session.skipped.append(Skipped(n, f"system subtype {subtype!r} is not one this reader knows"))
+
+    def _subagent_call(self, event: dict[str, Any], ts: str) -> None:
+        """A call of a subagent (the event names its ``subagent_id``): one of that child's calls, not the main's."""
+        session = self.session
+        sid = str(event["subagent_id"])
+        index = self._subs.get(sid)
+        if index is None:
+            kind = str(event.get("subagent_type") or "")
+            file = self.path.parent.parent / "subagents" / (session.session_id or self.path.stem) / f"agent-{sid}.jsonl"
+            child = SourceSession("qwen-code", file, sid, prefix_label="system prompt and tool definitions")
+            child.notes.append("the subagent's calls from the main file's api_response events (exact); its messages "
+                               "are in its own file, not read")
+            child.cwd, child.project = session.cwd, session.project
+            ref = SubagentRef(sid, "task", file if file.is_file() else None,
+                              parent_tool_call_id=sid.removeprefix(f"{kind}-") if kind else None, session=child)
+            index = self._subs[sid] = len(session.subagents)
+            session.subagents.append(ref)
+        found = session.subagents[index].session
+        if found is None:  # never: every ref made here holds its session
+            return
+        child = found
+        call = _event_call(event, len(child.calls), ts, 0)
+        child.calls.append(call)
+        child.model = call.model or child.model
+        child.started = child.started or ts
+        child.last_activity = max(child.last_activity, ts)
+        self._subs_touched = index if self._subs_touched < 0 else min(self._subs_touched, index)
 
     def _compaction(self, payload: dict[str, Any], ts: str) -> None:
         session = self.session

@@ -249,3 +249,46 @@ def test_automatic_compactions_in_the_middle_of_turns(agent_home: AgentHome) -> 
         assert comp.tokens_after == src.calls[comp.calls_before].prompt_tokens
         assert comp.summary.startswith(SUMMARY)
     assert src.live_start == src.compactions[-1].message_index
+
+
+def delegate_script(body: dict[str, Any]) -> Reply:
+    """The main agent delegates once to a ``general-purpose`` subagent (the ``agent`` tool), which runs two shell
+    commands; the main agent answers the launch and the subagent's ``<task-notification>`` with text."""
+    msgs = body["messages"]
+    texts = [chat_text(m.get("content")) for m in msgs if m.get("role") == "user"]
+    if any("Run echo sub" in t for t in texts):  # the subagent's conversation
+        return shell_script(2)(body)
+    if not any(c["function"]["name"] == "agent" for m in msgs for c in m.get("tool_calls") or []):
+        return Reply(tool_calls=[ToolCall("agent", {"description": "Echo things", "prompt": "Run echo sub",
+                                                    "subagent_type": "general-purpose"})])
+    return Reply(text="Delegated.")
+
+
+def test_a_subagent_and_its_calls(agent_home: AgentHome, tmp_path: Path) -> None:
+    """The subagent's calls are ``api_response`` events of the main file with ``subagent_id``: read as the child's
+    calls (exact by response id), not the main session's; the child is linked to the ``agent`` call."""
+    configure(agent_home)
+    with ChatServer(delegate_script) as server:
+        run_qwen(agent_home, server, "Delegate this please")
+    answered = server.calls()
+    sub = [e for e in answered if any("Run echo sub" in chat_text(m.get("content")) for m in e.body["messages"]
+                                      if m.get("role") == "user")]
+    main = [e for e in answered if e not in sub]
+    assert len(sub) == 3 and len(main) >= 2
+    src = read_qwen_code(the_session(agent_home))
+    assert src.skipped == []
+    assert [c.request_id for c in src.calls] == [e.response_id for e in main]
+    (ref,) = src.subagents
+    assert ref.session is not None and ref.path is not None and ref.path.is_file()
+    assert [c.request_id for c in ref.session.calls] == [e.response_id for e in sub]
+    for call, entry in zip([*src.calls, *ref.session.calls], [*main, *sub], strict=True):
+        assert (call.prompt_tokens, call.completion_tokens, call.cache_read_tokens) == (
+            entry.usage["prompt_tokens"], entry.usage["completion_tokens"],
+            entry.usage["prompt_tokens_details"]["cached_tokens"])
+    agent_calls = [c["id"] for m in src.messages for c in m.get("tool_calls", []) if c["function"]["name"] == "agent"]
+    assert agent_calls == [ref.parent_tool_call_id]
+    entries = scan_sources(env={"HOME": str(agent_home.home)}, home=agent_home.home, index=tmp_path / "idx.json")
+    (entry,) = [e for e in entries if e.agent == "qwen-code"]  # the subagent's file is not a session of its own
+    rows = rows_of(entry, src, price_table(), "f").calls
+    assert len(rows) == len(answered)
+    assert [r["kind"] for r in rows].count("task") == 3  # counted as subagent calls

@@ -292,3 +292,22 @@ def test_priced_by_model_name_and_unknown_without_a_price(tmp_path: Path) -> Non
     assert all(r["cost_usd"] is None for r in unpriced)
     priced = rows("gpt-4o-mini")
     assert all(isinstance(r["cost_usd"], float) and r["cost_usd"] > 0 for r in priced)
+
+
+def test_a_subagents_calls_are_its_own(tmp_path: Path) -> None:
+    """An api_response event naming a ``subagent_id`` (shortened from a real run) is that subagent's call, linked to
+    the ``agent`` tool call, and not one of the main session's."""
+    lines = session_lines()[:8]
+    args = {"description": "Echo things", "prompt": "Run echo sub", "subagent_type": "general-purpose"}
+    call = assistant([{"functionCall": {"id": "call_f839", "name": "agent", "args": args}}], 18921, 27, 0, 41)
+    sub = response("chatcmpl-sub1", 15403, 12, 9, 42, prompt=SID + "#general-purpose-call_f839#1")
+    sub["systemPayload"]["uiEvent"].update({
+        "subagent_name": "general-purpose", "subagent_id": "general-purpose-call_f839",
+        "subagent_type": "general-purpose", "subagent_task_name": "Echo things"})
+    src = read_qwen_code(write(tmp_path, [*lines, response("chatcmpl-m3", 18921, 27, 0, 41), call, sub]))
+    assert [c.request_id for c in src.calls] == ["chatcmpl-a1", "chatcmpl-a2", "chatcmpl-m3"]
+    (ref,) = src.subagents
+    assert (ref.id, ref.kind, ref.parent_tool_call_id, ref.path) == ("general-purpose-call_f839", "task", "call_f839",
+                                                                     None)
+    assert ref.session is not None and [(c.request_id, c.prompt_tokens) for c in ref.session.calls] == [
+        ("chatcmpl-sub1", 15403)]
