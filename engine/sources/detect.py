@@ -21,6 +21,7 @@ from engine.sources.model import (
 )
 from engine.sources.opencode import is_opencode_source, split_path
 from engine.sources.pi import is_pi_line
+from engine.sources.qwen_code import is_qwen_line
 
 HEAD_BYTES = 1 << 20  # enough for the first lines of any of these formats
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "progress",
@@ -50,6 +51,8 @@ def _jsonl_kind(obj: dict[str, Any]) -> SourceFormat | None:
         return "proxy-capture"
     if kind in CODEX_TYPES and "payload" in obj:
         return "codex"
+    if is_qwen_line(obj):  # Claude-Code-like keys, Gemini-shaped parts: before Claude Code's test
+        return "qwen-code"
     if kind in CLAUDE_TYPES and ("uuid" in obj or "sessionId" in obj or "messageId" in obj or "leafUuid" in obj):
         return "claude-code"
     if _is_gemini_cli(obj):

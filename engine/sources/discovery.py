@@ -53,7 +53,7 @@ from typing import Any, Literal, cast
 
 from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
-from engine.sources import capture, cline, copilot, gemini_cli, opencode, pi
+from engine.sources import capture, cline, copilot, gemini_cli, opencode, pi, qwen_code
 from engine.sources import model as source_model
 from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for_model
 from engine.sources.codex import same_total
@@ -71,7 +71,8 @@ from engine.sources.model import (
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
 
-Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline"]
+Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline",
+                "qwen-code"]
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
 # 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
@@ -141,6 +142,7 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
     roots.append(("copilot-cli", (Path(copilot_home).expanduser() if copilot_home else home / ".copilot")
                   / "session-state"))
     roots.append(("cline", cline_sessions(env, home)))
+    roots.append(("qwen-code", home / ".qwen" / "projects"))
     data_home = env.get("XDG_DATA_HOME")
     roots.append(("opencode", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "opencode"))
     own_data = env.get("CTXBENCH_DATA_DIR")
@@ -190,6 +192,9 @@ def _files(agent: Agent | None, folder: Path,
     if agent == "cline":
         for path in _walk(folder.glob("*/*" + cline.MESSAGES_SUFFIX), folder, problems):
             yield "cline", path
+    if agent == "qwen-code":
+        for path in _walk(folder.glob("*/chats/*.jsonl"), folder, problems):
+            yield "qwen-code", path
     if agent == "proxy-capture":
         for path in _walk(folder.glob("capture-*.jsonl"), folder, problems):
             if not _capture_part(path):
@@ -209,7 +214,7 @@ def _files(agent: Agent | None, folder: Path,
                 if problems is not None:
                     problems.append(ScanProblem("unknown", str(path), _reason(exc, path)))
                 continue
-            if kind in ("claude-code", "gemini-cli", "pi", "copilot-cli") or (
+            if kind in ("claude-code", "gemini-cli", "pi", "copilot-cli", "qwen-code") or (
                     kind == "proxy-capture" and not _capture_part(path)):
                 yield cast(Agent, kind), path
 
@@ -598,6 +603,15 @@ def _summary_cline(path: Path) -> SourceEntry:
     return entry
 
 
+def _summary_qwen_code(path: Path) -> SourceEntry:
+    """A Qwen Code file (:func:`engine.sources.qwen_code.light_summary`): one call per ``api_response`` event
+    (summary calls apart); the project is the folder it ran in."""
+    found = qwen_code.light_summary(path)
+    project = Path(found.cwd).name if found.cwd else path.parent.parent.name
+    return _entry("qwen-code", project, found.session_id, path, found.started, found.calls, found.last_prompt, None,
+                  found.model, _one_line(found.title))
+
+
 def _capture_part(path: Path) -> bool:
     """Whether ``path`` is a rolled-over part of a capture (``capture-….2.jsonl``: read with its first part)."""
     head, _, tail = path.stem.rpartition(".")
@@ -630,6 +644,8 @@ def summarize(agent: Agent, path: Path) -> SourceEntry:
         return _summary_copilot(path)
     if agent == "cline":
         return _summary_cline(path)
+    if agent == "qwen-code":
+        return _summary_qwen_code(path)
     if agent == "gemini-cli":
         return _summary_gemini(path)
     return _summary_claude(path) if agent == "claude-code" else _summary_codex(path)
@@ -973,7 +989,7 @@ def format_table(entries: list[SourceEntry]) -> str:
     if not entries:
         return ("No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions, "
                 "Gemini CLI: ~/.gemini/tmp, OpenCode: ~/.local/share/opencode, Pi: ~/.pi/agent/sessions, "
-                "Copilot CLI: ~/.copilot/session-state, Cline: ~/.cline/data/sessions).")
+                "Copilot CLI: ~/.copilot/session-state, Cline: ~/.cline/data/sessions, Qwen Code: ~/.qwen/projects).")
     head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
             "% full", "path")
     rows = [head]

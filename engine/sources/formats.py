@@ -16,7 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, cast, runtime_checkable
 
-from engine.sources import capture, claude_code, cline, codex, copilot, gemini_cli, opencode, openhands, pi, swe_agent
+from engine.sources import (
+    capture,
+    claude_code,
+    cline,
+    codex,
+    copilot,
+    gemini_cli,
+    opencode,
+    openhands,
+    pi,
+    qwen_code,
+    swe_agent,
+)
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
 
 Growth = Literal["appended", "polled", "rewritten"]
@@ -102,6 +114,9 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 appended=lambda path, _bulk: copilot.CopilotReader(path), growth="appended", listed=True),
     AgentFormat("cline", "Cline", cline.read_cline, read_lines=cline.read_cline_lines,
                 appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten", listed=True),
+    AgentFormat("qwen-code", "Qwen Code", qwen_code.read_qwen_code,
+                read_lines=lambda path, lines: qwen_code.read_qwen_code(path, lines=lines),
+                appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended", listed=True),
     AgentFormat("openhands", "OpenHands", openhands.read_openhands),
     AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
     AgentFormat("proxy-capture", "Recorded (proxy)", capture.read_capture,  # engine.capture's files
