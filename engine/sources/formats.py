@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from engine.sources import capture, claude_code, codex, gemini_cli, opencode, openhands, pi, swe_agent
+from engine.sources import capture, claude_code, codex, gemini_cli, kilo, opencode, openhands, pi, swe_agent
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
 
 Growth = Literal["appended", "polled", "rewritten"]
@@ -82,6 +82,9 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 growth="appended", follow_open_last=True, listed=True, reasoning_in_output=False),
     AgentFormat("opencode", "OpenCode", opencode.read_opencode,
                 polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
+                growth="polled", listed=True, reasoning_in_output=False),
+    AgentFormat("kilo", "Kilo CLI", kilo.read_kilo,  # OpenCode's reader in Kilo's dialect
+                polled=lambda path, subagents: kilo.open_kilo(path, subagents=subagents),
                 growth="polled", listed=True, reasoning_in_output=False),
     AgentFormat("pi", "Pi", pi.read_pi, read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
                 appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True),

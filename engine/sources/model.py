@@ -38,7 +38,7 @@ from engine.model.messages import Message
 from engine.model.text import printable
 
 SourceFormat = Literal["claude-code", "codex", "gemini-cli", "opencode", "openhands", "swe-agent", "mini-swe-agent",
-                       "openai", "proxy-capture", "pi"]
+                       "openai", "proxy-capture", "pi", "kilo"]
 FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)
 
 Trigger = Literal["auto", "manual", "unknown"]

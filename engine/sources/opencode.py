@@ -62,7 +62,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -75,6 +75,7 @@ from engine.sources.model import (
     Skipped,
     SourceChanges,
     SourceError,
+    SourceFormat,
     SourceSession,
     SubagentRef,
     dict_at,
@@ -93,7 +94,6 @@ COMPACTION_QUESTION = "What did we do so far?"  # what OpenCode sends for a comp
 SUBTASK_TEXT = "The following tool was executed by the user"  # what it sends for a subtask part
 CLEARED_OUTPUT = "[Old tool result content cleared]"  # a pruned tool output (state.time.compacted)
 INTERRUPTED_OUTPUT = "[Tool execution was interrupted]"  # a tool call left pending or running
-PREFIX_LABEL = "system prompt and tool definitions (OpenCode does not store them)"
 
 READ_TABLES = frozenset({"session", "message", "part"})
 # Tables left out on purpose, and why.
@@ -119,6 +119,37 @@ IGNORED_TABLES: dict[str, str] = {
     "data_migration": "data migrations applied",
 }
 KNOWN_TABLES = READ_TABLES | frozenset(IGNORED_TABLES)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What tells one agent writing OpenCode's database apart (OpenCode itself, or a fork such as Kilo: see
+    :mod:`engine.sources.kilo`): its format name and display name, the tables of its own (left out on purpose,
+    and why), what it adds to each user message when sending it that the database does not hold
+    (``user_suffix(message data, its part datas, the session row)``: the text, "" for none), and whether a
+    ``cost`` of 0 means "no price known" (``zero_cost_unknown``: the agent writes 0 for a model without one)."""
+
+    format: SourceFormat
+    display: str
+    own_tables: Mapping[str, str] = field(default_factory=dict)
+    user_suffix: Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any]], str] | None = None
+    zero_cost_unknown: bool = False
+
+    @property
+    def known_tables(self) -> frozenset[str]:
+        return KNOWN_TABLES | frozenset(self.own_tables)
+
+    @property
+    def prefix_label(self) -> str:
+        return f"system prompt and tool definitions ({self.display} does not store them)"
+
+    def cost(self, value: Any) -> float | None:
+        """A ``cost`` the database holds, in USD; None when it is none, or 0 where 0 means no price known."""
+        usd = float_or_none(value)
+        return None if usd is None or (usd == 0 and self.zero_cost_unknown) else usd
+
+
+OPENCODE = Dialect("opencode", "OpenCode")
 
 READ_PARTS = frozenset({"text", "reasoning", "tool", "step-start", "step-finish", "compaction", "subtask", "file"})
 # Part types left out on purpose, and why (counted in ``session.ignored`` as ``part/<type>``).
@@ -469,11 +500,12 @@ class OpenCodeReader:
     returns what changed in :attr:`session` (messages, calls, compactions and child sessions are rebuilt from
     the rows kept in memory; only the rows are read again)."""
 
-    def __init__(self, db_path: Path, session_id: str, *, subagents: bool = True) -> None:
+    def __init__(self, db_path: Path, session_id: str, *, subagents: bool = True, dialect: Dialect = OPENCODE) -> None:
         self.db = Path(db_path)
         self.session_id = session_id
         self.subagents = subagents
-        self.session = SourceSession("opencode", opencode_path(self.db, session_id), session_id)
+        self.dialect = dialect
+        self.session = SourceSession(dialect.format, opencode_path(self.db, session_id), session_id)
         self._info: dict[str, Any] = {}
         self._messages: dict[str, _Row] = {}
         self._parts: dict[str, _Row] = {}
@@ -601,7 +633,7 @@ class OpenCodeReader:
         for cid in children:
             reader = self._children.get(cid)
             if reader is None:
-                reader = self._children[cid] = OpenCodeReader(self.db, cid, subagents=True)
+                reader = self._children[cid] = OpenCodeReader(self.db, cid, subagents=True, dialect=self.dialect)
                 changed = True
             try:
                 result = reader.poll()
@@ -613,26 +645,29 @@ class OpenCodeReader:
     # ------------------------------------------------------------------ building the session
     def _build(self) -> SourceSession:
         info = self._info
-        s = SourceSession("opencode", opencode_path(self.db, self.session_id), self.session_id)
+        dialect = self.dialect
+        s = SourceSession(dialect.format, opencode_path(self.db, self.session_id), self.session_id)
         s.cwd = str(info.get("directory") or "")
         s.project = Path(s.cwd).name if s.cwd else ""
         s.started = _ms_iso(info.get("time_created"))
         s.last_activity = _ms_iso(info.get("time_updated"))
-        s.prefix_label = PREFIX_LABEL
-        s.agent_cost_usd = float_or_none(info.get("cost"))
+        s.prefix_label = dialect.prefix_label
+        s.agent_cost_usd = dialect.cost(info.get("cost"))
+        if s.agent_cost_usd is None and float_or_none(info.get("cost")) == 0:
+            s.notes.append(f"cost: {dialect.display} wrote 0 (no price known to it for the model): unknown")
         s.aggregate = {k: int_or_none(info.get(k)) for k in ("tokens_input", "tokens_output", "tokens_reasoning",
                                                             "tokens_cache_read", "tokens_cache_write") if k in info}
         s.notes.append(f"title: {info.get('title') or ''}")
         for table in self._tables:
-            if table not in KNOWN_TABLES and not table.startswith("sqlite_"):
-                s.skipped.append(Skipped(0, f"table {table!r} of this OpenCode version is not known"))
+            if table not in dialect.known_tables and not table.startswith("sqlite_"):
+                s.skipped.append(Skipped(0, f"table {table!r} of this {dialect.display} version is not known"))
         if self._v2_rows:
             s.ignored["table/session_message"] = self._v2_rows
             s.notes.append(f"{self._v2_rows} session_message row(s) (OpenCode's V2 runner) not read")
         by_message: dict[str, list[_Row]] = {}
         for part in self._parts.values():
             by_message.setdefault(part.message_id, []).append(part)
-        builder = _Builder(s, {cid: r.session for cid, r in self._children.items()}, self.db)
+        builder = _Builder(s, {cid: r.session for cid, r in self._children.items()}, self.db, dialect, info)
         for row in _in_order([*self._messages.values(), *self._parts.values()]):
             if row.bad:
                 kind = "part" if row.message_id else "message"
@@ -691,10 +726,13 @@ def _first_child_change(old: SourceSession, new: SourceSession) -> int:
 class _Builder:
     """Messages, calls and compactions from the rows, in order."""
 
-    def __init__(self, session: SourceSession, children: dict[str, SourceSession], db: Path) -> None:
+    def __init__(self, session: SourceSession, children: dict[str, SourceSession], db: Path,
+                 dialect: Dialect = OPENCODE, info: dict[str, Any] | None = None) -> None:
         self.s = session
         self.children = children
         self.db = db
+        self.dialect = dialect
+        self.info = info or {}  # the session row
         self.first_index: dict[str, int] = {}  # OpenCode message id -> index of its first message
         self.pending: Compaction | None = None  # a compaction waiting for its first call after it
         self.open: dict[str, Compaction] = {}  # compaction user message id -> its compaction
@@ -705,8 +743,8 @@ class _Builder:
         s = self.s
         s.lines += 1 + len(parts)
         if row.data is None:
-            s.skipped.append(Skipped(0, f"message {row.id}: data not JSON (yet: OpenCode may still be writing it)",
-                                  damaged=True))
+            s.skipped.append(Skipped(0, f"message {row.id}: data not JSON (yet: {self.dialect.display} may still "
+                                        "be writing it)", damaged=True))
             return
         info = row.data
         role = info.get("role")
@@ -714,8 +752,8 @@ class _Builder:
         good = []
         for part in parts:
             if part.data is None:
-                s.skipped.append(Skipped(0, f"part {part.id}: data not JSON (yet: OpenCode may still be writing it)",
-                                      damaged=True))
+                s.skipped.append(Skipped(0, f"part {part.id}: data not JSON (yet: {self.dialect.display} may still "
+                                            "be writing it)", damaged=True))
                 continue
             kind = str(part.data.get("type") or "")
             if kind in IGNORED_PARTS:
@@ -756,6 +794,9 @@ class _Builder:
                 texts.append(SUBTASK_TEXT)
             else:
                 self.s.skipped.append(Skipped(0, f"part {part.id}: a {kind} part in a user message"))
+        if self.dialect.user_suffix is not None and (suffix := self.dialect.user_suffix(
+                info, [p.data or {} for p in parts], self.info)):
+            texts.append(suffix)
         index = len(self.s.messages)
         if texts:
             self.s.messages.append({"role": "user", "content": "\n".join(texts), "id": row.id, "ts": ts})
@@ -855,7 +896,7 @@ class _Builder:
         comp.summary = "".join(t for st in steps for t in st.texts)
         if call is not None:
             comp.cost = call
-            comp.cost_usd = _step_cost(steps)
+            comp.cost_usd = _step_cost(steps, self.dialect)
         comp.messages_after = len(s.messages) - comp.message_index
         if finished and not info.get("error"):
             s.live_start = comp.message_index
@@ -915,8 +956,8 @@ class _Builder:
                 break
 
 
-def _step_cost(steps: list[_Step]) -> float | None:
-    costs = [float_or_none((st.finish.data or {}).get("cost")) for st in steps if st.finish is not None]
+def _step_cost(steps: list[_Step], dialect: Dialect) -> float | None:
+    costs = [dialect.cost((st.finish.data or {}).get("cost")) for st in steps if st.finish is not None]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
 
@@ -924,14 +965,14 @@ def _step_cost(steps: list[_Step]) -> float | None:
 # --------------------------------------------------------------------------- whole reads
 
 
-def open_reader(path: Path, *, subagents: bool = True) -> OpenCodeReader:
+def open_reader(path: Path, *, subagents: bool = True, dialect: Dialect = OPENCODE) -> OpenCodeReader:
     """The polled reader of a source path: ``<db>#<session id>`` or the database (its latest session)."""
     db, sid = split_path(path)
-    return OpenCodeReader(db, sid or latest_session(db), subagents=subagents)
+    return OpenCodeReader(db, sid or latest_session(db), subagents=subagents, dialect=dialect)
 
 
-def read_opencode(path: Path, *, subagents: bool = True) -> SourceSession:
+def read_opencode(path: Path, *, subagents: bool = True, dialect: Dialect = OPENCODE) -> SourceSession:
     """One session, read whole: ``path`` is ``<db>#<session id>`` or the database (its latest session)."""
-    reader = open_reader(path, subagents=subagents)
+    reader = open_reader(path, subagents=subagents, dialect=dialect)
     reader.poll()
     return reader.session

@@ -213,9 +213,9 @@ def test_an_opencode_database_is_read_again_only_for_the_sessions_that_changed(
     failed: list[str] = []
     real_summary = discovery.summarize_opencode
 
-    def summary(path: Path, cached: Any = None) -> dict[str, Any]:
+    def summary(path: Path, cached: Any = None, *args: Any) -> dict[str, Any]:
         try:
-            return real_summary(path, cached)
+            return real_summary(path, cached, *args)
         except SourceError as exc:
             failed.append(str(exc))
             raise
