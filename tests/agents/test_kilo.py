@@ -22,6 +22,7 @@ What the pinned version does, as these tests pin it down (the helpers are OpenCo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ from tests.agents.test_opencode import (
     assert_tool_calls_are_the_servers,
     import_it,
     shell_script,
+    task_script,
 )
 
 MODEL = "fake-model"
@@ -159,3 +161,37 @@ def test_an_auto_compaction_read_with_its_own_usage(agent_home: AgentHome, tmp_p
     assert len(src.calls) + 1 == len(server.calls())  # every call of the run, the summarisation included
     report = import_it(db, tmp_path, "kilo")
     assert len(report.compactions) == 1
+
+
+def test_a_task_runs_a_child_session(agent_home: AgentHome, tmp_path: Path) -> None:
+    with ChatServer(task_script) as server:
+        run_kilo(agent_home, server, "Delegate the work")
+    answered = server.calls("main")
+    child_calls = [e for e in answered if "CHILD TASK" in json.dumps(e.body["messages"][1])]
+    parent_calls = [e for e in answered if e not in child_calls]
+    assert len(child_calls) == 2 and len(parent_calls) == 2
+    db = the_db(agent_home)
+    src = read_kilo(db)
+    assert_known(db, src)
+    assert_calls_are_the_servers(src, parent_calls, MODEL)
+    (ref,) = src.subagents
+    task_call = next(c for m in src.messages for c in m.get("tool_calls") or [])
+    assert ref.kind == "task" and ref.parent_tool_call_id == task_call["id"] and ref.session is not None
+    assert ref.session.format == "kilo"
+    assert_calls_are_the_servers(ref.session, child_calls, MODEL)
+    assert_messages_are_the_sent_ones(ref.session, child_calls)
+    assert {i.id: i.parent_id for i in list_sessions(db)} == {src.session_id: None, ref.id: src.session_id}
+    (entry,) = scan_sources(env={"HOME": str(agent_home.home)}, home=agent_home.home, index=tmp_path / "idx.json")
+    assert entry.subagents == 1 and entry.calls == 2
+    report = import_it(db, tmp_path, "kilo")
+    assert [s["calls"] for s in report.subagents] == [2]
+
+
+def test_nothing_of_the_user_is_touched(agent_home: AgentHome) -> None:
+    """Every file Kilo writes is under the test's home."""
+    real = Path(os.path.expanduser("~")) / ".local" / "share" / "kilo"
+    before = {p: p.stat().st_mtime for p in real.glob("*")} if real.is_dir() else {}
+    with ChatServer(shell_script(0)) as server:
+        run_kilo(agent_home, server, "Say done")
+    assert the_db(agent_home).is_file()
+    assert before == ({p: p.stat().st_mtime for p in real.glob("*")} if real.is_dir() else {})
