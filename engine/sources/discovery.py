@@ -638,7 +638,7 @@ def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kid
         part = _loads_value(r[1])
         if part.get("type") == "step-finish":
             finishes.setdefault(str(r[0]), []).append(part)
-    calls, last_prompt, model, title = 0, None, "", ""
+    calls, last_prompt, model, provider, title = 0, None, "", "", ""
     for m in messages:
         info = _loads_value(m["data"])
         mid = str(m["id"])
@@ -649,6 +649,7 @@ def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kid
         steps = finishes.get(mid, [])
         calls += len(steps) or (1 if info.get("error") else 0)
         model = str(info.get("modelID") or model)
+        provider = str(info.get("providerID") or provider)
         for part in steps:
             tokens = dict_at(part, "tokens")
             fresh = int_or_none(tokens.get("input"))
@@ -659,9 +660,11 @@ def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kid
     costs = [c for c in (dialect.cost(r.get("cost")) for r in [row, *kids]) if c is not None]
     directory = str(row.get("directory") or "")
     updated = max(int_or_none(row.get("time_updated")) or 0, newest_message)
+    window = dialect.window(db, provider, model)[0] if dialect.window is not None and model else None
     entry = SourceEntry(agent, Path(directory).name if directory else "", sid,
                         str(opencode.opencode_path(db, sid)), _ms(row.get("time_created")), "", calls, last_prompt,
-                        None, None, model, title or _one_line(str(row.get("title") or "")),
+                        window, round(100.0 * last_prompt / window, 1) if last_prompt is not None and window else None,
+                        model, title or _one_line(str(row.get("title") or "")),
                         sum(costs) if costs else None, len(kids))
     entry.last_activity = _ms(updated) or entry.started
     return entry

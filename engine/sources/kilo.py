@@ -16,7 +16,10 @@ named by the call's ``metadata.sessionId``). They are read exactly as OpenCode's
   from the message's ``time.created`` and the session's ``directory`` and ``path``, the way Kilo 7.7.7 does;
 - a model Kilo has no price for (a custom provider's model without ``cost`` in ``kilo.json``) gets a ``cost`` of 0:
   read as unknown, not as free;
-- tables of its own (:data:`KILO_TABLES`), left out.
+- tables of its own (:data:`KILO_TABLES`), left out;
+- the window of a custom provider's model is its ``limit.context`` in ``kilo.json``
+  (:func:`configured_window`: the user's ``<home>/.config/kilo/kilo.json`` beside a database at
+  ``<home>/.local/share/kilo``; elsewhere unknown).
 
 Kilo does not store the system prompt nor the tool definitions it sends (``prefix_label`` says so).
 """
@@ -24,11 +27,12 @@ Kilo does not store the system prompt nor the tool definitions it sends (``prefi
 from __future__ import annotations
 
 import datetime as dt
+import json
 import posixpath
 from pathlib import Path
 from typing import Any
 
-from engine.sources.model import SourceError, SourceSession, dict_at, int_or_none
+from engine.sources.model import SourceError, SourceSession, dict_at, int_or_none, read_regular
 from engine.sources.opencode import (
     Dialect,
     OpenCodeReader,
@@ -90,7 +94,30 @@ def environment_details(message: dict[str, Any], parts: list[dict[str, Any]], se
     return "\n".join(["", "", ENV_OPEN, *lines, "</environment_details>"])
 
 
-KILO = Dialect("kilo", "Kilo CLI", KILO_TABLES, environment_details, zero_cost_unknown=True)
+CONFIG_BYTES = 4 << 20  # a kilo.json larger than this is not read
+
+
+def configured_window(db: Path, provider: str, model: str) -> tuple[int | None, str]:
+    """(``limit.context``, "kilo.json") of ``provider``/``model`` in the user's ``kilo.json`` beside a database at its
+    default place (``<home>/.local/share/kilo/kilo.db`` → ``<home>/.config/kilo/kilo.json``); (None, "") when the
+    database is elsewhere, the file is not there or not JSON, or names no such limit."""
+    db = Path(db)
+    if len(db.parents) < 4 or [p.name for p in db.parents[:3]] != ["kilo", "share", ".local"]:
+        return None, ""
+    config = db.parents[3] / ".config" / "kilo" / "kilo.json"
+    try:
+        if config.stat().st_size > CONFIG_BYTES:
+            return None, ""
+        data = json.loads(read_regular(config))
+    except (OSError, SourceError, ValueError, RecursionError):
+        return None, ""
+    spec = dict_at(dict_at(dict_at(dict_at(data if isinstance(data, dict) else {}, "provider"), provider), "models"),
+                   model)
+    window = int_or_none(dict_at(spec, "limit").get("context"))
+    return (window, "kilo.json") if window else (None, "")
+
+
+KILO = Dialect("kilo", "Kilo CLI", KILO_TABLES, environment_details, zero_cost_unknown=True, window=configured_window)
 
 
 def is_kilo_source(path: Path | str) -> bool:
@@ -118,4 +145,5 @@ def read_kilo(path: Path, *, subagents: bool = True) -> SourceSession:
     return read_opencode(path, subagents=subagents, dialect=KILO)
 
 
-__all__ = ["ENV_OPEN", "KILO", "KILO_TABLES", "environment_details", "is_kilo_source", "open_kilo", "read_kilo"]
+__all__ = ["ENV_OPEN", "KILO", "KILO_TABLES", "configured_window", "environment_details", "is_kilo_source", "open_kilo",
+           "read_kilo"]

@@ -101,14 +101,16 @@ class Dialect:
     """What tells one agent writing OpenCode's database apart (OpenCode itself, or a fork such as Kilo: see
     :mod:`engine.sources.kilo`): its format name and display name, the tables of its own (left out on purpose,
     and why), what it adds to each user message when sending it that the database does not hold
-    (``user_suffix(message data, its part datas, the session row)``: the text, "" for none), and whether a
-    ``cost`` of 0 means "no price known" (``zero_cost_unknown``: the agent writes 0 for a model without one)."""
+    (``user_suffix(message data, its part datas, the session row)``: the text, "" for none), whether a
+    ``cost`` of 0 means "no price known" (``zero_cost_unknown``: the agent writes 0 for a model without one), and
+    where the model's window is configured (``window(database, provider, model)``: (tokens or None, where))."""
 
     format: SourceFormat
     display: str
     own_tables: Mapping[str, str] = field(default_factory=dict)
     user_suffix: Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any]], str] | None = None
     zero_cost_unknown: bool = False
+    window: Callable[[Path, str, str], tuple[int | None, str]] | None = None
 
     @property
     def known_tables(self) -> frozenset[str]:
@@ -452,6 +454,8 @@ class OpenCodeReader:
             for part in orphans:
                 s.skipped.append(Skipped(0, f"part {part.id}: its message {part.message_id} is not there (yet)"))
         builder.finish()
+        if dialect.window is not None and s.model:
+            s.window, s.window_source = dialect.window(self.db, builder.provider, s.model)
         return s
 
 
@@ -511,6 +515,7 @@ class _Builder:
         self.pending: Compaction | None = None  # a compaction waiting for its first call after it
         self.open: dict[str, Compaction] = {}  # compaction user message id -> its compaction
         self.linked: set[str] = set()
+        self.provider = ""  # the provider of the last assistant message's model
 
     # ------------------------------------------------------------------ per message
     def message(self, row: _Row, parts: list[_Row]) -> None:
@@ -627,6 +632,7 @@ class _Builder:
         model = str(info.get("modelID") or "")
         if model:
             s.model = model if not summary else s.model or model
+            self.provider = str(info.get("providerID") or self.provider)
         for step in steps:
             index = len(s.messages)
             if sent and (step.texts or step.calls or step.reasoning):

@@ -121,9 +121,11 @@ def test_calls_read_while_kilo_writes_then_a_continued_session(agent_home: Agent
     assert_messages_are_the_sent_ones(src, answered)  # the environment block of each user message included
     assert [m["content"] for m in src.messages if m["role"] == "tool"] == ["step0\n", "step1\n", "step2\n"]
     assert src.agent_cost_usd is None and not src.compactions and not src.subagents
+    assert (src.window, src.window_source) == (CONTEXT, "kilo.json")  # the model's limit.context
     (entry,) = scan_sources(env={"HOME": str(agent_home.home)}, home=agent_home.home, index=tmp_path / "idx.json")
     assert (entry.agent, entry.project, entry.title) == ("kilo", "work", '"Run three commands"')
     assert entry.calls == 5 and entry.last_prompt_tokens == answered[-1].usage["prompt_tokens"]
+    assert entry.window == CONTEXT and entry.percent_full == round(100 * entry.last_prompt_tokens / CONTEXT, 1)
     report = import_it(opencode_path(db, info.id), tmp_path, "kilo")
     assert report.calls == report.reported_calls == 5
     index = UsageIndex(tmp_path / "usage")
@@ -131,6 +133,7 @@ def test_calls_read_while_kilo_writes_then_a_continued_session(agent_home: Agent
     (row,) = index.query("session")
     assert row["agent"] == "kilo" and row["prompt_tokens"] == sum(e.usage["prompt_tokens"] for e in answered)
     assert row["agent_cost_usd"] is None and row["cost_usd"] is None  # no price for the model: unknown, not 0
+    assert row["window"] == CONTEXT and row["peak_prompt_tokens"] == max(e.usage["prompt_tokens"] for e in answered)
 
 
 def test_an_auto_compaction_read_with_its_own_usage(agent_home: AgentHome, tmp_path: Path) -> None:
@@ -158,6 +161,7 @@ def test_an_auto_compaction_read_with_its_own_usage(agent_home: AgentHome, tmp_p
         summarise.usage["completion_tokens"])
     assert comp.cost_usd is None  # Kilo's 0: no price known
     assert comp.summary == CHAT_SUMMARY and src.live_start == comp.message_index
+    assert src.window == SMALL_CONTEXT
     assert len(src.calls) + 1 == len(server.calls())  # every call of the run, the summarisation included
     report = import_it(db, tmp_path, "kilo")
     assert len(report.compactions) == 1

@@ -13,7 +13,7 @@ import pytest
 
 from engine.sources import discovery, formats
 from engine.sources.detect import detect_format
-from engine.sources.kilo import KILO, environment_details, is_kilo_source, read_kilo
+from engine.sources.kilo import KILO, configured_window, environment_details, is_kilo_source, read_kilo
 from engine.sources.model import SourceError
 from engine.sources.opencode import opencode_path, read_opencode
 from engine.sources.readers import read_source
@@ -183,6 +183,24 @@ def test_listed_in_sources_with_title_project_time_and_no_zero_cost(kilo_db: Pat
     assert entry.path == str(opencode_path(kilo_db, SID)) and entry.started.startswith("2026-11-27T01:55:27")
     assert entry.calls == 3 and entry.last_prompt_tokens == 12851 and entry.model == "fake-model"
     assert entry.agent_cost_usd is None  # 0 in the file: unknown
+    assert entry.window is None and entry.percent_full is None  # no kilo.json: the window is unknown
+
+
+def test_the_window_of_a_custom_model_is_its_limit_in_kilo_json(kilo_db: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    config = home / ".config" / "kilo"
+    config.mkdir(parents=True)
+    (config / "kilo.json").write_text(json.dumps({"provider": {"local": {"models": {
+        "fake-model": {"name": "fake-model", "limit": {"context": 17000, "output": 2000}}}}}}))
+    src = read_kilo(kilo_db)
+    assert (src.window, src.window_source) == (17000, "kilo.json")
+    (entry,) = discovery.scan_sources(env={"HOME": str(home), "CTXBENCH_DATA_DIR": str(tmp_path / "data")},
+                                      home=home, index=tmp_path / "idx.json")
+    assert entry.window == 17000 and entry.percent_full == round(100 * 12851 / 17000, 1)
+    assert configured_window(kilo_db, "local", "other-model") == (None, "")
+    assert configured_window(tmp_path / "kilo.db", "local", "fake-model") == (None, "")  # not at its place
+    (config / "kilo.json").write_text("{not json")
+    assert read_kilo(kilo_db).window is None
 
 
 def test_a_priced_model_keeps_kilos_cost(tmp_path: Path) -> None:
