@@ -13,6 +13,7 @@ import pytest
 
 from engine.sources import discovery, formats
 from engine.sources.detect import detect_format
+from engine.sources.follow import Follower
 from engine.sources.kilo import KILO, configured_window, environment_details, is_kilo_source, read_kilo
 from engine.sources.model import SourceError
 from engine.sources.opencode import opencode_path, read_opencode
@@ -254,6 +255,15 @@ def test_followed_by_polling_while_kilo_writes(kilo_db: Path) -> None:
     changes = reader.poll()
     assert changes.calls_from == 3 and [c.prompt_tokens for c in reader.session.calls][-1] == 12910
     assert reader.session.format == "kilo" and reader.session.messages[-1]["content"].startswith("again\n\n\n<env")
+
+
+def test_followed_as_kilo_when_its_format_is_found(kilo_db: Path) -> None:
+    follower = Follower(opencode_path(kilo_db, SID))  # no format given: detected as Kilo's
+    events = follower.poll()
+    assert follower.format == "kilo"
+    assert [e.call.prompt_tokens for e in events if e.kind == "call" and e.call] == [12612, 27682, 12851]
+    assert [e.compaction.cost_usd for e in events if e.kind == "compaction" and e.compaction] == [None]
+    assert follower.poll() == []  # nothing new
 
 
 def test_bad_rows_and_tables_are_said(kilo_db: Path, tmp_path: Path) -> None:
