@@ -46,8 +46,8 @@ from engine.sources.opencode import (
 # Kilo's own tables, left out on purpose, and why
 KILO_TABLES: dict[str, str] = {
     "kilo_board": "the agent board of a session tree (its objective and message counters), not sent to the model",
-    "kilo_board_message": "messages posted on the agent board between sessions; a board tool's call and result are "
-                          "tool parts",
+    "kilo_board_message": "messages agents post on the board of a session tree (the conversation is in the "
+                          "message and part rows)",
 }
 ENV_OPEN = "<environment_details>"
 
