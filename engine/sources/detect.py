@@ -9,6 +9,7 @@ from typing import Any
 from engine.sources.capture import is_capture_line
 from engine.sources.cline import is_cline_document, is_cline_meta
 from engine.sources.copilot import is_copilot_line
+from engine.sources.kilo import is_kilo_source
 from engine.sources.model import (
     FORMATS,
     SourceError,
@@ -111,6 +112,8 @@ def detect_format(path: Path) -> SourceFormat:
     path = Path(path)
     tried = ", ".join(FORMATS)
     _regular_or_raise(path)  # a FIFO or a device is never opened (an open of a FIFO would wait for a writer)
+    if is_kilo_source(path):  # OpenCode's schema in Kilo's database (``kilo.db`` or ``kilo.db#ses_…``)
+        return "kilo"
     if is_opencode_source(path):  # an SQLite database (``opencode.db`` or ``opencode.db#ses_…``)
         return "opencode"
     try:

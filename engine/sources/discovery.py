@@ -16,6 +16,8 @@ Where each agent keeps them:
 - OpenCode: the SQLite database ``${XDG_DATA_HOME:-~/.local/share}/opencode/opencode*.db``: one row per
   top-level session (its path ``<db>#<session id>``); a child session (a ``task`` subagent, ``parent_id``) is
   counted with its parent (``subagents``, and its cost in the parent's);
+- Kilo CLI: the same, in ``${XDG_DATA_HOME:-~/.local/share}/kilo/kilo*.db`` (OpenCode's schema; a cost of 0 is
+  Kilo's for a model it has no price for: unknown);
 - recordings of ``ctxbench record`` / ``ctxbench proxy`` (:mod:`engine.capture`):
   ``<data dir>/captures/capture-*.jsonl`` (a rolled-over capture is listed once, by its first part; its summary
   reads every part), titled by the first prompt the recorded agent sent;
@@ -53,7 +55,7 @@ from typing import Any, Literal, cast
 
 from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
-from engine.sources import capture, cline, copilot, gemini_cli, opencode, pi, qwen_code
+from engine.sources import capture, cline, copilot, gemini_cli, kilo, opencode, pi, qwen_code, sqlite_read
 from engine.sources import model as source_model
 from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for_model
 from engine.sources.codex import same_total
@@ -72,7 +74,7 @@ from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
 
 Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline",
-                "qwen-code"]
+                "qwen-code", "kilo"]
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
 # 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
@@ -145,6 +147,7 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
     roots.append(("qwen-code", home / ".qwen" / "projects"))
     data_home = env.get("XDG_DATA_HOME")
     roots.append(("opencode", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "opencode"))
+    roots.append(("kilo", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "kilo"))
     own_data = env.get("CTXBENCH_DATA_DIR")
     roots.append(("proxy-capture", Path(own_data) / CAPTURE_DIR if own_data else captures_dir()))
     for item in (settings.source_dirs if settings else "").split(os.pathsep):
@@ -203,6 +206,10 @@ def _files(agent: Agent | None, folder: Path,
         for path in folder.glob("opencode*.db" if agent else "**/opencode*.db"):
             if agent or opencode.is_opencode_source(path):
                 yield "opencode", path
+    if agent in ("kilo", None):
+        for path in folder.glob("kilo*.db" if agent else "**/kilo*.db"):
+            if agent or kilo.is_kilo_source(path):
+                yield "kilo", path
     if agent in ("claude-code", None):
         pattern = "*/*.jsonl" if agent == "claude-code" else "**/*.jsonl"
         for path in _walk(folder.glob(pattern), folder, problems):
@@ -668,13 +675,15 @@ def opencode_stamp(db: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, *wal_key]
 
 
-def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Every top-level session of an OpenCode database as ``{session id: {"key": …, "entry": …}}``; a session
-    whose key is in ``cached`` unchanged is not read again. A session that cannot be summarised (a damaged page
-    of its rows, a value of a shape nothing foresaw) is ``{"key": …, "problem": reason}``, with the cached
-    ``entry`` when there is one (shown as of the last read); the others are summarised all the same.
-    SourceError when the database cannot be read now (:class:`engine.sources.opencode.DatabaseBusy` when it
-    stayed locked; else damaged, not OpenCode's: the reason)."""
+def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None,
+                       agent: Literal["opencode", "kilo"] = "opencode") -> dict[str, Any]:
+    """Every top-level session of an OpenCode database (``agent``: or Kilo's, the same schema) as
+    ``{session id: {"key": …, "entry": …}}``; a session whose key is in ``cached`` unchanged is not read again.
+    A session that cannot be summarised (a damaged page of its rows, a value of a shape nothing foresaw) is
+    ``{"key": …, "problem": reason}``, with the cached ``entry`` when there is one (shown as of the last read);
+    the others are summarised all the same. SourceError when the database cannot be read now
+    (:class:`engine.sources.sqlite_read.DatabaseBusy` when it stayed locked; else damaged, not OpenCode's: the
+    reason)."""
     from engine.sources.model import LINE_ERRORS
 
     cached = cached or {}
@@ -682,7 +691,7 @@ def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dic
     def work(conn: sqlite3.Connection) -> dict[str, Any]:
         sessions = {str(r["id"]): dict(r) for r in conn.execute("SELECT * FROM session")}
         stats = {str(r[0]): [int_or_none(r[1]) or 0, int_or_none(r[2]) or 0] for r in conn.execute(
-            f"SELECT session_id, count(*), max({opencode.time_order('time_updated')}) FROM message "
+            f"SELECT session_id, count(*), max({sqlite_read.time_order('time_updated')}) FROM message "
             "GROUP BY session_id")}
         children: dict[str, list[str]] = {}
         for sid, row in sessions.items():
@@ -704,7 +713,7 @@ def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dic
                 out[sid] = old
                 continue
             try:
-                entry = _opencode_entry(conn, db, row, [sessions[c] for c in kids], stats.get(sid, [0, 0])[1])
+                entry = _opencode_entry(conn, db, row, [sessions[c] for c in kids], stats.get(sid, [0, 0])[1], agent)
             except sqlite3.DatabaseError as exc:
                 if not opencode.is_corrupt(exc):
                     raise  # a lock, a missing column: the database's problem, not this session's
@@ -716,7 +725,7 @@ def summarize_opencode(db: Path, cached: Mapping[str, Any] | None = None) -> dic
             out[sid] = {"key": k, "entry": entry.to_json()}
         return out
 
-    return opencode.with_retries(db, work)
+    return sqlite_read.with_retries(db, work)
 
 
 def _session_problem(key: list[Any], old: Any, reason: str) -> dict[str, Any]:
@@ -733,21 +742,21 @@ def _key_value(value: Any) -> Any:
 
 
 def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kids: list[dict[str, Any]],
-                    newest_message: int) -> SourceEntry:
+                    newest_message: int, agent: Literal["opencode", "kilo"] = "opencode") -> SourceEntry:
     """One session's row: its calls are the step-finish parts of its assistant messages (not a compaction's
     summary), as :class:`engine.sources.opencode.OpenCodeReader` counts them (a failed message without one is
     a call of unknown size). Each row's JSON is parsed here, never by SQLite (whose ``json_extract`` fails the
     whole query on one malformed row): a row that does not parse is left out."""
     sid = str(row["id"])
     messages = conn.execute("SELECT id, time_created, data FROM message WHERE session_id = ? "
-                            f"ORDER BY {opencode.time_order('time_created')}, id", (sid,)).fetchall()
+                            f"ORDER BY {sqlite_read.time_order('time_created')}, id", (sid,)).fetchall()
     finishes: dict[str, list[dict[str, Any]]] = {}
     for r in conn.execute("SELECT message_id, data FROM part WHERE session_id = ? AND data LIKE '%step-finish%' "
                           "ORDER BY id", (sid,)):
         part = _loads_value(r[1])
         if part.get("type") == "step-finish":
             finishes.setdefault(str(r[0]), []).append(part)
-    calls, last_prompt, model, title = 0, None, "", ""
+    calls, last_prompt, model, provider, title = 0, None, "", "", ""
     for m in messages:
         info = _loads_value(m["data"])
         mid = str(m["id"])
@@ -758,18 +767,22 @@ def _opencode_entry(conn: sqlite3.Connection, db: Path, row: dict[str, Any], kid
         steps = finishes.get(mid, [])
         calls += len(steps) or (1 if info.get("error") else 0)
         model = str(info.get("modelID") or model)
+        provider = str(info.get("providerID") or provider)
         for part in steps:
             tokens = dict_at(part, "tokens")
             fresh = int_or_none(tokens.get("input"))
             cache = dict_at(tokens, "cache")
             if fresh is not None:
                 last_prompt = fresh + (int_or_none(cache.get("read")) or 0) + (int_or_none(cache.get("write")) or 0)
-    costs = [c for c in (float_or_none(r.get("cost")) for r in [row, *kids]) if c is not None]
+    dialect = kilo.KILO if agent == "kilo" else opencode.OPENCODE
+    costs = [c for c in (dialect.cost(r.get("cost")) for r in [row, *kids]) if c is not None]
     directory = str(row.get("directory") or "")
     updated = max(int_or_none(row.get("time_updated")) or 0, newest_message)
-    entry = SourceEntry("opencode", Path(directory).name if directory else "", sid,
+    window = dialect.window(db, provider, model)[0] if dialect.window is not None and model else None
+    entry = SourceEntry(agent, Path(directory).name if directory else "", sid,
                         str(opencode.opencode_path(db, sid)), _ms(row.get("time_created")), "", calls, last_prompt,
-                        None, None, model, title or _one_line(str(row.get("title") or "")),
+                        window, round(100.0 * last_prompt / window, 1) if last_prompt is not None and window else None,
+                        model, title or _one_line(str(row.get("title") or "")),
                         sum(costs) if costs else None, len(kids))
     entry.last_activity = _ms(updated) or entry.started
     return entry
@@ -795,8 +808,9 @@ def _ms(value: Any) -> str:
     return iso(ms / 1000) if ms is not None and ms > 0 else ""
 
 
-def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem],
-                   index: Path | None = None) -> tuple[dict[str, Any] | None, list[SourceEntry], bool]:
+def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem], index: Path | None = None,
+                   agent: Literal["opencode", "kilo"] = "opencode") -> tuple[dict[str, Any] | None,
+                                                                             list[SourceEntry], bool]:
     """(the index record, the entries, whether anything was read) of one database. A database that cannot be
     read now — locked by another process (after :data:`engine.sources.opencode.LOCK_WAIT`), damaged, not
     OpenCode's — is added to ``problems`` with the reason, and its sessions are shown as the index had them
@@ -810,7 +824,7 @@ def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem
         record, read = old, False
     else:
         try:
-            sessions = summarize_opencode(db, None if refresh or old is None else old["sessions"])
+            sessions = summarize_opencode(db, None if refresh or old is None else old["sessions"], agent)
         except (SourceError, ValueError, TypeError, KeyError, RecursionError, OSError, sqlite3.Error) as exc:
             if not isinstance(exc, SourceError):  # not foreseen by the reader: still this database's alone
                 exc = SourceError(f"{shown_path(db)}: cannot be read ({type(exc).__name__}: {exc})")
@@ -818,16 +832,16 @@ def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem
                 old = _opencode_record(_load_index(index).get(str(db)))
             shown = _entries_of(old)
             reason = str(exc).removeprefix(f"{shown_path(db)}: ")
-            if isinstance(exc, opencode.DatabaseBusy):
+            if isinstance(exc, sqlite_read.DatabaseBusy):
                 reason = "locked by another process"
             reason += "; shown as of the last read" if shown else "; not read"
-            problems.append(ScanProblem("opencode", str(db), reason))
+            problems.append(ScanProblem(agent, str(db), reason))
             return old, shown, False  # tried again at the next scan
         record, read = {"stamp": stamp, "sessions": sessions}, True
     for sid, item in record["sessions"].items():
         if isinstance(item, dict) and isinstance(item.get("problem"), str):
             shown_as = "; shown as of the last read" if isinstance(item.get("entry"), dict) else "; not listed"
-            problems.append(ScanProblem("opencode", str(opencode.opencode_path(db, sid)), item["problem"] + shown_as))
+            problems.append(ScanProblem(agent, str(opencode.opencode_path(db, sid)), item["problem"] + shown_as))
     return record, _entries_of(record), read
 
 
@@ -903,8 +917,9 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             key = str(path)
             if key in files:
                 continue
-            if kind == "opencode":
-                record, found, read = _scan_opencode(path, cached.get(key), refresh, problems, index)
+            if kind in ("opencode", "kilo"):
+                record, found, read = _scan_opencode(path, cached.get(key), refresh, problems, index,
+                                                     "kilo" if kind == "kilo" else "opencode")
                 if record is not None:
                     files[key] = record
                 changed = changed or read
@@ -989,7 +1004,8 @@ def format_table(entries: list[SourceEntry]) -> str:
     if not entries:
         return ("No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions, "
                 "Gemini CLI: ~/.gemini/tmp, OpenCode: ~/.local/share/opencode, Pi: ~/.pi/agent/sessions, "
-                "Copilot CLI: ~/.copilot/session-state, Cline: ~/.cline/data/sessions, Qwen Code: ~/.qwen/projects).")
+                "Copilot CLI: ~/.copilot/session-state, Cline: ~/.cline/data/sessions, Qwen Code: ~/.qwen/projects, "
+                "Kilo CLI: ~/.local/share/kilo).")
     head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
             "% full", "path")
     rows = [head]

@@ -23,6 +23,7 @@ from engine.sources import (
     codex,
     copilot,
     gemini_cli,
+    kilo,
     opencode,
     openhands,
     pi,
@@ -106,6 +107,9 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 growth="appended", follow_open_last=True, listed=True, reasoning_in_output=False),
     AgentFormat("opencode", "OpenCode", opencode.read_opencode,
                 polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
+                growth="polled", listed=True, reasoning_in_output=False),
+    AgentFormat("kilo", "Kilo CLI", kilo.read_kilo,  # OpenCode's reader in Kilo's dialect
+                polled=lambda path, subagents: kilo.open_kilo(path, subagents=subagents),
                 growth="polled", listed=True, reasoning_in_output=False),
     AgentFormat("pi", "Pi", pi.read_pi, read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
                 appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True),

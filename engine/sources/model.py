@@ -39,7 +39,7 @@ from engine.model.text import printable
 from engine.store.fsutil import fast_json
 
 SourceFormat = Literal["claude-code", "codex", "gemini-cli", "opencode", "openhands", "swe-agent", "mini-swe-agent",
-                       "openai", "proxy-capture", "pi", "copilot-cli", "cline", "qwen-code"]
+                       "openai", "proxy-capture", "pi", "copilot-cli", "cline", "qwen-code", "kilo"]
 FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)
 
 Trigger = Literal["auto", "manual", "unknown"]

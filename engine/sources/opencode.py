@@ -24,57 +24,32 @@ What OpenCode (1.18) keeps, and how it is read:
 
 OpenCode does not store the system prompt nor the tool definitions it sends (``prefix_label`` says so).
 
-The database is only read, while OpenCode writes it, and nothing is written beside it (:func:`_plan`):
-
-- a WAL database with no ``-wal`` file (closed cleanly: OpenCode's last connection removes it) is opened
-  ``immutable=1``: no lock, no ``-wal`` / ``-shm`` created, no mtime changed (a read that finds the files changed
-  under it, a writer having opened it meanwhile, is made again the next way);
-- a WAL database with ``-wal`` and ``-shm`` (OpenCode running, or stopped without closing it) is opened
-  ``mode=ro`` beside OpenCode. SQLite's WAL readers do write into ``-shm`` (the shared-memory index: their read
-  marks); that is the one write left, into a file OpenCode itself keeps, and it is what keeps a checkpoint from
-  overwriting pages being read. A private copy would write nothing there but costs the whole database per read:
-  measured 55 ms for a 55 MB database and 508 ms for 553 MB (about 1 ms per MB, page cache warm), against 0.2 ms
-  for the read itself — too much for a follow that polls every 0.2 s, so it is kept for the next case;
-- a WAL database whose ``-wal`` is there but whose ``-shm`` is not (or cannot be written, or in a folder that
-  cannot be written): a read-only open would have to create ``-shm`` (and fails where it cannot), so the
-  database and its ``-wal`` are copied into a temporary folder, read there and removed (a read-only open that
-  fails with SQLITE_READONLY / SQLITE_CANTOPEN falls back to it too);
-- a rollback-journal database: ``mode=ro`` (its readers create nothing).
-
-A locked database (SQLITE_BUSY / SQLITE_LOCKED by its result code) is waited for :data:`LOCK_WAIT` (1 s) in all per
-read, then :class:`DatabaseBusy`; a database found locked in the last :data:`LOCK_MEMO` seconds, its files
-unchanged, is tried once without waiting, so a scan or an index update of many sessions waits once. Anything else
-SQLite says (no such table or column, not a database, a malformed image, cannot open) is a SourceError naming the
-database and the reason, at once. A row whose JSON does not parse is skipped with its id and read again at the
-next poll (OpenCode may be writing it); a row whose time is not one (text, -1, 1e30) is read all the same, placed
-by its id, and said in the session's notes. :class:`OpenCodeReader` reads only the rows updated since its last
-poll (by ``time_updated``, with a margin for writers that commit out of order; rows without a valid time always).
+The database is only read, while OpenCode writes it, nothing written beside it, a lock waited for a moment
+(:mod:`engine.sources.sqlite_read`: how, and why). A row whose JSON does not parse is skipped with its id and read
+again at the next poll (OpenCode may be writing it); a row whose time is not one (text, -1, 1e30) is read all the
+same, placed by its id, and said in the session's notes. :class:`OpenCodeReader` reads only the rows updated since
+its last poll (by ``time_updated``, with a margin for writers that commit out of order; rows without a valid time
+always). Kilo's database (:mod:`engine.sources.kilo`) is read the same way, in its :class:`Dialect`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
 import sqlite3
-import tempfile
-import threading
 import time
-import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 from engine.model.messages import Message
 from engine.sources.model import (
-    MAX_COUNT,
     Compaction,
     ProviderCall,
     Skipped,
     SourceChanges,
     SourceError,
+    SourceFormat,
     SourceSession,
     SubagentRef,
     dict_at,
@@ -83,17 +58,17 @@ from engine.sources.model import (
     int_or_none,
     iso,
     json_args,
-    open_regular,
     shown_path,
 )
-
-T = TypeVar("T")
+from engine.sources.sqlite_read import LOCK_WAIT as LOCK_WAIT  # re-exported: named here by the callers of this reader
+from engine.sources.sqlite_read import SQLITE_MAGIC, DatabaseBusy, good_time, read_deadline, time_order, with_retries
+from engine.sources.sqlite_read import is_busy as is_busy
+from engine.sources.sqlite_read import is_corrupt as is_corrupt
 
 COMPACTION_QUESTION = "What did we do so far?"  # what OpenCode sends for a compaction part
 SUBTASK_TEXT = "The following tool was executed by the user"  # what it sends for a subtask part
 CLEARED_OUTPUT = "[Old tool result content cleared]"  # a pruned tool output (state.time.compacted)
 INTERRUPTED_OUTPUT = "[Tool execution was interrupted]"  # a tool call left pending or running
-PREFIX_LABEL = "system prompt and tool definitions (OpenCode does not store them)"
 
 READ_TABLES = frozenset({"session", "message", "part"})
 # Tables left out on purpose, and why.
@@ -120,6 +95,39 @@ IGNORED_TABLES: dict[str, str] = {
 }
 KNOWN_TABLES = READ_TABLES | frozenset(IGNORED_TABLES)
 
+
+@dataclass(frozen=True)
+class Dialect:
+    """What tells one agent writing OpenCode's database apart (OpenCode itself, or a fork such as Kilo: see
+    :mod:`engine.sources.kilo`): its format name and display name, the tables of its own (left out on purpose,
+    and why), what it adds to each user message when sending it that the database does not hold
+    (``user_suffix(message data, its part datas, the session row)``: the text, "" for none), whether a
+    ``cost`` of 0 means "no price known" (``zero_cost_unknown``: the agent writes 0 for a model without one), and
+    where the model's window is configured (``window(database, provider, model)``: (tokens or None, where))."""
+
+    format: SourceFormat
+    display: str
+    own_tables: Mapping[str, str] = field(default_factory=dict)
+    user_suffix: Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any]], str] | None = None
+    zero_cost_unknown: bool = False
+    window: Callable[[Path, str, str], tuple[int | None, str]] | None = None
+
+    @property
+    def known_tables(self) -> frozenset[str]:
+        return KNOWN_TABLES | frozenset(self.own_tables)
+
+    @property
+    def prefix_label(self) -> str:
+        return f"system prompt and tool definitions ({self.display} does not store them)"
+
+    def cost(self, value: Any) -> float | None:
+        """A ``cost`` the database holds, in USD; None when it is none, or 0 where 0 means no price known."""
+        usd = float_or_none(value)
+        return None if usd is None or (usd == 0 and self.zero_cost_unknown) else usd
+
+
+OPENCODE = Dialect("opencode", "OpenCode")
+
 READ_PARTS = frozenset({"text", "reasoning", "tool", "step-start", "step-finish", "compaction", "subtask", "file"})
 # Part types left out on purpose, and why (counted in ``session.ignored`` as ``part/<type>``).
 IGNORED_PARTS: dict[str, str] = {
@@ -131,10 +139,6 @@ IGNORED_PARTS: dict[str, str] = {
 KNOWN_PARTS = READ_PARTS | frozenset(IGNORED_PARTS)
 
 MARGIN_MS = 5_000  # rows updated this long before the newest seen are read again (writers commit out of order)
-LOCK_WAIT = 1.0  # seconds one read (a scan of a database, a poll, a whole read) waits in all for a locked database
-BUSY_TIMEOUT = 0.25  # seconds SQLite's busy handler waits in one try (never past what is left of LOCK_WAIT)
-RETRIES = 10  # tries of one read at most
-LOCK_MEMO = 10.0  # a database found locked this recently, its files unchanged, is tried once without waiting
 
 
 # --------------------------------------------------------------------------- paths and listing
@@ -154,7 +158,6 @@ def split_path(path: Path | str) -> tuple[Path, str | None]:
     return Path(text), None
 
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def is_opencode_source(path: Path | str) -> bool:
@@ -186,207 +189,11 @@ class OpenCodeSessionInfo:
     path: Path  # the source path (``<db>#<id>``)
 
 
-class DatabaseBusy(SourceError):
-    """The database stayed locked by another process for the whole wait a read allows (:data:`LOCK_WAIT`):
-    busy, not broken; reading it again later may succeed."""
-
-
-# SQLite's primary result codes (the low byte of the extended code Python gives as ``sqlite_errorcode``)
-SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN = 5, 6, 8, 11, 14
-WAL_SUFFIXES = ("-wal", "-shm")
-
-# how a database is opened: "ro": read-only, shared (a rollback-journal database, or a WAL database OpenCode has open);
-# "immutable": a WAL database nobody has open (no -wal file): nothing is locked, created or written;
-# "copy": a private copy of the database and its -wal in a temporary folder (see _plan)
-Plan = Literal["ro", "immutable", "copy"]
-
-# a database found locked: (when, its files' stamp then); a read of it within LOCK_MEMO seconds, its files
-# unchanged, tries once without waiting (a scan of many sessions of one locked database waits once, not per
-# session)
-_locked: dict[str, tuple[float, tuple[Any, ...]]] = {}
-_locked_guard = threading.Lock()
-
-
-def _files_stamp(db: Path) -> tuple[Any, ...]:
-    """(size, mtime, inode) of the database and of its ``-wal`` and ``-shm`` files (None for one that is not
-    there): what tells that the database changed or was opened by a writer."""
-    out: list[Any] = []
-    for name in (str(db), *(f"{db}{s}" for s in WAL_SUFFIXES)):
-        try:
-            st = os.stat(name)
-            out.append((st.st_size, st.st_mtime_ns, st.st_ino))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
-def _header(db: Path) -> bytes:
-    """The database's first 100 bytes (its SQLite header); SourceError when it is no such file."""
-    try:
-        head = head_regular(db, 100)
-    except FileNotFoundError:
-        raise SourceError(f"{shown_path(db)}: no such database (removed?)") from None
-    except OSError as exc:
-        raise SourceError(f"{shown_path(db)}: cannot open the database: {exc.strerror or exc}") from None
-    except SourceError as exc:
-        raise SourceError(f"{shown_path(db)}: {exc}") from None
-    if not head.startswith(SQLITE_MAGIC):
-        raise SourceError(f"{shown_path(db)}: not an SQLite database (its first bytes are not SQLite's header)")
-    return head
-
-
-def _plan(db: Path) -> Plan:
-    """How to read ``db`` without writing anything beside it (see the module text)."""
-    head = _header(db)
-    if len(head) < 20 or head[18] != 2:  # not in WAL mode (a rollback journal): a read-only reader writes nothing
-        return "ro"
-    if not os.path.exists(f"{db}-wal"):
-        return "immutable"  # closed cleanly (the last connection removes -wal): nobody writes it
-    if not os.path.exists(f"{db}-shm") or not os.access(db.parent, os.W_OK) or not os.access(f"{db}-shm", os.W_OK):
-        return "copy"  # a read-only open would have to create -shm (or cannot write it): read a private copy
-    return "ro"  # OpenCode has it open: read beside it (SQLite's WAL readers update -shm's read marks)
-
-
-@contextlib.contextmanager
-def _private_copy(db: Path) -> Iterator[Path]:
-    """A copy of the database and its ``-wal`` in a temporary folder (removed after): what was committed when it
-    was taken. Taken again (up to 3 times) when the files changed while it was copied."""
-    folder = Path(tempfile.mkdtemp(prefix="ctxbench-opencode-"))
-    try:
-        target = folder / "opencode.db"
-        for _ in range(3):
-            before = _files_stamp(db)
-            for suffix in ("", "-wal"):
-                source = Path(f"{db}{suffix}")
-                try:
-                    with open_regular(source) as src, open(f"{target}{suffix}", "wb") as dst:
-                        shutil.copyfileobj(src, dst, 1 << 20)
-                except FileNotFoundError:
-                    if not suffix:
-                        raise SourceError(f"{shown_path(db)}: no such database (removed?)") from None
-                    Path(f"{target}{suffix}").unlink(missing_ok=True)
-                except OSError as exc:
-                    raise SourceError(f"{shown_path(db)}: cannot copy {source.name} to read it: "
-                                      f"{exc.strerror or exc}") from None
-            if _files_stamp(db) == before:
-                break
-        yield target
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _connected(db: Path, plan: Plan, timeout: float) -> Iterator[sqlite3.Connection]:
-    with contextlib.ExitStack() as stack:
-        if plan == "copy":
-            uri = f"file:{_uri_path(stack.enter_context(_private_copy(db)))}?mode=rw"  # ours: it may recover the WAL
-        elif plan == "immutable":
-            uri = f"file:{_uri_path(db)}?immutable=1"
-        else:
-            uri = f"file:{_uri_path(db)}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
-        stack.callback(conn.close)
-        conn.row_factory = sqlite3.Row
-        yield conn
-
-
-def _uri_path(path: Path) -> str:
-    return urllib.parse.quote(str(Path(path).resolve()))
-
-
-def _code(exc: sqlite3.Error) -> int:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return int(code) & 0xFF if isinstance(code, int) else -1
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    """Whether SQLite said the database is busy or locked by another connection (SQLITE_BUSY, SQLITE_LOCKED and
-    their extended codes): a reason to wait, not a broken database."""
-    return _code(exc) in (SQLITE_BUSY, SQLITE_LOCKED)
-
-
-def is_corrupt(exc: sqlite3.Error) -> bool:
-    """Whether SQLite found the pages it read damaged (SQLITE_CORRUPT: "database disk image is malformed")."""
-    return _code(exc) == SQLITE_CORRUPT
-
-
-def _locked_recently(db: Path) -> bool:
-    with _locked_guard:
-        seen = _locked.get(str(db))
-    return seen is not None and time.monotonic() - seen[0] < LOCK_MEMO and seen[1] == _files_stamp(db)
-
-
-def _note_locked(db: Path, locked: bool) -> None:
-    with _locked_guard:
-        if locked:
-            _locked[str(db)] = (time.monotonic(), _files_stamp(db))
-        else:
-            _locked.pop(str(db), None)
-
-
-def read_deadline(db: Path) -> float:
-    """When one read of ``db`` stops waiting for a lock (``time.monotonic()``): :data:`LOCK_WAIT` from now, or now
-    when it was found locked in the last :data:`LOCK_MEMO` seconds and its files did not change since."""
-    return time.monotonic() + (0.0 if _locked_recently(Path(db)) else LOCK_WAIT)
-
-
-def with_retries(db: Path, work: Callable[[sqlite3.Connection], T], *, deadline: float | None = None) -> T:
-    """``work(conn)`` inside one read transaction on a fresh read-only connection (how: :func:`_plan`).
-
-    A locked or busy database is waited for until ``deadline`` (``time.monotonic()``; default: :data:`LOCK_WAIT`
-    seconds from now; once, without waiting, when it was found locked in the last :data:`LOCK_MEMO` seconds),
-    then :class:`DatabaseBusy`. Anything else SQLite says — no such table or column, not a database, a malformed
-    image, cannot open — is a SourceError naming the database and the reason at once."""
-    db = Path(db)
-    now = time.monotonic()
-    if deadline is None:
-        deadline = read_deadline(db)
-    pause = 0.02
-    copy = False  # a read-only open failed for want of writing -shm: read a private copy
-    for attempt in range(1, RETRIES + 1):
-        plan: Plan = "copy" if copy else _plan(db)
-        before = _files_stamp(db) if plan == "immutable" else ()
-        try:
-            with _connected(db, plan, max(0.0, min(BUSY_TIMEOUT, deadline - time.monotonic()))) as conn:
-                conn.execute("BEGIN")
-                result = work(conn)
-                conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            left = deadline - time.monotonic()
-            if not is_busy(exc):
-                if plan == "ro" and _code(exc) in (SQLITE_READONLY, SQLITE_CANTOPEN) and attempt < RETRIES \
-                        and _header(db)[18:19] == b"\x02":
-                    copy = True  # a WAL database whose -shm cannot be used here: read a private copy
-                    continue
-                raise SourceError(f"{shown_path(db)}: cannot read the database: {exc}") from None
-            if left <= 0 or attempt == RETRIES:
-                _note_locked(db, True)
-                raise DatabaseBusy(f"{shown_path(db)}: locked by another process (still locked after "
-                                   f"{max(0.0, deadline - now):.1f} s)") from None
-            time.sleep(min(pause, left))
-            pause *= 2
-            continue
-        if plan == "immutable" and _files_stamp(db) != before and attempt < RETRIES:
-            continue  # a writer opened it (or checkpointed) while it was read as unchanging: read it again
-        _note_locked(db, False)
-        return result
-    raise DatabaseBusy(f"{shown_path(db)}: could not be read in {RETRIES} tries")  # pragma: no cover
 
 
 def _ms_iso(value: Any) -> str:
     ms = int_or_none(value)
     return iso(ms / 1000) if ms is not None and ms > 0 else ""
-
-
-def good_time(column: str) -> str:
-    """SQL: true when ``column`` holds a time :func:`int_or_none` accepts (a number, 0 to 2^53): text, NULL, -1 or
-    1e30 in a time column (another program's database is never trusted) is none."""
-    return f"(typeof({column}) IN ('integer', 'real') AND {column} >= 0 AND {column} <= {MAX_COUNT})"
-
-
-def time_order(column: str) -> str:
-    """SQL: ``column`` where it is a good time, else NULL (first in an ascending order, last in a descending one)."""
-    return f"(CASE WHEN {good_time(column)} THEN {column} END)"
 
 
 def _since(column: str) -> str:
@@ -469,11 +276,12 @@ class OpenCodeReader:
     returns what changed in :attr:`session` (messages, calls, compactions and child sessions are rebuilt from
     the rows kept in memory; only the rows are read again)."""
 
-    def __init__(self, db_path: Path, session_id: str, *, subagents: bool = True) -> None:
+    def __init__(self, db_path: Path, session_id: str, *, subagents: bool = True, dialect: Dialect = OPENCODE) -> None:
         self.db = Path(db_path)
         self.session_id = session_id
         self.subagents = subagents
-        self.session = SourceSession("opencode", opencode_path(self.db, session_id), session_id)
+        self.dialect = dialect
+        self.session = SourceSession(dialect.format, opencode_path(self.db, session_id), session_id)
         self._info: dict[str, Any] = {}
         self._messages: dict[str, _Row] = {}
         self._parts: dict[str, _Row] = {}
@@ -601,7 +409,7 @@ class OpenCodeReader:
         for cid in children:
             reader = self._children.get(cid)
             if reader is None:
-                reader = self._children[cid] = OpenCodeReader(self.db, cid, subagents=True)
+                reader = self._children[cid] = OpenCodeReader(self.db, cid, subagents=True, dialect=self.dialect)
                 changed = True
             try:
                 result = reader.poll()
@@ -613,26 +421,29 @@ class OpenCodeReader:
     # ------------------------------------------------------------------ building the session
     def _build(self) -> SourceSession:
         info = self._info
-        s = SourceSession("opencode", opencode_path(self.db, self.session_id), self.session_id)
+        dialect = self.dialect
+        s = SourceSession(dialect.format, opencode_path(self.db, self.session_id), self.session_id)
         s.cwd = str(info.get("directory") or "")
         s.project = Path(s.cwd).name if s.cwd else ""
         s.started = _ms_iso(info.get("time_created"))
         s.last_activity = _ms_iso(info.get("time_updated"))
-        s.prefix_label = PREFIX_LABEL
-        s.agent_cost_usd = float_or_none(info.get("cost"))
+        s.prefix_label = dialect.prefix_label
+        s.agent_cost_usd = dialect.cost(info.get("cost"))
+        if s.agent_cost_usd is None and float_or_none(info.get("cost")) == 0:
+            s.notes.append(f"cost: {dialect.display} wrote 0 (no price known to it for the model): unknown")
         s.aggregate = {k: int_or_none(info.get(k)) for k in ("tokens_input", "tokens_output", "tokens_reasoning",
                                                             "tokens_cache_read", "tokens_cache_write") if k in info}
         s.notes.append(f"title: {info.get('title') or ''}")
         for table in self._tables:
-            if table not in KNOWN_TABLES and not table.startswith("sqlite_"):
-                s.skipped.append(Skipped(0, f"table {table!r} of this OpenCode version is not known"))
+            if table not in dialect.known_tables and not table.startswith("sqlite_"):
+                s.skipped.append(Skipped(0, f"table {table!r} of this {dialect.display} version is not known"))
         if self._v2_rows:
             s.ignored["table/session_message"] = self._v2_rows
             s.notes.append(f"{self._v2_rows} session_message row(s) (OpenCode's V2 runner) not read")
         by_message: dict[str, list[_Row]] = {}
         for part in self._parts.values():
             by_message.setdefault(part.message_id, []).append(part)
-        builder = _Builder(s, {cid: r.session for cid, r in self._children.items()}, self.db)
+        builder = _Builder(s, {cid: r.session for cid, r in self._children.items()}, self.db, dialect, info)
         for row in _in_order([*self._messages.values(), *self._parts.values()]):
             if row.bad:
                 kind = "part" if row.message_id else "message"
@@ -643,6 +454,8 @@ class OpenCodeReader:
             for part in orphans:
                 s.skipped.append(Skipped(0, f"part {part.id}: its message {part.message_id} is not there (yet)"))
         builder.finish()
+        if dialect.window is not None and s.model:
+            s.window, s.window_source = dialect.window(self.db, builder.provider, s.model)
         return s
 
 
@@ -691,22 +504,26 @@ def _first_child_change(old: SourceSession, new: SourceSession) -> int:
 class _Builder:
     """Messages, calls and compactions from the rows, in order."""
 
-    def __init__(self, session: SourceSession, children: dict[str, SourceSession], db: Path) -> None:
+    def __init__(self, session: SourceSession, children: dict[str, SourceSession], db: Path,
+                 dialect: Dialect = OPENCODE, info: dict[str, Any] | None = None) -> None:
         self.s = session
         self.children = children
         self.db = db
+        self.dialect = dialect
+        self.info = info or {}  # the session row
         self.first_index: dict[str, int] = {}  # OpenCode message id -> index of its first message
         self.pending: Compaction | None = None  # a compaction waiting for its first call after it
         self.open: dict[str, Compaction] = {}  # compaction user message id -> its compaction
         self.linked: set[str] = set()
+        self.provider = ""  # the provider of the last assistant message's model
 
     # ------------------------------------------------------------------ per message
     def message(self, row: _Row, parts: list[_Row]) -> None:
         s = self.s
         s.lines += 1 + len(parts)
         if row.data is None:
-            s.skipped.append(Skipped(0, f"message {row.id}: data not JSON (yet: OpenCode may still be writing it)",
-                                  damaged=True))
+            s.skipped.append(Skipped(0, f"message {row.id}: data not JSON (yet: {self.dialect.display} may still "
+                                        "be writing it)", damaged=True))
             return
         info = row.data
         role = info.get("role")
@@ -714,8 +531,8 @@ class _Builder:
         good = []
         for part in parts:
             if part.data is None:
-                s.skipped.append(Skipped(0, f"part {part.id}: data not JSON (yet: OpenCode may still be writing it)",
-                                      damaged=True))
+                s.skipped.append(Skipped(0, f"part {part.id}: data not JSON (yet: {self.dialect.display} may still "
+                                            "be writing it)", damaged=True))
                 continue
             kind = str(part.data.get("type") or "")
             if kind in IGNORED_PARTS:
@@ -756,6 +573,9 @@ class _Builder:
                 texts.append(SUBTASK_TEXT)
             else:
                 self.s.skipped.append(Skipped(0, f"part {part.id}: a {kind} part in a user message"))
+        if self.dialect.user_suffix is not None and (suffix := self.dialect.user_suffix(
+                info, [p.data or {} for p in parts], self.info)):
+            texts.append(suffix)
         index = len(self.s.messages)
         if texts:
             self.s.messages.append({"role": "user", "content": "\n".join(texts), "id": row.id, "ts": ts})
@@ -812,6 +632,7 @@ class _Builder:
         model = str(info.get("modelID") or "")
         if model:
             s.model = model if not summary else s.model or model
+            self.provider = str(info.get("providerID") or self.provider)
         for step in steps:
             index = len(s.messages)
             if sent and (step.texts or step.calls or step.reasoning):
@@ -855,7 +676,7 @@ class _Builder:
         comp.summary = "".join(t for st in steps for t in st.texts)
         if call is not None:
             comp.cost = call
-            comp.cost_usd = _step_cost(steps)
+            comp.cost_usd = _step_cost(steps, self.dialect)
         comp.messages_after = len(s.messages) - comp.message_index
         if finished and not info.get("error"):
             s.live_start = comp.message_index
@@ -915,8 +736,8 @@ class _Builder:
                 break
 
 
-def _step_cost(steps: list[_Step]) -> float | None:
-    costs = [float_or_none((st.finish.data or {}).get("cost")) for st in steps if st.finish is not None]
+def _step_cost(steps: list[_Step], dialect: Dialect) -> float | None:
+    costs = [dialect.cost((st.finish.data or {}).get("cost")) for st in steps if st.finish is not None]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
 
@@ -924,14 +745,14 @@ def _step_cost(steps: list[_Step]) -> float | None:
 # --------------------------------------------------------------------------- whole reads
 
 
-def open_reader(path: Path, *, subagents: bool = True) -> OpenCodeReader:
+def open_reader(path: Path, *, subagents: bool = True, dialect: Dialect = OPENCODE) -> OpenCodeReader:
     """The polled reader of a source path: ``<db>#<session id>`` or the database (its latest session)."""
     db, sid = split_path(path)
-    return OpenCodeReader(db, sid or latest_session(db), subagents=subagents)
+    return OpenCodeReader(db, sid or latest_session(db), subagents=subagents, dialect=dialect)
 
 
-def read_opencode(path: Path, *, subagents: bool = True) -> SourceSession:
+def read_opencode(path: Path, *, subagents: bool = True, dialect: Dialect = OPENCODE) -> SourceSession:
     """One session, read whole: ``path`` is ``<db>#<session id>`` or the database (its latest session)."""
-    reader = open_reader(path, subagents=subagents)
+    reader = open_reader(path, subagents=subagents, dialect=dialect)
     reader.poll()
     return reader.session

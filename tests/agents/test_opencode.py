@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from engine.sources.model import SourceSession
+from engine.sources.model import SourceFormat, SourceSession
 from engine.sources.opencode import (
     IGNORED_PARTS,
     KNOWN_PARTS,
@@ -46,7 +46,7 @@ from engine.sources.opencode import (
 )
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
 from tests.agents.scripted import Logged, Reply, ScriptedServer, ToolCall
-from tests.agents.scripted_chat import CHAT_SUMMARY, ChatServer
+from tests.agents.scripted_chat import CHAT_SUMMARY, ChatServer, chat_text
 
 MODEL = "m1"
 CONTEXT = 20_000  # the model's limit.context: the big prompt below takes a call above it
@@ -99,9 +99,10 @@ def has_result(body: dict[str, Any]) -> bool:
     return any(m.get("role") == "tool" for m in body.get("messages") or [])
 
 
-def shell_script(commands: int, big_at: int = -1) -> Callable[[dict[str, Any]], Reply]:
-    """``commands`` bash calls, then a closing text; the answer to main request ``big_at`` (0-based) claims
-    :data:`BIG` more prompt tokens (read from the cache), which makes OpenCode compact before the next."""
+def shell_script(commands: int, big_at: int = -1, command: str = "echo step{}") -> Callable[[dict[str, Any]], Reply]:
+    """``commands`` bash calls (``command`` with the call's number), then a closing text; the answer to main
+    request ``big_at`` (0-based) claims :data:`BIG` more prompt tokens (read from the cache), which makes OpenCode
+    compact before the next."""
     state = {"requests": 0, "issued": 0}
 
     def script(body: dict[str, Any]) -> Reply:
@@ -109,8 +110,8 @@ def shell_script(commands: int, big_at: int = -1) -> Callable[[dict[str, Any]], 
         extra = BIG if state["requests"] - 1 == big_at else 0
         if state["issued"] < commands:
             state["issued"] += 1
-            command = f"echo step{state['issued'] - 1}"
-            return Reply(tool_calls=[ToolCall("bash", {"command": command, "description": "print"})],
+            line = command.format(state["issued"] - 1)
+            return Reply(tool_calls=[ToolCall("bash", {"command": line, "description": "print"})],
                          extra_prompt_tokens=extra)
         return Reply(text=f"Done: {state['issued']} commands ran.", extra_prompt_tokens=extra)
 
@@ -142,20 +143,22 @@ def db_rows(db: Path, sql: str, *args: Any) -> list[sqlite3.Row]:
         conn.close()
 
 
-def assert_every_type_known(db: Path, src: SourceSession) -> None:
+def assert_every_type_known(db: Path, src: SourceSession, known_tables: frozenset[str] = KNOWN_TABLES,
+                            agent: str = "") -> None:
     """Every table and every part type of the database is one the reader reads or leaves out on purpose, and
-    the ignored counts are the session's own."""
+    the ignored counts are the session's own (``agent``: who wrote the database, for the message)."""
+    agent = agent or f"OpenCode {pinned()}"
     tables = {r[0] for r in db_rows(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables <= KNOWN_TABLES, f"tables {tables - KNOWN_TABLES} of OpenCode {pinned()} are not known"
+    assert tables <= known_tables, f"tables {tables - known_tables} of {agent} are not known"
     kinds = Counter(json.loads(r["data"])["type"] for r in db_rows(db, "SELECT data FROM part WHERE session_id = ?",
                                                                    src.session_id))
-    assert set(kinds) <= KNOWN_PARTS, f"part types {set(kinds) - KNOWN_PARTS} of OpenCode {pinned()} are not known"
+    assert set(kinds) <= KNOWN_PARTS, f"part types {set(kinds) - KNOWN_PARTS} of {agent} are not known"
     assert src.skipped == []
     assert {k: v for k, v in src.ignored.items() if k.split("/")[1] in IGNORED_PARTS} == {
         f"part/{k}": v for k, v in kinds.items() if k in IGNORED_PARTS}
 
 
-def assert_calls_are_the_servers(src: SourceSession, answered: list[Logged]) -> None:
+def assert_calls_are_the_servers(src: SourceSession, answered: list[Logged], model: str = MODEL) -> None:
     assert len(src.calls) == len(answered)
     for call, entry in zip(src.calls, answered, strict=True):
         usage = entry.usage
@@ -163,7 +166,7 @@ def assert_calls_are_the_servers(src: SourceSession, answered: list[Logged]) -> 
         assert call.cache_read_tokens == usage["prompt_tokens_details"]["cached_tokens"]
         assert call.cache_write_tokens == 0  # the database's figure (the provider reports none: 0, not None)
         assert call.completion_tokens == usage["completion_tokens"]
-        assert call.model == entry.body["model"] == MODEL
+        assert call.model == entry.body["model"] == model
     ids = [c.request_id for c in src.calls]
     assert all(i.startswith("prt_") for i in ids) and len(set(ids)) == len(ids)
 
@@ -179,21 +182,22 @@ def assert_tool_calls_are_the_servers(src: SourceSession, answered: list[Logged]
 
 def assert_messages_are_the_sent_ones(src: SourceSession, answered: list[Logged]) -> None:
     """The last request of the live context carried the messages the reader puts after ``live_start`` (text
-    and tool calls; the model's own last answer comes after it)."""
+    and tool calls; the model's own last answer comes after it; a message sent as parts: their texts, a line
+    apart)."""
     last = answered[-1].body["messages"][1:]  # without the system prompt
     live = src.messages[src.live_start:]
     assert [m["role"] for m in last] == [m["role"] for m in live[:len(last)]]
     for sent, read in zip(last, live, strict=False):
-        assert (sent.get("content") or "") == (read.get("content") or "")
+        assert chat_text(sent.get("content")) == (read.get("content") or "")
         assert [c["function"]["name"] for c in sent.get("tool_calls") or []] == [
             c["function"]["name"] for c in read.get("tool_calls") or []]
 
 
-def import_it(path: Path, tmp_path: Path) -> Any:
+def import_it(path: Path, tmp_path: Path, fmt: SourceFormat = "opencode") -> Any:
     from engine.ingest import import_source
 
-    report = import_source(path, session_dir=tmp_path / "imported", fmt="opencode")
-    assert report.format == "opencode" and report.skipped == []
+    report = import_source(path, session_dir=tmp_path / "imported", fmt=fmt)
+    assert report.format == fmt and report.skipped == []
     return report
 
 

@@ -186,7 +186,7 @@ def test_gemini_cli_and_opencode_sessions(gemini_opencode: tuple[Path, Any]) -> 
 
 def test_an_opencode_database_is_read_again_only_for_the_sessions_that_changed(
         gemini_opencode: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.sources import opencode
+    from engine.sources import sqlite_read
     from tests.engine.sources.test_opencode import assistant, tokens, user
 
     _, db = gemini_opencode
@@ -208,14 +208,14 @@ def test_an_opencode_database_is_read_again_only_for_the_sessions_that_changed(
     assert read == ["ses_other"] and (again["ses_other"].calls, again["ses_other"].last_prompt_tokens) == (2, 550)
     # busy: the database's rows as the index had them, no error; read at the next scan
     read.clear()
-    monkeypatch.setattr(opencode, "BUSY_TIMEOUT", 0.01)
-    monkeypatch.setattr(opencode, "RETRIES", 2)
+    monkeypatch.setattr(sqlite_read, "BUSY_TIMEOUT", 0.01)
+    monkeypatch.setattr(sqlite_read, "RETRIES", 2)
     failed: list[str] = []
     real_summary = discovery.summarize_opencode
 
-    def summary(path: Path, cached: Any = None) -> dict[str, Any]:
+    def summary(path: Path, cached: Any = None, *args: Any) -> dict[str, Any]:
         try:
-            return real_summary(path, cached)
+            return real_summary(path, cached, *args)
         except SourceError as exc:
             failed.append(str(exc))
             raise

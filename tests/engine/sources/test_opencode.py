@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from benchmarks.hostile import OPENCODE_SCHEMA
-from engine.sources import opencode
+from engine.sources import opencode, sqlite_read
 from engine.sources.detect import detect_format
 from engine.sources.model import SourceError, SourceSession
 from engine.sources.opencode import (
@@ -212,7 +212,7 @@ def test_poll_reports_what_changed(db: Db) -> None:
 def test_a_locked_database_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = Db(tmp_path / "opencode.db", wal=False)  # a rollback journal: a writer's exclusive lock blocks readers
     full_session(db)
-    monkeypatch.setattr(opencode, "BUSY_TIMEOUT", 0.01)
+    monkeypatch.setattr(sqlite_read, "BUSY_TIMEOUT", 0.01)
     db.conn.execute("BEGIN EXCLUSIVE")
     threading.Timer(0.3, lambda: db.conn.execute("COMMIT")).start()
     start = time.monotonic()
@@ -223,8 +223,8 @@ def test_a_locked_database_is_retried(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_a_lock_that_lasts_is_no_change_when_following(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = Db(tmp_path / "opencode.db", wal=False)
     full_session(db)
-    monkeypatch.setattr(opencode, "BUSY_TIMEOUT", 0.01)
-    monkeypatch.setattr(opencode, "RETRIES", 2)
+    monkeypatch.setattr(sqlite_read, "BUSY_TIMEOUT", 0.01)
+    monkeypatch.setattr(sqlite_read, "RETRIES", 2)
     reader = OpenCodeReader(db.path, SID)
     reader.poll()
     db.conn.execute("BEGIN EXCLUSIVE")

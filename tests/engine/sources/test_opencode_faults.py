@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from app.cli import main
-from engine.sources import discovery, follow, opencode
+from engine.sources import discovery, follow, opencode, sqlite_read
 from engine.sources.discovery import ScanProblem, SourceEntry
 from engine.sources.follow import Follower
 from engine.sources.model import SourceError
@@ -414,7 +414,7 @@ def test_import_tools_and_diff_take_the_path_sources_prints(
 
 def test_follow_says_when_the_database_is_locked_damaged_or_removed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(opencode, "LOCK_WAIT", 0.1)
+    monkeypatch.setattr(sqlite_read, "LOCK_WAIT", 0.1)
     monkeypatch.setattr(follow, "LOCKED_LONG", 0.3)
     db = Db(tmp_path / "opencode.db", wal=False)
     sessions(db, 1)
