@@ -40,6 +40,7 @@ from engine.context.snapshots import RunningHistory, build_snapshot, snapshot_fr
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import ModelInfo, import_window
 from engine.model.messages import Message, new_id, now_iso
+from engine.model.records import ContextRecord, parse_record
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
 from engine.sources.join import join_captures
@@ -56,7 +57,7 @@ from engine.sources.model import (
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.fsutil import append_lines, fsync_dir
+from engine.store.fsutil import fsync_dir
 from engine.store.staging import staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
@@ -459,8 +460,7 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
         if archived:
             archive.append(folder, archived, dedupe=False)
         session.extend(src.messages[src.live_start:])
-        if events:
-            append_lines(session.events_path, events)
+        session.append_records([parse_record(e) for e in events])
         report = SourceImportReport(
             format=src.format, session_id=folder.name, path=folder, source=src.path, messages=len(src.messages),
             live_messages=len(src.messages) - src.live_start, archived_messages=src.live_start, calls=len(src.calls),
@@ -729,19 +729,15 @@ class LiveImport:
             session.update_messages(plan.replaced)
         if plan.added:
             session.extend(plan.added)
-        path = session.events_path
-        if plan.updated is not None and self.events_size >= 0:
-            with open(path, "r+b") as fh:  # the view's own file: the last call's record, written again
-                fh.truncate(self.events_size)
-            append_lines(path, [plan.updated])
+        if plan.updated is not None and self.events_size >= 0:  # the last call's record, written again
+            session.replace_records_from(self.events_size, [parse_record(plan.updated)])
         if plan.live is not None:
             session.rewrite(plan.live)  # what the compaction took out goes to the dialog archive
             session.set_summary(plan.summary)
             session.save_meta()
-        for record in plan.records:
-            size = path.stat().st_size if path.exists() else 0
-            append_lines(path, [record])
-            self.events_size = size if record.get("type") == "context" else -1
+        for record in map(parse_record, plan.records):
+            size = session.append_records([record])
+            self.events_size = size if isinstance(record, ContextRecord) else -1
         if plan.meta is not None:
             imported = dict(session.meta.get("import") or {})
             imported.update(plan.meta)

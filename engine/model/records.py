@@ -36,6 +36,7 @@ _SNAPSHOT_FIELDS = frozenset(ContextSnapshot.__dataclass_fields__)
 # an import's per-call figures from the agent's file (None: the file did not say)
 CALL_FIGURES = ("completion_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
                 "reasoning_tokens")
+_NULLABLE = frozenset({"message_id", "request_id", *CALL_FIGURES})
 
 
 class RecordError(ValueError):
@@ -109,11 +110,10 @@ class ContextRecord:
             raise RecordError(str(exc)) from None
         declared = {"message_count", "message_id", "source_format", "request_id", *CALL_FIGURES}
         extra = {k: v for k, v in obj.items()
-                 if k not in declared and k not in _SNAPSHOT_FIELDS and k not in _DERIVED and k != "type"}
+                 if k not in _SNAPSHOT_FIELDS and k not in _DERIVED and k != "type"
+                 and (k not in declared or (v is None and k in _NULLABLE))}  # a null as written stays one
         if obj.get("prefix_source") is None and "prefix_source" in obj:
             extra["prefix_source"] = None  # an import wrote null: written back as it was
-        if obj.get("message_id") is None and "message_id" in obj:
-            extra["message_id"] = None  # an import's "the request held every message": written back
         figures = {key: _number(obj, key) for key in CALL_FIGURES}
         message_id = obj.get("message_id")
         return cls(snapshot=snapshot, message_count=_number(obj, "message_count"),
@@ -125,19 +125,13 @@ class ContextRecord:
         data: dict[str, Any] = {"type": CONTEXT}
         data.update(self.snapshot.to_json())
         data["message_tokens"] = [list(p) for p in self.snapshot.message_tokens]
-        if self.message_count is not None:
-            data["message_count"] = self.message_count
-        if self.message_id is not None or "message_id" in self.extra:
-            data["message_id"] = self.message_id
-        if self.source_format:
-            data["source_format"] = self.source_format
-        for key in CALL_FIGURES:
+        data.update(self.extra)  # the nulls are overwritten below by a value set since (dataclasses.replace)
+        for key in ("message_count", "message_id", "request_id", *CALL_FIGURES):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
-        if self.request_id is not None:
-            data["request_id"] = self.request_id
-        data.update((k, v) for k, v in self.extra.items() if k != "message_id")
+        if self.source_format:
+            data["source_format"] = self.source_format
         return data
 
 
