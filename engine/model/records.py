@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.model.compaction_change import PROMPT, REQUEST, CompactionChange, compaction_change
 from engine.model.events import CompactionEvent, Outcome, event_to_json
 from engine.model.snapshot import ContextSnapshot
 
@@ -61,6 +62,15 @@ def _text(obj: Mapping[str, Any], key: str, default: str = "") -> str:
     if not isinstance(value, str):
         raise RecordError(f"field {key!r} must be a string, got {type(value).__name__}")
     return value
+
+
+def _real(obj: Mapping[str, Any], key: str) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise RecordError(f"field {key!r} must be a number, got {str(value)[:40]!r}")
+    return float(value)
 
 
 def _optional_text(obj: Mapping[str, Any], key: str) -> str | None:
@@ -154,6 +164,8 @@ class CompactionRecord:
     tokens_basis: str = ""  # "prompt" (engine.model.compaction_change); older lines lack it
     source_format: str = ""  # an import's: the agent's file format
     cost: Mapping[str, Any] | None = None  # an import's: the figures of the compaction's own provider call
+    cost_usd: float | None = None  # an import's: what compacting cost, by the agent's own figure
+    calls_before: int | None = None  # an import's: how many of the session's calls came before it
     extra: Mapping[str, Any] = field(default_factory=dict)  # fields this type does not declare, as written
 
     kind = COMPACTION
@@ -162,6 +174,11 @@ class CompactionRecord:
     def applied(self) -> bool:
         """The compaction changed the context (summarized, replaced, dropped)."""
         return self.result in (Outcome.SUMMARIZED, Outcome.REPLACED, Outcome.DROPPED)
+
+    def change(self) -> CompactionChange:
+        """The before → after every view shows (:func:`engine.model.compaction_change.event_change`)."""
+        basis = self.tokens_basis or (PROMPT if self.source_format else REQUEST)
+        return compaction_change(self.tokens_before, self.tokens_after, basis)
 
     @classmethod
     def from_event(cls, event: CompactionEvent) -> CompactionRecord:
@@ -175,19 +192,18 @@ class CompactionRecord:
         cost = obj.get("cost")
         if cost is not None and not isinstance(cost, dict):
             raise RecordError(f"field 'cost' must be an object, got {type(cost).__name__}")
-        duration = obj.get("duration_ms")
-        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, int | float)
-                                     or not math.isfinite(duration)):
-            raise RecordError(f"field 'duration_ms' must be a number, got {str(duration)[:40]!r}")
-        extra = {k: v for k, v in obj.items() if k not in _COMPACTION_FIELDS and k != "type"}
+        duration, usd = _real(obj, "duration_ms"), _real(obj, "cost_usd")
+        extra = {k: v for k, v in obj.items() if k not in _COMPACTION_FIELDS and k != "type"
+                 and (v is None or k not in ("cost", "cost_usd", "calls_before"))}
         return cls(trigger=_text(obj, "trigger"), result=Outcome(result),
                    tokens_before=_number(obj, "tokens_before"), tokens_after=_number(obj, "tokens_after"),
                    messages_compacted=_number(obj, "messages_compacted") or 0,
-                   messages_kept=_number(obj, "messages_kept"), duration_ms=float(duration or 0.0),
+                   messages_kept=_number(obj, "messages_kept"), duration_ms=duration or 0.0,
                    summary=_text(obj, "summary"), reason=_text(obj, "reason"),
                    archive_day=_text(obj, "archive_day"), ts=_text(obj, "ts"), id=_text(obj, "id"),
                    tokens_basis=_text(obj, "tokens_basis"), source_format=_text(obj, "source_format"),
-                   cost=None if cost is None else dict(cost), extra=extra)
+                   cost=None if cost is None else dict(cost), cost_usd=usd,
+                   calls_before=_number(obj, "calls_before"), extra=extra)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -202,12 +218,16 @@ class CompactionRecord:
             data["source_format"] = self.source_format
         if self.cost is not None or "cost" in self.extra:
             data["cost"] = None if self.cost is None else dict(self.cost)
-        data.update((k, v) for k, v in self.extra.items() if k != "cost")
+        for key in ("cost_usd", "calls_before"):
+            if getattr(self, key) is not None or key in self.extra:
+                data[key] = getattr(self, key)
+        data.update((k, v) for k, v in self.extra.items() if k not in ("cost", "cost_usd", "calls_before"))
         return data
 
 
 _OUTCOMES = tuple(o.value for o in Outcome)
-_COMPACTION_FIELDS = frozenset(CompactionRecord.__dataclass_fields__) - {"extra"}
+# declared fields; a null cost, cost_usd or calls_before is kept in extra (written back as it was)
+_COMPACTION_FIELDS = frozenset(CompactionRecord.__dataclass_fields__) - {"extra", "cost", "cost_usd", "calls_before"}
 
 Record = ContextRecord | CompactionRecord
 KINDS: dict[str, type[ContextRecord] | type[CompactionRecord]] = {CONTEXT: ContextRecord, COMPACTION: CompactionRecord}

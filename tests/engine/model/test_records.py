@@ -67,7 +67,7 @@ def test_compaction_record_round_trips_ours_and_an_imports() -> None:
                 "ts": "t", "source_format": "codex", "cost": {"model": "m", "prompt_tokens": 5}, "calls_before": 2}
     rec2 = parse_record(imported)
     assert isinstance(rec2, CompactionRecord) and rec2.result is Outcome.REPLACED and rec2.applied
-    assert rec2.cost == {"model": "m", "prompt_tokens": 5} and rec2.extra["calls_before"] == 2
+    assert rec2.cost == {"model": "m", "prompt_tokens": 5} and rec2.calls_before == 2 and rec2.change().text()
     assert rec2.to_json() == imported
 
 
