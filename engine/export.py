@@ -294,7 +294,7 @@ def _compaction_md(comp: CompactionRecord, table: PriceTable | None = None) -> l
         lines += ["<details><summary>Summary</summary>", "", _quote(summary), "", "</details>"]
     cost, agent_usd = comp.cost, comp.cost_usd
     if cost is not None and cost.get("prompt_tokens") is not None:
-        priced = compaction_call_cost(comp.to_json(), table)
+        priced = compaction_call_cost(comp, table)
         placeholder = cost.get("completion_tokens") is None and cost.get("completion_placeholder") is not None
         out = (f"unknown (the file holds only a streaming placeholder, {cost['completion_placeholder']})"
                if placeholder else f"{_n(cost.get('completion_tokens'))}")
@@ -326,7 +326,7 @@ def session_markdown(data: SessionExport, estimator: Estimator | None = None,
     total = folder_cost(data.folder, table,
                         records=[{"cost_usd": c.usd, "cost_problem": c.problem} for c in costs])
     by_message: dict[int, list[str]] = {}  # the first message each call produced -> its calls
-    ends = folder_call_ends(data.messages, lines_of_calls)
+    ends = folder_call_ends(data.messages, data.calls)
     for number, (end, cost) in enumerate(zip(ends, costs, strict=True), 1):
         by_message.setdefault(end, []).append(_call_md(number, cost))
     lines = _header(data, counts, total)

@@ -41,7 +41,13 @@ _NULLABLE = frozenset({"message_id", "request_id", *CALL_FIGURES})
 
 
 class RecordError(ValueError):
-    """A line of events.jsonl that is not a record: the message names the problem."""
+    """A line of events.jsonl that is not a record: the message names the problem; ``kind`` is the line's record
+    type when it has a known one (its fields are what is wrong), ``detail`` the problem without it."""
+
+    def __init__(self, detail: str, kind: str = "") -> None:
+        super().__init__(f"{kind} record: {detail}" if kind else detail)
+        self.kind = kind
+        self.detail = detail
 
 
 def _number(obj: Mapping[str, Any], key: str, *, optional: bool = True) -> int | None:
@@ -246,7 +252,7 @@ def parse_record(obj: Any) -> Record:
     try:
         return cls.from_json(obj)
     except RecordError as exc:
-        raise RecordError(f"{kind} record: {exc}") from None
+        raise RecordError(exc.detail, kind) from None
 
 
 def records_json(records: Iterable[Record]) -> list[dict[str, Any]]:

@@ -25,9 +25,13 @@ def read_records(path: Path, problems: list[str] | None = None, label: str = EVE
             continue
         try:
             out.append(parse_record(json_loads(raw)))
-        except ValueError as exc:  # not JSON (json's ValueError), or not a record (RecordError)
+        except RecordError as exc:
             if problems is not None:
-                problems.append(f"{label} line {n}: {exc if isinstance(exc, RecordError) else f'not JSON ({exc})'}")
+                what = f"a {exc.kind} record was skipped ({exc.detail})" if exc.kind else f"skipped: {exc}"
+                problems.append(f"{label} line {n}: {what}")
+        except ValueError as exc:  # not JSON (json's ValueError, a torn last line)
+            if problems is not None:
+                problems.append(f"{label} line {n}: not JSON ({exc})")
     return out
 
 

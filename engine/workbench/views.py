@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.context.conversation import Session
 from engine.model.messages import Message, preview
+from engine.model.records import compaction_records, context_records, records_json
 from engine.model.snapshot import PROMPT_REGIONS, ContextSnapshot
 from engine.store import archive
 from engine.store.archive import merge_archived
@@ -157,18 +158,12 @@ def markers(
 def read_timeline(
     session: Session, problems: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The recorded calls (damaged records skipped, with a problem) and the compaction events."""
-    events = session.read_events(problems)
+    """The recorded calls (damaged records skipped, with a problem) and the compaction events, as the chart and
+    the inspector take them (the records' JSON form; the calls priced: ``cost_usd``, engine.usage.costs)."""
+    records = session.read_records(problems)  # a damaged line must not take the whole timeline down
     table = price_table()
-    timeline = []
-    for record in (e for e in events if e.get("type") == "context"):
-        try:
-            ContextSnapshot.from_json(record)
-        except ValueError as exc:  # a damaged record must not take the whole timeline down
-            problems.append(f"events.jsonl: a context record was skipped ({exc})")
-            continue
-        timeline.append(priced_record(record, table))  # + cost_usd (engine.usage.costs)
-    return timeline, [e for e in events if e.get("type") == "compaction"]
+    timeline = [priced_record(r.to_json(), table) for r in context_records(records)]
+    return timeline, records_json(compaction_records(records))
 
 
 def offloaded_files(session: Session) -> list[dict[str, Any]]:

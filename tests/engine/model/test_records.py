@@ -116,6 +116,12 @@ def test_reader_skips_and_says_bad_lines_and_keeps_the_rest(tmp_path: Path) -> N
     path.write_text("\n".join(lines))
     problems: list[str] = []
     assert read_records(path, problems) == [good, comp]
-    assert problems[0] == "events.jsonl line 2: unknown record type 'wizard' (expected one of context, compaction)"
+    assert problems[0] == ("events.jsonl line 2: skipped: unknown record type 'wizard' "
+                           "(expected one of context, compaction)")
     assert problems[1].startswith("events.jsonl line 3: not JSON") and problems[2].startswith("events.jsonl line 6")
     assert read_records(tmp_path / "missing.jsonl") == []
+    path.write_text(json.dumps({**good.to_json(), "system": "ten"}) + "\n")
+    problems.clear()
+    assert read_records(path, problems) == []
+    assert problems == ["events.jsonl line 1: a context record was skipped (snapshot field 'system' must be a "
+                        "number, got 'ten')"]
