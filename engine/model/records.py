@@ -252,7 +252,7 @@ def parse_record(obj: Any) -> Record:
     try:
         return cls.from_json(obj)
     except RecordError as exc:
-        raise RecordError(exc.detail, kind) from None
+        raise RecordError(exc.detail, cls.kind) from None
 
 
 def records_json(records: Iterable[Record]) -> list[dict[str, Any]]:
