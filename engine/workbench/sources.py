@@ -41,7 +41,7 @@ from typing import Any
 
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
-from engine.model.records import ContextRecord, context_records, records_json
+from engine.model.records import ContextRecord, context_records
 from engine.sources.formats import display_name
 from engine.sources.model import shown_path
 from engine.store.session import SessionError
@@ -293,7 +293,7 @@ class SourcesPart:
             self.core.emit(CallUpdated(priced_record(plan.updated.to_json())))
         for record in context_records(plan.records):  # the chart takes the records' JSON form, priced
             self.core.emit(CallRecorded(priced_record(record.to_json())))
-        for marker in markers(session, records_json(plan.compactions), list(live.session.messages), None):
+        for marker in markers(session, plan.compactions, list(live.session.messages), None):
             self.core.emit(CompactionFinished(marker))
         last = plan.records[-1] if plan.records else plan.updated
         if isinstance(last, ContextRecord):
