@@ -6,7 +6,9 @@ A session is one folder::
                           undo stack, a pending-commit record        (atomic replace)
     history.jsonl         live history, one message per line        (append + fsync per message;
                           rewrites by atomic replace, only after archiving what leaves)
-    events.jsonl          one ContextSnapshot per LLM call + every compaction event
+    events.jsonl          one ContextSnapshot per LLM call + every compaction event: typed records
+                          (engine.model.records), appended only by append_records (fsync'd),
+                          read by engine.store.event_log.read_records (bad lines skipped and named)
     tool_results/*.txt    full tool outputs that were cut in the context (engine.context.offload)
     dialog/YYYY-MM-DD.jsonl  messages removed from the context (engine.store.archive)
     undo/<event id>.json  what a compaction removed, so it can be undone
