@@ -64,6 +64,7 @@ from engine.model.events import (
     TurnFinished,
 )
 from engine.model.messages import Message
+from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot, WindowInfo
 from engine.model.text import one_line
 from engine.store.config import Settings
@@ -161,18 +162,14 @@ def last_reported_request(session: Session) -> tuple[list[Message], int] | None:
         return None
     live = session.messages
     position = {str(msg.get("id")): i for i, msg in enumerate(live)}
-    for record in reversed(session.read_events()):
-        if record.get("type") == "compaction":
+    for record in reversed(session.read_records()):
+        if isinstance(record, CompactionRecord):
             return None  # the last reported request is not in the live context any more
-        if record.get("type") != "context":
+        actual = record.provider_prompt_tokens
+        if actual is None or actual <= 0:
             continue
-        actual = record.get("provider_prompt_tokens")
-        if not isinstance(actual, int) or isinstance(actual, bool) or actual <= 0:
-            continue
-        count = record.get("message_count")
-        next_id = record.get("message_id")
-        end = len(live) if next_id is None else position.get(str(next_id))
-        if end is None or count != end:
+        end = len(live) if record.message_id is None else position.get(record.message_id)
+        if end is None or record.message_count != end:
             return None  # the history it held is not the head of the live messages
         return list(live[:end]), actual
     return None

@@ -39,11 +39,12 @@ from typing import Any, Literal
 from engine.context.cache import analyze
 from engine.context.diff import folder_call_ends
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
-from engine.model.compaction_change import event_change
 from engine.model.messages import Message, content_text
+from engine.model.records import CompactionRecord, ContextRecord, compaction_records, context_records, records_json
 from engine.model.snapshot import PROMPT_REGIONS
 from engine.store import archive
 from engine.store.archive import merge_archived
+from engine.store.event_log import folder_records
 from engine.store.fsutil import atomic_write_bytes, json_loads, read_jsonl_objects
 from engine.usage.costs import (
     SessionCost,
@@ -85,8 +86,8 @@ class SessionExport:
     meta: dict[str, Any]
     messages: list[Message]  # archived and live, in conversation order
     live_ids: set[str]
-    calls: list[dict[str, Any]]  # the ``context`` records, in call order
-    compactions: list[dict[str, Any]]
+    calls: list[ContextRecord]  # in call order
+    compactions: list[CompactionRecord]
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -95,7 +96,7 @@ class SessionExport:
 
     @property
     def model(self) -> str:
-        return str(self.meta.get("model") or next((c.get("model") for c in self.calls if c.get("model")), "") or "")
+        return str(self.meta.get("model") or next((c.model for c in self.calls if c.model), ""))
 
 
 def read_session(folder: Path) -> SessionExport:
@@ -119,12 +120,10 @@ def read_session(folder: Path) -> SessionExport:
             archived.extend(archive.read_day(folder, day, problems))
         except archive.ArchiveError as exc:
             problems.append(str(exc))
-    events_path = folder / "events.jsonl"
-    events = read_jsonl_objects(events_path, problems) if events_path.exists() else []
+    records = folder_records(folder, problems)
     return SessionExport(
         folder=folder, meta=meta, messages=merge_archived(live, archived), live_ids={str(m.get("id")) for m in live},
-        calls=[e for e in events if e.get("type") == "context"],
-        compactions=[e for e in events if e.get("type") == "compaction"], problems=problems)
+        calls=context_records(records), compactions=compaction_records(records), problems=problems)
 
 
 # --------------------------------------------------------------------------- calls: CSV and JSON
@@ -134,25 +133,26 @@ def _after_compaction(data: SessionExport) -> set[int]:
     """Indexes of the calls that are the first after a compaction (by ``calls_before`` where recorded)."""
     out = set()
     for comp in data.compactions:
-        n = comp.get("calls_before")
-        if isinstance(n, int) and not isinstance(n, bool) and 0 < n < len(data.calls):
+        n = comp.calls_before
+        if n is not None and 0 < n < len(data.calls):
             out.add(n)
     return out
 
 
 def call_rows(data: SessionExport) -> list[dict[str, Any]]:
     """One row per provider call with the fields :data:`CALL_FIELDS` (``None`` where unknown)."""
-    cache = analyze(data.calls, _after_compaction(data))
+    lines = records_json(data.calls)  # the records as written: the fields the rows copy
+    cache = analyze(lines, _after_compaction(data))
     table = price_table()
     rows = []
-    for i, (rec, fig) in enumerate(zip(data.calls, cache.calls, strict=True)):
-        row: dict[str, Any] = {k: rec.get(k) for k in _RECORD_FIELDS}
+    for i, (rec, line, fig) in enumerate(zip(data.calls, lines, cache.calls, strict=True)):
+        row: dict[str, Any] = {k: line.get(k) for k in _RECORD_FIELDS}
         row["call"] = i + 1
-        row["estimate_tokens"] = sum(int(rec.get(k) or 0) for k in PROMPT_REGIONS)
+        row["estimate_tokens"] = rec.snapshot.prompt
         row["uncached_input_tokens"] = fig.uncached
         row["cache_hit_rate"] = None if fig.hit_rate is None else round(fig.hit_rate, 4)
         row["cache_rewrite"] = fig.rewrite
-        cost = record_cost(rec, table).usd
+        cost = record_cost(line, table).usd
         row["cost_usd"] = None if cost is None else round(cost, 8)
         rows.append({k: row[k] for k in CALL_FIELDS})
     return rows
@@ -188,7 +188,7 @@ def calls_json(data: SessionExport, rows: Sequence[Mapping[str, Any]] | None = N
                     "messages": len(data.messages), "calls": len(rows), "compactions": len(data.compactions)},
         "fields": list(CALL_FIELDS),
         "calls": [dict(r) for r in rows],
-        "compactions": [{k: v for k, v in c.items() if k != "type"} for c in data.compactions],
+        "compactions": [{k: v for k, v in c.to_json().items() if k != "type"} for c in data.compactions],
         # the session's cost (main + subagents + compaction calls, each part; the agent's own beside it)
         "cost": folder_cost(data.folder, records=rows).to_json(),
     }
@@ -232,10 +232,10 @@ def _cost_fact(cost: SessionCost) -> str:
 
 
 def _header(data: SessionExport, counts: Sequence[int], total: SessionCost | None = None) -> list[str]:
-    reported = [c for c in data.calls if isinstance(c.get("provider_prompt_tokens"), int)]
+    reported = [c for c in data.calls if c.provider_prompt_tokens is not None]
     found = data.meta.get("import")
     imported: dict[str, Any] = found if isinstance(found, dict) else {}
-    window = next((c.get("window") for c in reversed(data.calls) if c.get("window")), None)
+    window = next((c.snapshot.window for c in reversed(data.calls) if c.snapshot.window), None)
     lines = [f"# {data.title}", ""]
     facts = [("Model", data.model or "—"), ("Window", _n(window)),
              ("Messages", f"{len(data.messages):,} ({len(data.live_ids):,} in the context, "
@@ -247,7 +247,7 @@ def _header(data: SessionExport, counts: Sequence[int], total: SessionCost | Non
         facts.insert(1, ("Imported from", f"{imported.get('format')}: `{imported.get('source', '')}`"))
     if reported:
         last = reported[-1]
-        facts.append(("Last prompt (provider)", f"{last['provider_prompt_tokens']:,} tokens"))
+        facts.append(("Last prompt (provider)", f"{last.provider_prompt_tokens:,} tokens"))
     if total is not None and total.total.calls:
         facts.append(("Cost", _cost_fact(total)))
     if total is not None and total.agent_usd is not None:
@@ -283,20 +283,17 @@ def _message_md(n: int, msg: Message, tokens: int, live: bool, calls: Sequence[s
     return lines
 
 
-def _compaction_md(comp: Mapping[str, Any], table: PriceTable | None = None) -> list[str]:
-    change = event_change(comp)  # the before → after every view shows (engine.model.compaction_change)
-    lines = ["", "---", "", f"## Compaction ({comp.get('trigger', '?')}) · {change.text()} · "
-             f"{_n(comp.get('messages_compacted'))} messages archived"
-             + (f" · {comp['ts']}" if comp.get("ts") else ""), ""]
+def _compaction_md(comp: CompactionRecord, table: PriceTable | None = None) -> list[str]:
+    change = comp.change()  # the before → after every view shows (engine.model.compaction_change)
+    lines = ["", "---", "", f"## Compaction ({comp.trigger or '?'}) · {change.text()} · "
+             f"{_n(comp.messages_compacted)} messages archived" + (f" · {comp.ts}" if comp.ts else ""), ""]
     if change.grows:
         lines += [f"*⚠ {change.warning()}.*", ""]
-    summary = str(comp.get("summary") or "").strip()
+    summary = comp.summary.strip()
     if summary:
         lines += ["<details><summary>Summary</summary>", "", _quote(summary), "", "</details>"]
-    cost = comp.get("cost")
-    agent = comp.get("cost_usd")
-    agent_usd = float(agent) if isinstance(agent, int | float) and not isinstance(agent, bool) else None
-    if isinstance(cost, dict) and cost.get("prompt_tokens") is not None:
+    cost, agent_usd = comp.cost, comp.cost_usd
+    if cost is not None and cost.get("prompt_tokens") is not None:
         priced = compaction_call_cost(comp, table)
         placeholder = cost.get("completion_tokens") is None and cost.get("completion_placeholder") is not None
         out = (f"unknown (the file holds only a streaming placeholder, {cost['completion_placeholder']})"
@@ -324,20 +321,22 @@ def session_markdown(data: SessionExport, estimator: Estimator | None = None,
     compactions where they happened."""
     counts = message_tokens(data, estimator, known)
     table = price_table()
-    costs = [record_cost(rec, table) for rec in data.calls]
+    lines_of_calls = records_json(data.calls)
+    costs = [record_cost(rec, table) for rec in lines_of_calls]
     total = folder_cost(data.folder, table,
                         records=[{"cost_usd": c.usd, "cost_problem": c.problem} for c in costs])
     by_message: dict[int, list[str]] = {}  # the first message each call produced -> its calls
-    for number, (end, cost) in enumerate(zip(folder_call_ends(data.messages, data.calls), costs, strict=True), 1):
+    ends = folder_call_ends(data.messages, data.calls)
+    for number, (end, cost) in enumerate(zip(ends, costs, strict=True), 1):
         by_message.setdefault(end, []).append(_call_md(number, cost))
     lines = _header(data, counts, total)
-    pending = sorted(data.compactions, key=lambda c: str(c.get("ts") or ""))
+    pending = sorted(data.compactions, key=lambda c: c.ts)
     for i, (msg, tokens) in enumerate(zip(data.messages, counts, strict=True), start=1):
         ts = str(msg.get("ts") or "")
         live = str(msg.get("id")) in data.live_ids
         # a compaction goes before the first message after it; at the same time, before a live one
         # (what the compaction put in place has its time), after an archived one
-        while pending and ts and (cts := str(pending[0].get("ts") or "")) and (cts < ts or (cts == ts and live)):
+        while pending and ts and (cts := pending[0].ts) and (cts < ts or (cts == ts and live)):
             lines += _compaction_md(pending.pop(0), table)
         lines += _message_md(i, msg, tokens, live, by_message.get(i - 1, ()))
     for comp in pending:

@@ -39,7 +39,9 @@ from engine.context.conversation import Session
 from engine.context.snapshots import RunningHistory, build_snapshot, snapshot_from_totals
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import ModelInfo, import_window
+from engine.model.events import Outcome
 from engine.model.messages import Message, new_id, now_iso
+from engine.model.records import CompactionRecord, ContextRecord, Record, compaction_records, parse_record
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
 from engine.sources.join import join_captures
@@ -56,7 +58,7 @@ from engine.sources.model import (
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.fsutil import append_lines, fsync_dir
+from engine.store.fsutil import fsync_dir, json_loads
 from engine.store.staging import staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
@@ -379,7 +381,8 @@ def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
             "tokens_after_source": "first provider call after the compaction" if comp.tokens_after is not None else "",
             "messages_compacted": len(archived), "messages_kept": comp.messages_after, "duration_ms": 0.0,
             "post_tokens": comp.post_tokens, "cost_usd": comp.cost_usd, "placed_by": comp.placed_by,
-            "result": "summarized" if comp.summary else "replaced", "summary": comp.summary, "reason": "",
+            "result": (Outcome.SUMMARIZED if comp.summary else Outcome.REPLACED).value, "summary": comp.summary,
+            "reason": "",
             "archive_day": str(archived[-1].get("ts") or "")[:10] if archived else "", "ts": comp.ts,
             "calls_before": comp.calls_before, "source_format": src.format,
             "cost": None if cost is None else {
@@ -467,8 +470,7 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
         if archived:
             archive.append(folder, archived, dedupe=False)
         session.extend(src.messages[src.live_start:])
-        if events:
-            append_lines(session.events_path, events)
+        session.append_records([parse_record(e) for e in events])
         report = SourceImportReport(
             format=src.format, session_id=folder.name, path=folder, source=src.path, messages=len(src.messages),
             live_messages=len(src.messages) - src.live_start, archived_messages=src.live_start, calls=len(src.calls),
@@ -589,8 +591,8 @@ class LivePlan:
 
     replaced: list[Message] = field(default_factory=list)
     added: list[Message] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)
-    updated: dict[str, Any] | None = None
+    records: list[Record] = field(default_factory=list)
+    updated: ContextRecord | None = None
     meta: dict[str, Any] | None = None
     live: list[Message] | None = None  # after a compaction: the messages still in the context (the rest archived)
     summary: str = ""  # after a compaction: the summary now in the context
@@ -600,8 +602,8 @@ class LivePlan:
         return not (self.replaced or self.added or self.records or self.updated or self.meta or self.live)
 
     @property
-    def compactions(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("type") == "compaction"]
+    def compactions(self) -> list[CompactionRecord]:
+        return compaction_records(self.records)
 
 
 def _last_record_offset(path: Path, call_index: int) -> int:
@@ -613,11 +615,10 @@ def _last_record_offset(path: Path, call_index: int) -> int:
         return -1
     start = data.rfind(b"\n", 0, len(data) - 1) + 1
     try:
-        last = json.loads(data[start:])
-    except ValueError:
+        last = parse_record(json_loads(data[start:]))
+    except ValueError:  # not JSON, or not a record
         return -1
-    ok = isinstance(last, dict) and last.get("type") == "context" and last.get("call_index") == call_index
-    return start if ok else -1
+    return start if isinstance(last, ContextRecord) and last.snapshot.call_index == call_index else -1
 
 
 def _signature(msg: Message) -> int:
@@ -711,14 +712,14 @@ class LiveImport:
             plan.added.append(dict(msg))
         if self.calls and self.calls - 1 in changes.calls_updated and self.recorder.last is not None:
             self.recorder.last.update(call_figures(src.calls[self.calls - 1], self.recorder.ctx.win.context_window))
-            plan.updated = dict(self.recorder.last)
+            plan.updated = ContextRecord.from_json(self.recorder.last)
         records = {c.index: c for c in src.compactions[old:]}
         comp_records = _compaction_records(src)[old:] if len(src.compactions) > old else []
         for call in src.calls[self.calls:]:
             while comp_records and comp_records[0]["calls_before"] <= call.index:
-                plan.records.append(comp_records.pop(0))
-            plan.records.append(self.recorder.record(call))
-        plan.records.extend(comp_records)
+                plan.records.append(parse_record(comp_records.pop(0)))
+            plan.records.append(parse_record(self.recorder.record(call)))
+        plan.records.extend(map(parse_record, comp_records))
         if records:
             plan.live = [dict(m) for m in src.messages[src.live_start:]]
             plan.summary = src.summary
@@ -738,19 +739,15 @@ class LiveImport:
             session.update_messages(plan.replaced)
         if plan.added:
             session.extend(plan.added)
-        path = session.events_path
-        if plan.updated is not None and self.events_size >= 0:
-            with open(path, "r+b") as fh:  # the view's own file: the last call's record, written again
-                fh.truncate(self.events_size)
-            append_lines(path, [plan.updated])
+        if plan.updated is not None and self.events_size >= 0:  # the last call's record, written again
+            session.replace_records_from(self.events_size, [plan.updated])
         if plan.live is not None:
             session.rewrite(plan.live)  # what the compaction took out goes to the dialog archive
             session.set_summary(plan.summary)
             session.save_meta()
         for record in plan.records:
-            size = path.stat().st_size if path.exists() else 0
-            append_lines(path, [record])
-            self.events_size = size if record.get("type") == "context" else -1
+            size = session.append_records([record])
+            self.events_size = size if isinstance(record, ContextRecord) else -1
         if plan.meta is not None:
             imported = dict(session.meta.get("import") or {})
             imported.update(plan.meta)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from engine.context.snapshots import build_snapshot
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import import_window
 from engine.model.messages import Message, MessageError, new_id, now_iso
+from engine.model.records import ContextRecord
 from engine.model.snapshot import WindowInfo
 from engine.sources.model import SourceError, read_regular
 from engine.store.config import Settings
@@ -528,7 +529,7 @@ def _write_session(
         )
         session.calibrator = calibrator
         if snaps:
-            append_lines(session.events_path, snaps)
+            session.append_records(snaps)
         session.save_meta()
         session.close()
         os.rename(tmp, final)
@@ -544,7 +545,7 @@ def _call_snapshots(
     system_prompt: str,
     tools: list[dict[str, Any]],
     model: str,
-) -> tuple[list[dict[str, Any]], int, Calibrator]:
+) -> tuple[list[ContextRecord], int, Calibrator]:
     """One snapshot per assistant message: the request that produced it (everything before it)."""
     cache = TokenCache(estimator)
     history = session.messages
@@ -552,7 +553,7 @@ def _call_snapshots(
     system_tokens = estimator.text(system_prompt) if system_prompt else 0
     tools_tokens = estimator.tools(tools)
     calibrator = Calibrator()
-    out: list[dict[str, Any]] = []
+    out: list[ContextRecord] = []
     reported = 0
     call = 0
     for j, msg in enumerate(history):
@@ -574,9 +575,8 @@ def _call_snapshots(
             ts=str(msg.get("ts") or ""),
             call_index=call,
         )
-        data = snap.call_record(message_count=j)
-        data["message_id"] = msg.get("id")
-        out.append(data)
+        record = ContextRecord.from_snapshot(snap, message_count=j)
+        out.append(replace(record, message_id=None if msg.get("id") is None else str(msg.get("id"))))
         call += 1
         if isinstance(actual, int):
             reported += 1

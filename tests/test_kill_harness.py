@@ -380,8 +380,8 @@ def test_traced_run_passes_through_every_durable_step(rig: Rig, report: KillRepo
     steps = [line.split("\t", 1)[1] for line in trace.read_text().splitlines()]
     joined = "\n".join(steps)
     for needed in ("history.jsonl: session.extend", "tool_results/<hex>.txt.part: offload._write_text_file",
-                   "tool_results/index.jsonl", "events.jsonl: session.record_snapshot", "dialog/",
-                   "undo/", "session.json (temp): session.save_meta < session.commit_compaction",
+                   "tool_results/index.jsonl", "events.jsonl: session.append_records < session.record_snapshot",
+                   "dialog/", "undo/", "session.json (temp): session.save_meta < session.commit_compaction",
                    "history.jsonl (temp): session._write_history", "session._finish_pending"):
         assert needed in joined, f"{needed} never reached a durable write:\n{joined}"
     check_session(folder / "session", rig.base_messages + out.acked(), rig)

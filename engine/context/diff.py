@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from engine.context.tokens import Estimator, HeuristicEstimator
+from engine.model.events import Outcome
 from engine.model.messages import Message, content_text
+from engine.model.records import ContextRecord
 from engine.store import archive
+from engine.store.event_log import folder_records
 from engine.store.fsutil import read_jsonl_objects
 
 ItemKind = Literal["message", "tool_result", "summary"]
@@ -342,26 +345,24 @@ class _FolderCalls:
         self.pos = {str(m.get("id")): i for i, m in enumerate(messages)}
         self.ts = [str(m.get("ts") or "") for m in messages]
 
-    def end_of(self, rec: dict[str, Any]) -> int:
+    def end_of(self, rec: ContextRecord) -> int:
         """Where the call's context ended: the first message it produced (imports record its id), else
         the messages written before the call's time (ctxbench's own calls)."""
-        mid = rec.get("message_id")
-        if isinstance(mid, str) and mid in self.pos:
+        mid = rec.message_id
+        if mid is not None and mid in self.pos:
             return self.pos[mid]
-        if rec.get("source_format") and mid is None:
+        if rec.source_format and mid is None:
             return self.n  # an import's last call produced no message that was kept
-        ts = str(rec.get("ts") or "")
-        return bisect.bisect_right(self.ts, ts) if ts else self.n
+        return bisect.bisect_right(self.ts, rec.ts) if rec.ts else self.n
 
-    def point(self, number: int, rec: dict[str, Any], summary: int | None) -> CallPoint:
+    def point(self, number: int, rec: ContextRecord, summary: int | None) -> CallPoint:
         end = self.end_of(rec)
-        count = _int_or_none(rec.get("message_count"))
+        count = rec.message_count
         start = max(0, end - count) if count is not None else 0
-        return CallPoint(number, start, end, summary, _int_or_none(rec.get("provider_prompt_tokens")),
-                         str(rec.get("ts") or ""), str(rec.get("model") or ""))
+        return CallPoint(number, start, end, summary, rec.provider_prompt_tokens, rec.ts, rec.model)
 
 
-def folder_call_ends(messages: Sequence[Message], records: Sequence[dict[str, Any]]) -> list[int]:
+def folder_call_ends(messages: Sequence[Message], records: Sequence[ContextRecord]) -> list[int]:
     """For each ``context`` record of a session folder, the index in ``messages`` of the first message its
     call produced (``len(messages)`` when it produced none that was kept): :attr:`CallPoint.end`."""
     finder = _FolderCalls(messages)
@@ -376,20 +377,16 @@ def history_from_folder(folder: Path, estimator: Estimator | None = None,
     folder = Path(folder)
     problems = [] if problems is None else problems
     messages = _folder_messages(folder, problems)
-    events_path = folder / "events.jsonl"
-    events = read_jsonl_objects(events_path, problems) if events_path.exists() else []
     finder = _FolderCalls(messages)
     calls: list[CallPoint] = []
     summaries: list[SummaryPoint] = []
     current: int | None = None
-    for rec in events:
-        kind = rec.get("type")
-        if kind == "context":
+    for rec in folder_records(folder, problems):
+        if isinstance(rec, ContextRecord):
             calls.append(finder.point(len(calls) + 1, rec, current))
-        elif kind == "compaction" and rec.get("result") in ("summarized", "replaced", "dropped"):
-            summaries.append(SummaryPoint(len(summaries), str(rec.get("summary") or ""),
-                                          str(rec.get("trigger") or ""), str(rec.get("ts") or "")))
+        elif rec.applied:
+            summaries.append(SummaryPoint(len(summaries), rec.summary, rec.trigger, rec.ts))
             current = len(summaries) - 1
-        elif kind == "compaction" and rec.get("result") == "undone":
+        elif rec.result is Outcome.UNDONE:
             current = None
     return History(messages, calls, summaries, estimator, folder.name)

@@ -32,6 +32,7 @@ class Outcome(StrEnum):
     changed nothing and records nothing.)"""
 
     SUMMARIZED = "summarized"
+    REPLACED = "replaced"  # an import's: the agent's file replaced the conversation without a summary it holds
     DROPPED = "dropped"
     UNDONE = "undone"
     NOTHING = "nothing"

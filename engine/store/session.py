@@ -6,7 +6,9 @@ A session is one folder::
                           undo stack, a pending-commit record        (atomic replace)
     history.jsonl         live history, one message per line        (append + fsync per message;
                           rewrites by atomic replace, only after archiving what leaves)
-    events.jsonl          one ContextSnapshot per LLM call + every compaction event
+    events.jsonl          one ContextSnapshot per LLM call + every compaction event: typed records
+                          (engine.model.records), appended only by append_records (fsync'd),
+                          read by engine.store.event_log.read_records (bad lines skipped and named)
     tool_results/*.txt    full tool outputs that were cut in the context (engine.context.offload)
     dialog/YYYY-MM-DD.jsonl  messages removed from the context (engine.store.archive)
     undo/<event id>.json  what a compaction removed, so it can be undone
@@ -48,10 +50,19 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
-from engine.model.events import Event, event_to_json
+from engine.model.events import CompactionEvent
 from engine.model.messages import Message, new_id, now_iso
+from engine.model.records import (
+    CompactionRecord,
+    ContextRecord,
+    Record,
+    compaction_records,
+    context_records,
+    records_json,
+)
 from engine.model.snapshot import ContextSnapshot
 from engine.store import archive
+from engine.store.event_log import EVENTS_FILE, read_records
 from engine.store.fsutil import (
     append_bytes,
     append_lines,
@@ -59,11 +70,9 @@ from engine.store.fsutil import (
     atomic_write_json,
     fsync_dir,
     json_loads,
-    read_jsonl_objects,
 )
 from engine.store.offloads import cleanup_retention, referenced_files
 from engine.store.session_load import (
-    EVENTS_FILE,
     FORMAT,
     HISTORY_FILE,
     ID_RE,
@@ -486,36 +495,44 @@ class StoredSession:
 
     def record_snapshot(self, snapshot: ContextSnapshot) -> None:
         """Append one ContextSnapshot (one LLM call) to events.jsonl; save the calibrator state."""
-        self._check_open()
-        append_lines(self.events_path, [snapshot.call_record()])
+        self.append_records([ContextRecord.from_snapshot(snapshot)])
         self.save_meta()
 
-    def record_event(self, event: Event | dict[str, Any]) -> None:
+    def record_event(self, event: CompactionEvent | CompactionRecord) -> None:
+        """Append a finished compaction to events.jsonl."""
+        self.append_records([CompactionRecord.from_event(event) if isinstance(event, CompactionEvent) else event])
+
+    def append_records(self, records: Sequence[Record]) -> int:
+        """The one write path of events.jsonl: append ``records`` as one fsync'd write; return the file's size
+        before it (where the first of them starts)."""
         self._check_open()
-        data = event_to_json(event) if isinstance(event, Event) else dict(event)
-        append_lines(self.events_path, [data])
+        size = self.events_path.stat().st_size if self.events_path.exists() else 0
+        if records:
+            append_lines(self.events_path, records_json(records))
+        return size
+
+    def replace_records_from(self, offset: int, records: Sequence[Record]) -> None:
+        """Cut events.jsonl at ``offset`` (the start of a record :meth:`append_records` wrote) and append
+        ``records`` in its place: a followed source's last call, written again with new figures."""
+        self._check_open()
+        with open(self.events_path, "r+b") as fh:
+            fh.truncate(offset)
+        self.append_records(records)
+
+    def read_records(self, problems: list[str] | None = None) -> list[Record]:
+        """Every record, oldest first; a torn or bad line is skipped (and described in problems)."""
+        return read_records(self.events_path, problems, EVENTS_FILE)
 
     def read_events(self, problems: list[str] | None = None) -> list[dict[str, Any]]:
-        """Every event recorded, oldest first; a torn or bad line is skipped (and described in problems)."""
-        if not self.events_path.exists():
-            return []
-        return read_jsonl_objects(self.events_path, problems, EVENTS_FILE)
+        """Every record as its JSON line (:meth:`read_records`), oldest first."""
+        return records_json(self.read_records(problems))
 
     def snapshots(self, problems: list[str] | None = None) -> list[ContextSnapshot]:
         """The recorded snapshots, oldest first; a damaged one is skipped (and described in problems)."""
-        out: list[ContextSnapshot] = []
-        for n, event in enumerate(self.read_events(problems), start=1):
-            if event.get("type") != "context":
-                continue
-            try:
-                out.append(ContextSnapshot.from_json(event))
-            except ValueError as exc:
-                if problems is not None:
-                    problems.append(f"{EVENTS_FILE}: context event {n}: {exc}")
-        return out
+        return [r.snapshot for r in context_records(self.read_records(problems))]
 
-    def compaction_events(self) -> list[dict[str, Any]]:
-        return [e for e in self.read_events() if e.get("type") == "compaction"]
+    def compaction_events(self) -> list[CompactionRecord]:
+        return compaction_records(self.read_records())
 
     # ------------------------------------------------------------------ offload retention
 

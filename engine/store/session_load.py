@@ -15,13 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from engine.model.events import Outcome
 from engine.model.messages import HISTORY_ROLES, Message, MessageError, new_id, now_iso, validate_message
+from engine.model.records import compaction_records
+from engine.store.event_log import EVENTS_FILE, read_records
 from engine.store.fsutil import atomic_write_bytes, atomic_write_json, dumps_line, json_loads
 
 FORMAT = 1
 SESSION_FILE = "session.json"
 HISTORY_FILE = "history.jsonl"
-EVENTS_FILE = "events.jsonl"
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
@@ -258,18 +260,8 @@ def _bad_meta_fields(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def _last_summary(events: Path) -> str:
-    if not events.exists():
-        return ""
     summary = ""
-    for raw in events.read_bytes().splitlines():
-        try:
-            obj = json_loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("type") == "compaction" and obj.get("result") in (
-            "summarized",
-            "dropped",
-            "undone",
-        ):
-            summary = str(obj.get("summary") or "")
+    for rec in compaction_records(read_records(events)):
+        if rec.result in (Outcome.SUMMARIZED, Outcome.DROPPED, Outcome.UNDONE):
+            summary = rec.summary
     return summary

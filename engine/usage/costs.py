@@ -32,7 +32,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
 from engine.sources.model import ProviderCall, SourceSession
+from engine.store.event_log import folder_records as read_folder_records
 from engine.usage.prices import (
     REASONING_SEPARATE,
     CallCost,
@@ -112,10 +114,7 @@ def call_record(call: ProviderCall, fmt: str = "") -> dict[str, Any]:
 def folder_records(folder: Path) -> list[dict[str, Any]]:
     """The ``context`` records of a ctxbench session folder's ``events.jsonl`` in order, one per call (what
     :func:`engine.context.diff.history_from_folder` makes its calls of); [] without one."""
-    from engine.store.fsutil import read_jsonl_objects
-
-    events = Path(folder) / "events.jsonl"
-    return [r for r in read_jsonl_objects(events, []) if r.get("type") == "context"] if events.exists() else []
+    return records_json(context_records(read_folder_records(folder)))
 
 
 def records_cost(records: Iterable[Mapping[str, Any]], table: PriceTable | None = None) -> RecordsCost:
@@ -292,24 +291,24 @@ def source_cost(src: SourceSession, table: PriceTable | None = None) -> SessionC
                        records_cost(groups["compaction"], table), src.agent_cost_usd)
 
 
-def compaction_call_record(event: Mapping[str, Any]) -> dict[str, Any] | None:
+def compaction_call_record(event: CompactionRecord) -> dict[str, Any] | None:
     """The call of a ``compaction`` record's ``cost`` (its summarising call), as a record to price; None when it
     has none or the call is counted as a call of the session already (``cost_separate`` false)."""
-    cost = event.get("cost")
-    if not isinstance(cost, Mapping) or cost.get("cost_separate") is False:
+    cost = event.cost
+    if cost is None or cost.get("cost_separate") is False:
         return None
-    return _compaction_call(event, cost)
+    return _compaction_call(event.source_format, cost)
 
 
-def compaction_call_cost(event: Mapping[str, Any], table: PriceTable | None = None) -> CallCost | None:
+def compaction_call_cost(event: CompactionRecord, table: PriceTable | None = None) -> CallCost | None:
     """What a ``compaction`` record's own call cost at litellm's prices (shown by the Compactions tab and the
     export whether or not it is also a call of the session); None when the record holds no call. A call whose
     output the file does not hold (``completion_placeholder``) is priced without it, ``problem`` saying so."""
-    cost = event.get("cost")
-    if not isinstance(cost, Mapping) or (cost.get("prompt_tokens") is None and cost.get("completion_tokens") is None
-                                         and cost.get("completion_placeholder") is None):
+    cost = event.cost
+    if cost is None or (cost.get("prompt_tokens") is None and cost.get("completion_tokens") is None
+                        and cost.get("completion_placeholder") is None):
         return None
-    record = _compaction_call(event, cost)
+    record = _compaction_call(event.source_format, cost)
     priced = record_cost(record, table if table is not None else price_table())
     if priced.usd is not None and record.get("completion_tokens") is None \
             and record.get("completion_placeholder") is not None:
@@ -317,20 +316,15 @@ def compaction_call_cost(event: Mapping[str, Any], table: PriceTable | None = No
     return priced
 
 
-def _compaction_call(event: Mapping[str, Any], cost: Mapping[str, Any]) -> dict[str, Any]:
+def _compaction_call(source_format: str, cost: Mapping[str, Any]) -> dict[str, Any]:
     return {"model": cost.get("model"), "provider_prompt_tokens": cost.get("prompt_tokens"),
             "cache_read_tokens": cost.get("cache_read_tokens"), "cache_write_tokens": cost.get("cache_write_tokens"),
             "cache_write_1h_tokens": cost.get("cache_write_1h_tokens"),
             "completion_tokens": cost.get("completion_tokens"), "reasoning_tokens": cost.get("reasoning_tokens"),
             "completion_placeholder": cost.get("completion_placeholder"),
-            "source_format": event.get("source_format") or ""}
+            "source_format": source_format}
 
 
-def _folder_events(folder: Path) -> list[dict[str, Any]]:
-    from engine.store.fsutil import read_jsonl_objects
-
-    events = Path(folder) / "events.jsonl"
-    return read_jsonl_objects(events, []) if events.exists() else []
 
 
 def _agent_cost(folder: Path) -> float | None:
@@ -350,9 +344,9 @@ def folder_cost(folder: Path, table: PriceTable | None = None,
     ``compaction`` records, and each subagent folder under ``subagents/`` (its calls under *subagents*, its
     compactions' under *compaction*)."""
     folder = Path(folder)
-    events = _folder_events(folder)
-    main_records = list(records) if records is not None else [r for r in events if r.get("type") == "context"]
-    comp = [r for e in events if e.get("type") == "compaction" and (r := compaction_call_record(e)) is not None]
+    events = read_folder_records(folder)
+    main_records = list(records) if records is not None else records_json(context_records(events))
+    comp = [r for e in compaction_records(events) if (r := compaction_call_record(e)) is not None]
     if (main_records or comp) and table is None and any("cost_usd" not in r for r in (*main_records, *comp)):
         table = price_table()
     subs, sub_comp = [], []

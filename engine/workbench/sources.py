@@ -41,6 +41,7 @@ from typing import Any
 
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
+from engine.model.records import ContextRecord, context_records
 from engine.sources.formats import display_name
 from engine.sources.model import shown_path
 from engine.store.session import SessionError
@@ -64,7 +65,7 @@ from engine.workbench.events import (
 from engine.workbench.imported import import_facts
 from engine.workbench.policy import READ_ONLY
 from engine.workbench.sessions import SessionsPart
-from engine.workbench.views import markers, prompt_of
+from engine.workbench.views import markers
 
 log = logging.getLogger(__name__)
 
@@ -289,16 +290,17 @@ class SourcesPart:
             tokens = state.tokens.get(mid)
             self.core.emit(MessageAdded(msg, session.estimator.message(msg) if tokens is None else tokens))
         if plan.updated is not None:
-            self.core.emit(CallUpdated(priced_record(plan.updated)))
-        for record in plan.records:
-            if record.get("type") == "context":
-                self.core.emit(CallRecorded(priced_record(record)))
+            self.core.emit(CallUpdated(priced_record(plan.updated.to_json())))
+        for record in context_records(plan.records):  # the chart takes the records' JSON form, priced
+            self.core.emit(CallRecorded(priced_record(record.to_json())))
         if plan.compactions:  # (markers() places them among every message shown: not for each poll)
             for marker in markers(session, plan.compactions, list(live.session.messages), None):
                 self.core.emit(CompactionFinished(marker))
         last = plan.records[-1] if plan.records else plan.updated
-        if last is not None:
-            self.core.emit(LastCall(prompt_of(last), last.get("provider_prompt_tokens")))
+        if isinstance(last, ContextRecord):
+            self.core.emit(LastCall(last.snapshot.prompt, last.provider_prompt_tokens))
+        elif last is not None:  # a compaction came last: no call's figures yet
+            self.core.emit(LastCall(0, None))
         if plan.meta is not None:
             facts = import_facts(session.meta)
             view.imported = facts

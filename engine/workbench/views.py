@@ -6,12 +6,15 @@ changes when the history changes; :class:`Marker` one compaction as the chat sho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.context.conversation import Session
+from engine.model.events import Outcome
 from engine.model.messages import Message, preview
+from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
 from engine.model.snapshot import PROMPT_REGIONS, ContextSnapshot
 from engine.store import archive
 from engine.store.archive import merge_archived
@@ -123,23 +126,24 @@ def _after_by_time(shown: list[Message], ts: str) -> str | None:
 
 
 def markers(
-    session: Session, compactions: list[dict[str, Any]], shown: list[Message], undo_id: str | None
+    session: Session, compactions: Sequence[CompactionRecord], shown: list[Message], undo_id: str | None
 ) -> list[Marker]:
     """One marker per compaction (an undo updates its compaction's marker), placed after the last
-    message it took out when the undo point still says which, else by time."""
-    by_id: dict[str, dict[str, Any]] = {}
+    message it took out when the undo point still says which, else by time. The marker's event is the
+    record's JSON form without its ``type`` (what the chat and the inspector draw)."""
+    by_id: dict[str, CompactionRecord] = {}
     order: list[str] = []
-    for ev in compactions:
-        if ev.get("result") == "nothing":
+    for rec in compactions:
+        if rec.result is Outcome.NOTHING:
             continue
-        key = str(ev.get("id") or "") or f"event-{len(order)}"
+        key = rec.id or f"event-{len(order)}"
         if key not in by_id:
             order.append(key)
-        by_id[key] = {k: v for k, v in ev.items() if k != "type"}
+        by_id[key] = rec
     position = {str(m.get("id")): i for i, m in enumerate(shown)}
     out: list[Marker] = []
     for key in order:
-        ev = by_id[key]
+        rec = by_id[key]
         after: str | None = None
         try:
             point = session.read_undo_point(key)
@@ -149,26 +153,21 @@ def markers(
         except SessionError:
             pass
         if after is None:
-            after = _after_by_time(shown, str(ev.get("ts") or ""))
-        out.append(Marker(ev, after, key == undo_id and ev.get("result") != "undone"))
+            after = _after_by_time(shown, rec.ts)
+        event = {k: v for k, v in rec.to_json().items() if k != "type"}
+        out.append(Marker(event, after, key == undo_id and rec.result is not Outcome.UNDONE))
     return out
 
 
 def read_timeline(
     session: Session, problems: list[str]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The recorded calls (damaged records skipped, with a problem) and the compaction events."""
-    events = session.read_events(problems)
+) -> tuple[list[dict[str, Any]], list[CompactionRecord]]:
+    """The recorded calls (damaged records skipped, with a problem) and the compaction events, as the chart and
+    the chart takes them (the records' JSON form, priced: ``cost_usd``, engine.usage.costs)."""
+    records = session.read_records(problems)  # a damaged line must not take the whole timeline down
     table = price_table()
-    timeline = []
-    for record in (e for e in events if e.get("type") == "context"):
-        try:
-            ContextSnapshot.from_json(record)
-        except ValueError as exc:  # a damaged record must not take the whole timeline down
-            problems.append(f"events.jsonl: a context record was skipped ({exc})")
-            continue
-        timeline.append(priced_record(record, table))  # + cost_usd (engine.usage.costs)
-    return timeline, [e for e in events if e.get("type") == "compaction"]
+    timeline = [priced_record(r.to_json(), table) for r in context_records(records)]
+    return timeline, compaction_records(records)
 
 
 def offloaded_files(session: Session) -> list[dict[str, Any]]:
@@ -196,7 +195,8 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         except archive.ArchiveError as exc:
             problems.append(str(exc))
     messages = merge_archived(session.messages, archived)
-    timeline, compactions = read_timeline(session, problems)
+    timeline, compaction_recs = read_timeline(session, problems)
+    compactions = records_json(compaction_recs)
     report = "" if session.load_report.clean else session.load_report.describe()
     if problems:
         report = "\n".join(p for p in (report, *problems[:5]) if p)
@@ -210,7 +210,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         model=state.snapshot.model or default_model,
         messages=messages,
         state=state,
-        markers=markers(session, compactions, messages, state.undo_id),
+        markers=markers(session, compaction_recs, messages, state.undo_id),
         timeline=timeline,
         compactions=compactions,
         files=offloaded_files(session),

@@ -33,8 +33,8 @@ def test_the_sample_session_looks_like_a_real_one(tmp_path: Path) -> None:
     assert 12 <= len(calls) <= 20
     assert all(isinstance(s.provider_prompt_tokens, int) and s.provider_prompt_tokens > 0 for s in calls)
     compactions = session.compaction_events()
-    assert [c["result"] for c in compactions] == ["summarized"]
-    assert session.undo_stack() == [compactions[0]["id"]]
+    assert [c.result for c in compactions] == ["summarized"]
+    assert session.undo_stack() == [compactions[0].id]
     files = list_offloaded(copy)
     assert files and max(f.size for f in files) > 20_000
     archived = list((copy / "dialog").glob("*.jsonl"))

@@ -305,7 +305,7 @@ async def test_proactive_compaction_before_a_call_that_would_overflow(
     assert "## Critical Context" in main[0]["messages"][0]["content"]
     assert len(rig.session.messages) < before + 2
     assert rig.session.archive_days()  # what left the context is in dialog/
-    assert rig.session.compaction_events()[0]["trigger"] == "proactive"
+    assert rig.session.compaction_events()[0].trigger == "proactive"
     snap = rig.of(ContextUpdated)[0].snapshot
     assert snap.used <= snap.window
 

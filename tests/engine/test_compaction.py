@@ -606,7 +606,7 @@ async def test_reactive_emergency(tmp_path: Path) -> None:
     c2, _ = _compactor(s2, None)
     ev2 = await c2.reactive()
     assert ev2.result == "failed" and "nothing left" in ev2.reason and len(s2.messages) == 2
-    assert [e["result"] for e in s2.compaction_events()] == ["failed"]
+    assert [e.result for e in s2.compaction_events()] == ["failed"]
 
 
 @pytest.mark.asyncio
@@ -650,7 +650,7 @@ async def test_preview_changes_nothing_then_apply_and_undo(tmp_path: Path) -> No
     assert [m["id"] for m in _archived(s)] == pv.compact_ids  # the archive keeps its copy
     reloaded = Session.load(s.path)
     assert reloaded.messages == history_before and reloaded.summary == "## Goal\nolder"
-    assert [e["result"] for e in s.compaction_events()] == ["summarized", "undone"]
+    assert [e.result for e in s.compaction_events()] == ["summarized", "undone"]
     with pytest.raises(CompactionError, match="nothing to undo"):
         await c.undo()
 

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.model.compaction_change import event_change
+from engine.model.records import CompactionRecord, RecordError
 from engine.usage.costs import compaction_call_cost
 from widgets.compaction_text import compaction_details, cost_line, placed_line, post_line, usd_line
 from widgets.formatting import format_usd, local_time_text
@@ -37,7 +38,10 @@ def _cost_cell(ev: dict[str, Any]) -> str:
     usd = ev.get("cost_usd")
     if isinstance(usd, int | float) and not isinstance(usd, bool):
         return format_usd(usd)
-    priced = compaction_call_cost(ev)
+    try:
+        priced = compaction_call_cost(CompactionRecord.from_json(ev))
+    except RecordError:  # not a whole compaction record (a live event without a result): no call to price
+        return ""
     if priced is None or priced.usd is None:
         return ""
     return format_usd(priced.usd) + ("+" if priced.problem else "")

@@ -104,7 +104,13 @@ def test_first_line_skips_blank_lines_and_cuts_long_ones() -> None:
     assert len(long) == 100 and long.endswith("…")
 
 
+# the regions every context record is written with (only the fields a test sets matter to it)
+_REGIONS = {"window": 10_000, "max_tokens": 100, "system": 0, "summary": 0, "history_user": 0, "history_assistant": 0,
+            "history_tool": 0, "tools": 0, "threshold_tokens": 8000, "estimator": "heuristic", "accuracy": "estimated"}
+
+
 def _write_folder(folder: Path, live: list[Message], archived: list[Message], events: list[dict[str, Any]]) -> None:
+    events = [{**_REGIONS, **e} if e.get("type") == "context" else e for e in events]
     folder.mkdir()
     (folder / "session.json").write_text(json.dumps({"title": "t"}), encoding="utf-8")
     (folder / "history.jsonl").write_text("".join(json.dumps(m) + "\n" for m in live), encoding="utf-8")

@@ -181,7 +181,8 @@ def test_a_placeholder_output_is_no_figure(name: str, tmp_path: Path) -> None:
     folder = tmp_path / "s"
     import_source(path, session_dir=folder)
     (record,) = [e for e in export.read_session(folder).compactions]
-    assert record["cost"]["completion_tokens"] is None and record["cost"]["completion_placeholder"] == 6
+    assert record.cost is not None
+    assert record.cost["completion_tokens"] is None and record.cost["completion_placeholder"] == 6
     md = export.session_markdown(export.read_session(folder))
     assert "unknown (the file holds only a streaming placeholder, 6) completion tokens" in md
     assert "+ (without the output) at litellm's prices" in md

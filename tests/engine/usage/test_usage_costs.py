@@ -16,8 +16,12 @@ from engine.usage.prices import PriceTable, load_table
 from engine.usage.report import usage_report
 from tests.engine.usage.test_usage_index import _call, _result, _user
 
-RECORD = {"type": "context", "model": "claude-opus-4-6", "provider_prompt_tokens": 1110, "cache_read_tokens": 1000,
-          "cache_write_tokens": 100, "completion_tokens": 5, "reasoning_tokens": None}
+# a context record as written (the snapshot's regions and the call's figures)
+_REGIONS = {"window": 200_000, "max_tokens": 1000, "system": 10, "summary": 0, "history_user": 500,
+            "history_assistant": 500, "history_tool": 0, "tools": 100, "threshold_tokens": 150_000,
+            "estimator": "heuristic", "accuracy": "calibrated"}
+RECORD = {**_REGIONS, "type": "context", "model": "claude-opus-4-6", "provider_prompt_tokens": 1110,
+          "cache_read_tokens": 1000, "cache_write_tokens": 100, "completion_tokens": 5, "reasoning_tokens": None}
 
 
 def _expected() -> float:
@@ -57,7 +61,9 @@ def test_session_cost_of_a_folder_and_of_a_file(tmp_path: Path) -> None:
     (folder / "events.jsonl").write_text(json.dumps(RECORD) + "\n" + json.dumps({"type": "compaction"}) + "\n")
     cost = session_cost(folder)
     assert cost is not None and cost.total.calls == 1 and cost.usd == pytest.approx(_expected())
-    assert folder_records(folder) == [RECORD] and folder_records(tmp_path) == []  # the context records only
+    # the context records only, as written (with the derived regions the JSON form adds)
+    assert [{k: r.get(k) for k in RECORD} for r in folder_records(folder)] == [RECORD]
+    assert folder_records(tmp_path) == []
     (tmp_path / "x.jsonl").write_text(_user(1, "2026-03-01T10:00:00.000Z") + _call(2, "2026-03-01T10:00:05.000Z"))
     cost = session_cost(tmp_path / "x.jsonl")
     assert cost is not None and cost.total.calls == 1 and cost.usd and cost.usd > 0
@@ -146,7 +152,8 @@ def test_the_markdown_export_has_the_sessions_and_each_calls_cost(tmp_path: Path
     records = [{**RECORD, "message_id": "m1", "source_format": "claude-code"},
                {**RECORD, "model": "nope-model", "message_id": "m3", "source_format": "claude-code"},
                {**RECORD, "message_id": None, "source_format": "claude-code"}]  # kept no message
-    compaction = {"type": "compaction", "trigger": "manual", "tokens_before": 9, "tokens_after": 2, "cost_usd": 0.25,
+    compaction = {"type": "compaction", "trigger": "manual", "result": "summarized", "tokens_before": 9,
+                  "tokens_after": 2, "cost_usd": 0.25,
                   "cost": {"prompt_tokens": 1110, "completion_tokens": 5, "cache_read_tokens": 1000,
                            "cache_write_tokens": 100, "model": "claude-opus-4-6"}}
     (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*records, compaction]))
