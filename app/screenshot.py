@@ -171,20 +171,7 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
             await _until(lambda: bool(window.sources_wiring.counts), 60)  # type: ignore[attr-defined]
     chart = window.ensure_chart()
     chart.set_cache_view(args.cache_view)
-    if view.files:
-        largest = max(view.files, key=lambda f: int(f.get("size") or 0))
-        path = largest["path"]
-        window.inspector.files.select(path)
-        controller.read_offloaded(path)
-        await asyncio.sleep(0.2)
-        window.inspector.viewer.find("429 Too Many Requests")
-        window.inspector.viewer.text_view.horizontalScrollBar().setValue(0)  # keep the timestamps in view
-    await asyncio.sleep(0.2)
-    marker = next(iter(window.chat.marker_ids()), None)
-    if marker is not None:  # the compaction marker, with one archived (dimmed) message above it
-        window.chat.scroll_to_message(marker)
-        bar = window.chat.verticalScrollBar()
-        bar.setValue(max(0, bar.value() - 90))
+    await _show_largest_result_and_marker(window, controller, view)
     if args.find:  # the find bar on its first hit (app/wire_chat.py)
         window.chat_wiring.open()  # type: ignore[attr-defined]
         window.chat_wiring.bar.edit.setText(args.find)  # type: ignore[attr-defined]
@@ -217,6 +204,25 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     if not ok:
         print(f"screenshot: cannot write {args.out}", file=sys.stderr)
     return ok
+
+
+async def _show_largest_result_and_marker(window: Any, controller: Any, view: Any) -> None:
+    """The largest tool result open in the inspector (at its first 429, if any), the chat at the compaction
+    marker with one archived (dimmed) message above it."""
+    if view.files:
+        largest = max(view.files, key=lambda f: int(f.get("size") or 0))
+        path = largest["path"]
+        window.inspector.files.select(path)
+        controller.read_offloaded(path)
+        await asyncio.sleep(0.2)
+        window.inspector.viewer.find("429 Too Many Requests")
+        window.inspector.viewer.text_view.horizontalScrollBar().setValue(0)  # keep the timestamps in view
+    await asyncio.sleep(0.2)
+    marker = next(iter(window.chat.marker_ids()), None)
+    if marker is not None:
+        window.chat.scroll_to_message(marker)
+        bar = window.chat.verticalScrollBar()
+        bar.setValue(max(0, bar.value() - 90))
 
 
 def _beside(out: Path, tag: str) -> Path:
