@@ -45,7 +45,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app import cli_export
 from engine.model.text import json_safe, one_line, printable
 from engine.store import logs
 from engine.store.config import LOCAL_MODEL, Settings, load_settings
@@ -627,6 +626,8 @@ def _dispatch(args: argparse.Namespace, out: Printer) -> int:
     if args.command == "sources":
         return cmd_sources(args, settings, out)
     if args.command == "export":
+        from app import cli_export
+
         return cli_export.cmd_export(args, settings, out, CLIError)
     if args.command == "usage":
         from app.cli_usage import cmd_usage

@@ -39,9 +39,7 @@ from engine.sources.model import (
     open_regular,
 )
 from engine.sources.readers import read_source
-from engine.usage.costs import session_parts
 from engine.usage.prices import REASONING_SEPARATE, PriceTable
-from engine.usage.tool_costs import response_tools
 
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
 
@@ -212,6 +210,9 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
             one_hour_main: dict[str, int] | None = None) -> FileRows:
     """The index rows of one session file, read (its subagents included); ``one_hour_main``: the main file's
     one-hour cache writes when already known (else read from the file)."""
+    from engine.usage.costs import session_parts  # (here: an index that is up to date reads no file)
+    from engine.usage.tool_costs import response_tools
+
     out = FileRows()
     fmt: SourceFormat = session.format
     reasoning_in_output = fmt not in REASONING_SEPARATE
