@@ -60,15 +60,14 @@ from engine.sources.model import (
     SourceError,
     SourceSession,
     SubagentRef,
-    capped_lines,
     dict_at,
+    feed_whole,
     float_or_none,
     int_or_none,
     iso,
     json_args,
     json_lines,
     line_problem,
-    open_regular,
     read_regular,
     text_of,
     trigger_of,
@@ -1023,11 +1022,7 @@ def read_claude_code(
     """Read one Claude Code session file (and, with ``subagents``, its subagent files); ``lines``: its
     lines already read (kept by the caller)."""
     reader = ClaudeCodeReader(Path(path), bulk=True)
-    if lines is not None:
-        reader.feed_lines(lines)
-    else:
-        with open_regular(reader.path) as fh:  # a regular file only; no line held longer than the cap
-            reader.feed_lines(capped_lines(fh, name=reader.path.name))
+    feed_whole(reader, reader.path, lines)
     return reader.finish(subagents=subagents)
 
 

@@ -49,14 +49,13 @@ from engine.sources.model import (
     Skipped,
     SourceChanges,
     SourceSession,
-    capped_lines,
     dict_at,
     expand_redacted,
+    feed_whole,
     int_or_none,
     iso,
     json_lines,
     line_problem,
-    open_regular,
     text_of,
 )
 
@@ -647,9 +646,5 @@ class CodexReader:
 def read_codex(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
     """Read one Codex rollout file; ``lines``: its lines already read (kept by the caller)."""
     reader = CodexReader(Path(path))
-    if lines is not None:
-        reader.feed_lines(lines)
-    else:
-        with open_regular(reader.path) as fh:  # a regular file only; no line held longer than the cap
-            reader.feed_lines(capped_lines(fh, name=reader.path.name))
+    feed_whole(reader, reader.path, lines)
     return reader.finish()

@@ -52,6 +52,7 @@ from engine.sources.model import (
     SourceSession,
     capped_lines,
     dict_at,
+    feed_whole,
     int_or_none,
     iso,
     json_args,
@@ -387,11 +388,7 @@ class CopilotReader:
 def read_copilot(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
     """Read one Copilot CLI ``events.jsonl``; ``lines``: its lines already read (kept by the caller)."""
     reader = CopilotReader(Path(path))
-    if lines is not None:
-        reader.feed_lines(lines)
-        return reader.finish()
-    with open_regular(path) as fh:  # a regular file only; no line held longer than the cap
-        reader.feed_lines(capped_lines(fh, name=Path(path).name))
+    feed_whole(reader, path, lines)
     return reader.finish()
 
 

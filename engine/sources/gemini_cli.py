@@ -45,14 +45,13 @@ from engine.sources.model import (
     Skipped,
     SourceChanges,
     SourceSession,
-    capped_lines,
     dict_at,
+    feed_whole,
     int_or_none,
     iso,
     json_args,
     json_lines,
     line_problem,
-    open_regular,
 )
 
 READ_MESSAGES = frozenset({"user", "gemini"})
@@ -535,9 +534,5 @@ class GeminiCliReader:
 def read_gemini_cli(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
     """Read one Gemini CLI session file; ``lines``: its lines already read (kept by the caller)."""
     reader = GeminiCliReader(Path(path))
-    if lines is not None:
-        reader.feed_lines(lines)
-        return reader.finish()
-    with open_regular(path) as fh:  # a regular file only; no line held longer than the cap
-        reader.feed_lines(capped_lines(fh, name=Path(path).name))
+    feed_whole(reader, path, lines)
     return reader.finish()

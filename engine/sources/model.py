@@ -503,6 +503,17 @@ def capped_lines(fh: Any, *, name: str = "", limit: int | None = None,
             raise SourceError(f"{name or 'the file'}: reading took more than {seconds:.0f} s: stopped")
 
 
+def feed_whole(reader: Any, path: Path, lines: Iterable[bytes] | None = None) -> None:
+    """Hand an incremental reader (its ``feed_lines``) every line of the session file ``path``, or ``lines``, the
+    file's lines the caller already read: a regular file only, no line held longer than the cap
+    (:func:`capped_lines`). What every line-oriented reader's whole-file ``read_…`` does before ``finish``."""
+    if lines is not None:
+        reader.feed_lines(lines)
+        return
+    with open_regular(path) as fh:
+        reader.feed_lines(capped_lines(fh, name=Path(path).name))
+
+
 def lines_holding(fh: Any, needle: bytes, *, name: str = "", block: int = 8 * 2**20) -> Iterator[bytes]:
     """The complete lines of the binary file ``fh`` (from where it is) that hold ``needle``, found by byte search
     a block at a time (the other lines are passed over at memchr speed, never split into lines); a line longer than

@@ -54,6 +54,7 @@ from engine.sources.model import (
     _decode,
     capped_lines,
     dict_at,
+    feed_whole,
     float_or_none,
     int_or_none,
     iso,
@@ -524,11 +525,7 @@ class PiReader:
 def read_pi(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
     """Read one Pi session file; ``lines``: its lines already read (kept by the caller)."""
     reader = PiReader(Path(path))
-    if lines is not None:
-        reader.feed_lines(lines)
-        return reader.finish()
-    with open_regular(path) as fh:  # a regular file only; no line held longer than the cap
-        reader.feed_lines(capped_lines(fh, name=Path(path).name))
+    feed_whole(reader, path, lines)
     return reader.finish()
 
 

@@ -56,6 +56,7 @@ from engine.sources.model import (
     _decode,
     capped_lines,
     dict_at,
+    feed_whole,
     int_or_none,
     iso,
     json_args,
@@ -357,11 +358,7 @@ class QwenCodeReader:
 def read_qwen_code(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
     """Read one Qwen Code session file; ``lines``: its lines already read (kept by the caller)."""
     reader = QwenCodeReader(Path(path))
-    if lines is not None:
-        reader.feed_lines(lines)
-        return reader.finish()
-    with open_regular(path) as fh:  # a regular file only; no line held longer than the cap
-        reader.feed_lines(capped_lines(fh, name=Path(path).name))
+    feed_whole(reader, path, lines)
     return reader.finish()
 
 
