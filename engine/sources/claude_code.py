@@ -41,7 +41,7 @@ import bisect
 import itertools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -789,8 +789,10 @@ class ClaudeCodeReader:
     (``bulk``) and building once. ``finish`` adds what lives beside the file (persisted tool results,
     subagent files)."""
 
-    def __init__(self, path: Path, *, bulk: bool = False) -> None:
+    def __init__(self, path: Path, *, bulk: bool = False,
+                 observe: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.path = Path(path)
+        self.observe = observe  # handed every line's object too (the sources summary of the same pass)
         self.scan = _Scan()
         self.session = SourceSession("claude-code", self.path, self.path.stem, skipped=self.scan.skipped,
                                      project=self.path.parent.name,
@@ -818,6 +820,8 @@ class ClaudeCodeReader:
         session, scan = self.session, self.scan
         if self.bulk:  # the whole file at once: scan now, build once when it is all there
             for n, obj in json_lines(self._buffer.counted(lines), scan.skipped, start=self._buffer.count + 1):
+                if self.observe is not None:
+                    self.observe(obj)
                 try:
                     _scan_line(scan, n, obj)
                 except LINE_ERRORS as exc:  # a field of a shape never seen: this line skipped, said
@@ -830,6 +834,8 @@ class ClaudeCodeReader:
         before = [_figures(c) for c in session.calls[first:]]
         rebuilt = False
         for n, obj in json_lines(self._buffer.counted(lines), scan.skipped, start=self._buffer.count + 1):
+            if self.observe is not None:
+                self.observe(obj)
             lines_before = len(scan.lines)
             try:
                 _scan_line(scan, n, obj)
@@ -1017,11 +1023,13 @@ class ClaudeCodeReader:
 
 
 def read_claude_code(
-    path: Path, *, subagents: bool = True, lines: Iterable[bytes] | None = None
+    path: Path, *, subagents: bool = True, lines: Iterable[bytes] | None = None,
+    observe: Callable[[dict[str, Any]], None] | None = None,
 ) -> SourceSession:
     """Read one Claude Code session file (and, with ``subagents``, its subagent files); ``lines``: its
-    lines already read (kept by the caller)."""
-    reader = ClaudeCodeReader(Path(path), bulk=True)
+    lines already read (kept by the caller); ``observe``: handed the object of every line of the file (not of its
+    subagents' files) as the pass reads it."""
+    reader = ClaudeCodeReader(Path(path), bulk=True, observe=observe)
     feed_whole(reader, reader.path, lines)
     return reader.finish(subagents=subagents)
 

@@ -47,7 +47,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,6 +61,7 @@ from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for
 from engine.sources.codex import same_total
 from engine.sources.model import (
     SourceError,
+    SourceSession,
     capped_lines,
     dict_at,
     float_or_none,
@@ -76,8 +77,9 @@ from engine.store.fsutil import atomic_write_bytes
 Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline",
                 "qwen-code", "kilo"]
 INDEX_FILE = "sources-index.json"
-INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
-# 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
+INDEX_VERSION = 6  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
+# 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context; 6: a Claude Code
+# line that only mentions "cost-state" (a prompt, an answer) is read as any other line
 TAIL_BYTES = 65536
 
 
@@ -298,31 +300,40 @@ class _ClaudeScan:
     cost: float | None = None
 
     def feed(self, lines: Iterable[bytes]) -> None:
+        """Take raw lines: those that may hold something :meth:`take` learns from (their bytes hold a key it
+        asks for) are decoded, once, and taken; the others are passed over."""
         for raw in lines:
-            if b'"cost-state"' in raw:
-                self.cost = _cost_state(raw, self.cost)
-                continue
-            if not self.title and b'"user"' in raw:
-                self.title = _claude_prompt(_loads(raw))
-            if (not self.started and b'"timestamp"' in raw) or (not self.session_id and b'"sessionId"' in raw):
-                obj = _loads(raw)
-                self.started = self.started or iso(obj.get("timestamp"))
-                self.session_id = self.session_id or str(obj.get("sessionId") or "")
-                self.cwd = self.cwd or str(obj.get("cwd") or "")
-            if b'"usage"' not in raw or b'"assistant"' not in raw:
-                continue
-            obj = _loads(raw)
-            msg = dict_at(obj, "message")
-            usage = msg.get("usage")
-            if obj.get("type") != "assistant" or not isinstance(usage, dict) or msg.get("model") == SYNTHETIC_MODEL:
-                continue
-            key = (str(msg.get("id") or obj.get("uuid")), str(obj.get("requestId") or ""))
-            prompt = usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
-            if key not in self.keys:
-                self.keys.add(key)
-                self.model = str(msg.get("model") or self.model)
-            self.last_prompt = prompt
-            self.largest = max(self.largest, prompt or 0)
+            if (b'"cost-state"' in raw or (b'"usage"' in raw and b'"assistant"' in raw)
+                    or (not self.title and b'"user"' in raw) or (not self.started and b'"timestamp"' in raw)
+                    or (not self.session_id and b'"sessionId"' in raw)):
+                self.take(_loads(raw))
+
+    def take(self, obj: dict[str, Any]) -> None:
+        """Learn from one line's object (the light pass's, or a reader's that reads every line: one definition of
+        the summary, whichever pass makes it)."""
+        kind = obj.get("type")
+        if kind == "cost-state":
+            self.cost = _cost_state(obj, self.cost)
+            return
+        if not self.title and kind == "user":
+            self.title = _claude_prompt(obj)
+        if (not self.started and "timestamp" in obj) or (not self.session_id and "sessionId" in obj):
+            self.started = self.started or iso(obj.get("timestamp"))
+            self.session_id = self.session_id or str(obj.get("sessionId") or "")
+            self.cwd = self.cwd or str(obj.get("cwd") or "")
+        if kind != "assistant":
+            return
+        msg = dict_at(obj, "message")
+        usage = msg.get("usage")
+        if not isinstance(usage, dict) or msg.get("model") == SYNTHETIC_MODEL:
+            return
+        key = (str(msg.get("id") or obj.get("uuid")), str(obj.get("requestId") or ""))
+        prompt = usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
+        if key not in self.keys:
+            self.keys.add(key)
+            self.model = str(msg.get("model") or self.model)
+        self.last_prompt = prompt
+        self.largest = max(self.largest, prompt or 0)
 
     def _needles(self) -> tuple[bytes, ...]:
         """What a line must hold for :meth:`feed` to learn anything from it now (a line holding none of these is
@@ -432,10 +443,9 @@ def _passed(scan: _ClaudeScan, data: bytes) -> None:
     scan.tail = data[-64:] if len(data) >= 64 else (scan.tail + data)[-64:]
 
 
-def _cost_state(raw: bytes, previous: float | None) -> float | None:
+def _cost_state(obj: dict[str, Any], previous: float | None) -> float | None:
     """The ``totalCostUSD`` of a ``cost-state`` line (a running total: the last one is the session's
     cost), else ``previous``."""
-    obj = _loads(raw)
     total = float_or_none(obj.get("totalCostUSD"))  # NaN, infinite, negative: no figure (the last one kept)
     if obj.get("type") != "cost-state" or total is None:
         return previous
@@ -656,6 +666,34 @@ def summarize(agent: Agent, path: Path) -> SourceEntry:
     if agent == "gemini-cli":
         return _summary_gemini(path)
     return _summary_claude(path) if agent == "claude-code" else _summary_codex(path)
+
+
+def summarize_read(agent: Agent, path: Path, observe: Callable[[dict[str, Any]], None] | None = None,
+                   ) -> tuple[SourceEntry, SourceSession]:
+    """A session file's Sources summary (what :func:`summarize` gives) and its session as
+    :func:`engine.sources.readers.read_source` reads it. A Claude Code file is read once: the reader hands every
+    line's object to the light pass's :meth:`_ClaudeScan.take` (one definition of the summary), and to ``observe``
+    when given; the other formats' light pass is a pass of its own (``observe`` is not called)."""
+    from engine.sources.claude_code import read_claude_code
+    from engine.sources.readers import read_source
+
+    if agent != "claude-code":
+        return summarize(agent, path), read_source(path, agent)
+    with open_regular(path) as fh:
+        scan = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
+    try:
+        session = read_claude_code(path, observe=scan.take if observe is None else _both(scan.take, observe))
+    except OSError as exc:
+        raise SourceError(f"{path.name}: cannot read: {exc.strerror or exc}") from None
+    return scan.entry(path), session
+
+
+def _both(first: Callable[[dict[str, Any]], None],
+          then: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def take(obj: dict[str, Any]) -> None:
+        first(obj)
+        then(obj)
+    return take
 
 
 # --------------------------------------------------------------------------- OpenCode
@@ -900,11 +938,17 @@ def _reason(exc: BaseException, path: Path) -> str:
     return text.removeprefix(f"{path.name}: ")
 
 
+# what summarises the files a scan has no summary of: (agent, path, stamp, place) each -> their summaries, in order
+Summaries = Callable[[list[tuple[Agent, Path, list[int], int]]], Iterator[Future[SourceEntry]]]
+
+
 def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env: Mapping[str, str] | None = None,
                  home: Path | None = None, index: Path | None = None,
-                 problems: list[ScanProblem] | None = None) -> list[SourceEntry]:
+                 problems: list[ScanProblem] | None = None, summaries: Summaries | None = None) -> list[SourceEntry]:
     """Every session found, newest first; unchanged files (same size and mtime) come from the index. A file
-    that cannot be read is left out and, when ``problems`` is given, added to it with the reason."""
+    that cannot be read is left out and, when ``problems`` is given, added to it with the reason. ``summaries``:
+    what summarises the files the index has no summary of (the usage index's, which reads them whole for their
+    rows in the same pass), else :func:`light_summaries` (the light pass)."""
     problems = problems if problems is not None else []
     index = index or index_path()
     cached = {} if refresh else _load_index(index)
@@ -945,7 +989,7 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             files[key] = {}
             pending.append((kind, path, stamp, len(entries)))
             entries.append(None)
-    for (kind, path, stamp, place), done in zip(pending, _summaries(pending), strict=True):
+    for (kind, path, stamp, place), done in zip(pending, (summaries or light_summaries)(pending), strict=True):
         key = str(path)
         try:
             entry = done.result()
@@ -970,7 +1014,7 @@ def _summary_job(job: tuple[Agent, Path]) -> SourceEntry:
     return summarize(*job)
 
 
-def _summaries(pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
+def light_summaries(pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
     """The summaries of the ``pending`` files, in their order: spread over the machine's cores when there are many
     (:func:`engine.sources.spread.spread`), but the :data:`CLAUDE_SCANS_KEPT` most recently changed Claude Code files
     of those changed in the last :data:`LIVE_SECONDS` summarised here, so that their light pass is kept for their

@@ -41,12 +41,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from engine.model.text import printable
 from engine.sources import formats
 from engine.sources import model as _model
-from engine.sources.discovery import ScanProblem, SourceEntry, scan_sources
+from engine.sources.discovery import Agent, ScanProblem, SourceEntry, scan_sources
 from engine.sources.model import SourceError, SourceSession, open_regular, read_on, shown_path
 from engine.sources.readers import read_source
 from engine.store.config import Settings, data_dir
@@ -61,6 +61,7 @@ from engine.usage.rows import (
     one_hour_of_lines,
     rows_of,
     rows_of_file,
+    summary_and_rows,
     worker_start,
 )
 from engine.usage.storage import (
@@ -198,6 +199,10 @@ def _whole_object(line: bytes) -> bool:
 T = TypeVar("T")
 
 
+def _same(entry: SourceEntry) -> SourceEntry:
+    return entry
+
+
 class UsageIndex(IndexFiles):
     """The usage index in ``root`` (default ``<data dir>/usage``)."""
 
@@ -207,6 +212,8 @@ class UsageIndex(IndexFiles):
         # incremental readers of Claude Code files that grew while this object lived (most recent last):
         # the next growth of such a file is read from where its reader stopped, not whole
         self._followed: dict[str, _Followed] = {}
+        # rows made by the sources scan of this update in the same pass as a file's summary: path -> (stamp, rows)
+        self._early: dict[str, tuple[list[int], WorkerRows]] = {}
 
     def _read(self, entry: SourceEntry, grew: bool) -> tuple[SourceSession, dict[str, int] | None, bool]:
         """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code,
@@ -285,10 +292,11 @@ class UsageIndex(IndexFiles):
         when the index cannot be written for another reason (the text names it)."""
         started = time.perf_counter()
         report = IndexReport()
+        self._early.clear()
         if entries is None:
             problems: list[ScanProblem] = []
             entries = scan_sources(settings, env=env, home=home, index=self.root / "sources-index.json",
-                                   problems=problems)
+                                   problems=problems, summaries=self._summaries)
             report.failed += [(shown_path(p.path), printable(p.reason)) for p in problems]
         entries = [e for e in entries if e.agent in COUNTED]  # not a proxy's capture: its calls are the agent's own
         report.files = len(entries)
@@ -384,11 +392,15 @@ class UsageIndex(IndexFiles):
                 _said_damaged(report, entry.path, old.get("damaged"))
                 continue
             todo.append((entry, stamp, old))
-        farmed = self._spread(todo, prices)
+        early = {e.path: self._early.pop(e.path)[1] for e, stamp, _ in todo
+                 if e.path in self._early and self._early[e.path][0] == stamp}
+        self._early.clear()
+        farmed = self._spread([t for t in todo if t[0].path not in early], prices)
         for entry, stamp, old in todo:
             fid = file_id(entry.path)
             try:
-                done = next(farmed[entry.path]).result() if entry.path in farmed else None
+                done = (early[entry.path] if entry.path in early else
+                        next(farmed[entry.path]).result() if entry.path in farmed else None)
                 if done is not None:  # read whole in a worker, as read_source reads it
                     rows, damaged_said, waiting = done[0], done[1], False
                 else:
@@ -417,6 +429,44 @@ class UsageIndex(IndexFiles):
         report.days_rewritten, bad = self.write_rows(base, changed, old_days, version,
                                                      all_sessions="sessions" not in base.single)
         report.bad_values += bad
+
+    def _summaries(self, pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
+        """The summaries of the files the sources scan has none of (``pending``: agent, path, stamp, place), in their
+        order. Those new to the index in an incremental format and not changed in the last :data:`LIVE_SECONDS` are
+        read whole in worker processes (when there are enough of them: :func:`engine.sources.spread.workers_for`)
+        for their summary and their rows in one pass (:func:`engine.usage.rows.summary_and_rows`): the rows wait in
+        :attr:`_early` for :meth:`_pass`. The others have the scan's light pass, here."""
+        from engine.sources.discovery import light_summaries
+        from engine.sources.spread import spread, workers_for
+
+        known = self.manifest().files
+        live = time.time_ns() - LIVE_SECONDS * 10**9
+        far = [i for i, (agent, path, stamp, _) in enumerate(pending)
+               if agent in INCREMENTAL and agent in COUNTED and stamp[1] < live and str(path) not in known
+               and str(path) not in self._followed]
+        if not workers_for(len(far), sum(pending[i][2][0] for i in far)):
+            return light_summaries(pending)
+        futures = spread(summary_and_rows, [(pending[i][0], str(pending[i][1])) for i in far],
+                         [pending[i][2][0] for i in far], initializer=worker_start, initargs=(self.prices(),))
+        return self._taken(pending, set(far), futures)
+
+    def _taken(self, pending: list[tuple[Agent, Path, list[int], int]], far: set[int],
+               futures: Iterator[Future[tuple[SourceEntry, WorkerRows]]]) -> Iterator[Future[SourceEntry]]:
+        from engine.sources.discovery import light_summaries
+        from engine.sources.spread import run_here
+
+        here = light_summaries([p for i, p in enumerate(pending) if i not in far])
+        for i, (_, path, stamp, _) in enumerate(pending):
+            if i not in far:
+                yield next(here)
+                continue
+            done = next(futures)
+            if done.exception() is not None:  # raised where the scan takes it: that file's problem, said
+                yield cast(Future[SourceEntry], done)
+                continue
+            entry, rows = done.result()
+            self._early[str(path)] = (stamp, rows)
+            yield run_here(_same, entry)
 
     def _spread(self, todo: list[tuple[SourceEntry, list[Any], Any]],
                 prices: PriceTable | None) -> dict[str, Iterator[Future[WorkerRows]]]:

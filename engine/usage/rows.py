@@ -29,7 +29,7 @@ from typing import Any
 from engine.context.tokens import estimate_message_tokens
 from engine.model.text import printable
 from engine.sources import model as _model
-from engine.sources.discovery import SourceEntry
+from engine.sources.discovery import Agent, SourceEntry, summarize_read
 from engine.sources.model import (
     SourceError,
     SourceFormat,
@@ -123,16 +123,23 @@ def one_hour_of_lines(lines: Any, found: dict[str, int]) -> dict[str, int]:
             obj = _model.loads_line(raw)
         except (ValueError, RecursionError):
             continue
-        msg = obj.get("message") if isinstance(obj, dict) else None
-        usage = msg.get("usage") if isinstance(msg, dict) else None
-        creation = usage.get("cache_creation") if isinstance(usage, dict) else None
-        if not isinstance(creation, dict):
-            continue
-        value = int_or_none(creation.get("ephemeral_1h_input_tokens"))
-        request = str(obj.get("requestId") or obj.get("requestRef") or "")
-        if value and request:
-            found[request] = max(found.get(request, 0), value)
+        if isinstance(obj, dict):
+            one_hour_of(obj, found)
     return found
+
+
+def one_hour_of(obj: dict[str, Any], found: dict[str, int]) -> None:
+    """Add the one-hour cache write of one Claude Code line's object, if it has one, to ``found`` (the largest figure
+    seen per request)."""
+    msg = obj.get("message")
+    usage = msg.get("usage") if isinstance(msg, dict) else None
+    creation = usage.get("cache_creation") if isinstance(usage, dict) else None
+    if not isinstance(creation, dict):
+        return
+    value = int_or_none(creation.get("ephemeral_1h_input_tokens"))
+    request = str(obj.get("requestId") or obj.get("requestRef") or "")
+    if value and request:
+        found[request] = max(found.get(request, 0), value)
 
 
 def _tool_names(session: SourceSession) -> dict[str, str]:
@@ -196,14 +203,35 @@ def rows_of_file(job: tuple[SourceEntry, str]) -> WorkerRows:
     """In a worker process: the rows of one session file read whole (``read_source``, its subagents included)."""
     entry, fid = job
     path = Path(entry.path)
-    with open_regular(path) as fh:  # a last line without its newline: left to the index's process
+    if not _ends_with_newline(path):  # a last line without its newline: left to the index's process
+        return None
+    session = read_source(path, entry.agent)
+    return rows_of(entry, session, _WORKER_PRICES[0], fid), bad_said(session)
+
+
+def summary_and_rows(job: tuple[Agent, str]) -> tuple[SourceEntry, WorkerRows]:
+    """In a worker process: a session file's Sources summary and its index rows from one read
+    (:func:`engine.sources.discovery.summarize_read`: a Claude Code file is decoded once for both, its one-hour cache
+    writes taken in the same pass); the rows None when its last line has no newline yet (as :func:`rows_of_file`)."""
+    agent, name = job
+    path = Path(name)
+    one_hour: dict[str, int] = {}
+    entry, session = summarize_read(agent, path, observe=lambda obj: one_hour_of(obj, one_hour))
+    if not _ends_with_newline(path):
+        return entry, None
+    fid = file_id(entry.path)
+    return entry, (rows_of(entry, session, _WORKER_PRICES[0], fid, one_hour if agent == "claude-code" else None),
+                   bad_said(session))
+
+
+def _ends_with_newline(path: Path) -> bool:
+    """The file at ``path`` is empty or ends with a newline (its last line complete)."""
+    with open_regular(path) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size:
             fh.seek(size - 1)
-            if fh.read(1) != b"\n":
-                return None
-    session = read_source(path, entry.agent)
-    return rows_of(entry, session, _WORKER_PRICES[0], fid), bad_said(session)
+            return bool(fh.read(1) == b"\n")
+    return True
 
 
 def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | None, fid: str,

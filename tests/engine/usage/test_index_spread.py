@@ -208,3 +208,33 @@ def test_a_number_column_is_checked_as_value_by_value(kind: str) -> None:
                               [None], [], [1, 2.0], [float("nan")], ["12"], [1, True], [2**70, 1.0]]
     for values in cases:
         assert storage.all_fit(values, kind) == all(storage.fits(v, kind) for v in values), values
+
+
+def test_a_first_index_reads_each_file_once_for_its_summary_and_its_rows(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first index that scans for itself (no entries given) has the workers read each new file once for both its
+    Sources summary and its rows (``summary_and_rows``): every table equals the one of an index made from the light
+    pass's entries file by file, and the scan's own index holds the light pass's very summaries."""
+    home = _shared_home(tmp_path, copies=2)
+    _force_spread(monkeypatch, True)
+    handed: list[int] = []
+    real = UsageIndex._spread
+
+    def spy(self: UsageIndex, todo: list[Any], prices: Any) -> Any:
+        handed.append(len(todo))
+        return real(self, todo, prices)
+
+    monkeypatch.setattr(UsageIndex, "_spread", spy)
+    one = UsageIndex(tmp_path / "one-pass")
+    report = one.update(home=home, env={})
+    files = 2 * (len(list(CLAUDE.glob("*.jsonl"))) + len(list(CODEX.glob("rollout-*.jsonl"))))
+    assert not report.failed and report.read == files
+    assert handed == [0], "a file was read again after the scan"
+    _force_spread(monkeypatch, False)
+    light = scan_sources(home=home, env={}, refresh=True, index=tmp_path / "light.json")
+    UsageIndex(tmp_path / "two-passes").update(home=home, env={}, entries=light)
+    assert _all_rows(tmp_path / "one-pass") == _all_rows(tmp_path / "two-passes")
+    kept = json.loads((tmp_path / "one-pass" / "sources-index.json").read_bytes())["files"]
+    assert {path: known["entry"] for path, known in kept.items()} == {e.path: e.to_json() for e in light}
+    again = one.update(home=home, env={})  # up to date: nothing read
+    assert again.read == 0 and again.unchanged == files
