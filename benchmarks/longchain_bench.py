@@ -146,6 +146,51 @@ def make_gemini_session(dest: Path, turns: int) -> Path:
     return dest
 
 
+CODEX_SOURCE = REPO.parent / "shared" / "data" / "sessions" / "codex" / \
+    "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
+CODEX_CALLS = (1000, 8000)
+
+
+def make_codex_rollout(dest: Path, calls: int, source: Path = CODEX_SOURCE) -> Path:
+    """A Codex rollout of about ``calls`` calls made of the shared 1 MB rollout (286 calls, one compaction) copied
+    into one session: copy 0 whole; every later copy without its ``session_meta`` and its compaction (so the context
+    keeps growing), its tool call ids made its own and its ``token_count`` totals carried on from the copy before
+    (a repeated total is no new call); ``dest``."""
+    lines = [json.loads(raw) for raw in source.read_bytes().splitlines() if raw.strip()]
+    last: dict[str, Any] = {}
+    for obj in lines:
+        info = (obj.get("payload") or {}).get("info") if obj.get("type") == "event_msg" else None
+        if isinstance(info, dict) and isinstance(info.get("total_token_usage"), dict):
+            last = info["total_token_usage"]
+    out: list[str] = []
+    made, copy, seen = 0, 0, None
+    while made < calls:
+        for obj in lines:
+            payload = obj.get("payload") or {}
+            kind = obj.get("type")
+            if copy and (kind in ("session_meta", "compacted") or payload.get("type") == "context_compacted"):
+                continue
+            obj = json.loads(json.dumps(obj))
+            payload = obj.get("payload") or {}
+            if copy and isinstance(payload.get("call_id"), str):
+                payload["call_id"] += f"-copy{copy}"
+            info = payload.get("info") if kind == "event_msg" and payload.get("type") == "token_count" else None
+            if isinstance(info, dict) and isinstance(info.get("total_token_usage"), dict):
+                total = info["total_token_usage"]
+                if copy:
+                    total.update({k: v + copy * int(last.get(k) or 0) for k, v in total.items() if isinstance(v, int)})
+                made += total != seen
+                seen = dict(total)
+            out.append(json.dumps(obj))
+            if made >= calls:
+                break
+        copy += 1
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(out) + "\n")
+    return dest
+
+
 # ---------------------------------------------------------------------------------------------- children
 
 
@@ -251,8 +296,29 @@ def bench_gemini(turns: tuple[int, ...] = GEMINI_TURNS) -> list[Figure]:
     return figs
 
 
+def bench_codex(calls: tuple[int, ...] = CODEX_CALLS) -> list[Figure]:
+    """Codex: import and open (each in a fresh process) of rollouts of 1,000 and 8,000 calls, linear in calls."""
+    if not CODEX_SOURCE.exists():
+        return [Figure(f"Codex long rollout: SKIPPED (no {CODEX_SOURCE.name})", float("nan"), "", "", None)]
+    figs: list[Figure] = []
+    per_call: dict[str, list[float]] = {"import": [], "open": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in calls:
+            name = f"rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-{n:012d}.jsonl"
+            path = make_codex_rollout(Path(tmp) / "sessions" / name, n)
+            for kind in ("import", "open"):
+                r = _child(kind, path)
+                per_call[kind].append(r["s"] / max(1, r["calls"]))
+                figs.append(Figure(f"Codex {n:,} calls ({r['calls']:,} read): {kind}", r["s"], "s", "", None))
+    for kind, values in per_call.items():
+        ratio = values[-1] / values[0] if len(values) > 1 and values[0] > 0 else float("nan")
+        figs.append(Figure(f"Codex {kind}: s/call at {calls[-1]:,} ÷ at {calls[0]:,}", ratio, "×",
+                           f"≤ {LINEAR_TARGET:g} (linear)", ratio <= LINEAR_TARGET))
+    return figs
+
+
 def bench_all() -> list[Figure]:
-    return [*bench_long_chain(), *bench_gemini()]
+    return [*bench_long_chain(), *bench_gemini(), *bench_codex()]
 
 
 ALL = {"long-chain": bench_all}
@@ -262,5 +328,8 @@ if __name__ == "__main__":
     kind, arg = sys.argv[1], sys.argv[2]
     if kind == "make":
         print(cached_long_chain(float(arg)))
+    elif kind == "codex":
+        for figure in bench_codex():
+            print(figure.line(), flush=True)
     else:
         print(json.dumps(CHILDREN[kind](arg)))

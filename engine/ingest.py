@@ -59,7 +59,7 @@ from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
 from engine.store.fsutil import fsync_dir, json_loads
-from engine.store.staging import staging_folder
+from engine.store.staging import collection_paused, staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
 SUBAGENTS_DIR = "subagents"
@@ -329,13 +329,13 @@ class ContextRecorder:
             prompt_unlike_file=call.prompt_unlike_file,
         )
         if isinstance(actual, int) and actual > 0:
-            ids = tuple(str(m.get("id")) for m in history) if history is not None else \
+            named: Sequence[str] = tuple(str(m.get("id")) for m in history) if history is not None else \
                 self.running.named_ids(start, end, ids)
             if call.prompt_unlike_file:  # the figure counts what the file does not hold: no scale learnt from it
-                calibrator.record_unlike(snap.raw_prompt_tokens, actual, ids, (system, summary, tools),
+                calibrator.record_unlike(snap.raw_prompt_tokens, actual, named, (system, summary, tools),
                                          transient=call.prompt_transient)
             else:
-                calibrator.record(snap.raw_prompt_tokens, actual, ids, (system, summary, tools))
+                calibrator.record(snap.raw_prompt_tokens, actual, named, (system, summary, tools))
         self.last = data
         return data
 
@@ -559,6 +559,13 @@ def import_source(
         raise SourceError(f"cannot import into {final}: it already exists")
     if fmt in ("mini-swe-agent", "openai"):
         return _import_openai(path, final, fmt, title, settings, estimator, model_info)
+    with collection_paused():
+        return _import_read(path, final, fmt, title, settings, estimator, model_info, lines)
+
+
+def _import_read(path: Path, final: Path, fmt: SourceFormat, title: str | None, settings: Settings,
+                 estimator: Estimator, model_info: ModelInfo | None,
+                 lines: Sequence[bytes] | None) -> SourceImportReport:
     src = read_source(path, fmt, lines)
     join_captures(src)  # a recording proxy's capture of the same calls: their exact prefix (engine.sources.join)
     if not src.messages and not src.calls:

@@ -2,9 +2,64 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import islice
+from typing import Any, overload
+
+
+class IdSpan(Sequence[str]):
+    """``base[start:end]`` of a list of message ids that is only ever appended to (:class:`RunningHistory`'s: a cut
+    makes a new list), without copying it. Two spans of the same list from the same start hold the same ids over
+    their common length: :func:`starts_with` knows it without comparing them (a request's ids against a call's
+    before it, once per call, stay constant time however long the context grew)."""
+
+    __slots__ = ("base", "end", "start")
+
+    def __init__(self, base: list[str], start: int, end: int) -> None:
+        self.base, self.start, self.end = base, start, end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        at = range(self.start, self.end)[index]
+        if isinstance(at, range):
+            return tuple(self.base[at.start:at.stop:at.step])
+        return self.base[at]
+
+    def __iter__(self) -> Iterator[str]:
+        return islice(self.base, self.start, self.end)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, IdSpan):
+            return len(other) == len(self) and starts_with(self, other)
+        return isinstance(other, tuple | list) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"IdSpan({list(self)!r})"
+
+
+def kept(ids: Sequence[str]) -> Sequence[str]:
+    """``ids`` as a calibrator keeps them: a span as it is (the list under it never changes), else a tuple."""
+    return ids if isinstance(ids, IdSpan) else tuple(ids)
+
+
+def starts_with(ids: Sequence[str], prefix: Sequence[str]) -> bool:
+    """Whether ``ids`` begins with every id of ``prefix``: spans of one list from one start at once, else compared."""
+    n = len(prefix)
+    if n > len(ids):
+        return False
+    if isinstance(ids, IdSpan) and isinstance(prefix, IdSpan) and ids.base is prefix.base and ids.start == prefix.start:
+        return True
+    return n == 0 or (ids[n - 1] == prefix[n - 1] and tuple(ids[:n]) == tuple(prefix))
 
 
 @dataclass
@@ -24,7 +79,7 @@ class Calibrator:
 
     last_raw: int | None = None
     last_actual: int | None = None
-    last_prefix: tuple[str, ...] = ()
+    last_prefix: Sequence[str] = ()  # a tuple, or an IdSpan (kept)
     last_fixed: tuple[int, int, int] = (0, 0, 0)  # system, summary, tools raw tokens at last call
 
     @property
@@ -48,7 +103,7 @@ class Calibrator:
             return
         self.last_raw = raw_total
         self.last_actual = actual_prompt_tokens
-        self.last_prefix = tuple(message_ids)
+        self.last_prefix = kept(message_ids)
         self.last_fixed = fixed
 
     def calibrate(
@@ -58,9 +113,7 @@ class Calibrator:
         fixed: tuple[int, int, int] = (0, 0, 0),
     ) -> int:
         """Calibrated prompt tokens for a request whose raw estimate is ``raw_total``."""
-        n = len(self.last_prefix)
-        same_ids = n <= len(message_ids) and tuple(message_ids[:n]) == self.last_prefix
-        return self.calibrate_known(raw_total, same_ids, fixed)
+        return self.calibrate_known(raw_total, starts_with(message_ids, self.last_prefix), fixed)
 
     def calibrate_known(self, raw_total: int, same_ids: bool, fixed: tuple[int, int, int] = (0, 0, 0)) -> int:
         """:meth:`calibrate` when the caller already knows whether the request's messages start with
@@ -111,16 +164,14 @@ def _bounded(ratio: float) -> float:
 class Anchor:
     """A reported call of the current segment: its messages, fixed parts, raw estimate and provider figure."""
 
-    ids: tuple[str, ...]
+    ids: Sequence[str]  # a tuple, or an IdSpan
     fixed: tuple[int, int, int]
     raw: int
     actual: int
 
     def starts(self, ids: Sequence[str], fixed: tuple[int, int, int]) -> bool:
         """Whether a request with ``ids`` and ``fixed`` is this call's request with messages added after it."""
-        n = len(self.ids)
-        return fixed == self.fixed and n <= len(ids) and (n == 0 or ids[n - 1] == self.ids[-1]) \
-            and tuple(ids[:n]) == self.ids
+        return fixed == self.fixed and starts_with(ids, self.ids)
 
 
 @dataclass
@@ -196,7 +247,7 @@ class SourceCalibrator(Calibrator):
         if self.prefix_scale is None:  # the first call: the scale is learnt from it as from any call
             self.record(raw_total, actual_prompt_tokens, message_ids, fixed)
             return
-        ids = tuple(message_ids)
+        ids = kept(message_ids)
         self.anchors.append(Anchor(ids, fixed, raw_total, actual_prompt_tokens))
         del self.anchors[:-MAX_ANCHORS]
         Calibrator.record(self, raw_total, actual_prompt_tokens, ids, fixed)
@@ -213,7 +264,7 @@ class SourceCalibrator(Calibrator):
     ) -> None:
         if actual_prompt_tokens is None or actual_prompt_tokens <= 0 or raw_total <= 0:
             return
-        ids = tuple(message_ids)
+        ids = kept(message_ids)
         anchor = self._anchor(ids, fixed)
         if anchor is not None and raw_total > anchor.raw:
             self.steps.append((raw_total - anchor.raw, actual_prompt_tokens - anchor.actual))

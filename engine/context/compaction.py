@@ -76,10 +76,10 @@ class PrefixCheck:
     ledger: TokenLedger | None = None
     revision: int = -1
     ids: list[str] = field(default_factory=list)
-    prefix: tuple[str, ...] | None = None
+    prefix: Sequence[str] | None = None
     same: bool = False
 
-    def matches(self, messages: Sequence[Message], ledger: TokenLedger, prefix: tuple[str, ...]) -> bool:
+    def matches(self, messages: Sequence[Message], ledger: TokenLedger, prefix: Sequence[str]) -> bool:
         if ledger is not self.ledger or ledger.revision != self.revision or len(messages) < len(self.ids):
             self.ledger, self.revision, self.ids, self.prefix = ledger, ledger.revision, [], None
         if len(self.ids) < len(messages):
@@ -88,7 +88,7 @@ class PrefixCheck:
         if n > len(self.ids):
             return False
         if prefix is not self.prefix:
-            self.prefix, self.same = prefix, tuple(self.ids[:n]) == prefix
+            self.prefix, self.same = prefix, tuple(self.ids[:n]) == tuple(prefix)
         return self.same
 
 

@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from engine.context.calibration import Calibrator
+from engine.context.calibration import Calibrator, IdSpan
 from engine.context.tokens import Estimator
 from engine.context.window import window_for
 from engine.model.messages import Message, now_iso
@@ -267,7 +267,8 @@ class RunningHistory:
     def truncate(self, index: int) -> None:
         """Messages from ``index`` on changed or went: forgotten (they are extended again when counted)."""
         index = max(0, index)
-        del self.ids[index:]
+        if index < len(self.ids):  # a new list: the spans given out (IdSpan) keep the ids they were given
+            self.ids = self.ids[:index]
         del self._user[index + 1:]
         del self._assistant[index + 1:]
         del self._tool[index + 1:]
@@ -278,11 +279,12 @@ class RunningHistory:
         return (self._user[end] - self._user[start], self._assistant[end] - self._assistant[start],
                 self._tool[end] - self._tool[start])
 
-    def ids_of(self, start: int, end: int) -> tuple[str, ...]:
-        """``str(m.get("id", ""))`` of each of ``messages[start:end]`` (what :func:`build_snapshot` calibrates by)."""
-        return tuple(self.ids[start:end])
+    def ids_of(self, start: int, end: int) -> IdSpan:
+        """``str(m.get("id", ""))`` of each of ``messages[start:end]`` (what :func:`build_snapshot` calibrates by),
+        not copied."""
+        return IdSpan(self.ids, start, end)
 
-    def named_ids(self, start: int, end: int, ids: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    def named_ids(self, start: int, end: int, ids: Sequence[str] | None = None) -> Sequence[str]:
         """``str(m.get("id"))`` of each of ``messages[start:end]``: a message without an id is ``"None"``
         (``ids``: :meth:`ids_of` the same stretch, already made: returned as it is when every message has an id)."""
         out = self.ids_of(start, end) if ids is None else ids

@@ -1,5 +1,6 @@
 """Hidden folders in which something is built before it is renamed into place (an import's session folder:
-``.import-<hex>``), and the removal of those an interrupted process left behind.
+``.import-<hex>``), and the removal of those an interrupted process left behind; the garbage collector paused
+while an import builds (:func:`collection_paused`).
 
 The process that builds in such a folder holds an advisory lock on it (``flock`` on the folder itself) until it
 is done: the kernel releases it when the process dies, however it dies (SIGKILL included). A later run — the next
@@ -12,6 +13,7 @@ process has just made and not locked yet; on a system without ``flock`` only fol
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import time
@@ -111,4 +113,19 @@ def staging_folder(parent: Path, prefix: str = IMPORT_PREFIX) -> Iterator[Path]:
             _release(fd)
 
 
-__all__ = ["IMPORT_PREFIX", "STALE_SECONDS", "remove_if_stale", "remove_stale", "staging_folder"]
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for a bulk read (its passes walk every object made so far: at thousands of
+    calls they made an import's time per call grow with the session) and resumed after, as it was; a process that
+    runs it itself (the window: :mod:`app.collector`) is left as it is."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+__all__ = ["IMPORT_PREFIX", "STALE_SECONDS", "collection_paused", "remove_if_stale", "remove_stale", "staging_folder"]

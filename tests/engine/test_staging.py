@@ -102,3 +102,25 @@ def test_the_views_clean_up_spares_an_import_in_progress(tmp_path: Path) -> None
         sv.remove_stale_views(root)
         assert building.is_dir() and not stale.exists()  # held by this process: kept; nobody's: removed
     assert not building.exists()  # not renamed into place: removed at the end
+
+
+def test_the_collector_is_paused_while_an_import_builds_and_left_as_it_was() -> None:
+    import gc
+
+    from engine.store.staging import collection_paused
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with collection_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        with pytest.raises(KeyError), collection_paused():
+            raise KeyError("x")
+        assert gc.isenabled()
+        gc.disable()  # a process that runs the collector itself (the window)
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
