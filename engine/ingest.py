@@ -696,8 +696,8 @@ class LiveImport:
         if changes.reset or comps[:old] != self.compactions or len(src.messages) < known:
             return None  # a rewind into what is shown, a compaction's summary changed: written whole
         fresh = src.compactions[old:]
-        if fresh and (src.format == "claude-code" or fresh[-1].message_index < self.live_start):
-            return None  # Claude Code's archived messages are merged back by time (the order changes)
+        if fresh and fresh[-1].message_index < self.live_start:
+            return None  # a compaction of what was already archived: written whole
         if any(c.tokens_after is None for c in fresh):
             self.pending = changes  # it comes with its figures, once the call after it is there
             return LivePlan()

@@ -36,12 +36,12 @@ def records(folder: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
     return calls, comps
 
 
-def follow_in_pieces(source: Path, tmp: Path, seed: int) -> tuple[Path, int, int]:
+def follow_in_pieces(source: Path, tmp: Path, seed: int, cut: int | None = None) -> tuple[Path, int, int]:
     """Write ``source`` into a growing file in random pieces, following it as the window does; the view
     folder at the end, the rewrites and the plans applied."""
     data = source.read_bytes()
     rng = random.Random(seed)
-    cut = len(data) // 4
+    cut = len(data) // 4 if cut is None else cut
     live_file = tmp / source.name
     live_file.write_bytes(data[:cut])
     root = tmp / "views"
@@ -90,3 +90,31 @@ def test_following_in_pieces_ends_as_the_whole_import(source: Path, tmp_path: Pa
     full = [json.loads(x) for x in (whole / "history.jsonl").read_text().splitlines()]
     assert [{k: v for k, v in m.items() if k != "id"} for m in live] == [
         {k: v for k, v in m.items() if k != "id"} for m in full]
+    assert _archived(folder) == _archived(whole)  # what the compactions took out, day by day, in order
+
+
+def _archived(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    return {day.name: [{k: v for k, v in json.loads(x).items() if k != "id"} for x in day.read_text().splitlines()]
+            for day in sorted((folder / "dialog").glob("*.jsonl"))}
+
+
+@pytest.mark.parametrize("seed", [1, 7, 11])
+def test_a_claude_code_compaction_that_preserves_an_answer_is_applied_in_place(seed: int, tmp_path: Path) -> None:
+    """Claude Code 2.1.3xx's ``/compact`` (its boundary preserving the last answer, attachments around it): the
+    followed view takes the compaction as a change (no folder written again) and ends as the whole import."""
+    from tests.engine.workbench.claude_file import write_session
+
+    source = write_session(tmp_path / "claude-code")  # (the folder names the format to follow_in_pieces)
+    (tmp_path / "follow").mkdir()
+    data = source.read_bytes()
+    first = data.index(b"\n", data.index(b'"type": "assistant"')) + 1  # opened at its first answer
+    folder, rewrites, plans = follow_in_pieces(source, tmp_path / "follow", seed=seed, cut=first)
+    whole = tmp_path / "whole"
+    import_source(tmp_path / "follow" / source.name, session_dir=whole)
+    assert rewrites == 0 and plans > 0
+    assert records(folder) == records(whole) and records(whole)[1]  # a compaction, with every call
+    live = [json.loads(x) for x in (folder / "history.jsonl").read_text().splitlines()]
+    full = [json.loads(x) for x in (whole / "history.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in m.items() if k != "id"} for m in live] == [
+        {k: v for k, v in m.items() if k != "id"} for m in full]
+    assert _archived(folder) == _archived(whole)
