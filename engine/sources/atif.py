@@ -115,7 +115,7 @@ def validate(doc: dict[str, Any], name: str) -> tuple[int, int]:
     for n, step in enumerate(steps):
         where = _where(name, n, step)
         if not isinstance(step, dict):
-            raise SourceError(f"{where}: a step is an object, not a {type(step).__name__}")
+            raise SourceError(f"{where}: not an object ({json.dumps(step)[:40]}): a step is an object")
         if step.get("source") not in SOURCES:
             raise SourceError(f"{where}: source {json.dumps(step.get('source'))[:40]} is none of system, user, "
                               "agent (required)")
@@ -179,7 +179,7 @@ def _call(read: _Read, step: dict[str, Any], index: int, model: str) -> Provider
     if step.get("is_copied_context") is True:
         session.ignore("agent step copied from an earlier trajectory (is_copied_context: its call is counted there)")
         return None
-    count = step.get("llm_call_count")
+    count = int_or_none(step.get("llm_call_count"))
     if count == 0:
         session.ignore("agent step without an LLM call (llm_call_count 0: a deterministic dispatch)")
         return None
@@ -187,7 +187,7 @@ def _call(read: _Read, step: dict[str, Any], index: int, model: str) -> Provider
     extra = dict_at(metrics, "extra")
     prompt = _count(metrics, "prompt_tokens", "prompt_token_ids")
     cached = int_or_none(metrics.get("cached_tokens"))
-    if isinstance(count, int) and count > 1:
+    if count is not None and count > 1:
         session.notes.append(f"step {sid}: its metrics sum {count} LLM calls (llm_call_count): their prompt figure "
                              "is no one context's size and is left out")
         prompt = cached = None

@@ -1,0 +1,274 @@
+"""engine.sources.atif: ATIF trajectories (Harbor's RFC 0001, v1.0 … v1.7) — steps to messages, per-step metrics
+to calls, subagents, the differences between versions, and bad input refused with the reason.
+
+The real files are Harbor's own golden trajectories (tests/engine/sources/data/atif/README.md); their figures are
+computed here by direct JSON parsing, never through the reader."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.sources.atif import read_atif
+from engine.sources.detect import detect_format, parse_format
+from engine.sources.model import SourceError
+
+DATA = Path(__file__).resolve().parent / "data" / "atif"
+SUMMARIZATION = DATA / "terminus-2-summarization" / "trajectory.json"
+OPENHANDS = DATA / "openhands-hello-world.trajectory.json"
+LINEAR = DATA / "terminus-2-linear" / "trajectory.json"
+CONTINUED = DATA / "terminus-2-linear" / "trajectory.cont-1.json"
+REAL = sorted(DATA.rglob("*.json"))
+
+
+def raw_calls(path: Path) -> list[dict[str, Any]]:
+    """The file's agent steps that are calls (not copied from an earlier trajectory), with their metrics."""
+    steps = json.loads(path.read_text(encoding="utf-8"))["steps"]
+    return [s.get("metrics") or {} for s in steps if s["source"] == "agent" and not s.get("is_copied_context")]
+
+
+def test_the_real_trajectories_are_there_and_detected() -> None:
+    assert len(REAL) == 8
+    assert {json.loads(p.read_text())["schema_version"] for p in REAL} == {"ATIF-v1.5"}
+    assert {detect_format(p) for p in REAL} == {"atif"}
+    assert parse_format("atif") == "atif" and parse_format("harbor") == "atif"
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: str(p.relative_to(DATA)))
+def test_calls_equal_the_files_step_metrics(path: Path) -> None:
+    raw = raw_calls(path)
+    src = read_atif(path)
+    assert len(src.calls) == len(raw) > 0
+    assert [c.prompt_tokens for c in src.calls] == [m.get("prompt_tokens") for m in raw]
+    assert [c.completion_tokens for c in src.calls] == [m.get("completion_tokens") for m in raw]
+    assert [c.cache_read_tokens for c in src.calls] == [m.get("cached_tokens") for m in raw]
+    assert [c.cost_usd for c in src.calls] == [m.get("cost_usd") for m in raw]
+    assert all(c.cache_write_tokens is None for c in src.calls)  # ATIF has no cache-write figure of its own
+    assert src.agent_cost_usd == pytest.approx(sum(m.get("cost_usd") or 0 for m in raw))
+    assert src.skipped == [] and src.format == "atif"
+
+
+def test_terminus_2s_summarization_reads_its_three_subagents_and_matches_final_metrics() -> None:
+    doc = json.loads(SUMMARIZATION.read_text())
+    src = read_atif(SUMMARIZATION)
+    assert src.model == "openai/gpt-4o" and src.session_id == doc["session_id"]
+    assert [r.path.name if r.path else None for r in src.subagents] == [
+        f"trajectory.summarization-1-{k}.json" for k in ("summary", "questions", "answers")]
+    assert [[c.prompt_tokens for c in r.session.calls] for r in src.subagents if r.session] == [[500], [100], [700]]
+    every = src.calls + [c for r in src.subagents if r.session for c in r.session.calls]
+    final = doc["final_metrics"]
+    assert sum(c.prompt_tokens or 0 for c in every) == final["total_prompt_tokens"] == 7802
+    assert sum(c.completion_tokens or 0 for c in every) == final["total_completion_tokens"]
+    assert sum(c.cost_usd or 0 for c in every) == pytest.approx(final["total_cost_usd"])
+    assert src.notes == [] and src.aggregate is not None and src.aggregate["total_prompt_tokens"] == 7802
+    # the answers subagent: its copied steps are messages of its context, not calls of its own
+    answers = src.subagents[2].session
+    assert answers is not None and len(answers.calls) == 1 and len(answers.messages) == 9
+    # agent steps: assistant text and its tool call; the terminal output (no source_call_id) is the next user turn
+    first = src.messages[1]
+    assert first["role"] == "assistant" and first["tool_calls"][0]["function"]["name"] == "bash_command"
+    assert json.loads(first["tool_calls"][0]["function"]["arguments"])["keystrokes"] == "mkdir test_dir\n"
+    assert src.messages[2]["role"] == "user" and "mkdir test_dir" in src.messages[2]["content"]
+    assert src.calls[0].message_index == 1 and src.calls[0].request_id == "step-2"
+
+
+def test_openhands_converted_keeps_the_system_prompt_tools_and_tool_results() -> None:
+    doc = json.loads(OPENHANDS.read_text())
+    src = read_atif(OPENHANDS)
+    assert src.system_prompt == doc["steps"][0]["message"] and len(src.system_prompt) > 10_000
+    assert src.tools == doc["agent"]["tool_definitions"] and len(src.tools) == 6
+    assert [m["role"] for m in src.messages] == ["user", "assistant", "tool", "assistant"]
+    assert src.messages[2]["tool_call_id"] == src.messages[1]["tool_calls"][0]["id"] == "call_fake_1"
+    assert sum(src.ignored.values()) == 2  # the two system steps after the user's (OpenHands' recall events)
+
+
+def test_a_continued_trajectory_and_missing_subagent_files_are_said() -> None:
+    src = read_atif(LINEAR)
+    assert [r.problem.split(":")[0] for r in src.subagents] == [
+        f"trajectory_path 'trajectory.summarization-1-{k}.json'" for k in ("summary", "questions", "answers")]
+    assert all(r.session is None for r in src.subagents)
+    assert any("continues in trajectory.cont-1.json" in n for n in src.notes)
+    cont = read_atif(CONTINUED)
+    assert len(cont.calls) == 4 and len(cont.messages) == 12  # the copied steps are messages, not calls
+    assert any("final_metrics.total_prompt_tokens is 7802" in n for n in cont.notes)  # the whole run's total
+
+
+# --------------------------------------------------------------------------- per version (shortened real steps)
+
+
+def doc_of(version: str, steps: list[dict[str, Any]], **root: Any) -> dict[str, Any]:
+    return {"schema_version": version, "session_id": "s1", "agent": {"name": "terminus-2", "version": "2.0.0",
+            "model_name": "openai/gpt-4o"}, "steps": steps, **root}
+
+
+def user(n: int, text: str = "Create hello.txt") -> dict[str, Any]:
+    return {"step_id": n, "source": "user", "message": text}
+
+
+def agent(n: int, **fields: Any) -> dict[str, Any]:
+    return {"step_id": n, "source": "agent", "message": fields.pop("message", "ok"), **fields}
+
+
+def read_doc(tmp_path: Path, doc: dict[str, Any], name: str = "trajectory.json") -> Any:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return read_atif(path)
+
+
+@pytest.mark.parametrize(("version", "prompt", "noted"), [("ATIF-v1.0", 700, True), ("ATIF-v1.1", 700, True),
+                                                          ("ATIF-v1.2", 200, False), ("ATIF-v1.7", 200, False)])
+def test_before_v1_2_cached_tokens_above_the_prompt_are_apart_from_it(tmp_path: Path, version: str, prompt: int,
+                                                                      noted: bool) -> None:
+    src = read_doc(tmp_path, doc_of(version, [user(1), agent(2, metrics={"prompt_tokens": 200, "cached_tokens": 500,
+                                                                       "completion_tokens": 9})]))
+    assert src.calls[0].prompt_tokens == prompt and src.calls[0].cache_read_tokens == 500
+    assert any("before v1.2" in n for n in src.notes) is noted
+
+
+def test_v1_1_root_extra_and_v1_2_system_observations(tmp_path: Path) -> None:
+    steps = [user(1), agent(2, metrics={"prompt_tokens": 50}),
+             {"step_id": 3, "source": "system", "message": "Environment reset",
+              "observation": {"results": [{"content": "the workspace was restored to its checkpoint"}]}}]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.2", steps, extra={"harness": "x"}))
+    assert [m["role"] for m in src.messages] == ["user", "assistant", "user"]
+    assert src.messages[-1]["content"] == "the workspace was restored to its checkpoint"
+
+
+def test_v1_3_and_v1_4_token_ids_count_where_the_figure_is_missing(tmp_path: Path) -> None:
+    steps = [user(1), agent(2, metrics={"completion_token_ids": [5, 6, 7]}),
+             agent(3, metrics={"prompt_token_ids": list(range(40)), "completion_tokens": 2}),
+             agent(4, metrics={"prompt_tokens": 12, "prompt_token_ids": [1, 2]})]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.4", steps))
+    assert [(c.prompt_tokens, c.completion_tokens) for c in src.calls] == [(None, 3), (40, 2), (12, None)]
+
+
+def test_v1_5_tool_definitions_and_copied_context(tmp_path: Path) -> None:
+    tools = json.loads(OPENHANDS.read_text())["agent"]["tool_definitions"][:2]
+    doc = doc_of("ATIF-v1.5", [user(1), agent(2, is_copied_context=True, metrics={"prompt_tokens": 9}),
+                               agent(3, metrics={"prompt_tokens": 30})])
+    doc["agent"]["tool_definitions"] = tools
+    src = read_doc(tmp_path, doc)
+    assert src.tools == tools and [c.prompt_tokens for c in src.calls] == [30]
+    assert len(src.messages) == 3 and src.calls[0].message_index == 2
+
+
+def test_v1_6_content_parts_in_messages_and_results(tmp_path: Path) -> None:
+    parts = [{"type": "text", "text": "What is in this image?"},
+             {"type": "image", "source": {"media_type": "image/png", "path": "images/step_1_input.png"}}]
+    steps = [{"step_id": 1, "source": "user", "message": parts},
+             agent(2, tool_calls=[{"tool_call_id": "c1", "function_name": "screenshot", "arguments": {}}],
+                   observation={"results": [{"source_call_id": "c1", "content": [
+                       {"type": "image", "source": {"media_type": "image/jpeg", "path": "images/s.jpg"}}]}]},
+                   metrics={"prompt_tokens": 80})]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.6", steps))
+    assert src.messages[0]["content"] == "What is in this image?\n[image: images/step_1_input.png (image/png)]"
+    assert src.messages[2] == {**src.messages[2], "role": "tool", "tool_call_id": "c1",
+                               "content": "[image: images/s.jpg (image/jpeg)]"}
+
+
+def test_v1_7_embedded_subagents_by_trajectory_id(tmp_path: Path) -> None:
+    child = doc_of("ATIF-v1.7", [user(1, "find the file"), agent(2, metrics={"prompt_tokens": 300, "cost_usd": 0.01})],
+                   trajectory_id="search-1")
+    del child["session_id"]  # v1.7: optional (an embedded subagent inherits the run's)
+    steps = [user(1), agent(2, tool_calls=[{"tool_call_id": "t1", "function_name": "delegate", "arguments": {},
+                                            "extra": {"timeout": 30}}],
+                            observation={"results": [{"source_call_id": "t1", "content": "found it",
+                                                      "subagent_trajectory_ref": [{"trajectory_id": "search-1"}],
+                                                      "extra": {"score": 0.9}}]},
+                            metrics={"prompt_tokens": 100, "cost_usd": 0.002})]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.7", steps, trajectory_id="root", subagent_trajectories=[child]))
+    ref = src.subagents[0]
+    assert ref.id == "search-1" and ref.parent_tool_call_id == "t1" and ref.problem == ""
+    assert ref.session is not None and [c.prompt_tokens for c in ref.session.calls] == [300]
+    assert src.messages[2]["subagent"] == {"id": "search-1"} and src.messages[2]["role"] == "tool"
+
+
+def test_v1_6_refs_by_session_id_only_cannot_be_resolved(tmp_path: Path) -> None:
+    steps = [user(1), agent(2, observation={"results": [{"subagent_trajectory_ref": [{"session_id": "sub-9"}]}]})]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.6", steps))
+    assert src.subagents[0].session is None and "session_id only" in src.subagents[0].problem
+    missing = read_doc(tmp_path, doc_of("ATIF-v1.7", [user(1), agent(2, observation={"results": [
+        {"subagent_trajectory_ref": [{"trajectory_id": "nowhere"}]}]})]), "b.json")
+    assert "not among the embedded subagent_trajectories" in missing.subagents[0].problem
+
+
+def test_v1_7_llm_call_count(tmp_path: Path) -> None:
+    steps = [user(1), agent(2, llm_call_count=0, tool_calls=[{"tool_call_id": "d", "function_name": "run",
+                                                               "arguments": {}}]),
+             agent(3, llm_call_count=3, metrics={"prompt_tokens": 3000, "completion_tokens": 90, "cost_usd": 0.3}),
+             agent(4, llm_call_count=1, metrics={"prompt_tokens": 1200})]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.7", steps))
+    assert [(c.prompt_tokens, c.completion_tokens, c.cost_usd) for c in src.calls] == [
+        (None, 90, 0.3), (1200, None, None)]
+    assert any("sum 3 LLM calls" in n for n in src.notes) and sum(src.ignored.values()) == 1
+
+
+def test_v1_7_context_management_replace_is_a_compaction(tmp_path: Path) -> None:
+    steps = [user(1), agent(2, metrics={"prompt_tokens": 9000}),
+             {"step_id": 3, "source": "system", "message": "Context compaction performed",
+              "observation": {"results": [{"content": "Summary: the user wants hello.txt"}]},
+              "extra": {"context_management": {"type": "compaction", "boundary": "replace"}}},
+             user(4, "go on"), agent(5, metrics={"prompt_tokens": 800})]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.7", steps))
+    comp = src.compactions[0]
+    assert (comp.summary, comp.tokens_before, comp.tokens_after, comp.trigger_source) == (
+        "Summary: the user wants hello.txt", 9000, 800, "compaction")
+    assert src.live_start == comp.message_index == 2 and [m["content"] for m in src.messages[2:3]] == ["go on"]
+
+
+def test_a_later_minor_version_is_read_with_a_notice(tmp_path: Path) -> None:
+    src = read_doc(tmp_path, doc_of("ATIF-v1.9", [user(1), agent(2, metrics={"prompt_tokens": 5})]))
+    assert len(src.calls) == 1
+    assert any("ATIF-v1.9 is newer than the versions this reader knows" in n and "read as ATIF-v1.7" in n
+               for n in src.notes)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _steps() -> list[dict[str, Any]]:
+    return [user(1), agent(2, tool_calls=[{"tool_call_id": "c", "function_name": "f", "arguments": {}}])]
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    (lambda d: d.update(schema_version="ATIF-v2.0"), "ATIF-v2.0 is a major version this reader does not know"),
+    (lambda d: d.update(schema_version="v1.5"), 'schema_version "v1.5" is not an ATIF version'),
+    (lambda d: d.pop("agent"), 'no "agent" object'),
+    (lambda d: d["agent"].pop("name"), "agent.name is missing"),
+    (lambda d: d.pop("steps"), 'no "steps" array'),
+    (lambda d: d.update(steps=[]), '"steps" is empty'),
+    (lambda d: d["steps"][0].pop("source"), "steps[0] (step_id 1): source null is none of system, user, agent"),
+    (lambda d: d["steps"][1].pop("message"), "steps[1] (step_id 2): no message"),
+    (lambda d: d["steps"][1]["tool_calls"][0].pop("function_name"), "tool_calls[0] lacks tool_call_id or"),
+    (lambda d: d["steps"][1].update(observation={"content": "x"}), 'observation without a "results" array'),
+    (lambda d: d["steps"].__setitem__(0, 7), "steps[0]: not an object (7)"),
+])
+def test_missing_required_fields_are_named(tmp_path: Path, change: Any, needle: str) -> None:
+    doc = doc_of("ATIF-v1.5", _steps())
+    change(doc)
+    with pytest.raises(SourceError) as err:
+        read_doc(tmp_path, copy.deepcopy(doc))
+    assert needle in str(err.value) and str(err.value).startswith("trajectory.json")
+
+
+def test_not_json_or_not_an_object(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text('{"schema_version": "ATIF-v1.5", "steps": [')
+    with pytest.raises(SourceError, match=r"a\.json: not valid JSON"):
+        read_atif(tmp_path / "a.json")
+    (tmp_path / "b.json").write_text("[1, 2]")
+    with pytest.raises(SourceError, match="an ATIF trajectory is a JSON object, not a list"):
+        read_atif(tmp_path / "b.json")
+
+
+def test_a_subagent_file_that_is_bad_is_said_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / "sub.json").write_text(json.dumps({"schema_version": "ATIF-v1.5", "steps": []}))
+    steps = [user(1), agent(2, observation={"results": [{"subagent_trajectory_ref": [
+        {"session_id": "s", "trajectory_path": "sub.json"}, {"session_id": "s", "trajectory_path": "s3://b/t.json"}]}]})]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.5", steps))
+    assert [r.id for r in src.subagents] == ["s", "s-2"]  # unique folder names
+    assert 'cannot be read: sub.json (subagent): no "agent" object' in src.subagents[0].problem
+    assert "is not a local file" in src.subagents[1].problem
