@@ -17,8 +17,9 @@ document (``trajectory.json``) with ``schema_version`` ``"ATIF-v1.0"`` … ``"AT
 - Before v1.2 ``cached_tokens`` was not said to be part of ``prompt_tokens``: a v1.0 / v1.1 figure of cached tokens
   above the prompt's is read as apart from it (prompt = both, noted). ``prompt_token_ids`` (v1.4) and
   ``completion_token_ids`` (v1.3) give a count where the figure itself is missing.
-- ``agent.tool_definitions`` (v1.5): the tool definitions, exact; content parts (v1.6): text, images as
-  ``[image: path]``.
+- ``agent.tool_definitions`` (v1.5): the tool definitions; with the system steps, every call's request prefix as
+  the file records it (a file without them: the prefix is inferred at import). Content parts (v1.6): text, images
+  as ``[image: path]``.
 - Subagents: each ``subagent_trajectory_ref`` of an observation result is read as a child session: by
   ``trajectory_path`` (a file beside this one, or an absolute path) or, from v1.7, by ``trajectory_id`` in the
   root's ``subagent_trajectories`` (embedded); one that cannot be resolved is listed with the reason.
@@ -43,6 +44,7 @@ from engine.model.messages import Message
 from engine.sources.model import (
     Compaction,
     ProviderCall,
+    RequestPrefix,
     SourceError,
     SourceSession,
     SubagentRef,
@@ -55,6 +57,7 @@ from engine.sources.model import (
 )
 
 LATEST_MINOR = 7  # ATIF-v1.7, the newest version this reader knows
+PREFIX_KEY = "agent.tool_definitions"  # the one request prefix of a trajectory that records its tool definitions
 VERSION_RE = re.compile(r"ATIF-v(\d{1,4})\.(\d{1,4})")
 SOURCES = ("system", "user", "agent")
 MAX_DEPTH = 8  # subagents of subagents … read this deep (a trajectory referring to itself stops there)
@@ -151,6 +154,17 @@ def content_text(content: Any) -> str:
         elif isinstance(part, dict) and isinstance(part.get("text"), str):
             out.append(part["text"])
     return "\n".join(out)
+
+
+def flat_tools(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI ``{"type": "function", "function": {…}}`` definitions as the tool objects a request prefix lists
+    (``name``, ``description``, ``parameters``); one of another shape is kept as it is."""
+    out = []
+    for tool in definitions:
+        fn = tool.get("function")
+        out.append({k: fn[k] for k in ("name", "description", "parameters") if k in fn}
+                   if isinstance(fn, dict) and isinstance(fn.get("name"), str) else tool)
+    return out
 
 
 @dataclass
@@ -397,6 +411,10 @@ def read_document(doc: dict[str, Any], path: Path, *, depth: int = 0,
         else:
             _agent_step(read, step, ts)
     session.system_prompt = "\n\n".join(t for t in system if t)
+    if session.tools:  # v1.5: the tools as the agent had them, and its system steps: every request's prefix, exact
+        session.prefixes[PREFIX_KEY] = RequestPrefix(PREFIX_KEY, session.system_prompt, flat_tools(session.tools))
+        for call in session.calls:
+            call.prefix_key = PREFIX_KEY
     for comp in session.compactions:
         after = next((c for c in session.calls[comp.calls_before:] if c.prompt_tokens), None)
         comp.tokens_after = after.prompt_tokens if after else None

@@ -84,6 +84,11 @@ def test_openhands_converted_keeps_the_system_prompt_tools_and_tool_results() ->
     assert [m["role"] for m in src.messages] == ["user", "assistant", "tool", "assistant"]
     assert src.messages[2]["tool_call_id"] == src.messages[1]["tool_calls"][0]["id"] == "call_fake_1"
     assert sum(src.ignored.values()) == 2  # the two system steps after the user's (OpenHands' recall events)
+    prefix = src.prefixes["agent.tool_definitions"]  # the request prefix as recorded: system prompt + tools
+    assert prefix.system == src.system_prompt and [t["name"] for t in prefix.tools] == [
+        t["function"]["name"] for t in doc["agent"]["tool_definitions"]]
+    assert {c.prefix_key for c in src.calls} == {"agent.tool_definitions"}
+    assert read_atif(SUMMARIZATION).prefixes == {}  # no tool definitions recorded: inferred at import
 
 
 def test_a_continued_trajectory_and_missing_subagent_files_are_said() -> None:
