@@ -277,3 +277,49 @@ def test_a_subagent_file_that_is_bad_is_said_not_fatal(tmp_path: Path) -> None:
     assert [r.id for r in src.subagents] == ["s", "s-2"]  # unique folder names
     assert 'cannot be read: sub.json (subagent): no "agent" object' in src.subagents[0].problem
     assert "is not a local file" in src.subagents[1].problem
+
+
+WRONG = [None, 7, -1, "x", [], {}, [1, "a", None], {"type": 5}, True, 1e308, float("nan")]
+ROOT_FIELDS = ["session_id", "trajectory_id", "final_metrics", "continued_trajectory_ref", "subagent_trajectories",
+               "extra", "notes"]
+STEP_FIELDS = ["timestamp", "model_name", "message", "reasoning_content", "tool_calls", "observation", "metrics",
+               "extra", "is_copied_context", "llm_call_count", "step_id"]
+METRIC_FIELDS = ["prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "prompt_token_ids", "extra"]
+
+
+@pytest.mark.parametrize("wrong", WRONG, ids=repr)
+def test_a_field_of_the_wrong_type_is_read_as_absent_or_refused_never_a_crash(tmp_path: Path, wrong: Any) -> None:
+    base = json.loads(OPENHANDS.read_text())
+    variants: list[dict[str, Any]] = []
+    for key in [*ROOT_FIELDS, "agent"]:
+        variants.append({**copy.deepcopy(base), key: wrong})
+    for key in ("model_name", "tool_definitions", "name"):
+        doc = copy.deepcopy(base)
+        doc["agent"][key] = wrong
+        variants.append(doc)
+    for key in STEP_FIELDS:
+        doc = copy.deepcopy(base)
+        doc["steps"][4][key] = wrong
+        variants.append(doc)
+    for key in METRIC_FIELDS:
+        doc = copy.deepcopy(base)
+        doc["steps"][4]["metrics"][key] = wrong
+        variants.append(doc)
+    for key in ("arguments", "extra"):
+        doc = copy.deepcopy(base)
+        doc["steps"][4]["tool_calls"][0][key] = wrong
+        variants.append(doc)
+    for key in ("source_call_id", "content", "subagent_trajectory_ref", "extra"):
+        doc = copy.deepcopy(base)
+        doc["steps"][4]["observation"]["results"][0][key] = wrong
+        variants.append(doc)
+    for n, doc in enumerate(variants):
+        path = tmp_path / f"v{n}.json"
+        path.write_text(json.dumps(doc))
+        try:
+            src = read_atif(path)
+        except SourceError as exc:
+            assert str(exc).startswith(path.name)
+            continue
+        assert all(c.prompt_tokens is None or isinstance(c.prompt_tokens, int) for c in src.calls)
+        assert all(c.cost_usd is None or c.cost_usd == c.cost_usd for c in src.calls)  # never NaN
