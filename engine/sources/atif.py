@@ -29,7 +29,8 @@ document (``trajectory.json``) with ``schema_version`` ``"ATIF-v1.0"`` … ``"AT
 
 A document that is not JSON, has no ATIF ``schema_version``, or lacks a required field (``agent.name``,
 ``steps``, a step's ``source`` or ``message``, a tool call's ``tool_call_id`` / ``function_name``) is a
-SourceError naming what is wrong; a later minor version than v1.7 is read as v1.7, with a notice.
+SourceError naming what is wrong; a later minor version than v1.7 is read as v1.7, with a notice. Required
+fields the reader does without (``agent.version``, ``session_id`` before v1.7, ``step_id`` numbering) are notes.
 """
 
 from __future__ import annotations
@@ -379,6 +380,19 @@ def _check_totals(read: _Read) -> None:
                                  f"{sums.get(key, 0):g}")
 
 
+def _lenient_notes(session: SourceSession, doc: dict[str, Any], minor: int) -> None:
+    """Required fields the reader does without: said, not refused (producers outside Harbor often omit them)."""
+    if not isinstance(dict_at(doc, "agent").get("version"), str):
+        session.notes.append("agent.version is missing (ATIF requires it): read without it")
+    if minor <= 6 and not isinstance(doc.get("session_id"), str):
+        session.notes.append(f"session_id is missing (required before ATIF-v1.7; this file is v1.{minor})")
+    wrong = next((n for n, step in enumerate(doc["steps"], start=1) if step.get("step_id") != n), None)
+    if wrong is not None:
+        shown = json.dumps(doc["steps"][wrong - 1].get("step_id"))[:40]
+        session.notes.append(f"step_id of steps[{wrong - 1}] is {shown}, not {wrong} (ATIF numbers the steps 1, 2, "
+                             "3 …): read in file order")
+
+
 def read_document(doc: dict[str, Any], path: Path, *, depth: int = 0,
                   embedded: dict[str, dict[str, Any]] | None = None) -> SourceSession:
     """Read one ATIF document (the file at ``path``, or a trajectory embedded in it)."""
@@ -390,6 +404,7 @@ def read_document(doc: dict[str, Any], path: Path, *, depth: int = 0,
     if minor > LATEST_MINOR:
         session.notes.append(f"{doc['schema_version']} is newer than the versions this reader knows (ATIF-v1.0 … "
                              f"v1.{LATEST_MINOR}): read as ATIF-v1.{LATEST_MINOR}; fields it adds are left out")
+    _lenient_notes(session, doc, minor)
     read = _Read(session, minor, doc, depth, dict(embedded or {}))
     for sub in doc.get("subagent_trajectories") or [] if isinstance(doc.get("subagent_trajectories"), list) else []:
         if isinstance(sub, dict) and isinstance(sub.get("trajectory_id"), str):

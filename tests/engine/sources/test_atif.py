@@ -225,6 +225,20 @@ def test_v1_7_context_management_replace_is_a_compaction(tmp_path: Path) -> None
     assert src.live_start == comp.message_index == 2 and [m["content"] for m in src.messages[2:3]] == ["go on"]
 
 
+def test_required_fields_the_reader_does_without_are_said(tmp_path: Path) -> None:
+    doc = doc_of("ATIF-v1.6", [user(1), agent(3, metrics={"prompt_tokens": 5})])
+    del doc["session_id"], doc["agent"]["version"]
+    src = read_doc(tmp_path, doc)
+    assert len(src.calls) == 1 and src.notes == [
+        "agent.version is missing (ATIF requires it): read without it",
+        "session_id is missing (required before ATIF-v1.7; this file is v1.6)",
+        "step_id of steps[1] is 3, not 2 (ATIF numbers the steps 1, 2, 3 …): read in file order"]
+    doc["schema_version"] = "ATIF-v1.7"  # v1.7 relaxed session_id to optional
+    doc["agent"]["version"] = "1"
+    doc["steps"][1]["step_id"] = 2
+    assert read_doc(tmp_path, doc, "b.json").notes == []
+
+
 def test_a_later_minor_version_is_read_with_a_notice(tmp_path: Path) -> None:
     src = read_doc(tmp_path, doc_of("ATIF-v1.9", [user(1), agent(2, metrics={"prompt_tokens": 5})]))
     assert len(src.calls) == 1
