@@ -1,25 +1,29 @@
 """ATIF trajectories: the Agent Trajectory Interchange Format of the Harbor framework (its RFC 0001), one JSON
-document (``trajectory.json``) with ``schema_version`` ``"ATIF-v1.0"`` … ``"ATIF-v1.7"``.
+document (``trajectory.json``) with ``schema_version`` ``"ATIF-v1.0"`` … ``"ATIF-v1.8"`` (v1.8: Harbor 0.25.0's
+models, audio content parts).
 
-- ``steps`` in order: the ``system`` steps before the conversation are the system prompt; a ``user`` step is a user
-  message; an ``agent`` step is an assistant message (``message``, ``reasoning_content``, ``tool_calls`` as OpenAI
-  tool calls) followed by its ``observation``: a result naming one of the step's calls (``source_call_id``) is the
-  tool message answering it, any other result (an action without tool calling, Terminus-2's terminal output) is
-  the environment's feedback, a user message.
+- ``steps`` in order: the ``system`` steps before the conversation are the system prompt, a later one a user
+  message named ``system`` (an instruction sent among the messages, as Codex's developer messages) unless it holds
+  an observation (a system-initiated operation: delegation, reset, checkpoint; its results are read, its message
+  only describes it); a ``user`` step is a user message; an ``agent`` step is an assistant message (``message``,
+  ``reasoning_content``, ``tool_calls`` as OpenAI tool calls) followed by its ``observation``: a result naming one
+  of the step's calls (``source_call_id``) is the tool message answering it, any other result (an action without
+  tool calling, Terminus-2's terminal output) is the environment's feedback, a user message.
 - One provider call per ``agent`` step (the RFC's one-LLM-per-step convention) with its ``metrics``:
   ``prompt_tokens`` the whole prompt, cached part included (v1.2 made that explicit), ``cached_tokens`` the cache
-  read, ``metrics.extra.cache_creation_input_tokens`` the cache write where given, ``completion_tokens``,
-  ``metrics.extra.reasoning_tokens``, ``cost_usd`` the agent's own cost of the call; the model is the step's
-  ``model_name`` or the agent's. No call for a step copied from an earlier trajectory (``is_copied_context``,
-  v1.5: its call is counted where it was made) nor for a deterministic dispatch (``llm_call_count`` 0, v1.7); a
-  step standing for several LLM calls (``llm_call_count`` > 1) is one call whose prompt figure is a sum over them,
-  not one context: it is left out (said in the notes).
+  read, ``completion_tokens``, ``cost_usd`` the agent's own cost of the call, and from ``metrics.extra`` where given
+  (as Harbor's Claude Code and Codex converters write it) ``cache_creation_input_tokens`` the cache write
+  (``cache_creation.ephemeral_1h_input_tokens`` its one-hour part), ``reasoning_tokens`` or
+  ``reasoning_output_tokens``; the model is the step's ``model_name`` or the agent's. No call for a step copied from
+  an earlier trajectory (``is_copied_context``, v1.5: its call is counted where it was made) nor for a deterministic
+  dispatch (``llm_call_count`` 0, v1.7); a step standing for several LLM calls (``llm_call_count`` > 1) is one call
+  whose prompt figure is a sum over them, not one context: it is left out (said in the notes).
 - Before v1.2 ``cached_tokens`` was not said to be part of ``prompt_tokens``: a v1.0 / v1.1 figure of cached tokens
   above the prompt's is read as apart from it (prompt = both, noted). ``prompt_token_ids`` (v1.4) and
   ``completion_token_ids`` (v1.3) give a count where the figure itself is missing.
 - ``agent.tool_definitions`` (v1.5): the tool definitions; with the system steps, every call's request prefix as
   the file records it (a file without them: the prefix is inferred at import). Content parts (v1.6): text, images
-  as ``[image: path]``.
+  as ``[image: path]``, audio (v1.8) as ``[audio: path (type, seconds)]``.
 - Subagents: each ``subagent_trajectory_ref`` of an observation result is read as a child session: by
   ``trajectory_path`` (a file beside this one, or an absolute path) or, from v1.7, by ``trajectory_id`` in the
   root's ``subagent_trajectories`` (embedded); one that cannot be resolved is listed with the reason.
@@ -29,7 +33,7 @@ document (``trajectory.json``) with ``schema_version`` ``"ATIF-v1.0"`` … ``"AT
 
 A document that is not JSON, has no ATIF ``schema_version``, or lacks a required field (``agent.name``,
 ``steps``, a step's ``source`` or ``message``, a tool call's ``tool_call_id`` / ``function_name``) is a
-SourceError naming what is wrong; a later minor version than v1.7 is read as v1.7, with a notice. Required
+SourceError naming what is wrong; a later minor version than v1.8 is read as v1.8, with a notice. Required
 fields the reader does without (``agent.version``, ``session_id`` before v1.7, ``step_id`` numbering) are notes.
 """
 
@@ -57,7 +61,7 @@ from engine.sources.model import (
     read_regular,
 )
 
-LATEST_MINOR = 7  # ATIF-v1.7, the newest version this reader knows
+LATEST_MINOR = 8  # ATIF-v1.8 (Harbor 0.25.0), the newest version this reader knows
 PREFIX_KEY = "agent.tool_definitions"  # the one request prefix of a trajectory that records its tool definitions
 VERSION_RE = re.compile(r"ATIF-v(\d{1,4})\.(\d{1,4})")
 SOURCES = ("system", "user", "agent")
@@ -148,10 +152,13 @@ def content_text(content: Any) -> str:
     for part in content if isinstance(content, list) else [content]:
         if isinstance(part, str):
             out.append(part)
-        elif isinstance(part, dict) and part.get("type") == "image":
+        elif isinstance(part, dict) and part.get("type") in ("image", "audio"):  # audio: v1.8
             source = dict_at(part, "source")
-            out.append(f"[image: {source.get('path') or '?'}"
-                       + (f" ({source['media_type']})" if isinstance(source.get("media_type"), str) else "") + "]")
+            about = [str(source["media_type"])] if isinstance(source.get("media_type"), str) else []
+            if (seconds := float_or_none(source.get("duration_sec"))) is not None:
+                about.append(f"{seconds:g} s")
+            shown = f" ({', '.join(about)})" if about else ""
+            out.append(f"[{part['type']}: {source.get('path') or '?'}{shown}]")
         elif isinstance(part, dict) and isinstance(part.get("text"), str):
             out.append(part["text"])
     return "\n".join(out)
@@ -216,7 +223,9 @@ def _call(read: _Read, step: dict[str, Any], index: int, model: str) -> Provider
         completion_tokens=_count(metrics, "completion_tokens", "completion_token_ids"), cache_read_tokens=cached,
         cache_write_tokens=int_or_none(extra.get("cache_creation_input_tokens")), model=model,
         ts=iso(step.get("timestamp")), message_index=index, request_id=f"step-{sid}" if sid is not None else "",
-        reasoning_tokens=int_or_none(extra.get("reasoning_tokens")), cost_usd=cost)
+        reasoning_tokens=int_or_none(extra.get("reasoning_tokens", extra.get("reasoning_output_tokens"))),
+        cache_write_1h_tokens=int_or_none(dict_at(extra, "cache_creation").get("ephemeral_1h_input_tokens")),
+        cost_usd=cost)
     for key, value in (("prompt", prompt), ("completion", call.completion_tokens), ("cached", cached),
                        ("cost", cost)):
         if value is not None:
@@ -353,7 +362,10 @@ def _system_step(read: _Read, step: dict[str, Any], ts: str, system: list[str]) 
             for ref in refs if isinstance(refs, list) else []:
                 _subagent(read, ref, None)
         return
-    session.ignore("system step after the conversation began (the harness's event, not a message sent)")
+    if "observation" in step:  # a system-initiated operation (delegation, reset, checkpoint): its results are read
+        session.ignore("system step of an operation of the harness (its message describes it; its results are read)")
+    elif text:  # an instruction sent among the messages (as Codex's developer messages): in the context
+        _add(session, {"role": "user", "name": "system", "content": text}, ts)
     _observation(read, step, set(), ts)
 
 

@@ -516,6 +516,29 @@ def test_import_of_an_atif_trajectory_has_the_files_step_metrics_call_by_call(tm
     assert snap["model"] == "openai/gpt-4o" and snap["calls_recorded"] == 7 and snap["accuracy"] == "calibrated"
 
 
+def test_import_of_harbors_atif_of_a_real_claude_code_session_keeps_its_cache_figures(tmp_path: Path) -> None:
+    """Harbor 0.25.0's converter run on a real Claude Code session (shared data): each call's prompt, cache read,
+    cache write and output as the file's step metrics give them, and Harbor's cost per step."""
+    source = ATIF / "harbor-0.25.0" / "claude-code-tool_heavy.trajectory.json"
+    metrics = [s["metrics"] for s in json.loads(source.read_text())["steps"] if s["source"] == "agent"]
+    folder = tmp_path / "imported"
+    proc = ctxbench("import", "--no-model-info", "--session", str(folder), str(source))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["format"] == "atif" and report["reported_calls"] == len(metrics) == 4 and report["notes"] == []
+    proc = ctxbench("export", "--session", str(folder), "--format", "json", "-o", "-")
+    assert proc.returncode == 0, proc.stderr
+    calls = json.loads(proc.stdout)["calls"]
+    assert [(c["provider_prompt_tokens"], c["cache_read_tokens"], c["cache_write_tokens"], c["completion_tokens"])
+            for c in calls] == [(m["prompt_tokens"], m["cached_tokens"], m["extra"]["cache_creation_input_tokens"],
+                                 m["completion_tokens"]) for m in metrics]
+    assert [c["uncached_input_tokens"] for c in calls] == [
+        m["prompt_tokens"] - m["cached_tokens"] - m["extra"]["cache_creation_input_tokens"] for m in metrics]
+    records = [json.loads(line) for line in (folder / "events.jsonl").open() if '"context"' in line]
+    assert [r["agent_cost_usd"] for r in records] == [m["cost_usd"] for m in metrics]
+    assert {c["model"] for c in calls} == {"claude-opus-4-6"}
+
+
 def test_a_bad_atif_file_is_one_error_naming_what_is_wrong_and_writes_nothing(tmp_path: Path) -> None:
     doc = json.loads((ATIF / "openhands-hello-world.trajectory.json").read_text())
     del doc["steps"][4]["tool_calls"][0]["function_name"]

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from engine.sources.atif import read_atif
+from engine.sources.claude_code import read_claude_code
+from engine.sources.codex import read_codex
 from engine.sources.detect import detect_format, parse_format
 from engine.sources.model import SourceError
 
@@ -23,6 +25,7 @@ OPENHANDS = DATA / "openhands-hello-world.trajectory.json"
 LINEAR = DATA / "terminus-2-linear" / "trajectory.json"
 CONTINUED = DATA / "terminus-2-linear" / "trajectory.cont-1.json"
 REAL = sorted(DATA.rglob("*.json"))
+HARBOR = DATA / "harbor-0.25.0"  # Harbor 0.25.0's own converters run on the real sessions of ../shared (README.md)
 
 
 def raw_calls(path: Path) -> list[dict[str, Any]]:
@@ -32,8 +35,8 @@ def raw_calls(path: Path) -> list[dict[str, Any]]:
 
 
 def test_the_real_trajectories_are_there_and_detected() -> None:
-    assert len(REAL) == 8
-    assert {json.loads(p.read_text())["schema_version"] for p in REAL} == {"ATIF-v1.5"}
+    assert len(REAL) == 11
+    assert {json.loads(p.read_text())["schema_version"] for p in REAL} == {"ATIF-v1.5", "ATIF-v1.7"}
     assert {detect_format(p) for p in REAL} == {"atif"}
     assert parse_format("atif") == "atif" and parse_format("harbor") == "atif"
 
@@ -47,9 +50,37 @@ def test_calls_equal_the_files_step_metrics(path: Path) -> None:
     assert [c.completion_tokens for c in src.calls] == [m.get("completion_tokens") for m in raw]
     assert [c.cache_read_tokens for c in src.calls] == [m.get("cached_tokens") for m in raw]
     assert [c.cost_usd for c in src.calls] == [m.get("cost_usd") for m in raw]
-    assert all(c.cache_write_tokens is None for c in src.calls)  # ATIF has no cache-write figure of its own
+    extras = [m.get("extra") or {} for m in raw]  # ATIF has no cache-write figure of its own: Harbor's extra
+    assert [c.cache_write_tokens for c in src.calls] == [e.get("cache_creation_input_tokens") for e in extras]
+    assert [c.reasoning_tokens for c in src.calls] == [e.get("reasoning_output_tokens") for e in extras]
     assert src.agent_cost_usd == pytest.approx(sum(m.get("cost_usd") or 0 for m in raw))
     assert src.skipped == [] and src.format == "atif"
+
+
+@pytest.mark.parametrize(("atif", "native", "reader"), [
+    ("claude-code-tool_heavy", "claude-code/tool_heavy.jsonl", read_claude_code),
+    ("codex-019c8bfe", "codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl", read_codex),
+    ("codex-019c8a70", "codex/rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl", read_codex),
+])
+def test_harbors_atif_of_a_real_session_has_the_calls_of_the_session_itself(atif: str, native: str,
+                                                                             reader: Any) -> None:
+    """Harbor's converter wrote these ATIF files from real Claude Code / Codex sessions: read as ATIF, they give the
+    calls this project's reader of the agent's own file gives, figure for figure."""
+    from tests.engine.sources.conftest import SESSIONS
+
+    ours, theirs = read_atif(HARBOR / f"{atif}.trajectory.json"), reader(SESSIONS / native)
+    def figures(src: Any) -> list[tuple[Any, ...]]:
+        return [(c.prompt_tokens, c.completion_tokens, c.cache_read_tokens, c.model) for c in src.calls]
+
+    assert figures(ours) == figures(theirs) and len(ours.calls) > 0
+    if reader is read_claude_code:  # the cache writes (and their one-hour part) from Harbor's metrics.extra
+        assert [(c.cache_write_tokens, c.cache_write_1h_tokens) for c in ours.calls] == [
+            (c.cache_write_tokens, c.cache_write_1h_tokens) for c in theirs.calls]
+        assert [m["role"] for m in ours.messages] == [m["role"] for m in theirs.messages]
+    else:  # Codex: the reasoning tokens (Harbor's reasoning_output_tokens); no cache-write figure in either
+        assert [c.reasoning_tokens for c in ours.calls] == [c.reasoning_tokens for c in theirs.calls]
+        assert all(c.cache_write_tokens is None for c in ours.calls + theirs.calls)
+    assert ours.notes == [] and ours.skipped == []
 
 
 def test_terminus_2s_summarization_reads_its_three_subagents_and_matches_final_metrics() -> None:
@@ -81,9 +112,11 @@ def test_openhands_converted_keeps_the_system_prompt_tools_and_tool_results() ->
     src = read_atif(OPENHANDS)
     assert src.system_prompt == doc["steps"][0]["message"] and len(src.system_prompt) > 10_000
     assert src.tools == doc["agent"]["tool_definitions"] and len(src.tools) == 6
-    assert [m["role"] for m in src.messages] == ["user", "assistant", "tool", "assistant"]
-    assert src.messages[2]["tool_call_id"] == src.messages[1]["tool_calls"][0]["id"] == "call_fake_1"
-    assert sum(src.ignored.values()) == 2  # the two system steps after the user's (OpenHands' recall events)
+    assert [m["role"] for m in src.messages] == ["user", "user", "user", "assistant", "tool", "assistant"]
+    # the two system steps after the user's (OpenHands' recall): sent among the messages, named so
+    assert [m.get("name") for m in src.messages[:3]] == [None, "system", "system"]
+    assert src.messages[2]["content"] == "Added workspace context" and src.ignored == {}
+    assert src.messages[4]["tool_call_id"] == src.messages[3]["tool_calls"][0]["id"] == "call_fake_1"
     prefix = src.prefixes["agent.tool_definitions"]  # the request prefix as recorded: system prompt + tools
     assert prefix.system == src.system_prompt and [t["name"] for t in prefix.tools] == [
         t["function"]["name"] for t in doc["agent"]["tool_definitions"]]
@@ -239,10 +272,19 @@ def test_required_fields_the_reader_does_without_are_said(tmp_path: Path) -> Non
     assert read_doc(tmp_path, doc, "b.json").notes == []
 
 
+def test_v1_8_audio_parts(tmp_path: Path) -> None:
+    parts = [{"type": "text", "text": "Transcribe this"},
+             {"type": "audio", "source": {"media_type": "audio/wav", "path": "audio/q.wav", "duration_sec": 12.5}}]
+    src = read_doc(tmp_path, doc_of("ATIF-v1.8", [{"step_id": 1, "source": "user", "message": parts},
+                                                  agent(2, metrics={"prompt_tokens": 400})]))
+    assert src.messages[0]["content"] == "Transcribe this\n[audio: audio/q.wav (audio/wav, 12.5 s)]"
+    assert src.notes == []
+
+
 def test_a_later_minor_version_is_read_with_a_notice(tmp_path: Path) -> None:
     src = read_doc(tmp_path, doc_of("ATIF-v1.9", [user(1), agent(2, metrics={"prompt_tokens": 5})]))
     assert len(src.calls) == 1
-    assert any("ATIF-v1.9 is newer than the versions this reader knows" in n and "read as ATIF-v1.7" in n
+    assert any("ATIF-v1.9 is newer than the versions this reader knows" in n and "read as ATIF-v1.8" in n
                for n in src.notes)
 
 
