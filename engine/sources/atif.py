@@ -53,6 +53,7 @@ from engine.sources.model import (
     SourceError,
     SourceSession,
     SubagentRef,
+    _decode,
     dict_at,
     float_or_none,
     int_or_none,
@@ -92,10 +93,10 @@ def parse_version(value: Any, where: str) -> tuple[int, int]:
 def load_document(path: Path) -> dict[str, Any]:
     """The JSON object of ``path``; SourceError when it is not JSON or not an object."""
     try:
-        data = json.loads(read_regular(path))
+        data = _decode(read_regular(path).decode("utf-8-sig"))  # a raw control character in a string: kept
     except SourceError:
         raise
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError too: not UTF-8
         raise SourceError(f"{Path(path).name}: not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict):
         raise SourceError(f"{Path(path).name}: an ATIF trajectory is a JSON object, not a {type(data).__name__}")

@@ -320,6 +320,12 @@ def test_not_json_or_not_an_object(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text('{"schema_version": "ATIF-v1.5", "steps": [')
     with pytest.raises(SourceError, match=r"a\.json: not valid JSON"):
         read_atif(tmp_path / "a.json")
+    (tmp_path / "c.json").write_bytes(b'{"schema_version": "ATIF-v1.5", "x": "\xff"}')
+    with pytest.raises(SourceError, match=r"c\.json: not valid JSON \('utf-8' codec can't decode"):
+        read_atif(tmp_path / "c.json")
+    tab = json.dumps(doc_of("ATIF-v1.5", [user(1, "a\u0001b"), agent(2)])).replace("\\u0001", "\u0001")
+    (tmp_path / "d.json").write_text("\ufeff" + tab)  # a BOM, and a raw control character inside a string
+    assert read_atif(tmp_path / "d.json").messages[0]["content"] == "a\u0001b"
     (tmp_path / "b.json").write_text("[1, 2]")
     with pytest.raises(SourceError, match="an ATIF trajectory is a JSON object, not a list"):
         read_atif(tmp_path / "b.json")
