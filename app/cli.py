@@ -187,12 +187,12 @@ def _add_session_commands(sub: Any) -> None:
     imp = sub.add_parser(
         "import",
         help="import an agent's session file as a session (Claude Code, Codex, OpenHands, SWE-agent, "
-        "mini-swe-agent, OpenAI-format JSON / JSONL)",
+        "mini-swe-agent, an ATIF trajectory.json, OpenAI-format JSON / JSONL)",
     )
     imp.add_argument("file", type=Path, metavar="FILE")
     imp.add_argument("--format", metavar="NAME",
                      help="read the file as this format instead of detecting it: claude-code, codex, "
-                     "openhands, swe-agent, mini-swe-agent, openai")
+                     "openhands, swe-agent, atif, mini-swe-agent, openai")
     imp.add_argument("--session", required=True, type=Path, metavar="DIR", help="new session folder")
     imp.add_argument("--title", help="session title (default: from the file)")
     imp.add_argument("--no-model-info", action="store_true",

@@ -148,7 +148,8 @@ class MainWindow(WindowBase):
         self.open_action = QAction("&Open transcript…", self)
         self.open_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Open))
         self.open_action.setToolTip(
-            "Open an agent's session (Claude Code, Codex, OpenHands, SWE-agent, mini-swe-agent) or a transcript"
+            "Open an agent's session (Claude Code, Codex, OpenHands, SWE-agent, mini-swe-agent, an ATIF trajectory) "
+            "or a transcript"
         )
         self.open_action.triggered.connect(self._on_open_action_triggered)
         self.quit_action = QAction("&Quit", self)

@@ -328,6 +328,8 @@ class ContextRecorder:
             prefix_key=call.prefix_key or None, **call_figures(call, ctx.win.context_window),
             prompt_unlike_file=call.prompt_unlike_file,
         )
+        if call.cost_usd is not None:  # the agent's own price of the call (ATIF's cost_usd)
+            data["agent_cost_usd"] = call.cost_usd
         if isinstance(actual, int) and actual > 0:
             named: Sequence[str] = tuple(str(m.get("id")) for m in history) if history is not None else \
                 self.running.named_ids(start, end, ids)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from engine.sources.atif import is_atif_document
 from engine.sources.capture import is_capture_line
 from engine.sources.cline import is_cline_document, is_cline_meta
 from engine.sources.copilot import is_copilot_line
@@ -37,7 +38,7 @@ def parse_format(name: str) -> SourceFormat:
     key = name.strip().lower().replace("_", "-")
     aliases = {"claude": "claude-code", "swe": "swe-agent", "sweagent": "swe-agent", "mini": "mini-swe-agent",
                "minisweagent": "mini-swe-agent", "open-hands": "openhands",
-               "copilot": "copilot-cli"}
+               "copilot": "copilot-cli", "harbor": "atif"}
     key = aliases.get(key, key)
     if key not in FORMATS:
         raise SourceError(f"unknown format {name!r} (formats: {', '.join(FORMATS)})")
@@ -79,6 +80,8 @@ def _is_gemini_cli(obj: dict[str, Any]) -> bool:
 
 
 def _json_kind(obj: Any) -> SourceFormat | None:
+    if is_atif_document(obj):  # its schema_version says so ("ATIF-v1.x"): read, or refused with the reason
+        return "atif"
     if is_cline_document(obj) or is_cline_meta(obj):  # before the generic ``messages`` list below
         return "cline"
     if isinstance(obj, dict):
@@ -141,7 +144,7 @@ def detect_format(path: Path) -> SourceFormat:
                 return kind
     raise SourceError(
         f"{path.name}: not a session file of any known format (tried {tried}): "
-        "no Claude Code or Codex line, OpenHands event, SWE-agent history or chat message found"
+        "no Claude Code or Codex line, OpenHands event, SWE-agent history, ATIF schema_version or chat message found"
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal, Protocol, cast, runtime_checkable
 
 from engine.sources import (
+    atif,
     capture,
     claude_code,
     cline,
@@ -123,6 +124,7 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended", listed=True),
     AgentFormat("openhands", "OpenHands", openhands.read_openhands),
     AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
+    AgentFormat("atif", "ATIF trajectory (Harbor)", atif.read_atif),
     AgentFormat("proxy-capture", "Recorded (proxy)", capture.read_capture,  # engine.capture's files
                 read_lines=lambda path, lines: capture.read_capture(path, lines=lines),
                 appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended", listed=True,

@@ -39,7 +39,7 @@ from engine.model.text import printable
 from engine.store.fsutil import fast_json
 
 SourceFormat = Literal["claude-code", "codex", "gemini-cli", "opencode", "openhands", "swe-agent", "mini-swe-agent",
-                       "openai", "proxy-capture", "pi", "copilot-cli", "cline", "qwen-code", "kilo"]
+                       "openai", "proxy-capture", "pi", "copilot-cli", "cline", "qwen-code", "kilo", "atif"]
 FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)
 
 Trigger = Literal["auto", "manual", "unknown"]
@@ -140,6 +140,7 @@ class ProviderCall:
     # re-attached after a compaction, a request rebuilt on resuming): this call's estimate is on another basis
     prompt_unlike_file: str = ""
     prompt_transient: bool = False  # what the figure counts beyond the file is not sent again (a search's results)
+    cost_usd: float | None = None  # the agent's own price of this call, where its file records one (ATIF's cost_usd)
 
     def usage(self) -> dict[str, Any]:
         return {

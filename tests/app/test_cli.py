@@ -477,3 +477,82 @@ def test_inspect_of_an_imported_claude_code_session_is_the_windows_bar(tmp_path:
     last = [r for r in reported if isinstance(r, int)][-1]
     prompt = sum(snap[k] for k in ("system", "summary", "history_user", "history_assistant", "history_tool", "tools"))
     assert last <= prompt <= last + 2_000  # the provider's figure + the last answer
+
+
+ATIF = REPO / "tests" / "engine" / "sources" / "data" / "atif"
+
+
+def test_import_of_an_atif_trajectory_has_the_files_step_metrics_call_by_call(tmp_path: Path) -> None:
+    """A real ATIF file (Harbor's Terminus-2 with a context summarization run by three subagents): `import`, then
+    `export --format json` and `inspect` give each agent step's metrics as its call's figures, the agent's cost
+    per call, and the subagents' calls; main + subagents add up to the file's final_metrics."""
+    source = ATIF / "terminus-2-summarization" / "trajectory.json"
+    doc = json.loads(source.read_text())
+    steps = [s for s in doc["steps"] if s["source"] == "agent"]
+    folder = tmp_path / "imported"
+    proc = ctxbench("import", "--no-model-info", "--session", str(folder), str(source))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["format"] == "atif" and report["calls"] == report["reported_calls"] == len(steps) == 7
+    assert report["model"] == "openai/gpt-4o" and report["skipped"] == [] and report["notes"] == []
+    assert [s["prompt_tokens"] for s in report["subagents"]] == [[500], [100], [700]]
+    assert report["agent_cost_usd"] == pytest.approx(sum(s["metrics"]["cost_usd"] for s in steps))
+    assert report["aggregate"]["total_prompt_tokens"] == doc["final_metrics"]["total_prompt_tokens"] == 7802
+    proc = ctxbench("export", "--session", str(folder), "--format", "json", "-o", "-")
+    assert proc.returncode == 0, proc.stderr
+    calls = json.loads(proc.stdout)["calls"]
+    assert [c["provider_prompt_tokens"] for c in calls] == [s["metrics"]["prompt_tokens"] for s in steps]
+    assert [c["completion_tokens"] for c in calls] == [s["metrics"]["completion_tokens"] for s in steps]
+    assert [c["request_id"] for c in calls] == [f"step-{s['step_id']}" for s in steps]
+    assert {c["model"] for c in calls} == {"openai/gpt-4o"} and all(c["cache_read_tokens"] is None for c in calls)
+    records = [json.loads(line) for line in (folder / "events.jsonl").open() if '"context"' in line]
+    assert [r["agent_cost_usd"] for r in records] == [s["metrics"]["cost_usd"] for s in steps]
+    sub_prompts = [json.loads(line)["provider_prompt_tokens"] for sub in sorted((folder / "subagents").iterdir())
+                   for line in (sub / "events.jsonl").open()]
+    assert sum(c["provider_prompt_tokens"] for c in calls) + sum(sub_prompts) == 7802
+    proc = ctxbench("inspect", "--session", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    snap = events(proc)[-1]
+    assert snap["model"] == "openai/gpt-4o" and snap["calls_recorded"] == 7 and snap["accuracy"] == "calibrated"
+
+
+def test_import_of_harbors_atif_of_a_real_claude_code_session_keeps_its_cache_figures(tmp_path: Path) -> None:
+    """Harbor 0.25.0's converter run on a real Claude Code session (shared data): each call's prompt, cache read,
+    cache write and output as the file's step metrics give them, and Harbor's cost per step."""
+    source = ATIF / "harbor-0.25.0" / "claude-code-tool_heavy.trajectory.json"
+    metrics = [s["metrics"] for s in json.loads(source.read_text())["steps"] if s["source"] == "agent"]
+    folder = tmp_path / "imported"
+    proc = ctxbench("import", "--no-model-info", "--session", str(folder), str(source))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["format"] == "atif" and report["reported_calls"] == len(metrics) == 4 and report["notes"] == []
+    proc = ctxbench("export", "--session", str(folder), "--format", "json", "-o", "-")
+    assert proc.returncode == 0, proc.stderr
+    calls = json.loads(proc.stdout)["calls"]
+    assert [(c["provider_prompt_tokens"], c["cache_read_tokens"], c["cache_write_tokens"], c["completion_tokens"])
+            for c in calls] == [(m["prompt_tokens"], m["cached_tokens"], m["extra"]["cache_creation_input_tokens"],
+                                 m["completion_tokens"]) for m in metrics]
+    assert [c["uncached_input_tokens"] for c in calls] == [
+        m["prompt_tokens"] - m["cached_tokens"] - m["extra"]["cache_creation_input_tokens"] for m in metrics]
+    records = [json.loads(line) for line in (folder / "events.jsonl").open() if '"context"' in line]
+    assert [r["agent_cost_usd"] for r in records] == [m["cost_usd"] for m in metrics]
+    assert {c["model"] for c in calls} == {"claude-opus-4-6"}
+
+
+def test_a_bad_atif_file_is_one_error_naming_what_is_wrong_and_writes_nothing(tmp_path: Path) -> None:
+    doc = json.loads((ATIF / "openhands-hello-world.trajectory.json").read_text())
+    del doc["steps"][4]["tool_calls"][0]["function_name"]
+    bad = tmp_path / "trajectory.json"
+    bad.write_text(json.dumps(doc))
+    folder = tmp_path / "imported"
+    proc = ctxbench("import", "--no-model-info", "--session", str(folder), str(bad))
+    assert_one_line_error(proc, "trajectory.json: steps[4] (step_id 5): tool_calls[0] lacks tool_call_id or "
+                                "function_name (required)")
+    doc["schema_version"] = "ATIF-v2.0"
+    bad.write_text(json.dumps(doc))
+    proc = ctxbench("import", "--no-model-info", "--session", str(folder), str(bad))
+    assert_one_line_error(proc, "ATIF-v2.0 is a major version this reader does not know")
+    bad.write_text('{"schema_version": "ATIF-v1.5", "agent": ')
+    proc = ctxbench("import", "--format", "atif", "--no-model-info", "--session", str(folder), str(bad))
+    assert_one_line_error(proc, "trajectory.json: not valid JSON")
+    assert not folder.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["trajectory.json"]

@@ -122,3 +122,21 @@ def test_the_bar_of_an_imported_claude_code_session_holds_its_inferred_prefix(qt
     usage = first["message"]["usage"]
     prompt = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
     assert inferred["tokens"] < prompt  # a part of the first call's prompt, as the provider counted it
+
+
+ATIF = Path(__file__).resolve().parents[1] / "engine" / "sources" / "data" / "atif" / "terminus-2-summarization"
+
+
+def test_an_atif_trajectory_opens_like_any_transcript(qtbot: Any, win: MainWindow) -> None:
+    """Open transcript… on an ATIF trajectory.json (Harbor's Terminus-2): the timeline holds one call per agent
+    step with the step's prompt tokens, drawn against gpt-4o's window, not the settings'."""
+    win.ensure_chart()
+    open_transcript(qtbot, win, ATIF / "trajectory.json")
+    c = win.controller
+    steps = [s for s in json.loads((ATIF / "trajectory.json").read_text())["steps"] if s["source"] == "agent"]
+    timeline = win._chart_data["timeline"]
+    assert [r["provider_prompt_tokens"] for r in timeline] == [s["metrics"]["prompt_tokens"] for s in steps]
+    assert c.session.meta["import"]["format"] == "atif" and c.session.meta["model"] == "openai/gpt-4o"
+    assert len(c.session.meta["import"]["subagents"]) == 3
+    snap = c.next_snapshot()
+    assert snap is not None and snap.model == "openai/gpt-4o" and snap.window > RUNNING

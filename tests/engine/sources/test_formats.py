@@ -17,7 +17,7 @@ FORMAT_MODULES = {"engine/sources/claude_code.py", "engine/sources/codex.py", "e
                   "engine/sources/opencode.py", "engine/sources/openhands.py", "engine/sources/swe_agent.py",
                   "engine/sources/capture.py", "engine/sources/pi.py", "engine/sources/copilot.py",
                   "engine/sources/cline.py", "engine/sources/qwen_code.py",
-                  "engine/sources/kilo.py",
+                  "engine/sources/kilo.py", "engine/sources/atif.py",
                   "engine/sources/formats.py", "engine/sources/detect.py", "engine/sources/model.py"}
 # modules that still name a format outside the registry (format knowledge not moved into it yet): this list
 # only shrinks; a module that starts naming a format fails the test below
