@@ -164,7 +164,10 @@ def test_a_worker_leaves_a_file_with_a_torn_last_line_to_the_index(tmp_path: Pat
 
 def test_a_spread_sources_scan_lists_what_one_process_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = _shared_home(tmp_path, copies=2)
-    (home / ".claude" / "projects" / "-home-u-shared-0" / "broken.jsonl").mkdir()  # a problem, said in both
+    broken = home / ".claude" / "projects" / "-home-u-shared-0" / "broken.jsonl"
+    broken.mkdir()  # a problem, said in both
+    old = time.time() - 2 * index_mod.ACTIVE_SECONDS
+    os.utime(broken, (old, old))  # (not among the most recently changed: the clock's tick may equal the touches')
     touched = {str(p) for p in sorted((home / ".claude" / "projects").glob("*-1/*.jsonl"))[:3]}
     for path in touched:
         os.utime(path)  # being written: two of them summarised here (their light pass kept), the rest by workers
