@@ -55,12 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.sources.claude_code_build import Build, Line, tool_ids
-from engine.sources.claude_code_calls import (  # noqa: F401  (usage_prompt, merge_usage: used by discovery, follow)
-    compaction_costs,
-    merge_meta,
-    merge_usage,
-    usage_prompt,
-)
+from engine.sources.claude_code_calls import compaction_costs, merge_meta, merge_usage
 from engine.sources.model import (
     LINE_ERRORS,
     LineBuffer,

@@ -24,18 +24,23 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Literal
 
-GroupBy = Literal["day", "project", "model", "session", "tool", "agent"]
+GroupBy = Literal["day", "project", "model", "session", "tool", "agent", "skill", "subagent", "mcp"]
 
-GROUPS: tuple[str, ...] = ("day", "project", "model", "session", "tool", "agent")
+GROUPS: tuple[str, ...] = ("day", "project", "model", "session", "tool", "agent", "skill", "subagent", "mcp")
+# the attribution groups: the call rows' column each groups by (who the call worked for, as the agent said: Claude
+# Code's attributionSkill, attributionAgent, attributionMcpServer; calls it did not attribute are one "(none)" group)
+ATTRIBUTION_GROUPS = {"skill": "skill", "subagent": "subagent_type", "mcp": "mcp_server"}
 
 ROLLUPS = ("call_rollup", "tool_rollup", "session_rollup")
 
 # the rollups' version, in ROLLUP_MARKER: rollups of another version are built again from the rows
 # (2: a call's cost split evenly over its tool calls in tool_rollup, as ``ctxbench tools`` splits it)
-ROLLUP_VERSION = 3  # 3: a session's cost in its parts (main, subagents, compaction)
-# a call rollup row: (day, agent, project, session_id, file_id, model) and the sums of its calls
+# 3: a session's cost in its parts (main, subagents, compaction); 4: per skill, subagent type and MCP server too
+ROLLUP_VERSION = 4
+# a call rollup row: (day, agent, project, session_id, file_id, model, skill, subagent type, MCP server) and the sums
+# of its calls
 CALL_ROLLUP = """
-    SELECT CAST(day AS DATE) AS day, agent, project, session_id, file_id, model,
+    SELECT CAST(day AS DATE) AS day, agent, project, session_id, file_id, model, skill, subagent_type, mcp_server,
            any_value(price_key) AS price_key, count(*)::BIGINT AS calls,
            sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(input_tokens)::BIGINT AS input_tokens,
            sum(cache_read_tokens)::BIGINT AS cache_read_tokens, sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
@@ -217,6 +222,10 @@ def summarize(con: Any, by: str = "day", since: date | None = None) -> list[dict
     if by == "model":
         return fetch(con, f"SELECT model, any_value(price_key) AS price_key, {SUMS} FROM call_rollup "
                            f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
+    if by in ATTRIBUTION_GROUPS:
+        column = ATTRIBUTION_GROUPS[by]
+        return fetch(con, f"SELECT {column} AS {by}, {SUMS} FROM call_rollup WHERE {where} GROUP BY {column} "
+                           f"ORDER BY cost_usd DESC NULLS LAST, {column} NULLS LAST")
     if by == "session":
         return fetch(con, session_query(since, None, "last_call NULLS FIRST"))
     if by == "tool":
