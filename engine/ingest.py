@@ -39,11 +39,11 @@ from engine.context.conversation import Session
 from engine.context.snapshots import RunningHistory, build_snapshot, snapshot_from_totals
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import ModelInfo, import_window
+from engine.model.call_meta import beside_of
 from engine.model.events import Outcome
 from engine.model.messages import Message, new_id, now_iso
 from engine.model.records import CompactionRecord, ContextRecord, Record, compaction_records, parse_record
 from engine.model.snapshot import WindowInfo
-from engine.sources.call_meta import beside_of
 from engine.sources.detect import detect_format
 from engine.sources.join import join_captures
 from engine.sources.model import (

@@ -1,6 +1,6 @@
 """Claude Code's per-call figures, for :mod:`engine.sources.claude_code`: a line's ``usage`` folded into its call
 (:func:`merge_usage`: the token figures, the one-hour cache writes, ``usage.iterations``), the call's attribution
-and the provider's cache-miss reason (:func:`merge_meta`, parsed by :mod:`engine.sources.call_meta`), and what a
+and the provider's cache-miss reason (:func:`merge_meta`, parsed by :mod:`engine.model.call_meta`), and what a
 compaction cost, from the agent's ``cost-state`` running totals around its boundary (:func:`compaction_costs`).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from engine.sources.call_meta import attribution_of, cache_miss_of, iterations_of
+from engine.model.call_meta import attribution_of, cache_miss_of, iterations_of
 from engine.sources.model import MAX_COUNT, ProviderCall, SourceSession, dict_at, int_or_none
 
 

@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from engine.model.call_meta import CacheMiss, CallAttribution, UsageIteration
 from engine.model.messages import Message
 from engine.model.text import printable
-from engine.sources.call_meta import CacheMiss, CallAttribution, UsageIteration
 from engine.store.fsutil import fast_json
 
 SourceFormat = Literal["claude-code", "codex", "gemini-cli", "opencode", "openhands", "swe-agent", "mini-swe-agent",
@@ -144,7 +144,7 @@ class ProviderCall:
     attribution: CallAttribution | None = None  # the skill / subagent / plugin / MCP server the call worked for
     cache_miss: CacheMiss | None = None  # the provider's own reason the prompt cache missed
     # the request's sampling iterations (``usage.iterations``); those billed beside the top-level usage (a server-side
-    # compaction, an advisor) count into the call's cost, never into its prompt (engine.sources.call_meta)
+    # compaction, an advisor) count into the call's cost, never into its prompt (engine.model.call_meta)
     iterations: tuple[UsageIteration, ...] = ()
 
     def billed_beside(self) -> list[UsageIteration]:

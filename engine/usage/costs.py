@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from engine.model.call_meta import beside_of
 from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
-from engine.sources.call_meta import beside_of
 from engine.sources.model import ProviderCall, SourceSession
 from engine.store.event_log import folder_records as read_folder_records
 from engine.usage.prices import (

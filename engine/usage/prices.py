@@ -18,7 +18,7 @@ A call costs (each rate per token, from the model's entry):
 - long-context tiers: when the prompt is above a threshold the entry names (``*_above_200k_tokens``,
   ``*_above_272k_tokens``, …), every rate of that tier replaces the base rate (litellm's own rule).
 - server-side work billed beside the call's top-level usage (Anthropic's ``usage.iterations`` of a type other
-  than ``message``: a server-side compaction, an advisor; :mod:`engine.sources.call_meta`): each such iteration
+  than ``message``: a server-side compaction, an advisor; :mod:`engine.model.call_meta`): each such iteration
   priced as a call of its own (its own tier; the call's model unless it names one) and added, once
   (:meth:`PriceTable.add_beside`); the top-level figures are never counted again.
 
@@ -196,7 +196,7 @@ class PriceTable:
 
     def add_beside(self, result: CallCost, model: str, beside: Iterable[Mapping[str, Any]]) -> CallCost:
         """``result`` with the iterations billed beside the top-level usage added (``beside``: as a ``context``
-        record's ``billed_beside`` holds them, :meth:`engine.sources.call_meta.UsageIteration.to_json`); a call
+        record's ``billed_beside`` holds them, :meth:`engine.model.call_meta.UsageIteration.to_json`); a call
         whose own cost is unknown stays unknown; an iteration without a price makes the cost unknown too."""
         if result.usd is None:
             return result

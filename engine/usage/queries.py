@@ -208,6 +208,14 @@ def session_query(since: date | None, until: date | None, order: str, columns: s
             f"ORDER BY {order}")
 
 
+def attribution_query(by: str, where: str) -> str:
+    """The SQL of the figures per skill, subagent type or MCP server (``by``: a key of :data:`ATTRIBUTION_GROUPS`)
+    of the ``call_rollup`` rows matching ``where``; the calls attributed to none are one group, NULL, last."""
+    column = ATTRIBUTION_GROUPS[by]
+    return (f"SELECT {column} AS {by}, {SUMS} FROM call_rollup WHERE {where} GROUP BY {column} "
+            f"ORDER BY {column} IS NULL, cost_usd DESC NULLS LAST, {column}")
+
+
 def summarize(con: Any, by: str = "day", since: date | None = None) -> list[dict[str, Any]]:
     """Figures per group from a :meth:`engine.usage.index.UsageIndex.connect` connection: calls, tokens (prompt,
     uncached input, cache read / write, output, reasoning), cost (the sum of the known costs; ``unpriced_calls``
@@ -223,9 +231,7 @@ def summarize(con: Any, by: str = "day", since: date | None = None) -> list[dict
         return fetch(con, f"SELECT model, any_value(price_key) AS price_key, {SUMS} FROM call_rollup "
                            f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
     if by in ATTRIBUTION_GROUPS:
-        column = ATTRIBUTION_GROUPS[by]
-        return fetch(con, f"SELECT {column} AS {by}, {SUMS} FROM call_rollup WHERE {where} GROUP BY {column} "
-                           f"ORDER BY cost_usd DESC NULLS LAST, {column} NULLS LAST")
+        return fetch(con, attribution_query(by, where))
     if by == "session":
         return fetch(con, session_query(since, None, "last_call NULLS FIRST"))
     if by == "tool":
