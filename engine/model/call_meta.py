@@ -29,6 +29,13 @@ from engine.model.text import printable
 
 # iterations whose tokens the top-level usage already holds; any other type is billed beside it
 IN_TOP_LEVEL = frozenset({"message", "fallback_message"})
+# the iteration types Claude Code 2.1.332 knows (its own cost code names them): the others are billed beside
+ITERATION_TYPES: dict[str, str] = {
+    "message": "the response's own sampling: the top-level usage",
+    "fallback_message": "the response sampled again on a fallback: the top-level usage",
+    "compaction": "a server-side compaction's summarising pass: billed beside",
+    "advisor_message": "an advisor model's pass: billed beside",
+}
 # the API's cache-miss reasons, in words
 MISS_WORDS: dict[str, str] = {
     "model_changed": "the model changed",
@@ -156,5 +163,5 @@ def beside_of(iterations: tuple[UsageIteration, ...]) -> list[dict[str, Any]]:
     return [it.to_json() for it in iterations if it.beside]
 
 
-__all__ = ["ATTRIBUTION_KEYS", "IN_TOP_LEVEL", "MISS_WORDS", "CacheMiss", "CallAttribution", "UsageIteration",
-           "attribution_of", "beside_of", "cache_miss_of", "iterations_of"]
+__all__ = ["ATTRIBUTION_KEYS", "IN_TOP_LEVEL", "ITERATION_TYPES", "MISS_WORDS", "CacheMiss", "CallAttribution",
+           "UsageIteration", "attribution_of", "beside_of", "cache_miss_of", "iterations_of"]

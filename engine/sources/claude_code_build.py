@@ -15,6 +15,14 @@ from typing import Any
 from engine.model.messages import Message
 from engine.sources.model import Compaction, ProviderCall, SourceSession, json_args, text_of, trigger_of
 
+# a user line's ``rowSource`` (Claude Code 2.1.3xx), kept on its message as ``row_source``
+ROW_SOURCES: dict[str, str] = {
+    "local": "typed by the person at the terminal (or given with -p)",
+    "harness": "written by Claude Code itself (a command's output, a skill's text, a compaction's notice)",
+    "hook": "written by a hook",
+    "recorded": "replayed from a record (a background task's notification)",
+}
+
 
 @dataclass(slots=True)
 class Line:
