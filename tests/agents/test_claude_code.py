@@ -33,7 +33,7 @@ from engine.sources.claude_code import (
 from engine.sources.claude_code_build import ROW_SOURCES
 from engine.sources.discovery import SourceEntry
 from engine.sources.model import SourceSession
-from engine.usage.costs import price_table
+from engine.usage.costs import price_table, records_cost, source_cost
 from engine.usage.rows import rows_of
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import AnthropicServer, Logged, Reply, ToolCall, last_user_text
@@ -347,7 +347,8 @@ def expected_attribution(entry: Logged) -> CallAttribution | None:
     return attribution if attribution != CallAttribution() else None
 
 
-def test_attribution_cache_miss_iterations_dropped_tokens_and_row_source(agent_home: AgentHome) -> None:
+def test_attribution_cache_miss_iterations_dropped_tokens_and_row_source(agent_home: AgentHome,
+                                                                        tmp_path: Path) -> None:
     extra = meta_home(agent_home)
     with AnthropicServer(meta_script) as server:
         claude(agent_home, server, "-p", "EXPLORE greet, echo, delegate", *extra)
@@ -410,3 +411,15 @@ def test_attribution_cache_miss_iterations_dropped_tokens_and_row_source(agent_h
     assert {m.get("row_source") for m in src.messages if m.get("row_source")} <= {
         "local", "harness", "hook", "recorded"}
     assert "harness" in {m.get("row_source") for m in src.messages}
+    # an import keeps them on its records: the window's timeline and Compactions tab read them there
+    import_source(path, session_dir=tmp_path / "imported")
+    events = [json.loads(line) for line in (tmp_path / "imported" / "events.jsonl").read_text().splitlines()]
+    contexts = [e for e in events if e["type"] == "context"]
+    assert [e.get("cache_miss") for e in contexts] == [c.cache_miss.to_json() if c.cache_miss else None
+                                                       for c in src.calls]
+    assert [e.get("attribution") for e in contexts] == [c.attribution.to_json() if c.attribution else None
+                                                        for c in src.calls]
+    assert [len(e.get("billed_beside") or []) for e in contexts] == [len(c.billed_beside()) for c in src.calls]
+    assert source_cost(src, table).main.usd == pytest.approx(records_cost(contexts, table).usd)
+    assert [e["dropped_tokens"] for e in events if e["type"] == "compaction"] == [
+        c.dropped_tokens for c in src.compactions]
