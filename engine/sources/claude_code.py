@@ -56,6 +56,7 @@ from typing import Any
 
 from engine.sources.claude_code_build import Build, Line, tool_ids
 from engine.sources.claude_code_calls import compaction_costs, merge_meta, merge_usage
+from engine.sources.claude_code_calls import usage_prompt as usage_prompt  # (discovery reads a line's prompt by it)
 from engine.sources.model import (
     LINE_ERRORS,
     LineBuffer,

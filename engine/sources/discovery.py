@@ -57,8 +57,7 @@ from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
 from engine.sources import capture, cline, copilot, gemini_cli, kilo, opencode, pi, qwen_code, sqlite_read
 from engine.sources import model as source_model
-from engine.sources.claude_code import SYNTHETIC_MODEL, window_for_model
-from engine.sources.claude_code_calls import usage_prompt
+from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for_model
 from engine.sources.codex import same_total
 from engine.sources.model import (
     SourceError,
