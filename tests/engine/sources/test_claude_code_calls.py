@@ -118,13 +118,6 @@ def test_without_a_running_total_the_drop_is_before_less_after(tmp_path: Path) -
     assert first.dropped_tokens == 10415 and second.dropped_tokens == 12690 - 2673
 
 
-def test_user_messages_keep_their_row_source(session_file: Path) -> None:
-    src = read_claude_code(session_file)
-    sources = {m["content"]: m.get("row_source") for m in src.messages if m["role"] == "user"}
-    assert sources["EXP go"] == "local" and sources["Launching skill: greet"] == "harness"
-    assert sources["a task notification"] == "recorded"
-
-
 def test_fed_in_pieces_the_new_fields_end_as_a_whole_read(session_file: Path) -> None:
     whole = read_claude_code(session_file, subagents=False)
     for pieces in (by_line, random_chunks(5)):
