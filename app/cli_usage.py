@@ -1,4 +1,5 @@
-"""``ctxbench usage [--by day|project|model|session|tool|agent] [--since DATE] [--json]``: what the agents spent.
+"""``ctxbench usage [--by day|project|model|session|tool|agent|skill|subagent|mcp] [--since DATE] [--json]``: what
+the agents spent.
 
 Brings the usage index (:mod:`engine.usage.index`, ``<data dir>/usage``) up to date with the session files on
 this machine (only new or changed files are read; ``--refresh`` reads all again, ``--no-update`` reads none),
@@ -10,7 +11,9 @@ as :class:`engine.usage.costs.SessionCost` makes them for the window's status ba
 ``cost_usd``, ``calls``, ``unpriced_calls``, and ``cost_breakdown`` in words); per tool the tool
 results' estimated tokens, its tool calls and their cost (each response's cost split evenly over the tool
 calls it made, as ``ctxbench tools`` splits it: the tools' costs add up to the cost of the responses that
-called one). A call of a model without a price is counted in
+called one); per skill, subagent type and MCP server the calls the agent attributed to it (Claude Code 2.1.3xx:
+the skill that was running, the subagent's type, the MCP server whose result the call answered; the calls it did not
+attribute are the ``(none)`` group). A call of a model without a price is counted in
 ``unpriced_calls`` and never as $0: a cost shown with ``+`` is a lower bound.
 
 ``--json`` prints one object: ``type`` ``usage``, ``by``, ``since``, ``groups`` (one object per group),
@@ -31,7 +34,7 @@ from typing import Any
 
 from engine.model.text import printable
 
-GROUP_CHOICES = ("day", "project", "model", "session", "tool", "agent")
+GROUP_CHOICES = ("day", "project", "model", "session", "tool", "agent", "skill", "subagent", "mcp")
 
 
 def _date(text: str) -> date:

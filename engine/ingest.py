@@ -39,6 +39,7 @@ from engine.context.conversation import Session
 from engine.context.snapshots import RunningHistory, build_snapshot, snapshot_from_totals
 from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import ModelInfo, import_window
+from engine.model.call_meta import beside_of
 from engine.model.events import Outcome
 from engine.model.messages import Message, new_id, now_iso
 from engine.model.records import CompactionRecord, ContextRecord, Record, compaction_records, parse_record
@@ -347,7 +348,10 @@ def call_figures(call: ProviderCall, window: int) -> dict[str, Any]:
     return {"cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
             "completion_tokens": call.completion_tokens, "reasoning_tokens": call.reasoning_tokens,
             "cache_write_1h_tokens": call.cache_write_1h_tokens, "window": call.window or window,
-            "request_id": call.request_id, "cache_breakpoints": call.cache_breakpoints}
+            "request_id": call.request_id, "cache_breakpoints": call.cache_breakpoints,
+            **({"billed_beside": beside} if (beside := beside_of(call.iterations)) else {}),
+            **({"cache_miss": call.cache_miss.to_json()} if call.cache_miss else {}),
+            **({"attribution": call.attribution.to_json()} if call.attribution else {})}
 
 
 def _context_records(src: SourceSession, ctx: _Ctx) -> list[dict[str, Any]]:
@@ -383,6 +387,7 @@ def _compaction_records(src: SourceSession) -> list[dict[str, Any]]:
             "tokens_after_source": "first provider call after the compaction" if comp.tokens_after is not None else "",
             "messages_compacted": len(archived), "messages_kept": comp.messages_after, "duration_ms": 0.0,
             "post_tokens": comp.post_tokens, "cost_usd": comp.cost_usd, "placed_by": comp.placed_by,
+            "dropped_tokens": comp.dropped_tokens,
             "result": (Outcome.SUMMARIZED if comp.summary else Outcome.REPLACED).value, "summary": comp.summary,
             "reason": "",
             "archive_day": str(archived[-1].get("ts") or "")[:10] if archived else "", "ts": comp.ts,

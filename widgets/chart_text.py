@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from engine.context.cache import cache_miss_line
 from engine.model.snapshot import region_accuracy
 from widgets.chart_marks import subagent_color
 from widgets.chart_parts import TIMELINE_REGIONS, Timeline
@@ -20,7 +21,8 @@ FAR = 1e6  # the window and threshold lines run to x = ±FAR: across the chart, 
 
 def column_tooltip(tl: Timeline, index: int, cache_lines: list[str] | None) -> str:
     """Call ``index``'s tooltip: its regions and how each was counted, the estimate against the provider's figure,
-    the cache (``cache_lines``: the cache view's lines when it is shown), the window and the cost."""
+    the cache (``cache_lines``: the cache view's lines when it is shown; else the figures and the provider's own
+    cache-miss reason), the window and the cost."""
     rec = tl.records[index]
     lines = [f"Call {index + 1}" + (f" · {rec.get('ts')}" if rec.get("ts") else "")]
     if rec.get("model"):
@@ -41,10 +43,13 @@ def column_tooltip(tl: Timeline, index: int, cache_lines: list[str] | None) -> s
         lines.append("Reported by provider: —")
     cached = [f"{label} {format_tokens(rec[key])}" for key, label in
               (("cache_read_tokens", "read"), ("cache_write_tokens", "written")) if isinstance(rec.get(key), int)]
-    if cache_lines is not None:
+    if cache_lines is not None:  # (a provider's cache-miss reason among them: the re-write's cause)
         lines += cache_lines
-    elif cached:
-        lines.append("Cache: " + ", ".join(cached))
+    else:
+        if cached:
+            lines.append("Cache: " + ", ".join(cached))
+        if miss := cache_miss_line(rec):  # the provider's own reason the cache missed (the engine's words)
+            lines.append(miss)
     if rec.get("prefix_source") == "inferred" and isinstance(rec.get("prefix_tokens"), int):
         lines.append(f"System prompt + tools (inferred): {format_tokens(rec['prefix_tokens'])}")
     if not math.isnan(tl.raw[index]):

@@ -8,7 +8,8 @@ compactions record ``duration_ms``, ``messages_compacted``/``messages_kept``, ``
 Claude Code 2.1.3xx imports add ``post_tokens`` (the agent's own count of the context right after
 compacting, shown beside ``tokens_after`` — the first call after), ``cost_usd`` (what compacting cost,
 from the agent's cost records), ``messages_kept`` (messages preserved across it) and ``placed_by``
-("file order" when the boundary's link was missing and the file's order placed it).
+("file order" when the boundary's link was missing and the file's order placed it); 2.1.332's add
+``dropped_tokens`` (the tokens that compaction dropped, from the agent's running total, computed by the engine).
 Nothing is invented: a field that is absent is not shown.
 """
 
@@ -72,6 +73,13 @@ def post_line(event: Mapping[str, Any]) -> str:
     return "" if post is None else f"Right after compacting: {format_tokens(post)} tokens (the agent's own count)"
 
 
+def dropped_line(event: Mapping[str, Any]) -> str:
+    """"Dropped: 9,625 tokens (the agent's count)", or "" when not known (the engine's ``dropped_tokens``: the
+    agent's running total less the previous compaction's, :func:`engine.sources.model.dropped_tokens`)."""
+    dropped = _int(event.get("dropped_tokens"))
+    return "" if dropped is None else f"Dropped: {format_tokens(dropped)} tokens (the agent's count)"
+
+
 def placed_line(event: Mapping[str, Any]) -> str:
     """"Placed by file order …" when the boundary was placed by the file's order, else ""."""
     if event.get("placed_by") != "file order":
@@ -96,6 +104,8 @@ def head_lines(event: Mapping[str, Any]) -> list[str]:
         lines.append(change.text(format_tokens))
     if post is not None:
         lines.append(post_line(event))
+    if dropped := dropped_line(event):
+        lines.append(dropped)
     counts = []
     if (n := _int(event.get("messages_compacted"))) is not None:
         counts.append(f"{n:,} messages compacted")
@@ -164,5 +174,6 @@ def subagent_tooltip(mark: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["compaction_details", "compaction_tooltip", "cost_line", "head_lines", "placed_line", "post_line",
+__all__ = ["compaction_details", "compaction_tooltip", "cost_line", "dropped_line", "head_lines", "placed_line",
+           "post_line",
            "subagent_tooltip", "summary_head", "usd_line"]

@@ -3,9 +3,10 @@
 Draws a usage report as plain data (the dict of ``engine.usage.report.UsageReport.to_json()``): cost or
 tokens per day as bars stacked by model (pyqtgraph; the bar items are made once and updated), the
 sessions (sortable: cost, calls, peak fullness, compactions, cache hit rate, the agent's own cost;
-double-click opens one), the totals per project and per model, and the tools whose results take the
-most context. A cost with ``+`` is a lower bound: some calls have no price (their model is not in
-litellm's table).
+double-click opens one), the totals per project and per model, the tools whose results take the
+most context, and the calls the agent attributed to a skill, a subagent type or an MCP server (the report's
+``attribution`` rows: the figures ``ctxbench usage --by skill|subagent|mcp`` gives). A cost with ``+`` is a lower
+bound: some calls have no price (their model is not in litellm's table).
 
 Public API of :class:`UsageView`
 --------------------------------
@@ -89,6 +90,7 @@ from widgets.usage_table import (
     usd_text,
 )
 
+ATTRIBUTION_KINDS = {"skill": "Skill", "subagent": "Subagent", "mcp": "MCP server"}  # a report's attribution kinds
 MAX_MODELS = 8  # models drawn on their own; the others stack as one "other models" bar
 OTHER = "other models"
 COLORS = ("#2563eb", "#f59e0b", "#0d9488", "#8b5cf6", "#ec4899", "#64748b", "#16a34a", "#dc2626", "#a3a3a3")
@@ -281,10 +283,14 @@ class UsageView(QWidget):
                                  usd_column("Cost of calls", "cost_usd_of_calls", None,
                                              "What the responses that called the tool cost, each response's cost "
                                              "split evenly over its tool calls (as ctxbench tools splits it)")])
+        self.attribution = UsageTable(
+            [Column("Kind", lambda a: ATTRIBUTION_KINDS.get(str(a.get("kind") or ""), str(a.get("kind") or ""))),
+             text_column("Name", "name"), *totals])
         self.tabs.addTab(self.sessions, "Sessions")
         self.tabs.addTab(self.projects, "Projects")
         self.tabs.addTab(self.models, "Models")
         self.tabs.addTab(self.tools, "Tools")
+        self.tabs.addTab(self.attribution, "Skills · subagents · MCP")
         self.tabs.setMinimumHeight(MIN_TABLES_HEIGHT)
         return self.tabs
 
@@ -515,7 +521,7 @@ class UsageView(QWidget):
     def _fill_tables(self) -> None:
         r = self._report
         for table, key in ((self.sessions, "sessions"), (self.projects, "projects"), (self.models, "models"),
-                           (self.tools, "tools")):
+                           (self.tools, "tools"), (self.attribution, "attribution")):
             table.set_records([x for x in r.get(key) or [] if isinstance(x, dict)])
 
     # ------------------------------------------------------------------ look

@@ -14,6 +14,10 @@ more than :data:`REWRITE_FACTOR` × the median non-zero cache write *and* more t
 caches what it processed, unasked), the uncached input is judged instead: more than 3× its median and
 more than :data:`MISS_SHARE` of the prompt (a cache miss, not merely a large new tool result).
 
+A call whose record carries the provider's own cache-miss reason (``cache_miss``: ``{"reason", "tokens"}``,
+Claude Code's ``diagnostics.cache_miss_reason``, :class:`engine.model.call_meta.CacheMiss`) is a re-write by the
+provider's word, and that reason is its cause (:func:`provider_miss`, :func:`cache_miss_line`).
+
 Each such call gets the reason it cost more (the first call, the first after a compaction, a cache
 that expired while the agent was idle, or a change early in the prompt) and its input cost in
 token-equivalents at Anthropic's relative prices (:data:`WRITE_PRICE` × written, :data:`READ_PRICE`
@@ -27,6 +31,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from engine.model.call_meta import CacheMiss
 
 REWRITE_FACTOR = 3.0  # a write more than 3× the median non-zero write …
 REWRITE_SHARE = 0.10  # … and more than 10 % of the prompt is a re-write of the cached prefix
@@ -101,6 +107,20 @@ class CacheSummary:
         return sum(r for r, _ in pairs) / total if total else None
 
 
+def provider_miss(record: Mapping[str, Any]) -> CacheMiss | None:
+    """The provider's own reason the cache missed on this call (a record's ``cache_miss``), or None."""
+    miss = record.get("cache_miss")
+    if not isinstance(miss, Mapping) or not isinstance(miss.get("reason"), str):
+        return None
+    return CacheMiss(miss["reason"], _int(miss.get("tokens")))
+
+
+def cache_miss_line(record: Mapping[str, Any]) -> str:
+    """The line a call's tooltip shows for the provider's cache-miss reason ("" without one)."""
+    miss = provider_miss(record)
+    return miss.text() if miss is not None else ""
+
+
 def call_figures(record: Mapping[str, Any], index: int = 0) -> CallCache:
     """The cache figures of one ``context`` record (no re-write judgement)."""
     prompt = _int(record.get("provider_prompt_tokens"))
@@ -131,7 +151,7 @@ def analyze(records: Sequence[Mapping[str, Any]], after_compaction: Collection[i
     share = REWRITE_SHARE if basis == "write" else MISS_SHARE
     for i, call in enumerate(calls):
         v, p = values[i], call.prompt or 0
-        if v > REWRITE_FACTOR * median and p and v > share * p:
+        if (v > REWRITE_FACTOR * median and p and v > share * p) or provider_miss(records[i]) is not None:
             reason = _reason(records, calls, i, (v, median, basis), i in after_compaction)
             call = CallCache(call.index, call.prompt, call.read, call.write, call.uncached, call.hit_rate,
                              call.cost, True, reason)
@@ -175,7 +195,9 @@ def _reason(records: Sequence[Mapping[str, Any]], calls: Sequence[CallCache], i:
         head = (f"Cache re-written: {v:,} tokens not read from the cache ({v / median:.0f}× the session's median "
                 f"of {median:,.0f}; {v / p:.0%} of the prompt): processed and cached again (this source does "
                 "not report cache writes).")
-    lines = [head, "Why: " + _cause(records, calls, i, compacted)]
+    miss = provider_miss(records[i])
+    why = "Why: " + _cause(records, calls, i, compacted)
+    lines = [head, miss.text() if miss is not None else why]
     prev = calls[i - 1] if i else None
     if call.cost is not None:
         written = f"written × {WRITE_PRICE:g}, " if basis == "write" else ""

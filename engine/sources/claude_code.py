@@ -31,8 +31,16 @@ One JSON object a line. What matters for the context:
   their size is inferred from the first call (provider prompt − the messages' estimate) by the
   importer, and labelled so.
 - ``compact_boundary.compactMetadata`` may name ``preservedMessages`` (messages kept across the
-  compaction: they stay in the context after the summary) and ``postTokens``. A boundary whose
-  ``logicalParentUuid`` names no line of the file is placed by file order.
+  compaction: they stay in the context after the summary), ``postTokens`` and ``cumulativeDroppedTokens`` (the
+  running total of the tokens the compactions dropped: each compaction's own is the difference,
+  :attr:`Compaction.dropped_tokens`). A boundary whose ``logicalParentUuid`` names no line of the file is placed by
+  file order.
+- Per call (2.1.3xx): the ``attribution*`` fields (skill, subagent type, plugin, MCP server and tool the call
+  worked for), ``message.diagnostics.cache_miss_reason`` (the provider's reason the cache missed, and the tokens it
+  cost) and ``message.usage.iterations`` (server-side work billed beside the top-level usage): read by
+  :mod:`engine.sources.claude_code_calls` into :class:`ProviderCall`'s typed fields. A user line's ``rowSource``
+  (``local``: typed; ``harness``, ``hook``, ``recorded``) is kept on its message as ``row_source``
+  (:mod:`engine.sources.claude_code_build` makes the messages).
 """
 
 from __future__ import annotations
@@ -46,11 +54,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.model.messages import Message
+from engine.sources.claude_code_build import Build, Line, tool_ids
+from engine.sources.claude_code_calls import compaction_costs, merge_meta, merge_usage
+from engine.sources.claude_code_calls import usage_prompt as usage_prompt  # (discovery reads a line's prompt by it)
 from engine.sources.model import (
     LINE_ERRORS,
-    MAX_COUNT,
-    Compaction,
     LineBuffer,
     OffloadedResult,
     ProviderCall,
@@ -61,16 +69,15 @@ from engine.sources.model import (
     SourceSession,
     SubagentRef,
     dict_at,
+    dropped_tokens,
     feed_whole,
     float_or_none,
     int_or_none,
     iso,
-    json_args,
     json_lines,
     line_problem,
     read_regular,
     text_of,
-    trigger_of,
 )
 
 READ_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment", "api-request-shape",
@@ -95,6 +102,7 @@ KNOWN_TYPES = READ_TYPES | frozenset(IGNORED_TYPES)
 IGNORED_ATTACHMENTS: dict[str, str] = {
     "prompt_snapshot": "the system prompt and tools, which api-request-shape gives exactly as sent",
     "session_context": "context the terminal keeps for itself; nothing of it is rendered to the model",
+    "command_permissions": "the tools a launched skill may use unasked (``allowedTools``); not rendered to the model",
 }
 # attachments rendered to the model (``rendered`` text, ``renderedRole``): read as injected context rows
 READ_ATTACHMENTS: dict[str, str] = {
@@ -127,28 +135,9 @@ REATTACHED = ("the first request after a compaction holds the files Claude Code 
 _FAMILY_RE = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)")
 
 
-@dataclass(slots=True)
-class _Line:
-    n: int
-    uuid: str
-    kind: str  # "user" | "assistant" | "boundary" | "attachment"
-    ts: str
-    content: Any = None
-    role: str = ""  # an attachment's role as sent (``renderedRole``)
-    attachment: str = ""  # an attachment's type
-    preserved: tuple[str, ...] = ()  # a boundary's kept messages (uuids)
-    post_tokens: int | None = None
-    logical_parent: str | None = None
-    key: tuple[str, str] | None = None
-    sidechain: bool = False
-    compact_summary: bool = False
-    trigger: str = ""
-    pre_tokens: int | None = None
-
-
 @dataclass
 class _Scan:
-    lines: list[_Line] = field(default_factory=list)
+    lines: list[Line] = field(default_factory=list)
     parents: dict[str, str | None] = field(default_factory=dict)
     calls: dict[tuple[str, str], ProviderCall] = field(default_factory=dict)
     agent_links: dict[str, str] = field(default_factory=dict)  # agentId -> Task tool_use id
@@ -169,46 +158,6 @@ class _Scan:
     first_ts: str = ""
     last_ts: str = ""
     count: int = 0
-
-
-PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-
-
-def usage_prompt(usage: dict[str, Any]) -> int | None:
-    """The whole prompt of one line's ``usage`` (input + cache write + cache read; a field that is absent counts
-    0); None when one of them is there but no count (NaN, infinite, negative, too large, not a number): a prompt
-    of the others alone would be a wrong figure."""
-    total = 0
-    for key in PROMPT_FIELDS:
-        value = usage.get(key)
-        if value is None:
-            continue
-        count = int_or_none(value)
-        if count is None:
-            return None
-        total += count
-    return total if total <= MAX_COUNT else None
-
-
-def merge_usage(call: ProviderCall, usage: dict[str, Any]) -> None:
-    """Fold one line's ``usage`` into its call: every figure is the largest seen (also used by follow); a figure
-    the line gives as no count (NaN, negative, …) is none."""
-    write = int_or_none(usage.get("cache_creation_input_tokens"))
-    read = int_or_none(usage.get("cache_read_input_tokens"))
-    prompt = usage_prompt(usage)
-    if prompt is not None:
-        call.prompt_tokens = max(call.prompt_tokens or 0, prompt)
-    out = int_or_none(usage.get("output_tokens"))
-    if out is not None:
-        call.completion_tokens = max(call.completion_tokens or 0, out)
-    if write is not None:
-        call.cache_write_tokens = max(call.cache_write_tokens or 0, write)
-    if read is not None:
-        call.cache_read_tokens = max(call.cache_read_tokens or 0, read)
-    creation = usage.get("cache_creation")
-    hour = int_or_none(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, dict) else None
-    if hour is not None:
-        call.cache_write_1h_tokens = max(call.cache_write_1h_tokens or 0, hour)
 
 
 def _ignore(scan: _Scan, kind: str) -> None:
@@ -264,7 +213,7 @@ def _attachment(scan: _Scan, n: int, obj: dict[str, Any], uid: Any, ts: str) -> 
     if not isinstance(uid, str) or not text or role not in ("system", "user"):
         _ignore(scan, f"attachment:{atype or '?'}")  # IGNORED_ATTACHMENTS, or nothing rendered to the model
         return
-    scan.lines.append(_Line(n, uid, "attachment", ts, content=text, role=str(role), attachment=atype,
+    scan.lines.append(Line(n, uid, "attachment", ts, content=text, role=str(role), attachment=atype,
                             sidechain=bool(obj.get("isSidechain"))))
 
 
@@ -273,10 +222,11 @@ def _boundary(scan: _Scan, n: int, obj: dict[str, Any], uid: str, ts: str) -> No
     kept = dict_at(meta, "preservedMessages").get("uuids")
     logical = obj.get("logicalParentUuid")
     scan.boundary_lines.append(n)
-    scan.lines.append(_Line(
+    scan.lines.append(Line(
         n, uid, "boundary", ts, trigger=str(meta.get("trigger") or ""), pre_tokens=int_or_none(meta.get("preTokens")),
         preserved=tuple(u for u in kept if isinstance(u, str)) if isinstance(kept, list) else (),
-        post_tokens=int_or_none(meta.get("postTokens")), logical_parent=logical if isinstance(logical, str) else None))
+        post_tokens=int_or_none(meta.get("postTokens")), logical_parent=logical if isinstance(logical, str) else None,
+        dropped=int_or_none(meta.get("cumulativeDroppedTokens"))))
 
 
 def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
@@ -329,14 +279,16 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
     if not isinstance(uid, str) or not isinstance(msg, dict):
         scan.skipped.append(Skipped(n, f"a {kind} line without uuid or message"))
         return
-    line = _Line(n, uid, kind, ts, content=msg.get("content"), sidechain=bool(obj.get("isSidechain")),
-                 compact_summary=bool(obj.get("isCompactSummary")))
+    row_source = obj.get("rowSource")
+    line = Line(n, uid, kind, ts, content=msg.get("content"), sidechain=bool(obj.get("isSidechain")),
+                compact_summary=bool(obj.get("isCompactSummary")),
+                row_source=row_source if isinstance(row_source, str) else "")
     if kind == "user":
         result = obj.get("toolUseResult")
         if isinstance(result, dict) and isinstance(result.get("agentId"), str):
-            tool_ids = _tool_ids(msg.get("content"), "tool_result", "tool_use_id")
-            if tool_ids:  # the Agent/Task call's result names the subagent it started (2.1.3xx)
-                scan.agent_links.setdefault(result["agentId"], tool_ids[0])
+            answered = tool_ids(msg.get("content"), "tool_result", "tool_use_id")
+            if answered:  # the Agent/Task call's result names the subagent it started (2.1.3xx)
+                scan.agent_links.setdefault(result["agentId"], answered[0])
     if kind == "assistant":
         request = obj.get("requestId") or obj.get("requestRef")
         line.key = (str(msg.get("id") or uid), str(request or ""))
@@ -353,6 +305,7 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
                 scan.call_lines[line.key] = n
                 scan.models.append(model)
             merge_usage(call, usage)
+            merge_meta(call, obj, msg)
     scan.lines.append(line)
 
 
@@ -377,6 +330,7 @@ def _progress_call(scan: _Scan, data: dict[str, Any]) -> None:
         call = calls[key] = ProviderCall(len(calls), None, None, None, None, model=model,
                                          ts=iso(outer.get("timestamp")), request_id=request)
     merge_usage(call, usage)
+    merge_meta(call, outer, msg)
 
 
 def _progress_child(scan: _Scan, agent_id: str, path: Path) -> SourceSession | None:
@@ -434,12 +388,6 @@ def _chain(scan: _Scan) -> set[str]:
     return seen
 
 
-def _tool_ids(content: Any, block_type: str, key: str) -> list[str]:
-    if not isinstance(content, list):
-        return []
-    return [str(b.get(key)) for b in content if isinstance(b, dict) and b.get("type") == block_type]
-
-
 def _kept(scan: _Scan) -> set[int]:
     """Line numbers of the conversation: the chain plus the parallel-call siblings hanging off it."""
     chain = _chain(scan)
@@ -448,213 +396,13 @@ def _kept(scan: _Scan) -> set[int]:
     uses = set()
     for ln in scan.lines:
         if ln.n in kept and ln.kind == "assistant":
-            uses.update(_tool_ids(ln.content, "tool_use", "id"))
+            uses.update(tool_ids(ln.content, "tool_use", "id"))
     for ln in scan.lines:
         if ln.kind == "user" and ln.n not in kept:
-            results = _tool_ids(ln.content, "tool_result", "tool_use_id")
+            results = tool_ids(ln.content, "tool_result", "tool_use_id")
             if results and all(r in uses for r in results):
                 kept.add(ln.n)
     return kept
-
-
-def _result_content(block: dict[str, Any]) -> str | list[dict[str, Any]]:
-    content = block.get("content")
-    if content is None or isinstance(content, str):
-        return content or ""
-    parts: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else [content]:
-        if isinstance(part, dict) and part.get("type") == "text":
-            parts.append({"type": "text", "text": str(part.get("text") or "")})
-        elif isinstance(part, dict) and part.get("type") == "image":
-            parts.append({"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}})
-        elif isinstance(part, str):
-            parts.append({"type": "text", "text": part})
-    if all(p["type"] == "text" for p in parts):
-        return "\n".join(p["text"] for p in parts)
-    return parts
-
-
-def _user_messages(line: _Line) -> list[Message]:
-    content = line.content
-    if isinstance(content, str):
-        return [{"role": "user", "content": content}]
-    out: list[Message] = []
-    parts: list[dict[str, Any]] = []
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        btype = block.get("type")
-        if btype == "tool_result":
-            msg: Message = {"role": "tool", "tool_call_id": str(block.get("tool_use_id") or ""),
-                            "content": _result_content(block)}
-            if block.get("is_error"):
-                msg["is_error"] = True
-            out.append(msg)
-        elif btype == "text":
-            parts.append({"type": "text", "text": str(block.get("text") or "")})
-        elif btype == "image":
-            parts.append({"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}})
-        elif btype == "document":
-            parts.append({"type": "text", "text": "[document not imported]"})
-    if parts:
-        plain = all(p["type"] == "text" for p in parts)
-        text = "\n".join(p["text"] for p in parts) if plain else parts
-        out.append({"role": "user", "content": text})
-    return out
-
-
-def _merge_assistant(msg: Message, content: Any) -> None:
-    for block in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
-        if not isinstance(block, dict):
-            continue
-        btype = block.get("type")
-        if btype == "text":
-            msg["content"] = (msg.get("content") or "") + ("\n" if msg.get("content") else "") + str(
-                block.get("text") or "")
-        elif btype == "thinking":
-            prev = msg.get("reasoning_content") or ""
-            msg["reasoning_content"] = prev + ("\n" if prev else "") + str(block.get("thinking") or "")
-        elif btype == "redacted_thinking":
-            prev = msg.get("reasoning_content") or ""
-            msg["reasoning_content"] = prev + f"[redacted thinking: {len(str(block.get('data') or ''))} characters]"
-        elif btype in ("tool_use", "server_tool_use"):
-            call = {"id": str(block.get("id") or ""), "type": "function",
-                    "function": {"name": str(block.get("name") or ""), "arguments": json_args(block.get("input"))}}
-            msg.setdefault("tool_calls", []).append(call)
-
-
-@dataclass
-class _Build:
-    """Turns the conversation's lines into messages, one line at a time (the whole file, or what was
-    appended)."""
-
-    session: SourceSession
-    calls: dict[tuple[str, str], ProviderCall]
-    placed: set[str] = field(default_factory=set)
-    open_assistant: dict[tuple[str, str], int] = field(default_factory=dict)  # response -> its message's index
-    calls_seen: set[tuple[str, str]] = field(default_factory=set)
-    by_uuid: dict[str, list[int]] = field(default_factory=dict)  # the messages each line became (indices)
-    talk_since_boundary: bool = False  # a user or assistant message came after the last boundary
-    touched: int = -1  # the lowest index of an existing message changed since the last look (-1: none)
-    comp_touched: int = -1  # the same for compactions (a summary line completing its boundary)
-
-    def add(self, msg: Message, line: _Line) -> None:
-        msg["id"] = self.session.make_id()
-        msg["ts"] = line.ts or self.session.last_activity
-        self.by_uuid.setdefault(line.uuid, []).append(len(self.session.messages))
-        self.session.messages.append(msg)
-
-    def take(self, line: _Line, kept: bool) -> None:
-        session = self.session
-        if line.key is not None and line.key not in self.calls_seen:
-            self.calls_seen.add(line.key)
-            call = self.calls.get(line.key)
-            if call is not None:
-                call.message_index = len(session.messages)
-        if not kept:
-            if line.kind != "boundary":
-                session.off_chain += 1
-            return
-        if line.kind == "boundary":
-            self._compaction_at(line)
-        elif line.kind == "attachment":
-            # the history holds user/assistant/tool roles: an attachment sent as a system message is a user
-            # message with its kind and the role it was sent as
-            self.add({"role": "user", "content": str(line.content), "attachment": line.attachment,
-                      "sent_as": line.role}, line)
-        elif line.kind == "user" and line.compact_summary:
-            last = session.compactions[-1] if session.compactions else None
-            if last is None or last.summary or self.talk_since_boundary:
-                # a summary without its boundary line (how Claude Code wrote compactions before 2.0)
-                last = Compaction(index=len(session.compactions), trigger="unknown", trigger_source="",
-                                  ts=line.ts, message_index=len(session.messages), calls_before=0,
-                                  tokens_before=None)
-                session.compactions.append(last)
-            last.summary = text_of(line.content)
-            if self.comp_touched < 0 or last.index < self.comp_touched:
-                self.comp_touched = last.index
-        elif line.kind == "user":
-            self.talk_since_boundary = True
-            for msg in _user_messages(line):
-                self.add(msg, line)
-        elif line.key is not None:
-            self.talk_since_boundary = True
-            at = self.open_assistant.get(line.key)
-            if at is None:
-                at = len(session.messages)
-                self.open_assistant[line.key] = at
-                self.add({"role": "assistant", "content": None}, line)
-            else:
-                if self.touched < 0 or at < self.touched:
-                    self.touched = at
-                self.by_uuid.setdefault(line.uuid, []).append(at)
-            _merge_assistant(session.messages[at], line.content)
-
-    def _compaction_at(self, line: _Line) -> None:
-        """The boundary: messages before it leave the context; the ones it preserved are kept after it."""
-        session = self.session
-        comp = Compaction(index=len(session.compactions), trigger=trigger_of(line.trigger),
-                          trigger_source=line.trigger, ts=line.ts, message_index=len(session.messages),
-                          calls_before=0, tokens_before=line.pre_tokens, post_tokens=line.post_tokens,
-                          placed_by="file order" if line.uuid in self.placed else "chain")
-        session.compactions.append(comp)
-        self.open_assistant.clear()
-        self.talk_since_boundary = False
-        indices = dict.fromkeys(i for uid in line.preserved for i in self.by_uuid.get(uid, []))
-        for i in indices:
-            if i < len(session.messages):
-                kept = {k: v for k, v in session.messages[i].items() if k not in ("id", "subagent")}
-                kept.update(id=session.make_id(), preserved=True)  # the same message, still in the context
-                session.messages.append(kept)
-                comp.messages_after += 1
-
-
-def _usage_total(usage: dict[str, Any], model: str) -> tuple[int, int, int, int]:
-    """(input, output, cache read, cache write) of one model in a cost-state's ``modelUsage``."""
-    entry = dict_at(usage, model)
-    return tuple(int_or_none(entry.get(k)) or 0 for k in (  # type: ignore[return-value]
-        "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"))
-
-
-def _compaction_costs(scan: _Scan, session: SourceSession) -> None:
-    """What each compaction cost, from the agent's own ``cost-state`` lines around its boundary: the
-    summarising request is not a line of the file (2.1.3xx), but the running totals before and after it
-    differ by exactly that request plus the calls recorded between them."""
-    if not scan.costs:
-        return
-    boundaries = scan.boundary_lines
-    if len(boundaries) != len(session.compactions):
-        return
-    for comp, at in zip(session.compactions, boundaries, strict=True):
-        if at in scan.costed:
-            continue  # its cost-state lines are both there: worked out once
-        before = next((c for c in reversed(scan.costs) if c[0] < at), None)
-        after = next((c for c in scan.costs if c[0] > at), None)
-        if after is None:
-            continue
-        scan.costed.add(at)
-        lo = before[0] if before else 0
-        between = [call for key, call in scan.calls.items() if lo < scan.call_lines.get(key, 0) < after[0]]
-        if not between:
-            spent = round(after[1] - (before[1] if before else 0.0), 10)
-            comp.cost_usd = spent if spent >= 0 else None  # a running total that fell: no figure
-        if comp.cost is not None:
-            continue
-        models = [m for m in after[2] if _usage_total(after[2], m) != _usage_total(before[2] if before else {}, m)]
-        if len(models) != 1:
-            continue
-        model = models[0]
-        now, then = _usage_total(after[2], model), _usage_total(before[2] if before else {}, model)
-        mine = [c for c in between if c.model == model]
-        inp = now[0] - then[0] - sum((c.prompt_tokens or 0) - (c.cache_read_tokens or 0) - (c.cache_write_tokens or 0)
-                                     for c in mine)
-        out = now[1] - then[1] - sum(c.completion_tokens or 0 for c in mine)
-        read = now[2] - then[2] - sum(c.cache_read_tokens or 0 for c in mine)
-        write = now[3] - then[3] - sum(c.cache_write_tokens or 0 for c in mine)
-        if min(inp, out, read, write) < 0 or inp + read + write == 0:
-            continue
-        comp.cost = ProviderCall(-1, inp + read + write, out, read, write, model=model, ts=comp.ts,
-                                 request_id="(from cost-state)")
 
 
 def _offloaded(session: SourceSession, folder: Path) -> None:
@@ -804,7 +552,7 @@ class ClaudeCodeReader:
         self.rebuilds = 0  # conversations rebuilt from the scanned lines (rewinds)
         self._buffer = LineBuffer()
         self._done = 0  # scan.lines the build has taken
-        self._build = _Build(self.session, self.scan.calls)
+        self._build = Build(self.session, self.scan.calls)
         self._tip: str | None = None  # the conversation's last line
         self._last_main: str | None = None  # the last line not on a sidechain (where an orphan boundary goes)
         self._keys: set[tuple[str, str]] = set()  # responses in the conversation
@@ -900,7 +648,7 @@ class ClaudeCodeReader:
         return session
 
     # ------------------------------------------------------------------ the conversation
-    def _extends(self, line: _Line) -> bool:
+    def _extends(self, line: Line) -> bool:
         """Whether ``line`` continues the conversation as it stands (else the conversation is rebuilt)."""
         parent = self.scan.parents.get(line.uuid)
         if parent == self._tip:
@@ -908,7 +656,7 @@ class ClaudeCodeReader:
         if line.kind == "assistant" and line.key in self._keys:
             return True
         if line.kind == "user" and not line.compact_summary:
-            results = _tool_ids(line.content, "tool_result", "tool_use_id")
+            results = tool_ids(line.content, "tool_result", "tool_use_id")
             return bool(results) and all(r in self._uses for r in results)
         return False
 
@@ -920,12 +668,12 @@ class ClaudeCodeReader:
             if self.scan.parents.get(uid) == self._tip:
                 self._tip = uid
 
-    def _keep(self, line: _Line) -> None:
+    def _keep(self, line: Line) -> None:
         self._tip = line.uuid
         if line.key is not None:
             self._keys.add(line.key)
         if line.kind == "assistant":
-            self._uses.update(_tool_ids(line.content, "tool_use", "id"))
+            self._uses.update(tool_ids(line.content, "tool_use", "id"))
 
     def _take_new(self) -> bool:
         """Add the lines scanned since the last feed; True when the conversation had to be rebuilt."""
@@ -958,7 +706,7 @@ class ClaudeCodeReader:
         scan.costed.clear()
         session.off_chain = 0
         placed = _place_orphan_boundaries(scan)
-        self._build = _Build(session, scan.calls, placed)
+        self._build = Build(session, scan.calls, placed)
         kept = _kept(scan)
         self._keys, self._uses = set(), set()
         for line in scan.lines:
@@ -992,7 +740,8 @@ class ClaudeCodeReader:
             session.agent_cost_usd = total
             by_model = {m: float_or_none(v.get("costUSD")) for m, v in per_model.items() if isinstance(v, dict)}
             session.agent_cost_by_model = {m: v for m, v in by_model.items() if v is not None}
-        _compaction_costs(scan, session)
+        compaction_costs(scan, session)
+        dropped_tokens(session.compactions)
         calls = session.calls
         positions = [c.message_index for c in calls] if session.compactions else []
         ordered = all(a <= b for a, b in itertools.pairwise(positions))

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from engine.model.call_meta import CacheMiss, CallAttribution, UsageIteration
 from engine.model.messages import Message
 from engine.model.text import printable
 from engine.store.fsutil import fast_json
@@ -141,6 +142,15 @@ class ProviderCall:
     prompt_unlike_file: str = ""
     prompt_transient: bool = False  # what the figure counts beyond the file is not sent again (a search's results)
     cost_usd: float | None = None  # the agent's own price of this call, where its file records one (ATIF's cost_usd)
+    attribution: CallAttribution | None = None  # the skill / subagent / plugin / MCP server the call worked for
+    cache_miss: CacheMiss | None = None  # the provider's own reason the prompt cache missed
+    # the request's sampling iterations (``usage.iterations``); those billed beside the top-level usage (a server-side
+    # compaction, an advisor) count into the call's cost, never into its prompt (engine.model.call_meta)
+    iterations: tuple[UsageIteration, ...] = ()
+
+    def billed_beside(self) -> list[UsageIteration]:
+        """The iterations billed beside the top-level usage (each counted once in the call's cost)."""
+        return [it for it in self.iterations if it.beside]
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -173,6 +183,26 @@ class Compaction:
     post_tokens: int | None = None  # the agent's own count of the context right after the compaction
     cost_usd: float | None = None  # what compacting cost in USD, as the agent's own cost records give it
     placed_by: str = "chain"  # "chain" (linked to the message before it) or "file order" (the link is missing)
+    # the agent's running total of the tokens its compactions dropped (Claude Code's ``cumulativeDroppedTokens``)
+    cumulative_dropped_tokens: int | None = None
+    # the tokens this compaction dropped: its running total less the previous one's (:func:`dropped_tokens`)
+    dropped_tokens: int | None = None
+
+
+def dropped_tokens(compactions: Iterable[Compaction]) -> None:
+    """Set each compaction's ``dropped_tokens``: its running total (``cumulative_dropped_tokens``) less the previous
+    compaction's (0 before the first), else, where a running total is missing, the context before less the agent's
+    count after (``tokens_before`` − ``post_tokens``, as Claude Code adds to its total); None when neither is known."""
+    previous: int | None = 0
+    for comp in compactions:
+        total = comp.cumulative_dropped_tokens
+        if total is not None and previous is not None and total >= previous:
+            comp.dropped_tokens = total - previous
+        elif comp.tokens_before is not None and comp.post_tokens is not None:
+            comp.dropped_tokens = max(0, comp.tokens_before - comp.post_tokens)
+        else:
+            comp.dropped_tokens = None
+        previous = total
 
 
 @dataclass

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from engine.model.call_meta import beside_of
 from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
 from engine.sources.model import ProviderCall, SourceSession
 from engine.store.event_log import folder_records as read_folder_records
@@ -64,12 +65,17 @@ def record_cost(record: Mapping[str, Any], table: PriceTable | None) -> CallCost
     """What the call of a ``context`` record cost (see the module's doc)."""
     if table is None:
         return CallCost(None, problem=NO_TABLE)
-    return table.cost(
-        str(record.get("model") or ""), prompt=_int(record.get("provider_prompt_tokens")),
+    model = str(record.get("model") or "")
+    cost = table.cost(
+        model, prompt=_int(record.get("provider_prompt_tokens")),
         completion=_int(record.get("completion_tokens")), cache_read=_int(record.get("cache_read_tokens")),
         cache_write=_int(record.get("cache_write_tokens")), reasoning=_int(record.get("reasoning_tokens")),
         cache_write_1h=_int(record.get("cache_write_1h_tokens")),
         reasoning_in_output=record.get("source_format") not in REASONING_SEPARATE)
+    beside = record.get("billed_beside")  # server-side iterations billed beside the top-level usage (Claude Code)
+    if isinstance(beside, list) and beside:
+        return table.add_beside(cost, model, [it for it in beside if isinstance(it, Mapping)])
+    return cost
 
 
 def priced_record(record: Mapping[str, Any], table: PriceTable | None = None) -> dict[str, Any]:
@@ -108,7 +114,7 @@ def call_record(call: ProviderCall, fmt: str = "") -> dict[str, Any]:
             "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
             "completion_tokens": call.completion_tokens, "reasoning_tokens": call.reasoning_tokens,
             "cache_write_1h_tokens": call.cache_write_1h_tokens, "source_format": fmt,
-            "completion_placeholder": call.completion_placeholder}
+            "completion_placeholder": call.completion_placeholder, "billed_beside": beside_of(call.iterations)}
 
 
 def folder_records(folder: Path) -> list[dict[str, Any]]:

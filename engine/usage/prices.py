@@ -17,6 +17,10 @@ A call costs (each rate per token, from the model's entry):
   ``reasoning`` come on top): :data:`REASONING_SEPARATE`;
 - long-context tiers: when the prompt is above a threshold the entry names (``*_above_200k_tokens``,
   ``*_above_272k_tokens``, …), every rate of that tier replaces the base rate (litellm's own rule).
+- server-side work billed beside the call's top-level usage (Anthropic's ``usage.iterations`` of a type other
+  than ``message``: a server-side compaction, an advisor; :mod:`engine.model.call_meta`): each such iteration
+  priced as a call of its own (its own tier; the call's model unless it names one) and added, once
+  (:meth:`PriceTable.add_beside`); the top-level figures are never counted again.
 
 A model the table does not know costs ``None`` with the reason, never $0. Names are taken as the agents
 write them: exact first, then without a provider prefix (``anthropic/``, ``models/``, ``openrouter/x/``),
@@ -30,6 +34,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -108,6 +113,10 @@ class CallCost:
         return asdict(self)
 
 
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _rate(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -177,11 +186,35 @@ class PriceTable:
 
     def call_cost(self, call: ProviderCall, *, cache_write_1h_tokens: int | None = None,
                   reasoning_in_output: bool = True) -> CallCost:
-        """The cost of ``call`` (see the module's doc)."""
-        return self.cost(call.model, prompt=call.prompt_tokens, completion=call.completion_tokens,
-                         cache_read=call.cache_read_tokens, cache_write=call.cache_write_tokens,
-                         reasoning=call.reasoning_tokens, cache_write_1h=cache_write_1h_tokens,
-                         reasoning_in_output=reasoning_in_output)
+        """The cost of ``call`` (see the module's doc), its iterations billed beside the top-level usage included."""
+        result = self.cost(call.model, prompt=call.prompt_tokens, completion=call.completion_tokens,
+                           cache_read=call.cache_read_tokens, cache_write=call.cache_write_tokens,
+                           reasoning=call.reasoning_tokens, cache_write_1h=cache_write_1h_tokens,
+                           reasoning_in_output=reasoning_in_output)
+        beside = call.billed_beside()
+        return self.add_beside(result, call.model, [it.to_json() for it in beside]) if beside else result
+
+    def add_beside(self, result: CallCost, model: str, beside: Iterable[Mapping[str, Any]]) -> CallCost:
+        """``result`` with the iterations billed beside the top-level usage added (``beside``: as a ``context``
+        record's ``billed_beside`` holds them, :meth:`engine.model.call_meta.UsageIteration.to_json`); a call
+        whose own cost is unknown stays unknown; an iteration without a price makes the cost unknown too."""
+        if result.usd is None:
+            return result
+        for it in beside:
+            read, write = _count(it.get("cache_read_tokens")), _count(it.get("cache_write_tokens"))
+            inp, out = _count(it.get("input_tokens")), _count(it.get("output_tokens"))
+            part = self.cost(str(it.get("model") or model), prompt=inp + read + write, completion=out,
+                             cache_read=read, cache_write=write)
+            if part.usd is None:
+                return CallCost(None, result.price_key, f"{it.get('type')} iteration: {part.problem}")
+            result.input_usd += part.input_usd
+            result.cache_read_usd += part.cache_read_usd
+            result.cache_write_usd += part.cache_write_usd
+            result.output_usd += part.output_usd
+            result.usd += part.usd
+            result.notes.append(f"{it.get('type')} iteration billed beside the call: {inp + read + write:,} in, "
+                                f"{out:,} out")
+        return result
 
     def cost(self, model: str, *, prompt: int | None, completion: int | None, cache_read: int | None = None,
              cache_write: int | None = None, reasoning: int | None = None, cache_write_1h: int | None = None,

@@ -24,18 +24,23 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Literal
 
-GroupBy = Literal["day", "project", "model", "session", "tool", "agent"]
+GroupBy = Literal["day", "project", "model", "session", "tool", "agent", "skill", "subagent", "mcp"]
 
-GROUPS: tuple[str, ...] = ("day", "project", "model", "session", "tool", "agent")
+GROUPS: tuple[str, ...] = ("day", "project", "model", "session", "tool", "agent", "skill", "subagent", "mcp")
+# the attribution groups: the call rows' column each groups by (who the call worked for, as the agent said: Claude
+# Code's attributionSkill, attributionAgent, attributionMcpServer; calls it did not attribute are one "(none)" group)
+ATTRIBUTION_GROUPS = {"skill": "skill", "subagent": "subagent_type", "mcp": "mcp_server"}
 
 ROLLUPS = ("call_rollup", "tool_rollup", "session_rollup")
 
 # the rollups' version, in ROLLUP_MARKER: rollups of another version are built again from the rows
 # (2: a call's cost split evenly over its tool calls in tool_rollup, as ``ctxbench tools`` splits it)
-ROLLUP_VERSION = 3  # 3: a session's cost in its parts (main, subagents, compaction)
-# a call rollup row: (day, agent, project, session_id, file_id, model) and the sums of its calls
+# 3: a session's cost in its parts (main, subagents, compaction); 4: per skill, subagent type and MCP server too
+ROLLUP_VERSION = 4
+# a call rollup row: (day, agent, project, session_id, file_id, model, skill, subagent type, MCP server) and the sums
+# of its calls
 CALL_ROLLUP = """
-    SELECT CAST(day AS DATE) AS day, agent, project, session_id, file_id, model,
+    SELECT CAST(day AS DATE) AS day, agent, project, session_id, file_id, model, skill, subagent_type, mcp_server,
            any_value(price_key) AS price_key, count(*)::BIGINT AS calls,
            sum(prompt_tokens)::BIGINT AS prompt_tokens, sum(input_tokens)::BIGINT AS input_tokens,
            sum(cache_read_tokens)::BIGINT AS cache_read_tokens, sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
@@ -203,6 +208,14 @@ def session_query(since: date | None, until: date | None, order: str, columns: s
             f"ORDER BY {order}")
 
 
+def attribution_query(by: str, where: str) -> str:
+    """The SQL of the figures per skill, subagent type or MCP server (``by``: a key of :data:`ATTRIBUTION_GROUPS`)
+    of the ``call_rollup`` rows matching ``where``; the calls attributed to none are one group, NULL, last."""
+    column = ATTRIBUTION_GROUPS[by]
+    return (f"SELECT {column} AS {by}, {SUMS} FROM call_rollup WHERE {where} GROUP BY {column} "
+            f"ORDER BY {column} IS NULL, cost_usd DESC NULLS LAST, {column}")
+
+
 def summarize(con: Any, by: str = "day", since: date | None = None) -> list[dict[str, Any]]:
     """Figures per group from a :meth:`engine.usage.index.UsageIndex.connect` connection: calls, tokens (prompt,
     uncached input, cache read / write, output, reasoning), cost (the sum of the known costs; ``unpriced_calls``
@@ -217,6 +230,8 @@ def summarize(con: Any, by: str = "day", since: date | None = None) -> list[dict
     if by == "model":
         return fetch(con, f"SELECT model, any_value(price_key) AS price_key, {SUMS} FROM call_rollup "
                            f"WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model")
+    if by in ATTRIBUTION_GROUPS:
+        return fetch(con, attribution_query(by, where))
     if by == "session":
         return fetch(con, session_query(since, None, "last_call NULLS FIRST"))
     if by == "tool":

@@ -5,8 +5,8 @@ call rows) and returns a
 :class:`UsageReport` of plain data: cost and tokens per day and model (the stacked bars), the sessions
 (cost, calls, peak fullness, compactions, cache hit rate, the agent's own cost, the file to open), per
 project and per model totals, the tools whose results take the most context (with their tool calls and what
-the responses that made them cost, each response's cost split evenly over its tool calls), and the range's
-total.
+the responses that made them cost, each response's cost split evenly over its tool calls), the calls the agent
+attributed to a skill, a subagent type or an MCP server (Claude Code 2.1.3xx), and the range's total.
 Days are UTC (as the index files them); ``since`` and ``until`` are both included, None: open. The days the view's
 chart spans are the report's too (``first_day`` … ``last_day``: the whole range asked, empty days included; an open
 end: the first day with calls, the later of today and the last day with calls); :func:`last_days` is "the last n
@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from engine.usage.index import UsageIndex
-from engine.usage.queries import SUMS, fetch, session_query, sql_str
+from engine.usage.queries import ATTRIBUTION_GROUPS, SUMS, attribution_query, fetch, session_query, sql_str
 
 TOP_TOOLS = 20
 # a session row of the view: what its sessions table shows, and the file to open (10,000 rows of all the index's
@@ -46,6 +46,9 @@ class UsageReport:
     projects: list[dict[str, Any]] = field(default_factory=list)
     models: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    # the calls attributed to a skill, a subagent type or an MCP server: kind ("skill", "subagent", "mcp"), name and
+    # the figures ``ctxbench usage --by <kind>`` gives that name (the same query: queries.attribution_query)
+    attribution: list[dict[str, Any]] = field(default_factory=list)
     total: dict[str, Any] = field(default_factory=dict)
     index: dict[str, Any] | None = None  # what the index update did (IndexReport.to_json), None: not updated
     problem: str = ""  # why the figures may be missing or old ("" when all went well)
@@ -157,6 +160,9 @@ def _report(con: Any, since: date | None, until: date | None, top_tools: int) ->
                sum(used_calls)::BIGINT AS tool_calls, sum(cost_usd_of_calls) AS cost_usd_of_calls
         FROM tool_rollup WHERE {where} GROUP BY tool HAVING sum(results) > 0
         ORDER BY result_tokens DESC, tool LIMIT {int(top_tools)}""")
+    for by in ATTRIBUTION_GROUPS:
+        report.attribution += [{"kind": by, "name": r.pop(by), **r} for r in fetch(con, attribution_query(by, where))
+                               if r.get(by) is not None]
     rows = fetch(con, f"SELECT {SUMS} FROM call_rollup WHERE {where}")
     report.total = rows[0] if rows else {}
     report.first_day, report.last_day = span(since, until, report.days())

@@ -31,6 +31,7 @@ from engine.model.text import printable
 from engine.sources import model as _model
 from engine.sources.discovery import Agent, SourceEntry, summarize_read
 from engine.sources.model import (
+    ProviderCall,
     SourceError,
     SourceFormat,
     SourceSession,
@@ -47,7 +48,9 @@ UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this d
 # 2: a project is its folder's full path (no longer its last name); a session without a title: its first prompt
 # 3: a call's tools are every tool call of its response (engine.usage.tool_costs.response_tools), not only those
 #    of its first message (a Codex response's function calls in several messages)
-ROWS_VERSION = 3
+# 4: a call's attribution (skill, subagent type, plugin, MCP server and tool), the provider's cache-miss reason and its
+#    tokens, and the tokens of server-side iterations billed beside the top-level usage (in its cost too)
+ROWS_VERSION = 4
 
 CALL_COLUMNS: dict[str, str] = {
     "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR",
@@ -56,6 +59,10 @@ CALL_COLUMNS: dict[str, str] = {
     "cache_read_tokens": "BIGINT", "cache_write_tokens": "BIGINT", "cache_write_1h_tokens": "BIGINT",
     "output_tokens": "BIGINT", "reasoning_tokens": "BIGINT", "cost_usd": "DOUBLE", "cost_problem": "VARCHAR",
     "price_key": "VARCHAR", "window": "BIGINT", "tools": "VARCHAR[]",
+    # who the call worked for, as the agent attributed it (Claude Code 2.1.3xx; NULL: not attributed)
+    "skill": "VARCHAR", "subagent_type": "VARCHAR", "plugin": "VARCHAR", "mcp_server": "VARCHAR", "mcp_tool": "VARCHAR",
+    "cache_miss_reason": "VARCHAR", "cache_miss_tokens": "BIGINT",  # the provider's own reason the cache missed
+    "beside_tokens": "BIGINT",  # tokens of server-side iterations billed beside the top-level usage (in cost_usd)
 }
 TOOL_COLUMNS: dict[str, str] = {
     "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR",
@@ -173,6 +180,17 @@ def first_prompt(session: SourceSession, limit: int = 120) -> str:
     return ""
 
 
+def _call_meta(call: ProviderCall) -> dict[str, Any]:
+    """A call row's attribution, cache-miss and billed-beside columns (NULL where the file says nothing)."""
+    att, miss = call.attribution, call.cache_miss
+    beside = call.billed_beside()
+    return {"skill": att.skill or None if att else None, "subagent_type": att.agent or None if att else None,
+            "plugin": att.plugin or None if att else None, "mcp_server": att.mcp_server or None if att else None,
+            "mcp_tool": att.mcp_tool or None if att else None,
+            "cache_miss_reason": miss.reason if miss else None, "cache_miss_tokens": miss.tokens if miss else None,
+            "beside_tokens": sum(it.tokens for it in beside) if beside else None}
+
+
 @dataclass
 class FileRows:
     """The index rows of one session file (see the module's doc)."""
@@ -280,7 +298,7 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
             "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
             "cache_write_1h_tokens": write_1h, "output_tokens": call.completion_tokens,
             "reasoning_tokens": call.reasoning_tokens, "cost_usd": cost_usd, "cost_problem": problem,
-            "price_key": key, "window": window, "tools": tools.get(id(call), []),
+            "price_key": key, "window": window, "tools": tools.get(id(call), []), **_call_meta(call),
         })
         if kind == "main" and prompt:
             peak_prompt = max(peak_prompt, prompt)

@@ -49,6 +49,10 @@ class Reply:
     output_tokens: int | None = None  # counted from the text and calls when None
     extra_prompt_tokens: int = 0  # answered as if the prompt were this much longer (read from the cache):
     # how a test fills the window to make an agent compact by itself
+    # server-side work billed beside the top-level usage (Anthropic: ``usage.iterations``), answered as given
+    iterations: list[dict[str, Any]] | None = None
+    # why the prompt cache missed (Anthropic: ``diagnostics.cache_miss_reason``), answered as given
+    cache_miss: dict[str, Any] | None = None
 
 
 Script = Callable[[dict[str, Any]], Reply]
@@ -292,9 +296,12 @@ class AnthropicServer(ScriptedServer):
         usage["cache_read_input_tokens"] += reply.extra_prompt_tokens
         out_tokens = output_tokens(reply)
         usage["output_tokens"] = out_tokens
+        if reply.iterations is not None:
+            usage["iterations"] = reply.iterations
         self.record(Logged(path, body, dict(usage), reply, time.time(), kind, count_tokens(system),
                            count_tokens(tools), count_tokens(messages)))
         msg_id = "msg_" + uuid.uuid4().hex[:24]
+        diagnostics = {"diagnostics": {"cache_miss_reason": reply.cache_miss}} if reply.cache_miss else {}
         content: list[dict[str, Any]] = []
         if reply.text:
             content.append({"type": "text", "text": reply.text})
@@ -305,13 +312,13 @@ class AnthropicServer(ScriptedServer):
         if not body.get("stream"):
             send_json(handler, 200, {"id": msg_id, "type": "message", "role": "assistant", "model": model,
                                      "content": content, "stop_reason": stop, "stop_sequence": None,
-                                     "usage": usage})
+                                     "usage": usage, **diagnostics})
             return
         start_sse(handler)
         start_usage = dict(usage, output_tokens=1)
         sse(handler, "message_start", {"type": "message_start", "message": {
             "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": start_usage}})
+            "stop_reason": None, "stop_sequence": None, "usage": start_usage, **diagnostics}})
         for i, block in enumerate(content):
             if block["type"] == "text":
                 sse(handler, "content_block_start", {"type": "content_block_start", "index": i,

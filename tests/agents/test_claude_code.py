@@ -4,13 +4,23 @@ figure checked against the server's log of what was sent and what it answered.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.ingest import import_source, tool_server
+from engine.model.call_meta import (
+    ATTRIBUTION_KEYS,
+    ITERATION_TYPES,
+    MISS_WORDS,
+    CacheMiss,
+    CallAttribution,
+    iterations_of,
+)
 from engine.sources.claude_code import (
     IGNORED_TYPES,
     KNOWN_ATTACHMENTS,
@@ -20,7 +30,11 @@ from engine.sources.claude_code import (
     SYSTEM_SUBTYPES,
     read_claude_code,
 )
+from engine.sources.claude_code_build import ROW_SOURCES
+from engine.sources.discovery import SourceEntry
 from engine.sources.model import SourceSession
+from engine.usage.costs import price_table, records_cost, source_cost
+from engine.usage.rows import rows_of
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import AnthropicServer, Logged, Reply, ToolCall, last_user_text
 from tests.engine.sources.test_incremental import by_line, feed_in_pieces, random_chunks, state
@@ -120,7 +134,8 @@ def assert_fed_equals_whole(path: Path) -> None:
 def assert_every_line_known(src: SourceSession) -> None:
     """Every line of the file the pinned version wrote is of a known type, every ``system`` line of a known
     subtype and every attachment of a known type, read when it was rendered to the model and left out (with a
-    reason) when not: a kind a new version adds fails here, named with the version."""
+    reason) when not; every assistant line's attribution fields, ``usage.iterations`` types and cache-miss reason
+    and every user line's ``rowSource`` known: a kind a new version adds fails here, named with the version."""
     assert src.skipped == [], [s.describe() for s in src.skipped]
     for kind in src.ignored:
         base = kind.split(":", 1)[0]
@@ -133,6 +148,16 @@ def assert_every_line_known(src: SourceSession) -> None:
         if kind == "system":
             sub = obj.get("subtype")
             assert sub in SYSTEM_SUBTYPES, f"system subtype {sub!r} of Claude Code {version} is not known"
+        elif kind == "assistant":  # the per-call fields: a new attribution, iteration or miss reason fails here
+            attribution = {k for k in obj if k.startswith("attribution")}
+            assert attribution <= set(ATTRIBUTION_KEYS), f"{attribution} of Claude Code {version}"
+            message = obj.get("message") or {}
+            kinds = {it.get("type") for it in (message.get("usage") or {}).get("iterations") or []}
+            assert kinds <= set(ITERATION_TYPES), f"usage.iterations types {kinds} of Claude Code {version}"
+            miss = (message.get("diagnostics") or {}).get("cache_miss_reason")
+            assert miss is None or miss.get("type") in MISS_WORDS, f"cache_miss_reason {miss} of {version}"
+        elif kind == "user" and "rowSource" in obj:
+            assert obj["rowSource"] in ROW_SOURCES, f"rowSource {obj['rowSource']!r} of Claude Code {version}"
         elif kind == "attachment":
             atype = (obj.get("attachment") or {}).get("type")
             assert atype in KNOWN_ATTACHMENTS, f"attachment type {atype!r} of Claude Code {version} is not known"
@@ -255,3 +280,146 @@ def test_agent_subagent_linked(agent_home: AgentHome, tmp_path: Path) -> None:
     report = import_source(session_file(agent_home), session_dir=tmp_path / "imported").to_json()
     [entry] = report["subagents"]
     assert entry["parent_tool_call_id"] == sub.parent_tool_call_id and entry["calls"] == len(sub_requests)
+
+
+# ---------------------------------------------------------------- 2.1.332's per-call fields (issue 30)
+ITERATION = {"type": "compaction", "input_tokens": 5000, "output_tokens": 300, "cache_creation_input_tokens": 0,
+             "cache_read_input_tokens": 0}
+MISS = {"type": "tools_changed", "cache_missed_input_tokens": 1234}
+SKILL = "greet"
+MCP_SERVER = Path(__file__).with_name("mcp_echo.py")
+
+
+def tool_uses(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's tool calls, in order (every assistant message's ``tool_use`` blocks)."""
+    return [b for m in body.get("messages") or [] if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+            for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def meta_script(body: dict[str, Any]) -> Reply:
+    """EXPLORE: the Skill tool (skill ``greet``), the MCP tool ``mcp__echo__say``, an Agent (its subagent runs one
+    Bash call), then an answer. The answer to the skill's result reports a server-side compaction iteration billed
+    beside the usage; the answer to the MCP result a cache miss (tools_changed) with the tokens it cost."""
+    if "sub-task" in last_user_text(body):
+        return script(body)
+    if "EXPLORE" not in json.dumps(body.get("messages")):
+        return Reply(text="Hi.")
+    done = len(tool_uses(body))
+    steps = [ToolCall("Skill", {"skill": SKILL}), ToolCall("mcp__echo__say", {"word": "hi"}),
+             ToolCall("Agent", {"description": "sub task", "subagent_type": "general-purpose",
+                                "prompt": "Do the sub-task: run one command"})]
+    if done >= len(steps):
+        return Reply(text="All done.")
+    return Reply(tool_calls=[steps[done]], iterations=[ITERATION] if done == 1 else None,
+                 cache_miss=MISS if done == 2 else None)
+
+
+def meta_home(home: AgentHome) -> list[str]:
+    """A skill in the home, and the MCP server's arguments for ``claude``."""
+    skill = home.home / ".claude" / "skills" / SKILL
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(f"---\nname: {SKILL}\ndescription: Greet the user politely\n---\nSay hello.\n")
+    config = {"mcpServers": {"echo": {"command": sys.executable, "args": [str(MCP_SERVER)]}}}
+    return ["--mcp-config", json.dumps(config)]
+
+
+def turn_tool_uses(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls of the request's turn: those after its last user message holding no tool result (a typed
+    prompt, or a task's notification, starts a turn; a skill's text comes with its tool result)."""
+    start = 0
+    for i, msg in enumerate(body.get("messages") or []):
+        content = msg.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if msg.get("role") == "user" and not any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                                 for b in blocks):
+            start = i
+    return tool_uses({"messages": (body.get("messages") or [])[start:]})
+
+
+def expected_attribution(entry: Logged) -> CallAttribution | None:
+    """What the log says a call worked for: the skill launched in its turn, the MCP tool whose result it answers
+    (the last tool call)."""
+    uses = tool_uses(entry.body)
+    skill = SKILL if any(u["name"] == "Skill" for u in turn_tool_uses(entry.body)) else ""
+    last = uses[-1]["name"] if uses else ""
+    server, tool = (last.split("__")[1], last.split("__")[2]) if last.startswith("mcp__") else ("", "")
+    attribution = CallAttribution(skill=skill, mcp_server=server, mcp_tool=tool)
+    return attribution if attribution != CallAttribution() else None
+
+
+def test_attribution_cache_miss_iterations_dropped_tokens_and_row_source(agent_home: AgentHome,
+                                                                        tmp_path: Path) -> None:
+    extra = meta_home(agent_home)
+    with AnthropicServer(meta_script) as server:
+        claude(agent_home, server, "-p", "EXPLORE greet, echo, delegate", *extra)
+        claude(agent_home, server, "-p", "/compact", "--continue", *extra)
+        claude(agent_home, server, "-p", "say hi", "--continue", *extra)
+        claude(agent_home, server, "-p", "/compact", "--continue", *extra)
+    path = session_file(agent_home)
+    src = read_claude_code(path)
+    assert_every_line_known(src)
+    assert_fed_equals_whole(path)
+    logged = server.calls("main")
+    sub_requests = [e for e in logged if "sub-task" in last_user_text(e.body)]
+    main = [e for e in logged if e not in sub_requests]
+    assert_calls_match(src, main)  # usage per call equal to what the server answered
+    assert len(server.calls("summary")) == 2
+    # attribution: the skill, the MCP server and tool as the log says the call worked for them
+    assert [c.attribution for c in src.calls] == [expected_attribution(e) for e in main]
+    assert {c.attribution.skill for c in src.calls if c.attribution} == {SKILL}
+    assert any(c.attribution and c.attribution.mcp_server == "echo" for c in src.calls)
+    [sub] = [s for s in src.subagents if s.kind == "task"]
+    assert sub.session is not None
+    assert_every_line_known(sub.session)
+    assert_calls_match(sub.session, sub_requests)
+    [agent_call] = [u for e in main for u in tool_uses(e.body)[-1:] if u["name"] == "Agent"][:1]
+    assert {c.attribution for c in sub.session.calls} == {
+        CallAttribution(skill=SKILL, agent=agent_call["input"]["subagent_type"])}
+    # the provider's cache-miss reason and the iterations, as the server answered them
+    assert [c.cache_miss for c in src.calls] == [
+        CacheMiss(e.reply.cache_miss["type"], e.reply.cache_miss["cache_missed_input_tokens"]) if e.reply.cache_miss
+        else None for e in main]
+    assert [c.iterations for c in src.calls] == [iterations_of({"iterations": e.reply.iterations or []}) for e in main]
+    [beside] = [c for c in src.calls if c.billed_beside()]
+    # its cost: the top-level usage and the compaction iteration, each once (the real price table)
+    table = price_table()
+    assert table is not None
+    top = table.call_cost(dataclasses.replace(beside, iterations=())).usd
+    alone = table.cost(MODEL, prompt=5000, completion=300, cache_read=0, cache_write=0).usd
+    assert top is not None and alone is not None
+    assert table.call_cost(beside).usd == pytest.approx(top + alone)
+    entry = SourceEntry(agent="claude-code", path=str(path), session_id=src.session_id, project="p", started="",
+                        last_activity="", calls=len(src.calls), last_prompt_tokens=None, window=None,
+                        percent_full=None)
+    rows = [r for r in rows_of(entry, src, table, "f").calls if r["kind"] == "main"]
+    [row] = [r for r in rows if r["request_id"] == beside.request_id]
+    assert row["cost_usd"] == pytest.approx(top + alone) and row["beside_tokens"] == 5300
+    assert [r["skill"] for r in rows] == [c.attribution.skill if c.attribution else None for c in src.calls]
+    # the tokens each compaction dropped: the file's running total, each the boundary's before less after
+    boundaries = [o["compactMetadata"] for o in raw_lines(path) if o.get("subtype") == "compact_boundary"]
+    assert len(src.compactions) == len(boundaries) == 2
+    running = 0
+    for comp, meta in zip(src.compactions, boundaries, strict=True):
+        running += meta["preTokens"] - meta["postTokens"]
+        assert comp.cumulative_dropped_tokens == meta["cumulativeDroppedTokens"] == running
+        assert comp.dropped_tokens == meta["preTokens"] - meta["postTokens"] > 0
+    # row sources: the prompts typed (the server's log holds them) are "local"; Claude Code's own lines are not
+    sources = {m["content"]: m.get("row_source") for m in src.messages if m["role"] == "user" and
+               isinstance(m.get("content"), str)}
+    typed = {last_user_text(main[0].body), "say hi"}
+    assert all(sources.get(t) == "local" for t in typed if t in sources) and "say hi" in sources
+    assert {m.get("row_source") for m in src.messages if m.get("row_source")} <= {
+        "local", "harness", "hook", "recorded"}
+    assert "harness" in {m.get("row_source") for m in src.messages}
+    # an import keeps them on its records: the window's timeline and Compactions tab read them there
+    import_source(path, session_dir=tmp_path / "imported")
+    events = [json.loads(line) for line in (tmp_path / "imported" / "events.jsonl").read_text().splitlines()]
+    contexts = [e for e in events if e["type"] == "context"]
+    assert [e.get("cache_miss") for e in contexts] == [c.cache_miss.to_json() if c.cache_miss else None
+                                                       for c in src.calls]
+    assert [e.get("attribution") for e in contexts] == [c.attribution.to_json() if c.attribution else None
+                                                        for c in src.calls]
+    assert [len(e.get("billed_beside") or []) for e in contexts] == [len(c.billed_beside()) for c in src.calls]
+    assert source_cost(src, table).main.usd == pytest.approx(records_cost(contexts, table).usd)
+    assert [e["dropped_tokens"] for e in events if e["type"] == "compaction"] == [
+        c.dropped_tokens for c in src.compactions]

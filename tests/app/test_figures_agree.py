@@ -32,6 +32,7 @@ from engine.usage.costs import SessionCost, price_table, source_cost
 from engine.usage.rows import rows_of
 from tests.app.test_sources_window import SHARED, _need, open_source, win
 from widgets.chat_view.layout import marker_line
+from widgets.compaction_text import dropped_line
 from widgets.formatting import format_usd
 from widgets.theme import REGION_LABELS, format_tokens
 
@@ -183,10 +184,14 @@ def _check_compactions(win: MainWindow, expected: int) -> int:
         row = tab.events.index(ev)
         assert tab.table.item(row, 3).text().startswith(change.text(format_tokens, short=True))
         assert f"Before → after: {change.text(format_tokens)}" in tab.table.item(row, 3).toolTip()
+        dropped = dropped_line(ev)  # the tokens the compaction dropped (the engine's figure): tab and marker alike
+        assert (dropped in tab.table.item(row, 3).toolTip()) if dropped else "Dropped:" not in tab.table.item(
+            row, 3).toolTip()
         if i < chart.compaction_count():
             tip = chart.compaction_tooltip(i)
             assert change.before is None or format_tokens(change.before) in tip, tip
             assert change.after is None or format_tokens(change.after) in tip, tip
+            assert (dropped in tip) if dropped else "Dropped:" not in tip, tip
     return len(markers)
 
 

@@ -189,3 +189,23 @@ def test_hovering_a_rewrite_star_says_why(chart: ContextChart, claude: Any) -> N
     text = QToolTip.text()
     assert text.startswith("Call 11") and "Cache re-written: 29,709 tokens written" in text
     assert "the prompt grew by 29,709 tokens" in text and "5.4× the previous call's" in text
+
+
+def test_the_providers_cache_miss_reason_is_the_same_line_in_both_views(chart: ContextChart) -> None:
+    """Claude Code 2.1.332's ``diagnostics.cache_miss_reason`` (a record's ``cache_miss``): the call tooltip gives it
+    in the region view, and in the cache view as the re-write's cause — one text, from the engine."""
+    from engine.context.cache import cache_miss_line
+    from tests.widgets.test_context_chart import record
+
+    records = [{**record(i), "cache_read_tokens": 8_000 if i else 0, "cache_write_tokens": 0 if i else 9_000}
+               for i in range(4)]
+    records[2] = {**records[2], "cache_miss": {"reason": "tools_changed", "tokens": 1234}}
+    chart.set_timeline(records)
+    chart.flush()
+    line = cache_miss_line(records[2])
+    assert line == "Cache miss (the provider's reason): the tool definitions changed (1,234 tokens missed the cache)"
+    assert line in chart.column_tooltip(2) and "Cache miss" not in chart.column_tooltip(1)
+    chart.set_cache_view(True)
+    chart.flush()
+    assert 2 in chart.rewrite_calls()
+    assert line in chart.column_tooltip(2) and chart.column_tooltip(2).count("Cache miss") == 1

@@ -48,3 +48,11 @@ def test_a_line_across_the_chart() -> None:
     assert list(x[1:7]) == [0.5, 1.5, 1.5, 2.5, 2.5, 3.5] and math.isnan(y[3])  # a gap where no figure
     x, y = across(np.array([]), 500.0)
     assert list(y) == [500.0, 500.0, 500.0]
+
+
+def test_a_calls_tooltip_gives_the_providers_cache_miss_reason() -> None:
+    tl = _timeline(2)
+    tl.records[1]["cache_miss"] = {"reason": "system_changed", "tokens": 800}
+    text = column_tooltip(tl, 1, None)
+    assert "Cache miss (the provider's reason): the system prompt changed (800 tokens missed the cache)" in text
+    assert "Cache miss" not in column_tooltip(tl, 0, None)

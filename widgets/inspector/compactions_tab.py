@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from engine.model.compaction_change import event_change
 from engine.model.records import CompactionRecord, RecordError
 from engine.usage.costs import compaction_call_cost
-from widgets.compaction_text import compaction_details, cost_line, placed_line, post_line, usd_line
+from widgets.compaction_text import compaction_details, cost_line, dropped_line, placed_line, post_line, usd_line
 from widgets.formatting import format_usd, local_time_text
 from widgets.theme import Palette, format_tokens, palette
 
@@ -119,7 +119,8 @@ class CompactionLogPanel(QWidget):
                 item.setForeground(QColor(self._pal.error if col == 2 else self._pal.warning))
             basis = f"Before → after: {change.text(format_tokens)}" if col == 3 else ""
             tip = "\n".join(t for t in (str(ev.get("reason") or ""), basis, change.warning() if col == 3 else "",
-                                         post_line(ev), usd_line(ev), cost_line(ev), placed_line(ev)) if t)
+                                         post_line(ev), dropped_line(ev), usd_line(ev), cost_line(ev),
+                                         placed_line(ev)) if t)
             if tip:
                 item.setToolTip(tip)
             self.table.setItem(row, col, item)

@@ -123,3 +123,27 @@ def test_load_a_table_file(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
     path.write_text(json.dumps({"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06}}))
     assert PriceTable.load(path).cost("m", prompt=10, completion=10).usd == pytest.approx(3e-05)
+
+
+def test_iterations_billed_beside_the_top_level_usage_are_counted_once() -> None:
+    """Claude Code 2.1.332's ``usage.iterations``: the ``message`` iteration is the top-level usage (not counted
+    again); the ``compaction`` one is billed beside it, priced as a call of its own and added."""
+    from engine.model.call_meta import UsageIteration
+    from engine.usage.costs import call_record, record_cost
+
+    top = ProviderCall(0, 12289, 9, 9706, 2580, model="claude-x")
+    plain = TABLE.call_cost(top).usd
+    assert plain is not None
+    top.iterations = (UsageIteration("message", 3, 9, 9706, 2580), UsageIteration("compaction", 5000, 300, 0, 0))
+    cost = TABLE.call_cost(top)
+    assert cost.usd == pytest.approx(plain + 5000 * 5e-06 + 300 * 2.5e-05)
+    assert cost.input_usd == pytest.approx(3 * 5e-06 + 5000 * 5e-06)
+    assert any("compaction iteration billed beside" in n for n in cost.notes)
+    # a context record carries them (billed_beside) and is priced the same: the window and the usage rows agree
+    record = call_record(top, "claude-code")
+    assert [it["type"] for it in record["billed_beside"]] == ["compaction"]
+    assert record_cost(record, TABLE).usd == pytest.approx(cost.usd)
+    # an advisor iteration on a model without a price: the call's cost is unknown, never the top level alone
+    top.iterations = (UsageIteration("advisor_message", 10, 10, 0, 0, model="unknown-advisor"),)
+    unknown = TABLE.call_cost(top)
+    assert unknown.usd is None and "advisor_message iteration" in unknown.problem

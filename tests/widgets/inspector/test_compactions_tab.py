@@ -91,3 +91,14 @@ def test_a_claude_code_2_1_compaction_the_agents_own_figures(ins):
     assert "(the first call after)" not in compaction_tooltip(placed)  # no count of its own to set it beside
     ins.show_compaction(CLAUDE_2_1)
     assert "the agent's own count" in log.detail.toPlainText()
+
+
+def test_a_claude_code_2_1_332_compaction_the_tokens_it_dropped(ins):
+    from widgets.compaction_text import compaction_details, compaction_tooltip
+
+    dropped = {**CLAUDE_2_1, "id": "c5", "dropped_tokens": 10_415}
+    ins.set_compaction_events([dropped, CLAUDE_2_1])
+    line = "Dropped: 10,415 tokens (the agent's count)"
+    assert line in ins.log.table.item(0, 3).toolTip() and line in compaction_tooltip(dropped)
+    assert line in compaction_details(dropped)
+    assert "Dropped:" not in ins.log.table.item(1, 3).toolTip() and "Dropped:" not in compaction_tooltip(CLAUDE_2_1)

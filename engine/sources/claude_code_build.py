@@ -1,0 +1,208 @@
+"""Claude Code's conversation lines made into messages (:class:`Build`), for :mod:`engine.sources.claude_code`.
+
+A user line becomes a user message (its ``rowSource`` kept as ``row_source``: ``local`` typed by the person,
+``harness`` injected by Claude Code, ``hook`` from a hook, ``recorded`` replayed from a task) and tool messages
+(its ``tool_result`` blocks); the lines of one response become one assistant message; a rendered attachment a user
+message with its kind; a ``compact_boundary`` a :class:`Compaction` after which the preserved messages are kept;
+the ``isCompactSummary`` line gives its summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.model.messages import Message
+from engine.sources.model import Compaction, ProviderCall, SourceSession, json_args, text_of, trigger_of
+
+# a user line's ``rowSource`` (Claude Code 2.1.3xx), kept on its message as ``row_source``
+ROW_SOURCES: dict[str, str] = {
+    "local": "typed by the person at the terminal (or given with -p)",
+    "harness": "written by Claude Code itself (a command's output, a skill's text, a compaction's notice)",
+    "hook": "written by a hook",
+    "recorded": "replayed from a record (a background task's notification)",
+}
+
+
+@dataclass(slots=True)
+class Line:
+    """One line of the file that may become part of the conversation (a message, an attachment, a boundary)."""
+
+    n: int
+    uuid: str
+    kind: str  # "user" | "assistant" | "boundary" | "attachment"
+    ts: str
+    content: Any = None
+    role: str = ""  # an attachment's role as sent (``renderedRole``)
+    attachment: str = ""  # an attachment's type
+    preserved: tuple[str, ...] = ()  # a boundary's kept messages (uuids)
+    post_tokens: int | None = None
+    logical_parent: str | None = None
+    key: tuple[str, str] | None = None
+    sidechain: bool = False
+    compact_summary: bool = False
+    trigger: str = ""
+    pre_tokens: int | None = None
+    dropped: int | None = None  # a boundary's running total of dropped tokens (``cumulativeDroppedTokens``)
+    row_source: str = ""  # a user line's ``rowSource``: local (typed), harness, hook, recorded
+
+
+def tool_ids(content: Any, block_type: str, key: str) -> list[str]:
+    if not isinstance(content, list):
+        return []
+    return [str(b.get(key)) for b in content if isinstance(b, dict) and b.get("type") == block_type]
+
+
+def _result_content(block: dict[str, Any]) -> str | list[dict[str, Any]]:
+    content = block.get("content")
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, dict) and part.get("type") == "text":
+            parts.append({"type": "text", "text": str(part.get("text") or "")})
+        elif isinstance(part, dict) and part.get("type") == "image":
+            parts.append({"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}})
+        elif isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _user_messages(line: Line) -> list[Message]:
+    content = line.content
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    out: list[Message] = []
+    parts: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "tool_result":
+            msg: Message = {"role": "tool", "tool_call_id": str(block.get("tool_use_id") or ""),
+                            "content": _result_content(block)}
+            if block.get("is_error"):
+                msg["is_error"] = True
+            out.append(msg)
+        elif btype == "text":
+            parts.append({"type": "text", "text": str(block.get("text") or "")})
+        elif btype == "image":
+            parts.append({"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}})
+        elif btype == "document":
+            parts.append({"type": "text", "text": "[document not imported]"})
+    if parts:
+        plain = all(p["type"] == "text" for p in parts)
+        text = "\n".join(p["text"] for p in parts) if plain else parts
+        out.append({"role": "user", "content": text})
+    return out
+
+
+def _merge_assistant(msg: Message, content: Any) -> None:
+    for block in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "text":
+            msg["content"] = (msg.get("content") or "") + ("\n" if msg.get("content") else "") + str(
+                block.get("text") or "")
+        elif btype == "thinking":
+            prev = msg.get("reasoning_content") or ""
+            msg["reasoning_content"] = prev + ("\n" if prev else "") + str(block.get("thinking") or "")
+        elif btype == "redacted_thinking":
+            prev = msg.get("reasoning_content") or ""
+            msg["reasoning_content"] = prev + f"[redacted thinking: {len(str(block.get('data') or ''))} characters]"
+        elif btype in ("tool_use", "server_tool_use"):
+            call = {"id": str(block.get("id") or ""), "type": "function",
+                    "function": {"name": str(block.get("name") or ""), "arguments": json_args(block.get("input"))}}
+            msg.setdefault("tool_calls", []).append(call)
+
+
+@dataclass
+class Build:
+    """Turns the conversation's lines into messages, one line at a time (the whole file, or what was
+    appended)."""
+
+    session: SourceSession
+    calls: dict[tuple[str, str], ProviderCall]
+    placed: set[str] = field(default_factory=set)
+    open_assistant: dict[tuple[str, str], int] = field(default_factory=dict)  # response -> its message's index
+    calls_seen: set[tuple[str, str]] = field(default_factory=set)
+    by_uuid: dict[str, list[int]] = field(default_factory=dict)  # the messages each line became (indices)
+    talk_since_boundary: bool = False  # a user or assistant message came after the last boundary
+    touched: int = -1  # the lowest index of an existing message changed since the last look (-1: none)
+    comp_touched: int = -1  # the same for compactions (a summary line completing its boundary)
+
+    def add(self, msg: Message, line: Line) -> None:
+        msg["id"] = self.session.make_id()
+        msg["ts"] = line.ts or self.session.last_activity
+        self.by_uuid.setdefault(line.uuid, []).append(len(self.session.messages))
+        self.session.messages.append(msg)
+
+    def take(self, line: Line, kept: bool) -> None:
+        session = self.session
+        if line.key is not None and line.key not in self.calls_seen:
+            self.calls_seen.add(line.key)
+            call = self.calls.get(line.key)
+            if call is not None:
+                call.message_index = len(session.messages)
+        if not kept:
+            if line.kind != "boundary":
+                session.off_chain += 1
+            return
+        if line.kind == "boundary":
+            self._compaction_at(line)
+        elif line.kind == "attachment":
+            # the history holds user/assistant/tool roles: an attachment sent as a system message is a user
+            # message with its kind and the role it was sent as
+            self.add({"role": "user", "content": str(line.content), "attachment": line.attachment,
+                      "sent_as": line.role}, line)
+        elif line.kind == "user" and line.compact_summary:
+            last = session.compactions[-1] if session.compactions else None
+            if last is None or last.summary or self.talk_since_boundary:
+                # a summary without its boundary line (how Claude Code wrote compactions before 2.0)
+                last = Compaction(index=len(session.compactions), trigger="unknown", trigger_source="",
+                                  ts=line.ts, message_index=len(session.messages), calls_before=0,
+                                  tokens_before=None)
+                session.compactions.append(last)
+            last.summary = text_of(line.content)
+            if self.comp_touched < 0 or last.index < self.comp_touched:
+                self.comp_touched = last.index
+        elif line.kind == "user":
+            self.talk_since_boundary = True
+            for msg in _user_messages(line):
+                if line.row_source and msg["role"] == "user":
+                    msg["row_source"] = line.row_source
+                self.add(msg, line)
+        elif line.key is not None:
+            self.talk_since_boundary = True
+            at = self.open_assistant.get(line.key)
+            if at is None:
+                at = len(session.messages)
+                self.open_assistant[line.key] = at
+                self.add({"role": "assistant", "content": None}, line)
+            else:
+                if self.touched < 0 or at < self.touched:
+                    self.touched = at
+                self.by_uuid.setdefault(line.uuid, []).append(at)
+            _merge_assistant(session.messages[at], line.content)
+
+    def _compaction_at(self, line: Line) -> None:
+        """The boundary: messages before it leave the context; the ones it preserved are kept after it."""
+        session = self.session
+        comp = Compaction(index=len(session.compactions), trigger=trigger_of(line.trigger),
+                          trigger_source=line.trigger, ts=line.ts, message_index=len(session.messages),
+                          calls_before=0, tokens_before=line.pre_tokens, post_tokens=line.post_tokens,
+                          placed_by="file order" if line.uuid in self.placed else "chain",
+                          cumulative_dropped_tokens=line.dropped)
+        session.compactions.append(comp)
+        self.open_assistant.clear()
+        self.talk_since_boundary = False
+        indices = dict.fromkeys(i for uid in line.preserved for i in self.by_uuid.get(uid, []))
+        for i in indices:
+            if i < len(session.messages):
+                kept = {k: v for k, v in session.messages[i].items() if k not in ("id", "subagent")}
+                kept.update(id=session.make_id(), preserved=True)  # the same message, still in the context
+                session.messages.append(kept)
+                comp.messages_after += 1
