@@ -175,8 +175,7 @@ def test_three_shell_calls(agent_home: AgentHome, tmp_path: Path) -> None:
     assert version.stdout.strip() == pinned_version()
     with GeminiServer(shell_script(3)) as server:
         run = run_gemini(agent_home, server, "Run three commands")
-    assert run.seconds < 30
-    answered = server.calls("main")
+    answered = server.calls("main")  # (no wall-clock bound: a loaded machine took 32 s; a retry or a hang shows as calls)
     assert len(answered) == 4 and not server.calls("summary")
     path = the_session(agent_home)
     src = read_gemini_cli(path)
