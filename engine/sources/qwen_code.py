@@ -27,16 +27,24 @@ line followed before the ``chat_compression`` line. ``originalTokenCount`` is Qw
 Subagents (the ``agent`` tool): their
 calls are ``api_response`` events of the main file that name a ``subagent_id`` (``<type>-<tool call id>``): each
 subagent is a child session (:class:`SubagentRef`, linked to the ``agent`` call) holding those calls, exact by
-response id; its messages are in ``<project>/subagents/<session id>/agent-<subagent id>.jsonl`` (not read here).
-The system prompt and tool definitions are
+response id, and only there (never one of the main session's calls). Its conversation is a file of its own,
+``<project>/subagents/<session id>/agent-<subagent id>.jsonl`` (the same lines, ``isSidechain: true``: the
+subagent's prompt without the reminders sent before it; each round an assistant line with ``usageMetadata`` and no
+parts, then one with its function calls, or one with its text and usage) beside an ``agent-<id>.meta.json``
+(``toolUseId``: the ``agent`` call): :meth:`QwenCodeReader.read_beside` reads it (:func:`read_qwen_code` does), for
+the subagent's messages; its calls stay the events, placed at its file's rounds in order where their figures are
+the same (else after its last message). A subagent file no event names: its calls are its file's
+``usageMetadata`` (exact figures, no response id). The system prompt and tool definitions are
 not in the session file (``--openai-logging`` writes them elsewhere): their size is inferred by the importer. No
 cost is recorded: it is priced from the model name (unknown for a model without a price).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +58,7 @@ from engine.sources.model import (
     ProviderCall,
     Skipped,
     SourceChanges,
+    SourceError,
     SourceSession,
     SubagentRef,
     Trigger,
@@ -63,6 +72,7 @@ from engine.sources.model import (
     json_lines,
     line_problem,
     open_regular,
+    read_regular,
 )
 
 READ_TYPES = frozenset({"user", "assistant", "tool_result", "system"})
@@ -122,6 +132,8 @@ def convert(kind: str, msg: dict[str, Any], ts: str) -> list[Message]:
         return out
     if kind == "user" or msg.get("role") == "user":
         return [{"role": "user", "content": parts_text(parts), "ts": ts}]
+    if not parts:  # a round's usage line of a subagent file: its function calls come on the next line
+        return []
     calls = [{"id": str(fc.get("id") or ""), "type": "function",
               "function": {"name": str(fc.get("name") or ""), "arguments": json_args(fc.get("args") or {})}}
              for fc in (p.get("functionCall") for p in parts) if isinstance(fc, dict)]
@@ -168,6 +180,86 @@ def _summed(calls: list[ProviderCall]) -> ProviderCall | None:
                         reasoning_tokens=total("reasoning_tokens"))
 
 
+SUBAGENTS_DIR = "subagents"  # beside the chats folder: <session id>/agent-<subagent id>.jsonl (+ .meta.json)
+
+
+def _figures(call: ProviderCall) -> tuple[int | None, int | None, int | None]:
+    return call.prompt_tokens, call.completion_tokens, call.cache_read_tokens
+
+
+@dataclass
+class _Sub:
+    """A subagent: its calls from the main file's events (exact, by response id), its messages from its own file
+    (read by a reader of its own, fed what was appended)."""
+
+    ref: SubagentRef
+    child: SourceSession
+    events: list[ProviderCall] = field(default_factory=list)
+    reader: QwenCodeReader | None = None
+    offset: int = 0
+
+    def read(self, file: Path) -> None:
+        """What was appended to the subagent's file since the last read (the whole file again when it shrank)."""
+        try:
+            with open_regular(file) as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if self.reader is None or size < self.offset:
+                    self.reader, self.offset = QwenCodeReader(file), 0
+                fh.seek(self.offset)
+                data = fh.read(size - self.offset)
+        except (OSError, SourceError) as exc:
+            self.ref.problem = f"subagent file {file.name} cannot be read: {exc}"
+            return
+        self.offset += len(data)
+        self.reader.feed(data)
+        self.ref.path, self.ref.problem = file, ""
+        tool = _meta_tool_id(file)
+        self.ref.parent_tool_call_id = tool or self.ref.parent_tool_call_id
+
+    def assemble(self) -> None:
+        """The child session: the file's messages; the events as its calls, each at the file's round of the same
+        order when their figures are the same (else after the last message); without events, the file's calls."""
+        child = self.child
+        own = self.reader.session if self.reader is not None else None
+        child.notes = []
+        if own is None:
+            child.notes.append("the subagent's calls from the main file's api_response events (exact); its own file "
+                               "is not there (yet): no messages")
+            return
+        child.messages, child.lines, child.skipped = own.messages, own.lines, own.skipped
+        child.started = own.started or child.started
+        child.last_activity = max(child.last_activity, own.last_activity)
+        child.cwd = own.cwd or child.cwd
+        if not self.events:
+            child.calls = own.calls
+            child.model = own.model or child.model
+            child.notes.append("no api_response event of the main file names this subagent: its calls are its "
+                               "file's usageMetadata (no response id)")
+            return
+        placed = 0
+        for i, call in enumerate(self.events):
+            mine = own.calls[i] if i < len(own.calls) else None
+            if mine is not None and _figures(mine) == _figures(call):
+                call.message_index = mine.message_index
+                placed += 1
+            else:
+                call.message_index = len(child.messages)
+        child.notes.append(f"the subagent's calls from the main file's api_response events (exact); its messages from "
+                           f"its own file, {placed} of {len(self.events)} call(s) placed at its rounds (same order, "
+                           "same figures)")
+
+
+def _meta_tool_id(file: Path) -> str | None:
+    """The ``agent`` call that started a subagent: ``toolUseId`` of ``agent-<id>.meta.json`` beside its file."""
+    meta = file.with_name(file.name.removesuffix(".jsonl") + ".meta.json")
+    try:
+        data = json.loads(read_regular(meta)) if meta.is_file() else None
+    except (OSError, SourceError, ValueError, RecursionError):
+        return None
+    tool = data.get("toolUseId") if isinstance(data, dict) else None
+    return tool if isinstance(tool, str) and tool else None
+
+
 class QwenCodeReader:
     """The incremental reader of one Qwen Code session file (``AppendedReader``): bytes in, changes out. The file
     is one chain written in order, so every line only adds to what was read."""
@@ -185,7 +277,7 @@ class QwenCodeReader:
         self._unbound: list[ProviderCall] = []
         self._summary_calls: list[ProviderCall] = []  # compress- calls waiting for their chat_compression
         self._touched = -1
-        self._subs: dict[str, int] = {}  # subagent id -> its index in session.subagents
+        self._subs: dict[str, _Sub] = {}  # subagent id -> the subagent (in session.subagents in this order)
         self._subs_touched = -1
 
     def feed(self, data: bytes) -> SourceChanges:
@@ -217,6 +309,29 @@ class QwenCodeReader:
         if self._unbound:  # responses whose line never came (the agent stopped): calls without a message
             self._bind()
             self._derive()
+        return self.read_beside()
+
+    def read_beside(self) -> SourceSession:
+        """The subagents' own files, read for what was appended since the last time (a followed session gains
+        them as it goes): each subagent's messages, its calls placed among them; a file no event named yet is a
+        subagent too. The main file is not read again."""
+        folder = self.path.parent.parent / SUBAGENTS_DIR / (self.session.session_id or self.path.stem)
+        try:
+            files = sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+        except OSError as exc:
+            files = []
+            self.session.notes.append(f"the subagents' folder cannot be listed: {exc}")
+        for file in files:
+            sid = file.name.removeprefix("agent-").removesuffix(".jsonl")
+            sub = self._subs.get(sid) or self._new_sub(sid, "")
+            sub.read(file)
+        for sub in self._subs.values():
+            sub.assemble()
+        links = {sub.ref.parent_tool_call_id: name for name, sub in self._subs.items() if sub.ref.parent_tool_call_id}
+        for msg in self.session.messages:  # the agent call's result names the subagent it started
+            started = links.get(str(msg.get("tool_call_id") or "")) if msg.get("role") == "tool" else None
+            if started is not None and dict_at(msg, "subagent").get("id") != started:
+                msg["subagent"] = {"id": started}
         return self.session
 
     def _bind(self, last: ProviderCall | None = None) -> None:
@@ -291,30 +406,32 @@ class QwenCodeReader:
 
     def _subagent_call(self, event: dict[str, Any], ts: str) -> None:
         """A call of a subagent (the event names its ``subagent_id``): one of that child's calls, not the main's."""
-        session = self.session
         sid = str(event["subagent_id"])
-        index = self._subs.get(sid)
-        if index is None:
-            kind = str(event.get("subagent_type") or "")
-            file = self.path.parent.parent / "subagents" / (session.session_id or self.path.stem) / f"agent-{sid}.jsonl"
-            child = SourceSession("qwen-code", file, sid, prefix_label="system prompt and tool definitions")
-            child.notes.append("the subagent's calls from the main file's api_response events (exact); its messages "
-                               "are in its own file, not read")
-            child.cwd, child.project = session.cwd, session.project
-            ref = SubagentRef(sid, "task", file if file.is_file() else None,
-                              parent_tool_call_id=sid.removeprefix(f"{kind}-") if kind else None, session=child)
-            index = self._subs[sid] = len(session.subagents)
-            session.subagents.append(ref)
-        found = session.subagents[index].session
-        if found is None:  # never: every ref made here holds its session
-            return
-        child = found
-        call = _event_call(event, len(child.calls), ts, 0)
-        child.calls.append(call)
+        sub = self._subs.get(sid) or self._new_sub(sid, str(event.get("subagent_type") or ""))
+        call = _event_call(event, len(sub.events), ts, len(sub.child.messages))
+        sub.events.append(call)
+        if sub.child.calls is not sub.events:  # until now its calls were its file's: the events are the exact ones
+            sub.child.calls = sub.events
+        child = sub.child
         child.model = call.model or child.model
         child.started = child.started or ts
         child.last_activity = max(child.last_activity, ts)
+        index = list(self._subs).index(sid)
         self._subs_touched = index if self._subs_touched < 0 else min(self._subs_touched, index)
+
+    def _new_sub(self, sid: str, kind: str) -> _Sub:
+        """A subagent of id ``sid`` (``<type>-<agent tool call id>``), linked to the call its id names (its meta
+        file's ``toolUseId`` when the file is there)."""
+        session = self.session
+        file = self.path.parent.parent / SUBAGENTS_DIR / (session.session_id or self.path.stem) / f"agent-{sid}.jsonl"
+        child = SourceSession("qwen-code", file, sid, prefix_label="system prompt and tool definitions")
+        child.cwd, child.project = session.cwd, session.project
+        ref = SubagentRef(sid, "task", None, parent_tool_call_id=sid.removeprefix(f"{kind}-") if kind else None,
+                          session=child)
+        sub = self._subs[sid] = _Sub(ref, child)
+        child.calls = sub.events
+        session.subagents.append(ref)
+        return sub
 
     def _compaction(self, payload: dict[str, Any], ts: str) -> None:
         session = self.session

@@ -16,7 +16,10 @@ What the pinned version does, as these tests pin it down (the helpers are OpenCo
 - ``-c`` continues the last session: the same session;
 - an auto compaction (the prompt above ``limit.context − limit.output``) is a user message with a ``compaction``
   part (``auto``), a ``summary`` assistant message answering a tool-less summarisation request (its tokens are that
-  call's usage), then a synthetic "Continue ..." user message.
+  call's usage), then a synthetic "Continue ..." user message;
+- a manual compaction (the TUI's ``/compact``: ``POST /session/{id}/summarize`` {providerID, modelID} on ``kilo
+  serve``, answered ``true`` once the summary is written) is the same user message with ``auto: false`` and the
+  same ``summary`` message, without the "Continue ..." message.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 from engine.sources.discovery import scan_sources
@@ -40,6 +44,7 @@ from tests.agents.test_opencode import (
     assert_every_type_known,
     assert_messages_are_the_sent_ones,
     assert_tool_calls_are_the_servers,
+    db_rows,
     import_it,
     shell_script,
     task_script,
@@ -72,6 +77,32 @@ def run_kilo(home: AgentHome, server: ScriptedServer, prompt: str, *, resume: bo
              context: int = CONTEXT) -> Run:
     configure(home, server, context)
     return home.run(agent_bin("kilo"), args_of(prompt, resume), home.base_env() | ENV, timeout=180).check()
+
+
+def summarize_over_http(home: AgentHome, session_id: str) -> None:
+    """What the TUI's ``/compact`` does: ``kilo serve`` (same home and config, a free loopback port), ``POST
+    /session/{id}/summarize`` with the model, which answers once the compaction is done; then the server is
+    stopped."""
+    proc = subprocess.Popen([str(agent_bin("kilo")), "serve", "--port", "0", "--hostname", "127.0.0.1"],
+                            cwd=home.work, env=home.base_env() | ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        url = ""
+        assert proc.stdout is not None
+        for line in proc.stdout:  # "kilo server listening on http://127.0.0.1:PORT"
+            if "listening on " in line:
+                url = line.split("listening on ", 1)[1].strip()
+                break
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read()[-3000:] if proc.stderr else ""
+        body = json.dumps({"providerID": "local", "modelID": MODEL}).encode()
+        request = urllib.request.Request(f"{url}/session/{session_id}/summarize", data=body, method="POST",
+                                         headers={"Content-Type": "application/json",
+                                                  "x-kilo-directory": str(home.work)})
+        with urllib.request.urlopen(request, timeout=150) as answer:
+            assert answer.status == 200 and json.loads(answer.read()) is True
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
 
 
 def the_db(home: AgentHome) -> Path:
@@ -165,6 +196,42 @@ def test_an_auto_compaction_read_with_its_own_usage(agent_home: AgentHome, tmp_p
     assert len(src.calls) + 1 == len(server.calls())  # every call of the run, the summarisation included
     report = import_it(db, tmp_path, "kilo")
     assert len(report.compactions) == 1
+
+
+def test_a_manual_compaction_through_kilo_serve(agent_home: AgentHome, tmp_path: Path) -> None:
+    """Two commands with ``kilo run``; then ``/compact`` through ``kilo serve``'s summarize API; then ``kilo run
+    -c``. The compaction is read as manual (its part's ``auto: false``), with the summarisation call's usage."""
+    with ChatServer(shell_script(2)) as server:
+        run_kilo(agent_home, server, "Run two commands")
+        db = the_db(agent_home)
+        session_id = latest_session(db)
+        summarize_over_http(agent_home, session_id)
+        run_kilo(agent_home, server, "And now say done", resume=True)
+    assert [e.kind for e in server.calls()] == ["main"] * 3 + ["summary", "main"]
+    answered = server.calls("main")
+    (summarise,) = server.calls("summary")
+    assert not summarise.body.get("tools")
+    parts = [json.loads(r["data"]) for r in db_rows(db, "SELECT data FROM part WHERE session_id = ? ORDER BY id",
+                                                    session_id)]
+    assert [p for p in parts if p["type"] == "compaction"] == [{"type": "compaction", "auto": False}]
+    src = read_kilo(opencode_path(db, session_id))
+    assert_known(db, src)
+    assert_calls_are_the_servers(src, answered, MODEL)  # 4/4 by order; the summarisation is the compaction's
+    assert_tool_calls_are_the_servers(src, answered)
+    assert_messages_are_the_sent_ones(src, answered)  # after the compaction: its question, the summary, the prompt
+    (comp,) = src.compactions
+    assert (comp.trigger, comp.trigger_source) == ("manual", "manual") and comp.calls_before == 3
+    assert comp.tokens_before == answered[2].usage["prompt_tokens"]
+    assert comp.tokens_after == answered[3].usage["prompt_tokens"]
+    assert comp.cost is not None and (comp.cost.prompt_tokens, comp.cost.cache_read_tokens,
+                                      comp.cost.completion_tokens) == (
+        summarise.usage["prompt_tokens"], summarise.usage["prompt_tokens_details"]["cached_tokens"],
+        summarise.usage["completion_tokens"])
+    assert comp.summary == CHAT_SUMMARY and src.live_start == comp.message_index
+    assert not any("Continue if you have next steps" in str(m.get("content")) for m in src.messages)
+    assert len(src.calls) + 1 == len(server.calls())  # every call of the three processes
+    report = import_it(opencode_path(db, session_id), tmp_path, "kilo")
+    assert report.calls == 4 and [c["trigger"] for c in report.compactions] == ["manual"]
 
 
 def test_a_task_runs_a_child_session(agent_home: AgentHome, tmp_path: Path) -> None:

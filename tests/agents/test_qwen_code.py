@@ -18,7 +18,11 @@ What the pinned version does, as these tests pin it down:
   user message "You are the component that summarizes a conversation…") is an ``api_response`` event of prompt id
   ``compress-<ms>`` with no assistant line, then a ``system`` ``chat_compression`` line (``triggerReason``
   ``manual``, ``originalTokenCount`` = the last call's prompt, ``compressedHistory``: the summary and
-  "Got it. Thanks…"); the next request starts from that history.
+  "Got it. Thanks…"); the next request starts from that history;
+- a subagent (the ``agent`` tool, run in the background) logs its calls as ``api_response`` events of the main file
+  naming its ``subagent_id``, and its conversation in a file of its own,
+  ``~/.qwen/projects/<cwd>/subagents/<session id>/agent-<subagent id>.jsonl`` (+ ``.meta.json``: ``toolUseId``);
+  its result comes back to the main agent as a ``<task-notification>`` user message.
 """
 
 from __future__ import annotations
@@ -266,7 +270,8 @@ def delegate_script(body: dict[str, Any]) -> Reply:
 
 def test_a_subagent_and_its_calls(agent_home: AgentHome, tmp_path: Path) -> None:
     """The subagent's calls are ``api_response`` events of the main file with ``subagent_id``: read as the child's
-    calls (exact by response id), not the main session's; the child is linked to the ``agent`` call."""
+    calls (exact by response id), not the main session's; the child is linked to the ``agent`` call; its messages
+    are read from its own file, ``subagents/<session id>/agent-<subagent id>.jsonl``."""
     configure(agent_home)
     with ChatServer(delegate_script) as server:
         run_qwen(agent_home, server, "Delegate this please")
@@ -287,8 +292,35 @@ def test_a_subagent_and_its_calls(agent_home: AgentHome, tmp_path: Path) -> None
             entry.usage["prompt_tokens_details"]["cached_tokens"])
     agent_calls = [c["id"] for m in src.messages for c in m.get("tool_calls", []) if c["function"]["name"] == "agent"]
     assert agent_calls == [ref.parent_tool_call_id]
+    assert [m["subagent"] for m in src.messages if "subagent" in m] == [{"id": ref.id}]  # the agent call's result
+    assert_subagent_messages_are_the_sent_ones(ref.session, sub)
+    assert ref.path.parent.name == src.session_id and ref.path.parent.parent.name == "subagents"
+    assert ref.session.skipped == [] and all(obj["isSidechain"] for obj in raw_lines(ref.path))
     entries = scan_sources(env={"HOME": str(agent_home.home)}, home=agent_home.home, index=tmp_path / "idx.json")
     (entry,) = [e for e in entries if e.agent == "qwen-code"]  # the subagent's file is not a session of its own
+    assert entry.calls == len(main)  # Sources counts the main session's calls
     rows = rows_of(entry, src, price_table(), "f").calls
-    assert len(rows) == len(answered)
+    assert len(rows) == len(answered)  # each call once: the subagent's file's usage lines are not counted again
     assert [r["kind"] for r in rows].count("task") == 3  # counted as subagent calls
+    from engine.ingest import import_source
+
+    report = import_source(the_session(agent_home), session_dir=tmp_path / "imported")
+    assert report.calls == len(main) and [(s["calls"], s["messages"]) for s in report.subagents] == [
+        (len(sub), len(ref.session.messages))]
+
+
+def assert_subagent_messages_are_the_sent_ones(child: SourceSession, sub: list[Logged]) -> None:
+    """The subagent's messages, read from its own file, are those its last request carried (roles, tool calls and
+    their arguments, tool results; its prompt is the user message's last part: the reminders before it are not in
+    the file), then its last answer; each call sits at the round that answered it."""
+    sent = sub[-1].body["messages"][1:]  # without the system prompt
+    read = child.messages
+    assert [m["role"] for m in sent] + ["assistant"] == [m["role"] for m in read]
+    assert chat_text(sent[0]["content"]).endswith(read[0]["content"]) and read[0]["content"] == "Run echo sub"
+    for wire, mine in zip(sent[1:], read[1:], strict=False):
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in wire.get("tool_calls") or []] \
+            == [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in mine.get("tool_calls") or []]
+        if wire["role"] == "tool":
+            assert chat_text(wire["content"]) == mine["content"] and wire["tool_call_id"] == mine["tool_call_id"]
+    assert read[-1]["content"] == sub[-1].reply.text
+    assert [c.message_index for c in child.calls] == [i for i, m in enumerate(read) if m["role"] == "assistant"]

@@ -311,3 +311,137 @@ def test_a_subagents_calls_are_its_own(tmp_path: Path) -> None:
                                                                      None)
     assert ref.session is not None and [(c.request_id, c.prompt_tokens) for c in ref.session.calls] == [
         ("chatcmpl-sub1", 15403)]
+
+
+AGENT_ID = "general-purpose-call_f839"
+
+
+def sub_response(rid: str, inp: int, out: int, cached: int, sec: int, round_: int) -> dict[str, Any]:
+    """A subagent's call as the main file logs it: an api_response event naming its ``subagent_id``."""
+    event = response(rid, inp, out, cached, sec, prompt=f"{SID}#{AGENT_ID}#{round_}")
+    event["systemPayload"]["uiEvent"].update({"subagent_name": "general-purpose", "subagent_id": AGENT_ID,
+                                              "subagent_type": "general-purpose", "subagent_task_name": "Echo things"})
+    return event
+
+
+def delegating_lines() -> list[dict[str, Any]]:
+    """The main file of a run that delegates once (shortened from the real-agent run): the ``agent`` call, its
+    result, the main's answer, the subagent's three calls as events, the task notification and the last answer."""
+    lines = session_lines()[:8]
+    args = {"description": "Echo things", "prompt": "Run echo sub", "subagent_type": "general-purpose"}
+    call = assistant([{"functionCall": {"id": "call_f839", "name": "agent", "args": args}}], 18935, 27, 0, 41)
+    launched = line("tool_result", 41, message={"role": "user", "parts": [{"functionResponse": {
+        "id": "call_f839", "name": "agent", "response": {"output": "Background agent launched successfully."}}}]})
+    notice = line("user", 45, subtype="notification", message={"role": "user", "parts": [
+        {"text": f"<task-notification>\n<task-id>{AGENT_ID}</task-id>\n<status>completed</status>"}]})
+    return [*lines, response("chatcmpl-m3", 18935, 27, 0, 41), call, launched,
+            response("chatcmpl-m4", 19308, 2, 18936, 42), assistant([{"text": "Delegated."}], 19308, 2, 18936, 42),
+            sub_response("chatcmpl-s1", 15417, 12, 9, 43, 0), sub_response("chatcmpl-s2", 15520, 12, 15419, 44, 1),
+            sub_response("chatcmpl-s3", 15622, 5, 15521, 44, 2), notice,
+            response("chatcmpl-m5", 19495, 2, 9, 45), assistant([{"text": "Delegated."}], 19495, 2, 9, 45)]
+
+
+def sub_line(kind: str, sec: int, **fields: Any) -> dict[str, Any]:
+    return line(kind, sec, agentId=AGENT_ID, agentName="general-purpose", isSidechain=True, **fields)
+
+
+def sub_usage(parts: list[dict[str, Any]], inp: int, out: int, cached: int, sec: int) -> dict[str, Any]:
+    return sub_line("assistant", sec, message={"role": "model", "parts": parts}, usageMetadata={
+        "promptTokenCount": inp, "candidatesTokenCount": out, "thoughtsTokenCount": 0, "totalTokenCount": inp + out,
+        "cachedContentTokenCount": cached}, agentRunId="c02987db", agentRound=1)
+
+
+def subagent_file_lines() -> list[dict[str, Any]]:
+    """The subagent's own file (shortened from the real run): its prompt; each round a usage line without parts,
+    then its function call (no usage) and the result; the last round's text with its usage."""
+    STATE["n"] = 100
+    result = [tool_result(f"call_s{i}", f"step{i}", 44) for i in range(2)]
+    for res in result:
+        res.update(agentId=AGENT_ID, agentName="general-purpose", isSidechain=True)
+    return [sub_line("user", 43, message={"role": "user", "parts": [{"text": "Run echo sub"}]}),
+            sub_usage([], 15417, 12, 9, 43), sub_line("assistant", 43, message={"role": "model", "parts": [
+                shell("call_s0", "echo step0")]}), result[0],
+            sub_usage([], 15520, 12, 15419, 44), sub_line("assistant", 44, message={"role": "model", "parts": [
+                shell("call_s1", "echo step1")]}), result[1],
+            sub_usage([{"text": "Done: 2 commands ran."}], 15622, 5, 15521, 44)]
+
+
+def write_subagent(main: Path, lines: list[dict[str, Any]], tool_use_id: str = "call_f839") -> Path:
+    folder = main.parent.parent / "subagents" / SID
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"agent-{AGENT_ID}.jsonl"
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in lines), encoding="utf-8")
+    (folder / f"agent-{AGENT_ID}.meta.json").write_text(json.dumps({
+        "agentId": AGENT_ID, "agentType": "general-purpose", "parentSessionId": SID, "toolUseId": tool_use_id,
+        "status": "completed"}), encoding="utf-8")
+    return path
+
+
+def test_a_subagents_messages_come_from_its_own_file(tmp_path: Path) -> None:
+    """Its messages from ``subagents/<session>/agent-<id>.jsonl``, its calls the main file's events (exact by response
+    id) placed at its rounds; counted once: never the main session's, never its file's usage lines again."""
+    main = write(tmp_path, delegating_lines())
+    file = write_subagent(main, subagent_file_lines(), tool_use_id="call_f839")
+    src = read_qwen_code(main)
+    assert src.skipped == []
+    assert [c.request_id for c in src.calls] == ["chatcmpl-a1", "chatcmpl-a2", "chatcmpl-m3", "chatcmpl-m4",
+                                                 "chatcmpl-m5"]
+    (ref,) = src.subagents
+    assert (ref.id, ref.kind, ref.path, ref.parent_tool_call_id, ref.problem) == (AGENT_ID, "task", file, "call_f839",
+                                                                                 "")
+    child = ref.session
+    assert child is not None and child.skipped == []
+    assert [(m["role"], m["content"][:12], [c["function"]["arguments"] for c in m.get("tool_calls", [])])
+            for m in child.messages] == [
+        ("user", "Run echo sub", []), ("assistant", "", ['{"command": "echo step0"}']),
+        ("tool", "Command: ech", []), ("assistant", "", ['{"command": "echo step1"}']),
+        ("tool", "Command: ech", []), ("assistant", "Done: 2 comm", [])]  # no empty message for a usage line
+    assert [(c.request_id, c.prompt_tokens, c.message_index) for c in child.calls] == [
+        ("chatcmpl-s1", 15417, 1), ("chatcmpl-s2", 15520, 3), ("chatcmpl-s3", 15622, 5)]
+    assert "3 of 3 call(s) placed" in child.notes[0]
+    (launched,) = [m for m in src.messages if m.get("tool_call_id") == "call_f839"]
+    assert launched["subagent"] == {"id": AGENT_ID}
+    from engine.ingest import import_source
+
+    report = import_source(main, session_dir=tmp_path / "imported")
+    assert [(s["calls"], s["messages"]) for s in report.subagents] == [(3, 6)]
+
+
+def test_a_subagent_file_no_event_names_has_its_own_calls(tmp_path: Path) -> None:
+    """A subagent file without events in the main file (no telemetry): its calls are its usage lines, said so."""
+    main = write(tmp_path, [x for x in delegating_lines() if "subagent_id" not in json.dumps(x)])
+    write_subagent(main, subagent_file_lines())
+    (ref,) = read_qwen_code(main).subagents
+    assert ref.session is not None and ref.parent_tool_call_id == "call_f839"  # from the meta file
+    assert [(c.request_id, c.prompt_tokens, c.message_index) for c in ref.session.calls] == [
+        ("", 15417, 1), ("", 15520, 3), ("", 15622, 5)]
+    assert "no api_response event" in ref.session.notes[0]
+
+
+def test_a_subagent_followed_as_its_files_grow(tmp_path: Path) -> None:
+    """Followed: its file read for what was appended at each read_beside; its calls switch to the main file's
+    events when they come (never both); a call whose figures differ from its file's round is put after the last
+    message."""
+    lines = delegating_lines()
+    cut = next(i for i, x in enumerate(lines) if "subagent_id" in json.dumps(x))
+    main = write(tmp_path, lines[:cut])
+    sub_lines = subagent_file_lines()
+    file = write_subagent(main, sub_lines[:4])
+    reader = QwenCodeReader(main)
+    reader.feed(main.read_bytes())
+    (ref,) = reader.read_beside().subagents
+    assert ref.session is not None and len(ref.session.messages) == 3
+    assert [c.request_id for c in ref.session.calls] == [""]  # its file's, until an event names it
+    before = main.stat().st_size
+    with main.open("ab") as fh:
+        fh.write(b"".join(json.dumps(x).encode() + b"\n" for x in lines[cut:]))
+    with file.open("ab") as fh:
+        fh.write(b"".join(json.dumps(x).encode() + b"\n" for x in sub_lines[4:]))
+    reader.feed(main.read_bytes()[before:])
+    src = reader.read_beside()
+    assert src.subagents == [ref] and len(ref.session.messages) == 6
+    assert [c.request_id for c in ref.session.calls] == ["chatcmpl-s1", "chatcmpl-s2", "chatcmpl-s3"]
+    assert [c.request_id for c in src.calls][-1] == "chatcmpl-m5"
+    ref.session.calls[2].completion_tokens = 99  # not the round's figures: not placed there
+    reader.read_beside()
+    assert ref.session.calls[2].message_index == 6 and "2 of 3 call(s) placed" in ref.session.notes[0]
