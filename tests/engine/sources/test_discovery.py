@@ -7,13 +7,14 @@ import itertools
 import json
 import os
 import shutil
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app import cli
-from engine.sources import discovery, model
+from engine.sources import discovery, model, opencode_summary, session_summary
 from engine.sources.model import SourceError
 from engine.store.config import Settings
 from tests.engine.sources.conftest import BIG_CLAUDE, CLAUDE, codex_files, raw_claude_calls, raw_codex_calls
@@ -191,13 +192,13 @@ def test_an_opencode_database_is_read_again_only_for_the_sessions_that_changed(
 
     _, db = gemini_opencode
     read: list[str] = []
-    real = discovery._opencode_entry
+    real = opencode_summary._opencode_entry
 
     def counting(conn: Any, path: Path, row: dict[str, Any], *args: Any) -> discovery.SourceEntry:
         read.append(str(row["id"]))
         return real(conn, path, row, *args)
 
-    monkeypatch.setattr(discovery, "_opencode_entry", counting)
+    monkeypatch.setattr(opencode_summary, "_opencode_entry", counting)
     first = discovery.scan_sources(Settings())
     assert sorted(read) == ["ses_main", "ses_other"]
     read.clear()
@@ -278,52 +279,52 @@ def test_a_grown_claude_code_file_is_summarised_from_where_the_last_pass_stopped
     file rewritten in place, or shorter, is read whole again."""
     lines = BIG_CLAUDE.read_bytes().splitlines(keepends=True)
     path = tmp_path / "s.jsonl"
-    monkeypatch.setattr(discovery, "_CLAUDE_SCANS", discovery.OrderedDict())
+    monkeypatch.setattr(session_summary, "_CLAUDE_SCANS", OrderedDict())
 
     def fresh() -> discovery.SourceEntry:  # a pass over the whole file; the kept one left as it was
-        kept = discovery._CLAUDE_SCANS.pop(str(path), None)
-        entry = discovery._summary_claude(path)
-        del discovery._CLAUDE_SCANS[str(path)]
+        kept = session_summary._CLAUDE_SCANS.pop(str(path), None)
+        entry = session_summary._summary_claude(path)
+        del session_summary._CLAUDE_SCANS[str(path)]
         if kept is not None:
-            discovery._CLAUDE_SCANS[str(path)] = kept
+            session_summary._CLAUDE_SCANS[str(path)] = kept
         return entry
 
     fed: list[int] = []
-    real_feed = discovery._ClaudeScan.feed
+    real_feed = session_summary._ClaudeScan.feed
 
-    def counting(self: discovery._ClaudeScan, chunk: Any) -> None:
+    def counting(self: session_summary._ClaudeScan, chunk: Any) -> None:
         chunk = list(chunk)
         fed.append(len(chunk))
         real_feed(self, chunk)
 
-    monkeypatch.setattr(discovery._ClaudeScan, "feed", counting)
+    monkeypatch.setattr(session_summary._ClaudeScan, "feed", counting)
     cuts = [0, 7, 60, len(lines) // 2, len(lines) - 3, len(lines)]
     path.write_bytes(b"".join(lines[:cuts[1]]))
-    discovery._summary_claude(path)
+    session_summary._summary_claude(path)
     for start, end in itertools.pairwise(cuts[1:]):
         chunk = b"".join(lines[start:end])
         with open(path, "ab") as fh:  # a line cut in two: its first half now, the rest with the next step
             fh.write(chunk[: len(chunk) - 40])
-        half = discovery._summary_claude(path)
+        half = session_summary._summary_claude(path)
         assert half == fresh()
         with open(path, "ab") as fh:
             fh.write(chunk[len(chunk) - 40:])
-        offset = discovery._CLAUDE_SCANS[str(path)].offset
+        offset = session_summary._CLAUDE_SCANS[str(path)].offset
         fed.clear()
-        whole = discovery._summary_claude(path)
+        whole = session_summary._summary_claude(path)
         assert sum(fed) <= end - start + 1  # the appended lines (and the one cut in two), not the file
         assert whole == fresh() and offset > 0
-        assert discovery._CLAUDE_SCANS[str(path)].offset == path.stat().st_size
+        assert session_summary._CLAUDE_SCANS[str(path)].offset == path.stat().st_size
     assert whole.calls > 100 and whole.agent_cost_usd is None and whole.title
     # rewritten in place (same inode), longer: read whole again, not from the old offset
     other = (CLAUDE / "tool_heavy.jsonl").read_bytes()
     with open(path, "r+b") as fh:
         fh.write(other + b"\n" * max(0, path.stat().st_size - len(other) + 10))
-    assert discovery._summary_claude(path) == fresh()
+    assert session_summary._summary_claude(path) == fresh()
     # cut shorter
     with open(path, "r+b") as fh:
         fh.truncate(len(other))
-    assert discovery._summary_claude(path) == fresh()
+    assert session_summary._summary_claude(path) == fresh()
 
 
 def test_the_title_skips_claude_codes_interruption_note(tmp_path: Path) -> None:
@@ -391,19 +392,19 @@ def test_the_light_pass_by_blocks_finds_what_a_pass_line_by_line_finds(
     """The light pass reads blocks and hands :meth:`_ClaudeScan.feed` only the lines holding what it looks for:
     its summary equals the one of every line fed, whatever the block size (lines cut across blocks, a block
     shorter than a line), an over-long line passed over unread and a partial last line counted."""
-    monkeypatch.setattr(discovery, "_CLAUDE_SCANS", discovery.OrderedDict())
-    monkeypatch.setattr(discovery, "SCAN_BLOCK", block)
+    monkeypatch.setattr(session_summary, "_CLAUDE_SCANS", OrderedDict())
+    monkeypatch.setattr(session_summary, "SCAN_BLOCK", block)
     lines = BIG_CLAUDE.read_bytes().splitlines(keepends=True)
     long_line = b'{"type":"user","message":{"content":"' + b"x" * 300_000 + b'"}}\n'
     monkeypatch.setattr(model, "MAX_LINE_BYTES", 200_000)
     data = b"".join(lines[:5]) + long_line + b"".join(lines[5:]) + lines[-1][:-20]  # a partial last line
     path = tmp_path / "s.jsonl"
     path.write_bytes(data)
-    every = discovery._ClaudeScan()
+    every = session_summary._ClaudeScan()
     for raw in data.splitlines(keepends=True)[:-1]:
         if len(raw) <= 200_001:
             every.feed([raw])
     every.feed([data.splitlines(keepends=True)[-1]])
-    assert discovery._summary_claude(path) == every.entry(path) and every.entry(path).calls > 100
-    kept = discovery._CLAUDE_SCANS[str(path)]
+    assert session_summary._summary_claude(path) == every.entry(path) and every.entry(path).calls > 100
+    kept = session_summary._CLAUDE_SCANS[str(path)]
     assert kept.offset == len(data) - len(lines[-1][:-20]) and kept.tail == data[:kept.offset][-64:]
