@@ -42,6 +42,7 @@ others are listed all the same.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -54,7 +55,7 @@ from typing import Any, Literal, cast
 from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
 from engine.sources import cline, kilo, opencode, session_summary, sqlite_read
-from engine.sources.model import SourceError, capped_lines, open_regular, shown_path
+from engine.sources.model import LINE_ERRORS, SourceError, capped_lines, open_regular, shown_path
 from engine.sources.opencode_summary import opencode_stamp, summarize_opencode
 from engine.sources.session_summary import SCAN_BLOCK, Agent, SourceEntry, _capture_part, _loads, summarize
 from engine.store.config import Settings, data_dir
@@ -63,9 +64,13 @@ from engine.store.fsutil import atomic_write_bytes
 __all__ = ["SCAN_BLOCK", "Agent", "ScanProblem", "SourceEntry", "format_table", "index_path", "opencode_stamp",
            "scan_sources", "source_roots", "summarize", "summarize_opencode"]
 
+log = logging.getLogger(__name__)
+
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
 # 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
+# what a session file's summary raises when the file cannot be read or holds what its reader did not foresee
+READ_ERRORS: tuple[type[BaseException], ...] = (SourceError, OSError, *LINE_ERRORS)
 LIVE_SECONDS = 120  # a file changed this recently may be growing: a scan spread over processes reads it here
 
 
@@ -365,7 +370,12 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
         key = str(path)
         try:
             entry = done.result()
-        except Exception as exc:  # whatever one file does, the others are still listed
+        except READ_ERRORS as exc:  # cannot be read, or of a shape its reader did not foresee: said, the others
+            problems.append(ScanProblem(kind, key, _reason(exc, path)))  # still listed
+            del files[key]
+            continue
+        except Exception as exc:  # a reader's boundary (here or in a worker): whatever else one file's summary
+            log.warning("summarising %s failed", key, exc_info=True)  # raises (a bug), the others are listed
             problems.append(ScanProblem(kind, key, _reason(exc, path)))
             del files[key]
             continue
