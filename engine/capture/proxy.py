@@ -479,8 +479,9 @@ class RecordingProxy:
         if self.on_exchange is not None:
             try:
                 self.on_exchange(rec)
-            except Exception as exc:  # listener boundary (the CLI's or the window's code): its failure never
-                log.warning("exchange listener failed", exc_info=True)  # stops the proxy
+            except Exception as exc:  # listener boundary (the CLI's or the window's code): its failure, whatever
+                # it is, never stops the proxy
+                log.warning("exchange listener failed", exc_info=True)
                 self.problems.append(f"exchange listener failed: {type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ helpers

@@ -375,7 +375,8 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             del files[key]
             continue
         except Exception as exc:  # a reader's boundary (here or in a worker): whatever else one file's summary
-            log.warning("summarising %s failed", key, exc_info=True)  # raises (a bug), the others are listed
+            # raises (a bug) is said too, and the others are still listed
+            log.warning("summarising %s failed", key, exc_info=True)
             problems.append(ScanProblem(kind, key, _reason(exc, path)))
             del files[key]
             continue

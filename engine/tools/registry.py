@@ -245,8 +245,9 @@ class ToolBox(Workspace):
             raise
         except ToolError as exc:
             return ToolResult(scrub_known(f"error: {exc}"), False)
-        except Exception as exc:  # tool boundary: the tool failed (a bug, a disk error, anything it raises): the
-            log.warning("tool %s failed", name, exc_info=True)  # model reads the reason, the turn goes on
+        except Exception as exc:  # tool boundary: the tool failed (a bug, a disk error, anything it raises);
+            # the model reads the reason, the turn goes on
+            log.warning("tool %s failed", name, exc_info=True)
             return ToolResult(scrub_known(f"error: {name} failed: {type(exc).__name__}: {exc}"), False)
 
     async def _ask_approval(self, name: str, args: dict[str, Any]) -> None:
