@@ -234,7 +234,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("ctxbench")
-    except Exception:
+    except ImportError:  # importlib.metadata.PackageNotFoundError: run from a checkout, not installed
         return "unknown"
 
 
@@ -381,7 +381,8 @@ async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) ->
                 await agent.auto_task
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # a background task's top: its failure is said, the turn's answer stands
+                log.warning("the background compaction failed", exc_info=True)
                 warn(f"the background compaction failed: {type(exc).__name__}: {exc}")
     finally:
         session.close()
@@ -657,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"{PROG}: error: {printable(one_line(str(exc)))}", file=sys.stderr)
         return 1
-    except Exception as exc:  # anything else: one line, no traceback (CTXBENCH_DEBUG=1 shows it; the log has it)
+    except Exception as exc:  # the CLI's main: one line, no traceback (CTXBENCH_DEBUG=1 shows it; the log has it)
         log.exception("ctxbench %s failed", args.command)
         if os.environ.get("CTXBENCH_DEBUG"):
             traceback.print_exc()

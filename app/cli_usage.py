@@ -147,7 +147,7 @@ def _answer(index: Any, args: argparse.Namespace,
         total = index.totals(args.since)
     except UsageIndexError as exc:  # names the index and what was wrong
         raise error(str(exc)) from None
-    except Exception as exc:  # never a raw traceback: say where, suggest --refresh
+    except (OSError, ValueError, _duckdb_error()) as exc:  # unreadable, or DuckDB failed: say where, try --refresh
         raise error(f"cannot query the usage index in {shown_path(index.root)} ({type(exc).__name__}: "
                     f"{printable(exc)}); try --refresh") from None
     if args.by == "session":
@@ -164,6 +164,14 @@ def _answer(index: Any, args: argparse.Namespace,
         answers.keep(index.root, token, key, answer)
         return answer["groups"], answer["total"]
     return groups, total
+
+
+def _duckdb_error() -> type[Exception]:
+    """DuckDB's errors' base class (an ``except`` evaluates it only when something was raised: DuckDB is loaded by
+    then, never imported for it)."""
+    import duckdb
+
+    return duckdb.Error
 
 
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:

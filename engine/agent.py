@@ -33,6 +33,7 @@ answer with no text and no tool call is never stored as an answer: the turn ends
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
@@ -69,7 +70,10 @@ from engine.model.snapshot import ContextSnapshot, WindowInfo
 from engine.model.text import one_line
 from engine.store.config import Settings
 from engine.store.secrets import scrub
+from engine.store.session import SessionError
 from engine.tools.registry import ApproveFn, ToolBox
+
+log = logging.getLogger(__name__)
 
 PROMPT_PATH = Path(__file__).resolve().parent.parent / "resources" / "prompts" / "system.md"
 MAX_REACTIVE_RETRIES = 2
@@ -315,7 +319,7 @@ class Agent:
         s = self.session
         try:
             return s.ledger.tokens_of(s.index_of(str(msg.get("id"))))
-        except Exception:
+        except (SessionError, IndexError):  # not (yet) in the session, or past the ledger's counts
             return s.estimator.message(msg)
 
     def _append(self, *msgs: Message) -> None:
@@ -417,11 +421,13 @@ class Agent:
                 self._emit(StateChanged(AgentState.IDLE))
                 self._emit(TurnFinished(ok=False, interrupted=True, iterations=iterations))
             raise
-        except Exception as exc:  # a bug or a disk error: report it, keep the history valid
+        except Exception as exc:  # the turn's top (a task): a bug or a disk error: report it, keep the history valid
+            log.exception("the turn failed")
             problem = f"{type(exc).__name__}: {exc}"
             try:
                 self._settle()
-            except Exception as settle_exc:
+            except Exception as settle_exc:  # still the turn's top: the first failure is reported all the same
+                log.exception("the history could not be settled after the failure")
                 problem += (
                     f" (and the history could not be settled: {type(settle_exc).__name__}: {settle_exc})"
                 )

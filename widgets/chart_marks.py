@@ -1,4 +1,7 @@
-"""Marks on the timeline besides the columns: where subagents ran and the call picked for a diff.
+"""Marks on the timeline besides the columns: compactions, where subagents ran and the call picked for a diff.
+
+:class:`CompactionLayer` draws one ▼ per compaction event at its tokens before, with a drop line to its tokens
+after, between the call before it and the call after it (its ``call_index``, else its time).
 
 :class:`SubagentLayer` draws one ◆ per subagent above the parent call that issued its Task call
 (``call_index`` of the marks :func:`engine.workbench.subagents.subagent_marks` makes) with a dashed
@@ -16,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-from widgets.chart_parts import COLUMN_WIDTH
+from widgets.chart_parts import COLUMN_WIDTH, Timeline, num, parse_ts
 from widgets.theme import Palette
 
 SUBAGENT_COLOR_LIGHT = "#c026d3"
@@ -26,6 +29,81 @@ HIT_PIXELS = 9
 
 def subagent_color(pal: Palette) -> str:
     return SUBAGENT_COLOR_DARK if pal.dark else SUBAGENT_COLOR_LIGHT
+
+
+class CompactionLayer:
+    """▼ markers and drop lines of the compaction events (see the module docstring)."""
+
+    def __init__(self, plot: pg.PlotItem) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.x: list[float] = []  # per event: between the columns of the calls before and after it
+        self.drop = pg.PlotDataItem(connect="pairs")
+        self.markers = pg.ScatterPlotItem(symbol="t", size=11)
+        plot.addItem(self.drop)
+        plot.addItem(self.markers)
+
+    def set_palette(self, pal: Palette) -> None:
+        self.drop.setPen(pg.mkPen(QColor(pal.marker), width=2))
+        self.markers.setBrush(QColor(pal.marker))
+        self.markers.setPen(pg.mkPen(QColor(pal.background), width=1))
+
+    def clear(self) -> None:
+        self.events = []
+        self.x = []
+
+    def add(self, event: dict[str, Any], tl: Timeline) -> None:
+        """One more event, placed after its ``call_index``, else after the last call of ``tl`` made before its
+        ``ts`` (after the last call when it has no time)."""
+        idx = event.get("call_index")
+        if isinstance(idx, int) and not isinstance(idx, bool):
+            k = max(0, min(idx + 1, tl.n))
+        else:
+            when = parse_ts(event.get("ts"))
+            if when is None:
+                k = tl.n
+            else:
+                k = 0
+                for i in range(tl.n - 1, -1, -1):
+                    t = tl.times[i]
+                    if t is not None and t <= when:
+                        k = i + 1
+                        break
+        # columns sit at x = 1..n; a compaction after call k sits between columns k and k+1
+        self.events.append(event)
+        self.x.append(k + 0.5)
+
+    def draw(self) -> None:
+        """The markers at the tokens before, the drop lines down to the tokens after."""
+        m = len(self.events)
+        if not m:
+            self.markers.setData(x=[], y=[])
+            self.drop.setData([], [])
+            return
+        mx = np.array(self.x, dtype=float)
+        before = np.array([num(e.get("tokens_before")) for e in self.events])
+        after = np.array([num(e.get("tokens_after")) for e in self.events])
+        self.markers.setData(x=mx, y=before)
+        seg_y = np.empty(2 * m)
+        seg_y[0::2] = before
+        seg_y[1::2] = after
+        self.drop.setData(np.repeat(mx, 2), seg_y)
+
+    def peaks(self) -> list[float]:
+        """The tokens before and after of every event (what the markers and drop lines reach)."""
+        return [v for e in self.events for v in (num(e.get("tokens_before")), num(e.get("tokens_after")))]
+
+    def calls_after(self, n: int) -> set[int]:
+        """0-based indexes of the calls (of ``n``) that come first after a marker."""
+        return {int(x - 0.5) for x in self.x if 0 < x - 0.5 < n}
+
+    def nearest(self, vx: float, tol: float) -> int | None:
+        """The event whose marker is nearest view x ``vx`` within ``tol``, or None."""
+        best: tuple[float, int] | None = None
+        for i, cx in enumerate(self.x):
+            d = abs(cx - vx)
+            if d <= tol and (best is None or d < best[0]):
+                best = (d, i)
+        return best[1] if best is not None else None
 
 
 class SubagentLayer:
@@ -103,4 +181,4 @@ class SelectionLayer:
         self._bar.setOpts(x=np.array([idx + 1.0]), height=np.array([top]), y0=np.zeros(1))
 
 
-__all__ = ["SelectionLayer", "SubagentLayer", "subagent_color"]
+__all__ = ["CompactionLayer", "SelectionLayer", "SubagentLayer", "subagent_color"]

@@ -40,7 +40,9 @@ scale are named at the top right ("window 1M ↑"). It is on by itself while eve
 (unticking it is the way back to the whole window) and the choice is kept.
 
 Plot items are created once; updates only call ``setOpts``/``setData``. A setter draws at once: the
-caller throttles (the controller sends at most a few snapshots a second while a turn streams).
+caller throttles (the controller sends at most a few snapshots a second while a turn streams). The parts:
+(a) is :class:`widgets.chart_bar.RequestBar`; the compaction markers, subagent marks and the picked call are the
+layers of :mod:`widgets.chart_marks`, the cache view :mod:`widgets.chart_cache`, the texts :mod:`widgets.chart_text`.
 
 Public API
 ----------
@@ -99,11 +101,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QVBoxLayout, QWidget
 
 from engine.model.snapshot import ContextSnapshot
+from widgets.chart_bar import RequestBar
 from widgets.chart_cache import CacheLayer, PercentAxis
-from widgets.chart_marks import SelectionLayer, SubagentLayer
+from widgets.chart_marks import CompactionLayer, SelectionLayer, SubagentLayer
 from widgets.chart_parts import (
     COLUMN_WIDTH,
     TIMELINE_REGIONS,
@@ -113,20 +116,11 @@ from widgets.chart_parts import (
     TokenAxis,
     short_tokens,
 )
-from widgets.chart_parts import Legend as _Legend
 from widgets.chart_parts import Timeline as _Timeline
-from widgets.chart_parts import num as _num
-from widgets.chart_parts import parse_ts as _parse_ts
 from widgets.chart_text import across, column_tooltip, timeline_header, timeline_legend
 from widgets.compaction_text import compaction_tooltip as _compaction_tip
 from widgets.compaction_text import subagent_tooltip as _subagent_tip
-from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens, palette, percent
-
-ACCURACY_LABELS = {
-    "estimated": "estimated (heuristic, no provider report yet)",
-    "exact": "exact (model tokenizer)",
-    "calibrated": "calibrated on the provider's count",
-}
+from widgets.theme import REGION_LABELS, Palette, palette
 
 MIN_TIMELINE_SLOTS = 12  # the timeline's x-axis spans at least this many calls
 CACHE_ON_TIP = "Split each call into cache read / cache write / uncached input, with the cache hit rate"
@@ -154,8 +148,6 @@ class ContextChart(QWidget):
         self._snapshot: ContextSnapshot | None = None
         self._draft_override: int | None = None
         self._timeline = _Timeline()
-        self._compactions: list[dict[str, Any]] = []
-        self._compaction_x: list[float] = []
         self._dirty_bar = True
         self._dirty_timeline = True
         self._fit: bool | None = None  # the user's choice; None: by itself (FIT_BELOW)
@@ -173,49 +165,13 @@ class ContextChart(QWidget):
         tf.setBold(True)
         self._title.setFont(tf)
         layout.addWidget(self._title)
-        self._header = QLabel("No request yet")
-        self._header.setWordWrap(True)
-        self._header.setTextFormat(Qt.TextFormat.RichText)
-        layout.addWidget(self._header)
-        self._build_bar(layout)
+        self._bar = RequestBar(layout, self._pal)  # (a) the next request: header, bar, legend
         self._build_timeline(layout, tf)
         self._tips = SceneTips(self._tl_plot, self._tip_at)
         self._tl_plot.scene().sigMouseClicked.connect(self._on_timeline_mouse_clicked)
         self._provider_symbols = True
         self._apply_palette()
         self.flush()
-
-    def _build_bar(self, layout: QVBoxLayout) -> None:
-        """(a) the next request's bar and its legend."""
-        self._bar_axis = TokenAxis("bottom")
-        self._bar_plot = pg.PlotWidget(axisItems={"bottom": self._bar_axis})
-        self._bar_plot.setFixedHeight(64)
-        self._bar_plot.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        bp = self._bar_plot.getPlotItem()
-        bp.hideAxis("left")
-        bp.setMenuEnabled(False)
-        bp.hideButtons()
-        bp.setMouseEnabled(x=False, y=False)
-        bp.getViewBox().setDefaultPadding(0.0)
-        bp.setYRange(-0.5, 0.5, padding=0)
-        bp.layout.setContentsMargins(4, 2, 10, 0)
-        n = len(REGION_ORDER)
-        self._bar_item = pg.BarGraphItem(
-            x0=np.zeros(n), width=np.zeros(n), y=np.zeros(n), height=0.9, pen=None,
-            brushes=[QColor(self._pal.regions[k]) for k in REGION_ORDER],
-        )
-        bp.addItem(self._bar_item)
-        self._threshold_line = pg.InfiniteLine(angle=90, movable=False)
-        self._limit_line = pg.InfiniteLine(angle=90, movable=False)
-        bp.addItem(self._threshold_line)
-        bp.addItem(self._limit_line)
-        self._bar_offscale = pg.TextItem("", anchor=(1, 0.5))  # fitted: the lines past the bar's scale, named
-        self._bar_offscale.setVisible(False)
-        bp.addItem(self._bar_offscale, ignoreBounds=True)
-        layout.addWidget(self._bar_plot)
-
-        self._legend = _Legend()
-        layout.addWidget(self._legend)
 
     def _build_timeline(self, layout: QVBoxLayout, tf: QFont) -> None:
         """(b) the timeline: its title row with the cache-view toggle, the plot, its legend."""
@@ -271,12 +227,11 @@ class ContextChart(QWidget):
         self._threshold_curve = pg.PlotDataItem(connect="finite")
         self._raw_curve = pg.PlotDataItem(connect="finite")
         self._provider_curve = pg.PlotDataItem(connect="finite")
-        self._drop_curve = pg.PlotDataItem(connect="pairs")
-        self._markers = pg.ScatterPlotItem(symbol="t", size=11)
         for item in (self._window_curve, self._threshold_curve):  # across the chart: no part of its x range
             tp.addItem(item, ignoreBounds=True)
-        for item in (self._raw_curve, self._provider_curve, self._drop_curve, self._markers):
+        for item in (self._raw_curve, self._provider_curve):
             tp.addItem(item)
+        self._compaction_marks = CompactionLayer(tp)
         self._offscale_label = pg.TextItem("", anchor=(1, 0))  # fitted: the lines above the scale, named
         self._offscale_label.setVisible(False)
         tp.addItem(self._offscale_label, ignoreBounds=True)
@@ -323,10 +278,9 @@ class ContextChart(QWidget):
         self._selection.index = None
         for record in records:
             self._timeline.append(record)
-        self._compactions = []
-        self._compaction_x = []
+        self._compaction_marks.clear()
         for event in compactions:
-            self._add_compaction(event)
+            self._compaction_marks.add(event, self._timeline)
         self._dirty_timeline = True
         self.flush()
 
@@ -345,7 +299,7 @@ class ContextChart(QWidget):
 
     def add_compaction(self, event: dict[str, Any]) -> None:
         """Add one compaction marker (placed after the last call made before ``event['ts']``)."""
-        self._add_compaction(event)
+        self._compaction_marks.add(event, self._timeline)
         self._dirty_timeline = True
         self.flush()
 
@@ -353,8 +307,7 @@ class ContextChart(QWidget):
         self._snapshot = None
         self._draft_override = None
         self._timeline.clear()
-        self._compactions = []
-        self._compaction_x = []
+        self._compaction_marks.clear()
         self._subagents.set_marks([])
         self._selection.index = None
         self._dirty_bar = self._dirty_timeline = True
@@ -384,15 +337,13 @@ class ContextChart(QWidget):
 
     # ----------------------------------------------------------------- introspection
     def bar_segments(self) -> dict[str, tuple[float, float]]:
-        x0 = self._bar_item.opts["x0"]
-        w = self._bar_item.opts["width"]
-        return {k: (float(x0[i]), float(w[i])) for i, k in enumerate(REGION_ORDER)}
+        return self._bar.segments()
 
     def legend_text(self, region: str) -> str:
-        return self._legend.row_text(region)
+        return self._bar.legend.row_text(region)
 
     def header_text(self) -> str:
-        return self._header.text()
+        return self._bar.header.text()
 
     def timeline_header_text(self) -> str:
         return self._tl_header.text()
@@ -437,7 +388,7 @@ class ContextChart(QWidget):
 
     def legend_accuracy(self, region: str) -> str:
         """The legend's mark of how ``region`` was obtained (exact, est., cal., inferred, set; "" : none)."""
-        return self._legend.accuracy_mark(region)
+        return self._bar.legend.accuracy_mark(region)
 
     def set_cache_view(self, on: bool) -> None:
         """Show the cache view (when the calls have cache figures) or the region view."""
@@ -469,7 +420,7 @@ class ContextChart(QWidget):
 
     def system_label(self) -> str:
         """The legend's name of the system region ("… (inferred)" for an imported session's prefix)."""
-        return self._legend.name("system")
+        return self._bar.legend.name("system")
 
     def export_image(self, fmt: str) -> bytes:
         """The timeline plot as it is drawn now (region or cache view), as PNG or SVG bytes, at the
@@ -504,8 +455,7 @@ class ContextChart(QWidget):
             for series in (tl.provider[:n], tl.raw[:n]):
                 if np.isfinite(series).any():
                     peaks.append(float(np.nanmax(series)))
-        for event in self._compactions:
-            peaks += [_num(event.get("tokens_before")), _num(event.get("tokens_after"))]
+        peaks += self._compaction_marks.peaks()
         if self._snapshot is not None:
             peaks.append(float(self._snapshot.prompt))
         return max(peaks)
@@ -571,16 +521,16 @@ class ContextChart(QWidget):
         self._offscale_label.setPos(right, top)
 
     def compaction_count(self) -> int:
-        return len(self._compactions)
+        return len(self._compaction_marks.events)
 
     def compaction_x(self, index: int) -> float:
-        return self._compaction_x[index]
+        return self._compaction_marks.x[index]
 
     def column_tooltip(self, index: int) -> str:
         return column_tooltip(self._timeline, index, self._cache.tooltip_lines(index) if self._cache.visible else None)
 
     def compaction_tooltip(self, index: int) -> str:
-        return _compaction_tip(self._compactions[index])
+        return _compaction_tip(self._compaction_marks.events[index])
 
     def set_subagents(self, marks: Sequence[dict[str, Any]]) -> None:
         """Mark where subagents ran (dicts of ``SessionView.subagents``: ``call_index``, ``id``, ``model``, …)."""
@@ -627,39 +577,16 @@ class ContextChart(QWidget):
         c.setAlpha(90)
         return c
 
-    def _add_compaction(self, event: dict[str, Any]) -> None:
-        tl = self._timeline
-        idx = event.get("call_index")
-        if isinstance(idx, int) and not isinstance(idx, bool):
-            k = max(0, min(idx + 1, tl.n))
-        else:
-            when = _parse_ts(event.get("ts"))
-            if when is None:
-                k = tl.n
-            else:
-                k = 0
-                for i in range(tl.n - 1, -1, -1):
-                    t = tl.times[i]
-                    if t is not None and t <= when:
-                        k = i + 1
-                        break
-        # columns sit at x = 1..n; a compaction after call k sits between columns k and k+1
-        self._compactions.append(event)
-        self._compaction_x.append(k + 0.5)
-
     def _apply_palette(self) -> None:
         pal = self._pal
         bg = QColor(pal.background)
         fg = QColor(pal.muted)
-        for plot in (self._bar_plot, self._tl_plot):
-            plot.setBackground(bg)
-            for name in ("bottom", "left"):
-                ax = plot.getPlotItem().getAxis(name)
-                ax.setPen(pg.mkPen(fg))
-                ax.setTextPen(pg.mkPen(QColor(pal.text)))
-        self._bar_item.setOpts(brushes=[QColor(pal.regions[k]) for k in REGION_ORDER])
-        self._threshold_line.setPen(pg.mkPen(QColor(pal.threshold), width=2, style=Qt.PenStyle.DashLine))
-        self._limit_line.setPen(pg.mkPen(QColor(pal.limit), width=2.5))
+        self._bar.set_palette(pal)
+        self._tl_plot.setBackground(bg)
+        for name in ("bottom", "left"):
+            ax = self._tl_plot.getPlotItem().getAxis(name)
+            ax.setPen(pg.mkPen(fg))
+            ax.setTextPen(pg.mkPen(QColor(pal.text)))
         for key, item in self._tl_bars.items():
             item.setOpts(brush=QColor(pal.regions[key]), pen=None)
         self._ghost.setOpts(brushes=[self._ghost_color(k) for k in TIMELINE_REGIONS])
@@ -669,91 +596,26 @@ class ContextChart(QWidget):
         self._provider_curve.setPen(pg.mkPen(QColor(pal.provider), width=2))
         self._provider_curve.setSymbolBrush(QColor(pal.provider))
         self._provider_curve.setSymbolPen(None)
-        self._drop_curve.setPen(pg.mkPen(QColor(pal.marker), width=2))
-        self._markers.setBrush(QColor(pal.marker))
-        self._markers.setPen(pg.mkPen(QColor(pal.background), width=1))
-        self._legend.set_palette(pal)
+        self._compaction_marks.set_palette(pal)
         self._cache.set_palette(pal)
         self._subagents.set_palette(pal)
         self._selection.set_palette(pal)
         self._inferred_label.setColor(QColor(pal.background))
         plate = QColor(pal.background)
-        plate.setAlpha(225)  # the lines' names stay readable over a column or the bar
-        for label in (self._offscale_label, self._bar_offscale):
-            label.fill = pg.mkBrush(plate)
-            label.update()
+        plate.setAlpha(225)  # the lines' names stay readable over a column
+        self._offscale_label.fill = pg.mkBrush(plate)
+        self._offscale_label.update()
         self._set_timeline_legend()
 
     def _update_bar(self) -> None:
         s = self._snapshot
-        pal = self._pal
+        self._bar.show(s, self._draft_override, self._fitted, self._pal)
+        self._set_ghost(s)
         if s is None:
-            n = len(REGION_ORDER)
-            self._bar_item.setOpts(x0=np.zeros(n), width=np.zeros(n))
-            self._threshold_line.setVisible(False)
-            self._limit_line.setVisible(False)
-            self._header.setText("No request yet")
-            for key in _Legend.KEYS:
-                self._legend.set_row(key, 0, "—")
-                self._legend.set_accuracy(key, "")
-            self._bar_offscale.setVisible(False)
-            self._bar_plot.getPlotItem().setXRange(0, 1, padding=0)
-            self._set_ghost(None)
             if not self._dirty_timeline:
                 self._update_lines()
-            return
-        regions = s.detailed_regions(self._draft_override)
-        widths = np.array([float(regions[k]) for k in REGION_ORDER])
-        x0 = np.concatenate(([0.0], np.cumsum(widths)[:-1]))
-        self._bar_item.setOpts(x0=x0, width=widths)
-        window = max(1, s.window)
-        used = sum(regions[k] for k in REGION_ORDER if k != "free")
-        self._threshold_line.setVisible(True)
-        self._limit_line.setVisible(True)
-        self._threshold_line.setValue(s.threshold_tokens)
-        self._limit_line.setValue(s.window)
-        if self._fitted:  # the bar's own scale; the lines past it named at its right end
-            right = max(1.0, used * 1.05)
-            past = []
-            if s.threshold_tokens > right:
-                past.append((pal.threshold, f"threshold {short_tokens(s.threshold_tokens)}"))
-            if s.window > right:
-                past.append((pal.limit, f"window {short_tokens(s.window)}"))
-            self._bar_offscale.setHtml(" · ".join(f"<span style='color:{c}'>{html.escape(t)}</span>" for c, t in past)
-                                       + " →")
-            self._bar_offscale.setPos(right, 0)
-            self._bar_offscale.setVisible(bool(past))
-        else:
-            right = max(window, used) * 1.01
-            self._bar_offscale.setVisible(False)
-        self._bar_plot.getPlotItem().setXRange(0, right, padding=0)
-        accuracy = s.region_accuracy()
-        for key in REGION_ORDER:
-            self._legend.set_row(key, regions[key], percent(regions[key], window))
-            self._legend.set_accuracy(key, accuracy[key])
-        self._legend.set_row("threshold", s.threshold_tokens, percent(s.threshold_tokens, window))
-        self._legend.set_row("limit", s.window, "100.0%")
-        acc = ACCURACY_LABELS.get(s.accuracy, s.accuracy)
-        prompt = s.prompt
-        parts = [
-            f"<b>{format_tokens(prompt)}</b> prompt + {format_tokens(s.reserve)} reserve"
-            + (f" + {format_tokens(regions['draft'])} draft" if regions["draft"] else "")
-            + f" of <b>{format_tokens(s.window)}</b> ({percent(used, window)})",
-            f"<span style='color:{pal.muted}'>{acc}</span>",
-        ]
-        if s.model:  # whose window it is (an imported session's: the model that made it)
-            parts.append(f"<span style='color:{pal.muted}'>window of {html.escape(s.model)}</span>")
-        if used > s.window:
-            parts.append(
-                f"<span style='color:{pal.error}'><b>over the window by "
-                f"{format_tokens(used - s.window)}</b></span>"
-            )
-        elif used > s.threshold_tokens:
-            parts.append(f"<span style='color:{pal.warning}'><b>over the compaction threshold</b></span>")
-        self._header.setText(" · ".join(parts))
-        self._set_ghost(s)
-        if not self._dirty_timeline and self._lines_of is not s:  # (a draft alone: no change; else the timeline's
-            self._update_lines()                                  # update draws them)
+        elif not self._dirty_timeline and self._lines_of is not s:  # (a draft alone: no change; else the
+            self._update_lines()                                    # timeline's update draws them)
 
     def _set_ghost(self, s: ContextSnapshot | None) -> None:
         nr = len(TIMELINE_REGIONS)
@@ -781,20 +643,7 @@ class ContextChart(QWidget):
         dots = want_symbols and bool(np.isfinite(provider).any())  # no figure at all (SWE-agent): no dots to bound
         self._provider_curve.setData(x, provider, symbol="o" if dots else None, symbolSize=5)
         self._raw_curve.setData(x, tl.raw[:n].copy())
-        m = len(self._compactions)
-        if m:
-            mx = np.array(self._compaction_x, dtype=float)
-            before = np.array([_num(e.get("tokens_before")) for e in self._compactions])
-            after = np.array([_num(e.get("tokens_after")) for e in self._compactions])
-            self._markers.setData(x=mx, y=before)
-            seg_x = np.repeat(mx, 2)
-            seg_y = np.empty(2 * m)
-            seg_y[0::2] = before
-            seg_y[1::2] = after
-            self._drop_curve.setData(seg_x, seg_y)
-        else:
-            self._markers.setData(x=[], y=[])
-            self._drop_curve.setData([], [])
+        self._compaction_marks.draw()
         tops = np.fmax(values.sum(axis=0), tl.provider[:n])
         self._subagents.update(tops)
         self._selection.update(tops)
@@ -827,13 +676,12 @@ class ContextChart(QWidget):
 
     def _timeline_header(self) -> str:
         cache = self._cache.header_html(self._pal) if self._cache.visible else None
-        return timeline_header(self._timeline, len(self._compactions), self._pal,
+        return timeline_header(self._timeline, len(self._compaction_marks.events), self._pal,
                                next_request=self._snapshot is not None, cache_header=cache)
 
     def _calls_after_compaction(self) -> set[int]:
         """0-based indexes of the calls that come first after a compaction marker."""
-        n = self._timeline.n
-        return {int(x - 0.5) for x in self._compaction_x if 0 < x - 0.5 < n}
+        return self._compaction_marks.calls_after(self._timeline.n)
 
     def _update_view_mode(self) -> None:
         """Region columns or cache columns; the inferred-prefix label; the legend under the plot."""
@@ -851,7 +699,7 @@ class ContextChart(QWidget):
                          self._threshold_curve):
                 item.setVisible(not on)
         inferred = tl.n > 0 and tl.records[-1].get("prefix_source") == "inferred"
-        self._legend.set_name("system", INFERRED_LABEL if inferred else REGION_LABELS["system"])
+        self._bar.legend.set_name("system", INFERRED_LABEL if inferred else REGION_LABELS["system"])
         self._inferred_label.setVisible(inferred and not on)
         if inferred:
             system = tl.values[TIMELINE_REGIONS.index("system"), : tl.n]
@@ -873,14 +721,9 @@ class ContextChart(QWidget):
         sub = self._subagents.hit(p.x(), p.y(), px, py)
         if sub is not None:
             return ("subagent", self._subagents.drawn.index(sub))
-        tol = max(0.45, 6 * px)
-        best: tuple[float, int] | None = None
-        for i, cx in enumerate(self._compaction_x):
-            d = abs(cx - p.x())
-            if d <= tol and (best is None or d < best[0]):
-                best = (d, i)
-        if best is not None:
-            return ("compaction", best[1])
+        marker = self._compaction_marks.nearest(p.x(), max(0.45, 6 * px))
+        if marker is not None:
+            return ("compaction", marker)
         col = round(p.x()) - 1
         if 0 <= col < self._timeline.n and abs(p.x() - (col + 1)) <= COLUMN_WIDTH / 2 + px:
             return ("call", col)
@@ -906,7 +749,7 @@ class ContextChart(QWidget):
         button = event.button() if hasattr(event, "button") else Qt.MouseButton.LeftButton
         mods = event.modifiers() if hasattr(event, "modifiers") else Qt.KeyboardModifier.NoModifier
         if kind == "compaction":
-            self.compaction_clicked.emit(self._compactions[index])
+            self.compaction_clicked.emit(self._compaction_marks.events[index])
         elif kind == "subagent":
             mark = self._subagents.marks[self._subagents.drawn[index]]
             if mark.get("session"):

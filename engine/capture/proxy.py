@@ -31,6 +31,7 @@ import hashlib
 import ipaddress
 import itertools
 import json
+import logging
 import secrets as pysecrets
 import time
 import zlib
@@ -46,6 +47,8 @@ from multidict import CIMultiDict
 from engine.capture.files import CaptureWriter, now_iso
 from engine.capture.redact import header_pairs, query_without_secrets, scrub, scrub_obj
 from engine.capture.streams import Assembler, Family, SSEParser, family_of, usage_of
+
+log = logging.getLogger(__name__)
 
 DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com",
                      "gemini": "https://generativelanguage.googleapis.com"}
@@ -74,6 +77,15 @@ def _decoder(encoding: str) -> _Decoder | None:
 
         return zstandard.ZstdDecompressor().decompressobj()
     return None
+
+
+def _decode_errors(encoding: str) -> tuple[type[Exception], ...]:
+    """What the decoder of ``encoding`` raises on a body that is not valid in it (zlib.error, zstandard.ZstdError)."""
+    if encoding != "zstd":
+        return (zlib.error,)
+    import zstandard
+
+    return (zstandard.ZstdError,)
 
 
 def _decode(raw: bytes, encoding: str) -> bytes:
@@ -202,7 +214,7 @@ class _ResponseRecorder:
         if self._inflate is not None:
             try:
                 data = self._inflate.decompress(chunk)
-            except Exception as exc:  # zlib.error, zstandard.ZstdError: recorded as not decoded, passed on as is
+            except _decode_errors(self.encoding) as exc:  # recorded as not decoded, passed on as is
                 self.problem = f"the {self.encoding} body could not be decoded: {exc}"
                 self.undecoded = True
                 return
@@ -467,7 +479,9 @@ class RecordingProxy:
         if self.on_exchange is not None:
             try:
                 self.on_exchange(rec)
-            except Exception as exc:  # a listener's failure never stops the proxy
+            except Exception as exc:  # listener boundary (the CLI's or the window's code): its failure, whatever
+                # it is, never stops the proxy
+                log.warning("exchange listener failed", exc_info=True)
                 self.problems.append(f"exchange listener failed: {type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ helpers

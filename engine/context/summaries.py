@@ -19,6 +19,7 @@ cost (tokens and time) in :class:`Summary`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,6 +43,8 @@ from engine.model.messages import Message, message_date
 from engine.model.snapshot import WindowInfo
 from engine.store import archive
 from engine.store.config import Settings
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from engine.store.session import StoredSession
@@ -243,7 +246,8 @@ async def model_part(
         problem = ""
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # the provider failed: the digest stays
+    except Exception as exc:  # provider boundary (the injected summarizer): it failed, the digest stays
+        log.warning("the summary call failed", exc_info=True)
         reply, problem = "", f"the summary call failed: {type(exc).__name__}: {exc}"
     ms = (time.perf_counter() - t0) * 1000
     text = normalize_summary(reply if isinstance(reply, str) else "")

@@ -7,6 +7,7 @@ sections, incremental update of the previous summary, optional extra instruction
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -17,6 +18,8 @@ from typing import Any
 
 from engine.context.plan import CompactionError
 from engine.model.messages import Message, content_text
+
+log = logging.getLogger(__name__)
 
 SummarizeFn = Callable[[list[dict[str, Any]], int], Awaitable[str]]
 
@@ -176,7 +179,8 @@ async def generate_summary(
         reply = await summarize(request, max_tokens)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # the provider failed: the caller falls back to dropping
+    except Exception as exc:  # provider boundary (the injected summarizer): the caller falls back to dropping
+        log.warning("the summary call failed", exc_info=True)
         ms = (time.perf_counter() - t0) * 1000
         return SummaryResult("", False, f"the summary call failed: {type(exc).__name__}: {exc}", ms)
     text = normalize_summary(reply if isinstance(reply, str) else "")

@@ -62,10 +62,9 @@ def resolve_context_window(
         from engine.llm import client as llm
 
         model_info = llm.model_info
-    info = None
     try:
-        info = model_info(model)
-    except Exception:  # unknown models raise in litellm: fall back to settings
+        info = model_info(model)  # None for a model litellm does not know
+    except ImportError:  # litellm cannot be loaded: fall back to settings
         info = None
     max_input = None
     if info:

@@ -382,8 +382,9 @@ async def _one_attempt(
         if aclose is not None:
             try:
                 await asyncio.shield(aclose())
-            except Exception:
-                pass
+            except Exception:  # provider boundary: closing litellm's stream (httpx, the provider's SDK) can fail
+                # in any way; the answer (or the error already raised) stands
+                log.warning("closing the stream of %s failed", config.model, exc_info=True)
 
 
 EMPTY_STREAM = "the provider ended the stream without an answer (no text, no tool call, no usage report)"
@@ -451,7 +452,8 @@ async def stream_chat(
     kwargs = _request_kwargs(config, messages, tools, stream=True)
     try:
         await ready()
-    except Exception as exc:
+    except Exception as exc:  # plugin boundary: importing litellm runs its code and its dependencies' (any error)
+        log.warning("litellm could not be loaded", exc_info=True)
         raise LLMError("other", f"litellm could not be loaded ({config.model}): "
                                 f"{one_line(scrub(str(exc)))[:MAX_ERROR_CHARS]}") from exc
     attempt = 0
@@ -472,11 +474,11 @@ async def stream_chat(
             if partial is not None:
                 partial.append(acc.completion(interrupted=True))
             raise
-        except Exception as exc:
+        except Exception as exc:  # provider boundary: litellm and the provider's SDK raise anything; classified
             err = classify_error(exc, config.model)
             err.attempts = attempt
             log.warning("provider call %s failed (attempt %d, %s): %s", config.model, attempt, err.kind,
-                        scrub(str(err))[:MAX_ERROR_CHARS])
+                        scrub(str(err))[:MAX_ERROR_CHARS], exc_info=True)
             if acc.started:
                 err.partial = acc.completion(interrupted=True)
             if err.kind == "transient" and not acc.started and attempt <= config.max_retries:
@@ -618,7 +620,10 @@ def model_info(model: str, n_ctx: int | None = None) -> dict[str, Any] | None:
     litellm = _lib()
     try:
         info = litellm.get_model_info(model)
-    except Exception:  # unknown models raise
+    except litellm.exceptions.ModelNotMappedError:  # a model litellm does not know
+        return None
+    except Exception:  # provider boundary: litellm's lookup turns any other failure into a bare Exception
+        log.warning("litellm's model info of %s failed", model, exc_info=True)
         return None
     return dict(info) if info else None
 

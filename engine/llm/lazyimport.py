@@ -119,7 +119,7 @@ def _locks_waited_on(thread: int) -> list[Any]:
     blocking = getattr(bootstrap, "_blocking_on", None)
     try:
         found = blocking.get(thread) if blocking is not None else None
-    except Exception:
+    except (AttributeError, TypeError, RuntimeError):  # CPython's private bookkeeping changed shape (or size)
         return []
     if found is None:
         return []

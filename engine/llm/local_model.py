@@ -520,8 +520,8 @@ async def stream_chunks(
     try:
         _check_model(model)
         job = _job_from_params(messages, optional_params)
-    except Exception as exc:
-        raise _map_error(exc, model) from exc
+    except (LocalModelError, ValueError, TypeError, LookupError, AttributeError) as exc:  # an unknown model, a bad
+        raise _map_error(exc, model) from exc  # number, a message of a shape the prompt cannot take
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 

@@ -26,7 +26,7 @@ def retry_after_of(exc: BaseException) -> float | None:
         if value:
             return max(0.0, float(value) / 1000)
         value = headers.get("retry-after")
-    except Exception:
+    except (AttributeError, TypeError, ValueError, ArithmeticError):  # headers of no foreseen shape, no number
         return None
     if not value:
         return None

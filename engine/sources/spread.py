@@ -103,6 +103,7 @@ def run_here(fn: Callable[[T], R], item: T) -> Future[R]:
     fut: Future[R] = Future()
     try:
         fut.set_result(fn(item))
-    except Exception as exc:  # raised where the result is taken, as from a worker
+    except Exception as exc:  # a worker's top, run here: raised again where the result is taken (and said there)
+        log.debug("%s raised; kept in its future", getattr(fn, "__name__", fn), exc_info=True)
         fut.set_exception(exc)
     return fut

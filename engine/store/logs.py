@@ -5,7 +5,9 @@
 settings name (``log_level``) to that file, with the time, the thread and the module. The boundaries log:
 files read, provider calls, follow polls, usage-index updates, the window's bridge to the service; every broad
 ``except`` at an outer edge logs its traceback. A data directory that cannot be written leaves logging to the
-standard handlers (nothing is lost but the file). Nothing here writes a prompt, a file's content or a key.
+standard handlers (nothing is lost but the file). Nothing here writes a prompt, a file's content or a key: each
+record, its traceback included (a provider's error message may quote a request), is scrubbed of API keys and
+auth headers (:func:`engine.store.secrets.scrub`) as it is written.
 """
 
 from __future__ import annotations
@@ -16,12 +18,21 @@ import threading
 from pathlib import Path
 
 from engine.store.config import LOG_LEVELS, data_dir, load_settings
+from engine.store.secrets import scrub
 
 LOGGERS = ("engine", "app", "widgets")
 FILE_NAME = "ctxbench.log"
 MAX_BYTES = 2 * 1024 * 1024
 BACKUPS = 4
 FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
+
+
+class ScrubbingFormatter(logging.Formatter):
+    """:data:`FORMAT`, the whole text (message and traceback) with API keys and auth headers replaced."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
 
 _lock = threading.Lock()
 _handler: logging.Handler | None = None
@@ -52,7 +63,7 @@ def configure(level: str = "info", folder: Path | None = None) -> Path | None:
                                                            encoding="utf-8", delay=False)
         except OSError:
             return None
-        handler.setFormatter(logging.Formatter(FORMAT))
+        handler.setFormatter(ScrubbingFormatter(FORMAT))
         handler.setLevel(getattr(logging, level.upper()))
         for name in LOGGERS:
             logger = logging.getLogger(name)
@@ -87,5 +98,5 @@ def _drop_handler() -> None:
         _handler = None
 
 
-__all__ = ["BACKUPS", "FILE_NAME", "LOGGERS", "MAX_BYTES", "close", "configure", "configure_from_settings", "log_dir",
-           "log_file"]
+__all__ = ["BACKUPS", "FILE_NAME", "LOGGERS", "MAX_BYTES", "ScrubbingFormatter", "close", "configure",
+           "configure_from_settings", "log_dir", "log_file"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from engine.tools.files import (
 from engine.tools.search import SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS, SEARCH_TEXT
 from engine.tools.shell import RUN_SHELL, SHELL_DEFAULT_TIMEOUT, SHELL_MAX_TIMEOUT
 from engine.tools.workspace import ToolError, ToolResult, Workspace
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "LIST_MAX_ENTRIES",
@@ -242,7 +245,9 @@ class ToolBox(Workspace):
             raise
         except ToolError as exc:
             return ToolResult(scrub_known(f"error: {exc}"), False)
-        except Exception as exc:  # the tool failed: the model reads the reason, the turn goes on
+        except Exception as exc:  # tool boundary: the tool failed (a bug, a disk error, anything it raises);
+            # the model reads the reason, the turn goes on
+            log.warning("tool %s failed", name, exc_info=True)
             return ToolResult(scrub_known(f"error: {name} failed: {type(exc).__name__}: {exc}"), False)
 
     async def _ask_approval(self, name: str, args: dict[str, Any]) -> None:
@@ -252,7 +257,8 @@ class ToolBox(Workspace):
             ok = await self.approve(name, dict(args))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # the bridge to whoever approves (the window's dialog, the terminal)
+            log.warning("asking for approval of %s failed", name, exc_info=True)
             raise ToolError(f"{name}: asking for approval failed ({exc})") from None
         if not ok:
             raise ToolError(f"the user did not approve this {name} call")

@@ -29,7 +29,7 @@ from typing import Any
 from engine.context.tokens import estimate_message_tokens
 from engine.model.text import printable
 from engine.sources import model as _model
-from engine.sources.discovery import Agent, SourceEntry, summarize_read
+from engine.sources.discovery import Agent, SourceEntry
 from engine.sources.model import (
     ProviderCall,
     SourceError,
@@ -40,6 +40,7 @@ from engine.sources.model import (
     open_regular,
 )
 from engine.sources.readers import read_source
+from engine.sources.session_summary import summarize_read
 from engine.usage.prices import REASONING_SEPARATE, PriceTable
 
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day

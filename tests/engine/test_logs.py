@@ -83,3 +83,22 @@ def test_a_failing_command_leaves_its_traceback_in_the_log_not_on_the_terminal(
     assert "INFO    MainThread app.cli: ctxbench sources" in text
     assert "ERROR   MainThread app.cli: ctxbench sources failed" in text and "Traceback" in text
     assert os.environ.get("OPENAI_API_KEY", "sk-none") not in text
+
+
+def test_a_traceback_quoting_a_key_is_written_without_it(tmp_path: Path) -> None:
+    from engine.store.secrets import forget_secrets, remember_secret
+
+    path = logs.configure("info", tmp_path)
+    assert path is not None
+    key = "sk-live-0123456789abcdefghij"
+    remember_secret(key)
+    try:
+        try:
+            raise RuntimeError(f"401 from the provider: bad key {key}")
+        except RuntimeError:
+            logging.getLogger("engine.llm.client").warning("provider call failed", exc_info=True)
+    finally:
+        forget_secrets()
+    text = path.read_text()
+    assert "Traceback" in text and "RuntimeError: 401 from the provider: bad key [redacted]" in text
+    assert key not in text

@@ -60,7 +60,7 @@ def test_chart_survives_5000_repaints_with_1000_columns(qtbot):
     qtbot.waitExposed(chart)
     counter = PaintCounter()
     chart._tl_plot.viewport().installEventFilter(counter)
-    chart._bar_plot.viewport().installEventFilter(counter)
+    chart._bar.plot.viewport().installEventFilter(counter)
     marker = {"trigger": "auto", "call_index": 500, "tokens_before": 40_000, "tokens_after": 10_000}
     chart.set_timeline([snapshot(i, 10_000 + i * 40).to_json() for i in range(1000)], [marker])
     chart.flush()
@@ -73,7 +73,7 @@ def test_chart_survives_5000_repaints_with_1000_columns(qtbot):
         chart.flush()
         # paint both plots now, as the event loop would (pyqtgraph updates ranges and axes
         # while preparing the paint: this is where PySide6 6.12 crashed)
-        chart._bar_plot.viewport().repaint()
+        chart._bar.plot.viewport().repaint()
         chart._tl_plot.viewport().repaint()
         if k % 10 == 0:
             QGuiApplication.processEvents()

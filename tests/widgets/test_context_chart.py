@@ -66,8 +66,8 @@ def test_bar_stacks_regions_in_order_and_adds_up_to_the_window(chart):
     assert chart.legend_text("threshold") == "80,000 · 80.0%"
     assert chart.legend_text("limit") == "100,000 · 100.0%"
     assert "calibrated" in chart.header_text()
-    assert chart._threshold_line.value() == 80_000
-    assert chart._limit_line.value() == 100_000
+    assert chart._bar.threshold_line.value() == 80_000
+    assert chart._bar.limit_line.value() == 100_000
 
 
 def test_draft_override_and_overflow(chart):
@@ -97,7 +97,7 @@ def test_accuracy_label_follows_snapshot(chart):
 
 def test_updates_are_drawn_at_once_and_reuse_plot_items(chart):
     # the chart does not throttle (the controller does): each setter draws what it is given
-    items_before = list(chart._tl_plot.getPlotItem().items) + list(chart._bar_plot.getPlotItem().items)
+    items_before = list(chart._tl_plot.getPlotItem().items) + list(chart._bar.plot.getPlotItem().items)
     redraws = chart.redraws
     for i in range(50):
         chart.set_snapshot(snap(history_tool=5_000 + i))
@@ -107,7 +107,7 @@ def test_updates_are_drawn_at_once_and_reuse_plot_items(chart):
     chart.set_timeline([record(i) for i in range(20)])
     chart.append_call(record(20))
     chart.flush()
-    items_after = list(chart._tl_plot.getPlotItem().items) + list(chart._bar_plot.getPlotItem().items)
+    items_after = list(chart._tl_plot.getPlotItem().items) + list(chart._bar.plot.getPlotItem().items)
     assert [id(i) for i in items_after] == [id(i) for i in items_before]
 
 
@@ -147,7 +147,7 @@ def test_compaction_markers_are_placed_by_time_and_have_tooltips(chart):
     assert chart.compaction_x(0) == 5.5  # after the 5th call (x = 1..10)
     tip = chart.compaction_tooltip(0)
     assert "manual" in tip and "40,000 → 9,000" in tip and "-78%" in tip and "Ship it" in tip
-    x, y = chart._markers.getData()
+    x, y = chart._compaction_marks.markers.getData()
     assert list(x) == [5.5] and list(y) == [40_000]
     # an event without time goes after the last call
     chart.add_compaction({"trigger": "auto", "tokens_before": 1, "tokens_after": 1})
@@ -201,10 +201,10 @@ def test_one_update_with_1000_columns_is_fast(chart):
 def test_palette_switch_recolours_without_new_items(chart):
     chart.set_snapshot(snap())
     chart.flush()
-    n = len(chart._bar_plot.getPlotItem().items)
+    n = len(chart._bar.plot.getPlotItem().items)
     chart.set_palette(DARK)
-    assert len(chart._bar_plot.getPlotItem().items) == n
-    assert chart._bar_item._brushes[0].color().name() == DARK.regions["system"]
+    assert len(chart._bar.plot.getPlotItem().items) == n
+    assert chart._bar.item._brushes[0].color().name() == DARK.regions["system"]
     img = chart.grab().toImage()
     assert img.width() > 0
 
@@ -420,13 +420,13 @@ def test_a_small_session_in_a_huge_window_is_fitted_to_its_data_with_a_way_back(
     assert lo == 0 and peak < hi < 1.2 * peak  # the columns fill the plot: no flat line
     assert chart.offscale_text() == "window 1M ↑ · threshold 800k ↑"
     assert chart._offscale_label.isVisible()
-    (_, right), _ = chart._bar_plot.getPlotItem().getViewBox().viewRange()
-    assert nxt.used < right < 2 * nxt.used and chart._bar_offscale.isVisible()  # the bar on its own scale too
+    (_, right), _ = chart._bar.plot.getPlotItem().getViewBox().viewRange()
+    assert nxt.used < right < 2 * nxt.used and chart._bar.offscale.isVisible()  # the bar on its own scale too
     # the way back: the whole window, and the choice is kept as calls come
     chart.fit_button.click()
     assert not chart.fit_to_data() and chart.timeline_y_range()[1] >= 1_000_000
     assert chart.offscale_text() == "" and not chart._offscale_label.isVisible()
-    assert chart._bar_plot.getPlotItem().getViewBox().viewRange()[0][1] >= 1_000_000
+    assert chart._bar.plot.getPlotItem().getViewBox().viewRange()[0][1] >= 1_000_000
     chart.append_call(_small_session(calls=9)[-1])
     assert not chart.fit_to_data() and not chart.fit_button.isChecked()
     chart.fit_button.click()
@@ -464,12 +464,12 @@ def test_the_window_and_threshold_lines_run_across_the_chart(chart):
 def test_the_legend_and_the_tooltips_say_which_regions_are_exact_and_which_estimated(chart):
     chart.set_snapshot(snap(accuracy="calibrated"))
     assert chart.legend_accuracy("history_tool") == "cal." and chart.legend_accuracy("reserve") == "set"
-    assert "scaled to the provider's count" in chart._legend._names["history_tool"].toolTip()
+    assert "scaled to the provider's count" in chart._bar.legend._names["history_tool"].toolTip()
     chart.set_snapshot(snap(accuracy="exact", estimator="exact"))
     assert chart.legend_accuracy("history_user") == "exact"
     chart.set_snapshot(snap(accuracy="estimated", prefix_source="inferred"))
     assert chart.legend_accuracy("system") == "inferred" and chart.legend_accuracy("summary") == "est."
-    assert "inferred" in chart._legend._names["system"].toolTip()
+    assert "inferred" in chart._bar.legend._names["system"].toolTip()
     recs = [record(i) for i in range(2)]
     recs[1]["prefix_source"] = "file"  # an import's call: its system prompt and tools counted as sent
     chart.set_timeline(recs)

@@ -464,3 +464,27 @@ def test_killing_the_proxy_mid_stream_loses_no_finished_exchange(tmp_path: Path)
     assert [json.loads(x["request"]["body"])["n"] for x in done] == [0, 1, 2]  # every finished one, whole
     assert all(x["outcome"] == "complete" for x in done)
     assert cap.read_bytes().endswith(b"\n")
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd"])
+def test_a_body_not_valid_in_its_encoding_is_recorded_as_not_decoded(encoding: str) -> None:
+    from engine.capture.proxy import _ResponseRecorder
+
+    recorder = _ResponseRecorder("openai-chat", "application/json", encoding, 1024)
+    recorder.feed(b"this is no " + encoding.encode() + b" body at all")
+    recorder.feed(b"more")  # passed on as is, not decoded again
+    assert recorder.undecoded and recorder.problem.startswith(f"the {encoding} body could not be decoded: ")
+    assert recorder.kept == [] and recorder.chunks == 2
+
+
+def test_a_failing_listener_is_said_and_logged_and_never_stops_the_proxy(caplog: pytest.LogCaptureFixture) -> None:
+    def listener(rec: dict[str, Any]) -> None:
+        raise RuntimeError("the window is gone")
+
+    proxy = RecordingProxy(None, on_exchange=listener)
+    with caplog.at_level("WARNING", logger="engine.capture.proxy"):
+        proxy._record_now({"seq": 1})
+        proxy._record_now({"seq": 2})
+    assert proxy.exchanges == 2
+    assert proxy.problems == ["exchange listener failed: RuntimeError: the window is gone"] * 2
+    assert [r.exc_info is not None and r.exc_info[0] for r in caplog.records] == [RuntimeError, RuntimeError]

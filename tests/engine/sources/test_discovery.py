@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from app import cli
-from engine.sources import discovery, model
+from engine.sources import discovery, opencode_summary
 from engine.sources.model import SourceError
 from engine.store.config import Settings
 from tests.engine.sources.conftest import BIG_CLAUDE, CLAUDE, codex_files, raw_claude_calls, raw_codex_calls
@@ -191,13 +190,13 @@ def test_an_opencode_database_is_read_again_only_for_the_sessions_that_changed(
 
     _, db = gemini_opencode
     read: list[str] = []
-    real = discovery._opencode_entry
+    real = opencode_summary._opencode_entry
 
     def counting(conn: Any, path: Path, row: dict[str, Any], *args: Any) -> discovery.SourceEntry:
         read.append(str(row["id"]))
         return real(conn, path, row, *args)
 
-    monkeypatch.setattr(discovery, "_opencode_entry", counting)
+    monkeypatch.setattr(opencode_summary, "_opencode_entry", counting)
     first = discovery.scan_sources(Settings())
     assert sorted(read) == ["ses_main", "ses_other"]
     read.clear()
@@ -271,104 +270,6 @@ def test_the_command_lists_gemini_cli_and_opencode(gemini_opencode: tuple[Path, 
     assert len(table) == 4 and any("opencode.db#ses_main" in line for line in table)
 
 
-def test_a_grown_claude_code_file_is_summarised_from_where_the_last_pass_stopped(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The light pass resumes at the end of the last complete line it read: the summary of every step equals a
-    fresh pass over the file as it is then (a partial last line included), and only the new bytes are read. A
-    file rewritten in place, or shorter, is read whole again."""
-    lines = BIG_CLAUDE.read_bytes().splitlines(keepends=True)
-    path = tmp_path / "s.jsonl"
-    monkeypatch.setattr(discovery, "_CLAUDE_SCANS", discovery.OrderedDict())
-
-    def fresh() -> discovery.SourceEntry:  # a pass over the whole file; the kept one left as it was
-        kept = discovery._CLAUDE_SCANS.pop(str(path), None)
-        entry = discovery._summary_claude(path)
-        del discovery._CLAUDE_SCANS[str(path)]
-        if kept is not None:
-            discovery._CLAUDE_SCANS[str(path)] = kept
-        return entry
-
-    fed: list[int] = []
-    real_feed = discovery._ClaudeScan.feed
-
-    def counting(self: discovery._ClaudeScan, chunk: Any) -> None:
-        chunk = list(chunk)
-        fed.append(len(chunk))
-        real_feed(self, chunk)
-
-    monkeypatch.setattr(discovery._ClaudeScan, "feed", counting)
-    cuts = [0, 7, 60, len(lines) // 2, len(lines) - 3, len(lines)]
-    path.write_bytes(b"".join(lines[:cuts[1]]))
-    discovery._summary_claude(path)
-    for start, end in itertools.pairwise(cuts[1:]):
-        chunk = b"".join(lines[start:end])
-        with open(path, "ab") as fh:  # a line cut in two: its first half now, the rest with the next step
-            fh.write(chunk[: len(chunk) - 40])
-        half = discovery._summary_claude(path)
-        assert half == fresh()
-        with open(path, "ab") as fh:
-            fh.write(chunk[len(chunk) - 40:])
-        offset = discovery._CLAUDE_SCANS[str(path)].offset
-        fed.clear()
-        whole = discovery._summary_claude(path)
-        assert sum(fed) <= end - start + 1  # the appended lines (and the one cut in two), not the file
-        assert whole == fresh() and offset > 0
-        assert discovery._CLAUDE_SCANS[str(path)].offset == path.stat().st_size
-    assert whole.calls > 100 and whole.agent_cost_usd is None and whole.title
-    # rewritten in place (same inode), longer: read whole again, not from the old offset
-    other = (CLAUDE / "tool_heavy.jsonl").read_bytes()
-    with open(path, "r+b") as fh:
-        fh.write(other + b"\n" * max(0, path.stat().st_size - len(other) + 10))
-    assert discovery._summary_claude(path) == fresh()
-    # cut shorter
-    with open(path, "r+b") as fh:
-        fh.truncate(len(other))
-    assert discovery._summary_claude(path) == fresh()
-
-
-def test_the_title_skips_claude_codes_interruption_note(tmp_path: Path) -> None:
-    def user(n: int, content: Any) -> str:
-        return json.dumps({"type": "user", "uuid": f"u{n}", "sessionId": "s", "timestamp": "2026-03-01T10:00:00Z",
-                           "message": {"role": "user", "content": content}}) + "\n"
-
-    path = tmp_path / "s.jsonl"
-    path.write_text(user(1, [{"type": "text", "text": "[Request interrupted by user for tool use]"}])
-                    + user(2, "[Request interrupted by user]") + user(3, "fix the flaky test"))
-    assert discovery.summarize("claude-code", path).title == "fix the flaky test"
-
-
-def test_a_codex_0_169_rollout_is_titled_by_its_first_prompt_in_its_working_folder(tmp_path: Path) -> None:
-    # Codex 0.169 writes no user_message event and an empty session_meta cwd: the prompt is the first user
-    # message item that Codex did not inject, the folder is world_state's
-    def line(kind: str, payload: dict[str, Any]) -> str:
-        line = {"timestamp": "2026-11-25T00:00:00.000Z", "ordinal": 0, "type": kind, "payload": payload}
-        return json.dumps(line) + "\n"
-
-    def user(*texts: str) -> str:
-        return line("response_item", {"type": "message", "role": "user",
-                                      "content": [{"type": "input_text", "text": t} for t in texts]})
-
-    path = tmp_path / "rollout-2026-11-25T00-00-00-019c.jsonl"
-    path.write_text(
-        line("session_meta", {"id": "019c", "cwd": "", "cli_version": "0.169.0"})
-        + line("world_state", {"full": True, "state": {"environments": {"environments": {
-            "local": {"cwd": "/home/me/work", "status": "available"}}}}})
-        + user("# AGENTS.md instructions for /home/me/work\n\n<INSTRUCTIONS>be brief</INSTRUCTIONS>",
-               "<environment_context>\n  <cwd>/home/me/work</cwd>\n</environment_context>")
-        + line("event_msg", {"type": "item_completed", "item": {"type": "UserMessage"}})
-        + user("  rename the   flag\nand run the tests")
-        + user("a later prompt"))
-    entry = discovery.summarize("codex", path)
-    assert entry.title == "rename the flag and run the tests"
-    assert entry.project == "work" and entry.session_id == "019c"
-    older = tmp_path / "rollout-old.jsonl"  # an older rollout: its user_message event, its session_meta cwd
-    older.write_text(line("session_meta", {"id": "old", "cwd": "/home/me/other"})
-                     + line("event_msg", {"type": "user_message", "message": "<environment_context>x"})
-                     + line("event_msg", {"type": "user_message", "message": "fix it"}))
-    entry = discovery.summarize("codex", older)
-    assert (entry.title, entry.project) == ("fix it", "other")
-
-
 def test_a_gemini_cli_resume_stub_is_not_listed_but_a_new_empty_session_is(
         gemini_opencode: tuple[Path, Any]) -> None:
     gemini, _ = gemini_opencode
@@ -383,27 +284,3 @@ def test_a_gemini_cli_resume_stub_is_not_listed_but_a_new_empty_session_is(
     entries = discovery.scan_sources(Settings())
     gemini_rows = sorted((e.session_id, Path(e.path).name, e.calls) for e in entries if e.agent == "gemini-cli")
     assert gemini_rows == [("abc-123", gemini.name, 4), ("def-678", fresh.name, 0)]
-
-
-@pytest.mark.parametrize("block", [7, 4096, 250_000, discovery.SCAN_BLOCK])
-def test_the_light_pass_by_blocks_finds_what_a_pass_line_by_line_finds(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
-    """The light pass reads blocks and hands :meth:`_ClaudeScan.feed` only the lines holding what it looks for:
-    its summary equals the one of every line fed, whatever the block size (lines cut across blocks, a block
-    shorter than a line), an over-long line passed over unread and a partial last line counted."""
-    monkeypatch.setattr(discovery, "_CLAUDE_SCANS", discovery.OrderedDict())
-    monkeypatch.setattr(discovery, "SCAN_BLOCK", block)
-    lines = BIG_CLAUDE.read_bytes().splitlines(keepends=True)
-    long_line = b'{"type":"user","message":{"content":"' + b"x" * 300_000 + b'"}}\n'
-    monkeypatch.setattr(model, "MAX_LINE_BYTES", 200_000)
-    data = b"".join(lines[:5]) + long_line + b"".join(lines[5:]) + lines[-1][:-20]  # a partial last line
-    path = tmp_path / "s.jsonl"
-    path.write_bytes(data)
-    every = discovery._ClaudeScan()
-    for raw in data.splitlines(keepends=True)[:-1]:
-        if len(raw) <= 200_001:
-            every.feed([raw])
-    every.feed([data.splitlines(keepends=True)[-1]])
-    assert discovery._summary_claude(path) == every.entry(path) and every.entry(path).calls > 100
-    kept = discovery._CLAUDE_SCANS[str(path)]
-    assert kept.offset == len(data) - len(lines[-1][:-20]) and kept.tail == data[:kept.offset][-64:]

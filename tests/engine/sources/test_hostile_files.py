@@ -6,6 +6,7 @@ writes, in a fake home (never the real one)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import threading
@@ -423,7 +424,8 @@ def test_names_that_are_not_utf8(home: Path, monkeypatch: pytest.MonkeyPatch) ->
 # --------------------------------------------------------------------------- one file never stops the others
 
 
-def test_any_failure_of_one_file_is_a_problem_of_that_file(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_any_failure_of_one_file_is_a_problem_of_that_file(home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
     real = discovery.summarize
 
     def failing(agent: discovery.Agent, path: Path) -> discovery.SourceEntry:
@@ -432,10 +434,15 @@ def test_any_failure_of_one_file_is_a_problem_of_that_file(home: Path, monkeypat
         return real(agent, path)
 
     monkeypatch.setattr(discovery, "summarize", failing)
-    entries, problems = scan()
+    with caplog.at_level(logging.WARNING, logger="engine.sources.discovery"):
+        entries, problems = scan()
     assert names(entries) == GOOD - {"short.jsonl"}
     assert problems == [ScanProblem("claude-code", str(claude_dir(home) / "short.jsonl"),
                                     "cannot be read (RuntimeError: something no one foresaw)")]
+    # the unforeseen failure (a reader's bug) leaves its traceback in the log
+    logged = [r for r in caplog.records if r.name == "engine.sources.discovery"]
+    assert [(r.getMessage(), r.exc_info is not None and r.exc_info[0]) for r in logged] == [
+        (f"summarising {claude_dir(home) / 'short.jsonl'} failed", RuntimeError)]
 
 
 def test_the_command_names_each_file_it_left_out(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from app.cli import main
-from engine.sources import discovery, follow, opencode, sqlite_read
+from engine.sources import discovery, follow, opencode, opencode_summary, sqlite_read
 from engine.sources.discovery import ScanProblem, SourceEntry
 from engine.sources.follow import Follower
 from engine.sources.model import SourceError
@@ -175,7 +175,7 @@ def test_a_session_that_cannot_be_summarised_is_named_and_the_others_listed(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = Db(folder_of(home) / "opencode.db")
     ids = sessions(db, 4)
-    real = discovery._opencode_entry
+    real = opencode_summary._opencode_entry
 
     def entry(conn: Any, path: Path, row: dict[str, Any], *args: Any) -> SourceEntry:
         if row["id"] == "ses_02":
@@ -184,7 +184,7 @@ def test_a_session_that_cannot_be_summarised_is_named_and_the_others_listed(
 
     entries, problems, _ = scan(home)
     assert sorted(entries) == ids
-    monkeypatch.setattr(discovery, "_opencode_entry", entry)
+    monkeypatch.setattr(opencode_summary, "_opencode_entry", entry)
     user(db, "msg_new", "again", sid="ses_02")  # ses_02 changed: summarised again, and fails
     entries, problems, _ = scan(home)
     assert sorted(entries) == ids and entries["ses_02"].calls == 2  # as of the last read

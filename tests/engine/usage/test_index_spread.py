@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.sources import discovery, spread
+from engine.sources import discovery, session_summary, spread
 from engine.sources import model as source_model
 from engine.sources.discovery import scan_sources
 from engine.sources.readers import read_source
@@ -174,14 +174,14 @@ def test_a_spread_sources_scan_lists_what_one_process_lists(tmp_path: Path, monk
     found = {}
     for on in (False, True):
         _force_spread(monkeypatch, on)
-        monkeypatch.setattr(discovery, "CLAUDE_SCANS_KEPT", 2)  # most files go to the workers
-        discovery._CLAUDE_SCANS.clear()
+        monkeypatch.setattr(session_summary, "CLAUDE_SCANS_KEPT", 2)  # most files go to the workers
+        session_summary._CLAUDE_SCANS.clear()
         problems: list[discovery.ScanProblem] = []
         entries = scan_sources(home=home, env={}, refresh=True, index=tmp_path / f"s-{on}.json", problems=problems)
         found[on] = ([e.to_json() for e in entries], sorted(p.to_json()["path"] for p in problems),
                      json.loads((tmp_path / f"s-{on}.json").read_bytes()))
         if on:
-            assert len(discovery._CLAUDE_SCANS) == 2 and set(discovery._CLAUDE_SCANS) <= touched
+            assert len(session_summary._CLAUDE_SCANS) == 2 and set(session_summary._CLAUDE_SCANS) <= touched
     assert len(found[True][0]) == 2 * (len(list(CLAUDE.glob("*.jsonl"))) + len(list(CODEX.glob("rollout-*.jsonl"))))
     assert found[True] == found[False]
 

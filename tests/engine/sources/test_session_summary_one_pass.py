@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.sources import discovery
+from engine.sources import session_summary
 from engine.sources.readers import read_source
 from tests.conftest import SHARED
 
@@ -20,8 +20,8 @@ MAIN_FILES = sorted(p for p in CLAUDE.rglob("*.jsonl") if "subagents" not in p.p
 @pytest.mark.parametrize("path", MAIN_FILES, ids=lambda p: p.name[:12])
 def test_the_readers_pass_summarises_a_file_as_the_light_pass(path: Path) -> None:
     seen: list[dict[str, object]] = []
-    entry, session = discovery.summarize_read("claude-code", path, observe=seen.append)
-    assert entry == discovery.summarize("claude-code", path)
+    entry, session = session_summary.summarize_read("claude-code", path, observe=seen.append)
+    assert entry == session_summary.summarize("claude-code", path)
     alone = read_source(path, "claude-code")  # the same session as the reader alone (message ids are fresh)
     assert session.calls == alone.calls and session.compactions == alone.compactions
     assert _without_ids(session.messages) == _without_ids(alone.messages)
@@ -51,17 +51,17 @@ def test_a_line_that_only_mentions_cost_state_is_read_as_any_other(tmp_path: Pat
                 message={"id": "m1", "role": "assistant", "model": "claude-sonnet-4-5",
                          "content": [{"type": "text", "text": 'a "cost-state" line holds the cost'}], "usage": usage})
         + _line(type="cost-state", totalCostUSD=0.25, timestamp="2026-11-01T10:00:03.000Z"))
-    entry = discovery.summarize("claude-code", path)
+    entry = session_summary.summarize("claude-code", path)
     assert entry.title == 'why is "cost-state" in my file?'
     assert entry.calls == 1 and entry.last_prompt_tokens == 100 and entry.model == "claude-sonnet-4-5"
     assert entry.agent_cost_usd == 0.25
-    assert discovery.summarize_read("claude-code", path)[0] == entry
+    assert session_summary.summarize_read("claude-code", path)[0] == entry
 
 
 def test_another_format_is_summarised_by_its_light_pass(tmp_path: Path) -> None:
     rollout = next((SHARED / "data" / "sessions" / "codex").glob("rollout-*.jsonl"))
     seen: list[object] = []
-    entry, session = discovery.summarize_read("codex", rollout, observe=seen.append)
-    assert entry == discovery.summarize("codex", rollout)
+    entry, session = session_summary.summarize_read("codex", rollout, observe=seen.append)
+    assert entry == session_summary.summarize("codex", rollout)
     assert session.calls == read_source(rollout, "codex").calls
     assert not seen
