@@ -124,10 +124,14 @@ IGNORED_TURN_ITEMS: dict[str, str] = {
     "FileChange": _TOOL_END,
     "McpToolCall": _TOOL_END,
     "WebSearch": _TOOL_END,
+    "ContextCompaction": "the terminal's mark of a compaction; the compaction is read from its compacted line",
     "CollabAgentToolCall": "a collaboration tool call (wait_agent, send_message) as the terminal shows it; the "
                            "call and its output are response items",
 }
 KNOWN_TURN_ITEMS = READ_TURN_ITEMS | frozenset(IGNORED_TURN_ITEMS)
+# The content parts of response items the reader reads (message and agent message content, tool outputs, reasoning
+# summaries): text parts, and an agent message's encrypted part (shown as such, sized by its length).
+KNOWN_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "encrypted_content"})
 
 
 @dataclass
