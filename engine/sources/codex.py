@@ -350,7 +350,8 @@ def _agent_text(content: Any) -> str:
 def _agent_message(state: _State, payload: dict[str, Any]) -> None:
     """A message between the agents of a team, input to the recipient's next call."""
     msg = _add(state, {"role": "user", "name": "agent", "content": _agent_text(payload.get("content"))})
-    meta: dict[str, Any] = {"author": str(payload.get("author") or ""), "recipient": str(payload.get("recipient") or "")}
+    meta: dict[str, Any] = {"author": str(payload.get("author") or ""),
+                            "recipient": str(payload.get("recipient") or "")}
     if state.trigger_turn is not None:
         meta["trigger_turn"] = state.trigger_turn
         state.trigger_turn = None
