@@ -34,9 +34,9 @@
   subagent and its thread, whose own rollout (``rollout-*-<thread id>.jsonl``, its ``session_meta``
   naming this thread as its parent) is read as the subagent's session (:mod:`engine.sources.codex_agents`).
 
-Every record type, item type and event type is read, or left out on purpose (:data:`IGNORED_RECORDS`,
-:data:`IGNORED_ITEMS`, :data:`IGNORED_EVENTS`, each with its reason; counted in ``session.ignored``);
-any other goes to ``session.skipped``.
+Every record type, item type and event type is read, or left out on purpose (:mod:`engine.sources.codex_kinds`:
+``IGNORED_RECORDS``, ``IGNORED_ITEMS``, ``IGNORED_EVENTS``, ``IGNORED_TURN_ITEMS``, each with its reason; counted in
+``session.ignored``); any other goes to ``session.skipped``.
 
 Text a publisher redacted as ``[REDACTED_TEXT len=N …]`` is estimated from N.
 """
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.model.messages import Message
+from engine.sources.codex_kinds import IGNORED_EVENTS, IGNORED_ITEMS, IGNORED_RECORDS, READ_RECORDS
 from engine.sources.model import (
     LINE_ERRORS,
     Compaction,
@@ -72,66 +73,6 @@ from engine.sources.model import (
 
 PREFIX_KEY = "base_instructions"  # the key of session_meta's system prompt in SourceSession.prefixes
 
-READ_RECORDS = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted",
-                          "token_usage_record", "world_state", "inter_agent_communication_metadata"})
-# Record types left out on purpose, and why (counted by type in the import report).
-IGNORED_RECORDS: dict[str, str] = {}
-KNOWN_TYPES = READ_RECORDS | frozenset(IGNORED_RECORDS)
-
-READ_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call", "function_call_output",
-                        "custom_tool_call_output", "web_search_call", "local_shell_call", "compaction",
-                        "compaction_summary", "additional_tools", "agent_message"})
-# ``response_item`` types left out on purpose, and why.
-IGNORED_ITEMS: dict[str, str] = {
-    "ghost_snapshot": "a git snapshot Codex keeps to undo a turn; never sent to the model",
-}
-KNOWN_ITEMS = READ_ITEMS | frozenset(IGNORED_ITEMS)
-
-READ_EVENTS = frozenset({"token_count", "task_started", "context_compacted"})
-_ECHO = "the terminal's copy of a response item, which is read instead"
-_TOOL_END = "a tool's end as the terminal shows it; what the model saw is the call's output item"
-# ``event_msg`` types left out on purpose, and why.
-IGNORED_EVENTS: dict[str, str] = {
-    "user_message": _ECHO,
-    "agent_message": _ECHO,
-    "agent_reasoning": _ECHO,
-    "agent_reasoning_raw_content": _ECHO,
-    "item_completed": "the terminal's record of a finished turn item (user message, command, agent message); "
-                      "what the model saw is its response item (a SubAgentActivity item is read: the subagent a "
-                      "spawn_agent call started)",
-    "task_complete": "the end of a turn; its last agent message is also a response item",
-    "turn_aborted": "a turn the user interrupted; the calls it made have their own usage lines",
-    "thread_settings_applied": "the thread's settings (model, cwd, approvals); each turn's model is read "
-                               "from turn_context",
-    "thread_goal_updated": "a goal's status shown by the terminal; not sent as such",
-    "exec_command_end": _TOOL_END,
-    "patch_apply_end": _TOOL_END,
-    "mcp_tool_call_end": _TOOL_END,
-    "web_search_end": _TOOL_END,
-    "image_generation_end": _TOOL_END,
-}
-KNOWN_EVENTS = READ_EVENTS | frozenset(IGNORED_EVENTS)
-
-# The turn items of ``item_completed`` events: what the terminal shows of a finished item. ``SubAgentActivity`` is
-# read (the subagent a ``spawn_agent`` call started: its thread); the others are the terminal's copies of what the
-# response items hold (counted as ``event_msg/item_completed``).
-READ_TURN_ITEMS = frozenset({"SubAgentActivity"})
-IGNORED_TURN_ITEMS: dict[str, str] = {
-    "UserMessage": _ECHO,
-    "AgentMessage": _ECHO,
-    "Reasoning": _ECHO,
-    "CommandExecution": _TOOL_END,
-    "FileChange": _TOOL_END,
-    "McpToolCall": _TOOL_END,
-    "WebSearch": _TOOL_END,
-    "ContextCompaction": "the terminal's mark of a compaction; the compaction is read from its compacted line",
-    "CollabAgentToolCall": "a collaboration tool call (wait_agent, send_message) as the terminal shows it; the "
-                           "call and its output are response items",
-}
-KNOWN_TURN_ITEMS = READ_TURN_ITEMS | frozenset(IGNORED_TURN_ITEMS)
-# The content parts of response items the reader reads (message and agent message content, tool outputs, reasoning
-# summaries): text parts, and an agent message's encrypted part (shown as such, sized by its length).
-KNOWN_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "encrypted_content"})
 
 
 @dataclass
@@ -699,8 +640,10 @@ class CodexReader:
     change are those of the response in progress (a tool call joins its assistant message, reasoning waits
     for the message it belongs to) and the last compaction (its summary item follows it)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, depth: int = 0) -> None:
         self.path = Path(path)
+        self.depth = depth  # how deep a subagent this rollout is (0: a session of its own)
+        self._notes_mark: int | None = None  # session.notes before the subagents were linked
         self.session = SourceSession("codex", self.path, self.path.stem.removeprefix("rollout-"), project="",
                                      prefix_label="tool definitions")
         self.state = _State(self.session)
@@ -741,6 +684,22 @@ class CodexReader:
         self._derive()
         return self.session
 
+    def read_beside(self, *, subagents: bool = True) -> SourceSession:
+        """The rollouts of the subagents this one spawned (:mod:`engine.sources.codex_agents`), read again: a
+        followed session gains them as it goes. The lines already fed are not read again."""
+        from engine.sources.codex_agents import link_subagents
+
+        session = self.session
+        if self._notes_mark is None:
+            self._notes_mark = len(session.notes)
+        del session.notes[self._notes_mark:]
+        session.subagents.clear()
+        for msg in session.messages:
+            msg.pop("subagent", None)
+        if subagents:
+            link_subagents(session, self.state.spawned, self.depth)
+        return session
+
     def _derive(self) -> None:
         session, state = self.session, self.state
         session.system_prompt = "\n\n".join(p for p in state.system_parts if p)
@@ -759,11 +718,7 @@ def read_codex(path: Path, *, lines: Iterable[bytes] | None = None, subagents: b
                depth: int = 0) -> SourceSession:
     """Read one Codex rollout file (and, with ``subagents``, the rollouts of the subagents it spawned);
     ``lines``: its lines already read (kept by the caller)."""
-    from engine.sources.codex_agents import link_subagents
-
-    reader = CodexReader(Path(path))
+    reader = CodexReader(Path(path), depth)
     feed_whole(reader, reader.path, lines)
-    session = reader.finish()
-    if subagents:
-        link_subagents(session, reader.state.spawned, depth)
-    return session
+    reader.finish()
+    return reader.read_beside(subagents=subagents)

@@ -4,7 +4,9 @@ Where each agent keeps them:
 
 - Claude Code: ``~/.claude/projects/<project>/<session>.jsonl``, ``~/.config/claude/projects/``, and
   the ``projects`` folder of every folder named in ``$CLAUDE_CONFIG_DIR`` (comma-separated);
-- Codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``~/.codex/sessions`` by default);
+- Codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``~/.codex/sessions`` by default); a subagent's
+  rollout (a ``spawn_agent`` thread: its ``session_meta`` names its parent) is counted with its parent when the
+  parent is listed (``subagents``; the parent's import reads it), else listed on its own;
 - Gemini CLI: ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``$GEMINI_CLI_HOME`` instead of the home
   when set);
 - Pi: ``~/.pi/agent/sessions/--<cwd>--/*.jsonl`` (``$PI_CODING_AGENT_DIR`` instead of ``~/.pi/agent`` when
@@ -76,8 +78,9 @@ from engine.store.fsutil import atomic_write_bytes
 Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline",
                 "qwen-code", "kilo"]
 INDEX_FILE = "sources-index.json"
-INDEX_VERSION = 5  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
-# 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context
+INDEX_VERSION = 6  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
+# 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context; 6: a Codex
+# subagent's parent (parent_id)
 TAIL_BYTES = 65536
 
 
@@ -96,7 +99,8 @@ class SourceEntry:
     model: str = ""
     title: str = ""  # the first prompt (one line, cut), "" when none was found
     agent_cost_usd: float | None = None  # the agent's own cost (Claude Code's last cost-state), None: unknown
-    subagents: int = 0  # child sessions counted with this one (OpenCode's task subagents)
+    subagents: int = 0  # child sessions counted with this one (OpenCode's task subagents, Codex's spawn_agent threads)
+    parent_id: str = ""  # the session a subagent's file belongs to (Codex), counted with it when it is listed
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -461,7 +465,7 @@ def _one_line(text: str, limit: int = 120) -> str:
 
 
 def _summary_codex(path: Path) -> SourceEntry:
-    started, cwd, session_id, model, title = "", "", "", "", ""
+    started, cwd, session_id, model, title, parent = "", "", "", "", "", ""
     calls = 0
     last_total: Any = None
     last_prompt: int | None = None
@@ -470,6 +474,7 @@ def _summary_codex(path: Path) -> SourceEntry:
         for raw in capped_lines(fh, name=path.name):
             if b'"session_meta"' in raw and not session_id:
                 payload = _loads(raw).get("payload") or {}
+                parent = _codex_parent(payload)
                 session_id = str(payload.get("id") or "")
                 cwd = str(payload.get("cwd") or "")
                 started = iso(payload.get("timestamp")) or iso(_loads(raw).get("timestamp"))
@@ -501,8 +506,19 @@ def _summary_codex(path: Path) -> SourceEntry:
                 last = dict_at(info, "last_token_usage")
                 last_prompt = int_or_none(last.get("input_tokens"))
     project = Path(cwd).name if cwd else ""
-    return _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model,
-                  title)
+    entry = _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model,
+                   title)
+    entry.parent_id = parent
+    return entry
+
+
+def _codex_parent(payload: Any) -> str:
+    """The parent thread a Codex ``session_meta`` names (a ``spawn_agent`` subagent's), "" for a session of its own."""
+    if not isinstance(payload, dict):
+        return ""
+    spawn = dict_at(dict_at(dict_at(payload, "source"), "subagent"), "thread_spawn")
+    found = payload.get("parent_thread_id") or spawn.get("parent_thread_id")
+    return found if isinstance(found, str) else ""
 
 
 def _codex_prompt(text: str) -> str:
@@ -961,7 +977,7 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             atomic_write_bytes(index, _index_bytes({"version": INDEX_VERSION, "files": files}), durable=False)
         except OSError:
             pass  # a read-only data dir: the next scan reads everything again
-    found = _without_resume_stubs([e for e in entries if e is not None])
+    found = _with_subagents_counted(_without_resume_stubs([e for e in entries if e is not None]))
     found.sort(key=lambda e: e.last_activity or e.started, reverse=True)
     return found
 
@@ -987,6 +1003,20 @@ def _summaries(pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Fu
     futures = spread(_summary_job, [pending[i][:2] for i in far], [pending[i][2][0] for i in far])
     done = {i: run_here(_summary_job, pending[i][:2]) for i in sorted(here)}  # while the workers work
     return (done[i] if i in here else next(futures) for i in range(len(pending)))
+
+
+def _with_subagents_counted(entries: list[SourceEntry]) -> list[SourceEntry]:
+    """A Codex subagent's rollout whose parent session is listed is counted with it (``subagents``), not listed: the
+    parent's import reads it (its calls with the parent's, once). One whose parent is not listed stays listed."""
+    parents = {e.session_id: e for e in entries if e.agent == "codex" and not e.parent_id}
+    out = []
+    for entry in entries:
+        parent = parents.get(entry.parent_id) if entry.agent == "codex" and entry.parent_id else None
+        if parent is None:
+            out.append(entry)
+        else:
+            parent.subagents += 1
+    return out
 
 
 def _without_resume_stubs(entries: list[SourceEntry]) -> list[SourceEntry]:

@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from engine.sources.codex import (
+from engine.sources.codex import NOT_RECORDED, PREFIX_KEY, read_codex
+from engine.sources.codex_kinds import (
     IGNORED_EVENTS,
     IGNORED_ITEMS,
     IGNORED_RECORDS,
@@ -38,12 +39,11 @@ from engine.sources.codex import (
     KNOWN_PARTS,
     KNOWN_TURN_ITEMS,
     KNOWN_TYPES,
-    NOT_RECORDED,
-    PREFIX_KEY,
-    read_codex,
 )
+from engine.sources.discovery import scan_sources
 from engine.sources.follow import Follower
 from engine.sources.model import SourceSession
+from engine.store.config import Settings
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import Logged, Reply, ResponsesServer, ToolCall, count_tokens
 
@@ -379,6 +379,10 @@ def test_a_spawn_agent_subagent(agent_home: AgentHome, tmp_path: Path) -> None:
     assert answer["agent_message"]["author"] == "/root/worker" and answer["content"].endswith(SUB_ANSWER)
     # the child's tool set is its own (a subagent gets the team's tools but fewer of them), each exact
     assert ref.session.prefixes[PREFIX_KEY].tools != src.prefixes[PREFIX_KEY].tools
+    # the Sources list counts the subagent's rollout with its parent's
+    env = {"HOME": str(agent_home.home), "CODEX_HOME": str(agent_home.home / ".codex")}
+    entries = scan_sources(Settings(), env=env, home=agent_home.home, index=tmp_path / "sources-index.json")
+    assert [(e.session_id, e.subagents, e.calls) for e in entries] == [(src.session_id, 1, 3)]
     report = import_it(path, tmp_path)
     (sub,) = report.subagents
     assert (sub["id"], sub["parent_tool_call_id"], sub["calls"]) == (ref.id, spawn["id"], 2)

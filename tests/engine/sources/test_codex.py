@@ -244,7 +244,7 @@ def test_types_this_reader_does_not_know_are_skipped_with_the_reason(tmp_path: P
 
 
 def test_the_known_type_lists_cover_every_type_of_the_real_rollouts() -> None:
-    from engine.sources.codex import KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES
+    from engine.sources.codex_kinds import KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES
 
     for path in codex_files():
         for obj in lines(path):
