@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.model.messages import Message
+from engine.sources.codex_agents import link_subagents
 from engine.sources.codex_kinds import IGNORED_EVENTS, IGNORED_ITEMS, IGNORED_RECORDS, READ_RECORDS
 from engine.sources.model import (
     LINE_ERRORS,
@@ -687,8 +688,6 @@ class CodexReader:
     def read_beside(self, *, subagents: bool = True) -> SourceSession:
         """The rollouts of the subagents this one spawned (:mod:`engine.sources.codex_agents`), read again: a
         followed session gains them as it goes. The lines already fed are not read again."""
-        from engine.sources.codex_agents import link_subagents
-
         session = self.session
         if self._notes_mark is None:
             self._notes_mark = len(session.notes)
@@ -697,7 +696,7 @@ class CodexReader:
         for msg in session.messages:
             msg.pop("subagent", None)
         if subagents:
-            link_subagents(session, self.state.spawned, self.depth)
+            link_subagents(session, self.state.spawned, self.depth, lambda path, depth: read_codex(path, depth=depth))
         return session
 
     def _derive(self) -> None:

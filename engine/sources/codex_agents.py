@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.sources.model import SourceError, SourceSession, SubagentRef, capped_lines, dict_at, open_regular
@@ -63,11 +64,13 @@ def _link(session: SourceSession, thread_id: str, call_id: str, agent_path: str)
             msg["subagent"] = {"id": thread_id, "agent_path": agent_path}
 
 
-def link_subagents(session: SourceSession, spawned: dict[str, tuple[str, str]], depth: int = 0) -> None:
-    """Read the rollout of each subagent ``spawned`` started (call id -> (thread id, agent path)) into
-    ``session.subagents``; one that is missing, or whose rollout names another parent, is a note."""
-    from engine.sources.codex import read_codex
+ReadRollout = Callable[[Path, int], SourceSession]  # a rollout read whole, at a depth (engine.sources.codex)
 
+
+def link_subagents(session: SourceSession, spawned: dict[str, tuple[str, str]], depth: int,
+                   read: ReadRollout) -> None:
+    """Read (with ``read``) the rollout of each subagent ``spawned`` started (call id -> (thread id, agent path))
+    into ``session.subagents``; one that is missing, or whose rollout names another parent, is a note."""
     for call_id, (thread_id, agent_path) in spawned.items():
         path = child_rollout(session.path, thread_id)
         problem = ""
@@ -80,7 +83,7 @@ def link_subagents(session: SourceSession, spawned: dict[str, tuple[str, str]], 
         child = None
         if not problem and path is not None:
             try:
-                child = read_codex(path, depth=depth + 1)
+                child = read(path, depth + 1)
             except (OSError, SourceError) as exc:
                 problem = f"the rollout of subagent {agent_path or thread_id} cannot be read: {exc}"
         if problem:
