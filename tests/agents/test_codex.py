@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from engine.context.tokens import HeuristicEstimator
+from engine.ingest import context_records
 from engine.sources.codex import NOT_RECORDED, PREFIX_KEY, read_codex
 from engine.sources.codex_kinds import (
     IGNORED_EVENTS,
@@ -324,7 +326,10 @@ def test_the_default_model_in_code_mode(agent_home: AgentHome, tmp_path: Path) -
     report = import_it(path, tmp_path)
     assert report.calls == report.reported_calls == 2 and report.prefix_source == "file"
     assert sorted(t["name"] for t in report.tool_definitions) == ["clock", "collaboration", "functions"]
-    assert all(t["tokens"] > 0 for t in report.tool_definitions)
+    # the window's tool-definition region is these definitions (a namespace counted with the tools it holds)
+    assert sum(t["tokens"] for t in report.tool_definitions) == HeuristicEstimator().tools(
+        src.prefixes[PREFIX_KEY].tools) > sum(e.tools_tokens for e in answered[:1]) // 2
+    assert all(r["prefix_source"] == "file" and r["tools"] > 0 for r in context_records(src))
 
 
 def team_script(body: dict[str, Any]) -> Reply:
