@@ -176,11 +176,23 @@ def _tool_call(state: _State, call_id: str, name: str, arguments: str) -> None:
         {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
 
 
-def _output_text(output: Any) -> str:
+IMAGE_PART = {"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}}
+
+
+def _content(parts: Any) -> str | list[dict[str, Any]]:
+    """A user message's or tool output's content: its text; with an image (``input_image``), a list of parts
+    in which each image is a part of its own (counted as an image, its data not imported)."""
+    if not isinstance(parts, list) or not any(isinstance(p, dict) and p.get("type") == "input_image" for p in parts):
+        return _text(parts)
+    return [dict(IMAGE_PART) if isinstance(p, dict) and p.get("type") == "input_image" else
+            {"type": "text", "text": _text([p])} for p in parts if isinstance(p, dict | str)]
+
+
+def _output_text(output: Any) -> str | list[dict[str, Any]]:
     if isinstance(output, dict):  # older rollouts: {"content": ..., "success": ...}
         output = output.get("content", output)
     if isinstance(output, list):
-        return _text(output)
+        return _content(output)
     return expand_redacted(output) if isinstance(output, str) else str(output)
 
 
@@ -200,7 +212,7 @@ def _message_item(state: _State, payload: dict[str, Any]) -> None:
         _assistant(state, text)
         state.started = True
     elif role == "user":
-        _add(state, {"role": "user", "content": text})
+        _add(state, {"role": "user", "content": _content(payload.get("content"))})
         state.started = True
     else:
         state.session.skipped.append(Skipped(0, f"a message with role {role!r}"))

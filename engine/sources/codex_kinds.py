@@ -62,5 +62,7 @@ IGNORED_TURN_ITEMS: dict[str, str] = {
 }
 KNOWN_TURN_ITEMS = READ_TURN_ITEMS | frozenset(IGNORED_TURN_ITEMS)
 # The content parts of response items the reader reads (message and agent message content, tool outputs, reasoning
-# summaries): text parts, and an agent message's encrypted part (shown as such, sized by its length).
-KNOWN_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "encrypted_content"})
+# summaries): text parts, an image (a part of its own: counted as an image, its data not imported) and an agent
+# message's encrypted part (shown as such, sized by its length).
+KNOWN_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "input_image",
+                         "encrypted_content"})

@@ -47,7 +47,9 @@ UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this d
 # 2: a project is its folder's full path (no longer its last name); a session without a title: its first prompt
 # 3: a call's tools are every tool call of its response (engine.usage.tool_costs.response_tools), not only those
 #    of its first message (a Codex response's function calls in several messages)
-ROWS_VERSION = 3
+# 4: a Codex session's rows hold its spawn_agent subagents' calls (their rollouts are no longer sessions of their own:
+#    engine.sources.discovery), a namespaced call's tool is named namespace.name
+ROWS_VERSION = 4
 
 CALL_COLUMNS: dict[str, str] = {
     "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR",

@@ -244,16 +244,21 @@ def test_types_this_reader_does_not_know_are_skipped_with_the_reason(tmp_path: P
 
 
 def test_the_known_type_lists_cover_every_type_of_the_real_rollouts() -> None:
-    from engine.sources.codex_kinds import KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES
+    from engine.sources.codex_kinds import KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_PARTS, KNOWN_TURN_ITEMS, KNOWN_TYPES
 
     for path in codex_files():
         for obj in lines(path):
             assert obj["type"] in KNOWN_TYPES
-            kind = (obj.get("payload") or {}).get("type")
+            payload = obj.get("payload") or {}
+            kind = payload.get("type")
             if obj["type"] == "event_msg":
                 assert kind in KNOWN_EVENTS
+                assert kind != "item_completed" or payload["item"]["type"] in KNOWN_TURN_ITEMS
             elif obj["type"] == "response_item":
                 assert kind in KNOWN_ITEMS
+                parts = [p for key in ("content", "output", "summary") if isinstance(payload.get(key), list)
+                         for p in payload[key] if isinstance(p, dict)]
+                assert {p.get("type") for p in parts} <= KNOWN_PARTS
         src = read_codex(path)
         assert src.skipped == [] and src.ignored and src.prefixes == {}
 
@@ -388,3 +393,23 @@ def test_a_compaction_between_turns_is_of_unknown_trigger(tmp_path: Path) -> Non
     assert (comp.trigger, comp.trigger_source) == ("unknown", NOT_RECORDED)  # not "manual": the file does not say
     mid = read_codex(_write(tmp_path, [*_three_calls()[:-3], {"type": "compacted", "payload": {"message": "S"}}]))
     assert [(c.trigger, c.trigger_source) for c in mid.compactions] == [("auto", "inferred: mid-turn")]
+
+
+def test_an_image_is_a_part_of_its_own_counted_as_an_image() -> None:
+    from engine.model.messages import media_count
+
+    def images(items: list[Any]) -> int:
+        return sum(1 for i in items for p in i.get("content") or []
+                   if isinstance(p, dict) and p.get("type") == "input_image")
+
+    big = next(p for p in codex_files() if p.name.startswith("rollout-2026-02-23T12-54-34"))
+    raw = lines(big)
+    written = images([o["payload"] for o in raw if o["type"] == "response_item"])
+    replayed = images([i for o in raw if o["type"] == "compacted"
+                       for i in o["payload"].get("replacement_history") or []])
+    src = read_codex(big)
+    with_images = [m for m in src.messages if media_count(m.get("content"))]
+    assert (len(with_images), written, replayed) == (17, 13, 4) and all(m["role"] == "user" for m in with_images)
+    first = with_images[0]["content"]
+    assert first[2] == {"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}}
+    assert first[0] == {"type": "text", "text": "[redacted: 1 characters]"}  # a redacted text, sized
