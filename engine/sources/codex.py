@@ -100,6 +100,8 @@ class _State:
     prefix_key: str = ""  # the prefix of the calls made now ("" when there is no exact one)
     trigger_turn: bool | None = None  # inter_agent_communication_metadata's, for the agent_message that follows
     spawned: dict[str, tuple[str, str]] = field(default_factory=dict)  # spawn_agent call id -> (thread id, path)
+    meta_read: bool = False  # the file's own session_meta was read (a later one is a forked-from thread's)
+    base_alone: bool = False  # system_parts holds session_meta's base instructions only (no developer message yet)
 
 
 # Why a call's provider figure is not the rollout's history as written (ProviderCall.prompt_unlike_file).
@@ -196,16 +198,27 @@ def _output_text(output: Any) -> str | list[dict[str, Any]]:
     return expand_redacted(output) if isinstance(output, str) else str(output)
 
 
+def _sent_base(text: str, base: str) -> bool:
+    """Whether a first developer message is the base instructions as sent (Codex 0.17x sends no ``instructions``:
+    the base goes as that message, whole, or without the lines about tools it did not send): the same text, or the
+    same first 200 characters of a long one."""
+    return text == base or (len(base) >= 200 and text[:200] == base[:200])
+
+
 def _message_item(state: _State, payload: dict[str, Any]) -> None:
     role = payload.get("role")
     text = _text(payload.get("content"))
     if role in ("developer", "system"):
         if not state.started:
-            state.system_parts.append(text)
+            if state.base_alone and _sent_base(text, state.system_parts[0]):
+                state.system_parts[0] = text  # Codex 0.17x sends the base instructions as this first message
+            else:
+                state.system_parts.append(text)
+            state.base_alone = False
             state.initial.add(text)
         else:
-            if text in state.initial and not state.unlike_file:
-                state.unlike_file = RESUMED
+            if text in state.initial and not state.unlike_file and state.session.calls:
+                state.unlike_file = RESUMED  # (before the thread's first call: a forked subagent's own instructions)
             _add(state, {"role": "user", "name": "developer", "content": text})
     elif role == "assistant":
         _mark_output(state)
@@ -509,6 +522,19 @@ def _item_completed(state: _State, payload: dict[str, Any]) -> None:
         state.spawned[call_id] = (thread, str(item.get("agent_path") or ""))
 
 
+ABORTED = "aborted"  # the output Codex sends for a call an interrupted turn left without one
+
+
+def _turn_aborted(state: _State) -> None:
+    """An interrupted turn: each call it left without an output is answered "aborted" in the next request (as
+    Codex sends it; the rollout holds no such item): a tool message marked ``codex_aborted``."""
+    answered = {m.get("tool_call_id") for m in state.session.messages if m["role"] == "tool"}
+    for msg in list(state.session.messages):
+        for call in msg.get("tool_calls") or []:
+            if call.get("id") not in answered:
+                _add(state, {"role": "tool", "tool_call_id": call["id"], "content": ABORTED, "codex_aborted": True})
+
+
 def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
     kind = obj.get("type") if isinstance(obj.get("type"), str) else repr(obj.get("type"))
     payload = dict_at(obj, "payload")
@@ -522,12 +548,16 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
     elif kind not in READ_RECORDS:
         session.skipped.append(Skipped(n, f"record type {kind!r} is not one this reader knows"))
     elif kind == "session_meta":
+        if state.meta_read:  # a forked subagent's rollout then holds the meta of the thread it was forked from
+            return
+        state.meta_read = True
         session.session_id = str(payload.get("id") or session.session_id)
         session.cwd = str(payload.get("cwd") or session.cwd)
         text = base_instructions(payload)
         if text:
             shown = expand_redacted(text)
             state.system_parts.insert(0, shown)
+            state.base_alone = len(state.system_parts) == 1
             if shown == text:  # the text itself, not a publisher's stand-in: the exact prefix
                 state.base = text
                 _set_prefixes(state)
@@ -562,6 +592,8 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
                 _compacted(state, {})  # a compaction announced without its ``compacted`` line
         elif etype == "item_completed":
             _item_completed(state, payload)
+        elif etype == "turn_aborted":
+            _turn_aborted(state)
         elif isinstance(etype, str) and etype in IGNORED_EVENTS:
             session.ignore(f"event_msg/{etype}")
         else:

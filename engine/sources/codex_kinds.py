@@ -19,7 +19,7 @@ IGNORED_ITEMS: dict[str, str] = {
 }
 KNOWN_ITEMS = READ_ITEMS | frozenset(IGNORED_ITEMS)
 
-READ_EVENTS = frozenset({"token_count", "task_started", "context_compacted"})
+READ_EVENTS = frozenset({"token_count", "task_started", "context_compacted", "turn_aborted"})
 _ECHO = "the terminal's copy of a response item, which is read instead"
 _TOOL_END = "a tool's end as the terminal shows it; what the model saw is the call's output item"
 # ``event_msg`` types left out on purpose, and why.
@@ -32,7 +32,6 @@ IGNORED_EVENTS: dict[str, str] = {
                       "what the model saw is its response item (a SubAgentActivity item is read: the subagent a "
                       "spawn_agent call started)",
     "task_complete": "the end of a turn; its last agent message is also a response item",
-    "turn_aborted": "a turn the user interrupted; the calls it made have their own usage lines",
     "thread_settings_applied": "the thread's settings (model, cwd, approvals); each turn's model is read "
                                "from turn_context",
     "thread_goal_updated": "a goal's status shown by the terminal; not sent as such",

@@ -203,6 +203,10 @@ def assert_prefix_is_the_sent_one(src: SourceSession, answered: list[Logged]) ->
         assert prefix.system == sent_system_prompt(entry)
         assert entry.tools_tokens == count_tokens(prefix.tools)
         assert entry.system_tokens == count_tokens(first_message(entry).get("content"))
+    # the system prompt is the developer messages the first request opens with (the base instructions once)
+    items = [i for i in answered[0].body["input"] if i.get("type") == "message"]
+    opening = items[:next(k for k, i in enumerate(items) if i["role"] != "developer")]
+    assert src.system_prompt == "\n\n".join("\n".join(p["text"] for p in i["content"]) for i in opening)
 
 
 def assert_system_prompt_is_the_sent_one(src: SourceSession, answered: list[Logged]) -> None:
@@ -332,17 +336,22 @@ def test_the_default_model_in_code_mode(agent_home: AgentHome, tmp_path: Path) -
     assert all(r["prefix_source"] == "file" and r["tools"] > 0 for r in context_records(src))
 
 
-def team_script(body: dict[str, Any]) -> Reply:
-    """The parent (``/root``) spawns ``worker`` (no history of its own passed), waits for it, closes; the
-    subagent runs ``echo sub`` in code mode and answers :data:`SUB_ANSWER`."""
+def team_script(fork: dict[str, str]) -> Callable[[dict[str, Any]], Reply]:
+    """The parent (``/root``) spawns ``worker`` (``fork``: its fork_turns, or none given: Codex's default, the
+    parent's history passed on), waits for it, closes; the subagent runs ``echo sub`` in code mode and answers
+    :data:`SUB_ANSWER`."""
+    return lambda body: team_reply(body, fork)
+
+
+def team_reply(body: dict[str, Any], fork: dict[str, str]) -> Reply:
     items = body.get("input") or []
     done = {i.get("name") for i in items if i.get("type") in ("function_call", "custom_tool_call")}
     if body.get("client_metadata", {}).get("x-openai-subagent"):
         return Reply(text=SUB_ANSWER) if "exec" in done else Reply(
             tool_calls=[ToolCall("exec", {}, input=EXEC_ECHO.format(word="sub"))])
     if "spawn_agent" not in done:
-        return Reply(tool_calls=[ToolCall("spawn_agent", {"task_name": "worker", "message": "Run echo sub",
-                                                          "fork_turns": "none"}, namespace="collaboration")])
+        return Reply(tool_calls=[ToolCall("spawn_agent", {"task_name": "worker", "message": "Run echo sub", **fork},
+                                          namespace="collaboration")])
     if "wait_agent" not in done:
         return Reply(tool_calls=[ToolCall("wait_agent", {"timeout_ms": 20000}, namespace="collaboration")])
     return Reply(text="All done.")
@@ -351,8 +360,11 @@ def team_script(body: dict[str, Any]) -> Reply:
 SUB_ANSWER = "SUB DONE: it printed sub."
 
 
-def test_a_spawn_agent_subagent(agent_home: AgentHome, tmp_path: Path) -> None:
-    with ResponsesServer(team_script) as server:
+@pytest.mark.parametrize("fork", [{"fork_turns": "none"}, {}], ids=["none", "forked"])
+def test_a_spawn_agent_subagent(agent_home: AgentHome, tmp_path: Path, fork: dict[str, str]) -> None:
+    """Forked (the default), the subagent's rollout first holds the parent's history (and its session_meta); the
+    spawn call it holds without an output is sent as "aborted" (its turn_aborted)."""
+    with ResponsesServer(team_script(fork)) as server:
         run_codex(agent_home, server, "Have a worker run echo sub", model=None)
     answered = server.calls()
     by_thread: dict[str, list[Logged]] = {}
@@ -371,7 +383,10 @@ def test_a_spawn_agent_subagent(agent_home: AgentHome, tmp_path: Path) -> None:
         assert_calls_are_the_servers(one, by_thread[one.session_id], DEFAULT_MODEL)
         assert_prefix_is_the_sent_one(one, by_thread[one.session_id])
         assert_follower_agrees(file, one)
-    assert len(src.calls) == 3 and len(ref.session.calls) == 2
+    assert len(src.calls) == 3 and len(ref.session.calls) == 2 and ref.session.session_id != src.session_id
+    aborted = [m for m in ref.session.messages if m.get("codex_aborted")]
+    assert [m["content"] for m in aborted] == (["aborted"] if not fork else [])
+    assert not any(c.prompt_unlike_file for c in ref.session.calls)  # the file holds each request as sent
     spawn = next(c for m in src.messages for c in m.get("tool_calls") or []
                  if c["function"]["name"] == "collaboration.spawn_agent")
     assert ref.parent_tool_call_id == spawn["id"] and ref.id == ref.session.session_id
@@ -382,8 +397,9 @@ def test_a_spawn_agent_subagent(agent_home: AgentHome, tmp_path: Path) -> None:
     assert task["agent_message"] == {"author": "/root", "recipient": "/root/worker", "trigger_turn": True}
     answer = next(m for m in src.messages if m.get("agent_message"))
     assert answer["agent_message"]["author"] == "/root/worker" and answer["content"].endswith(SUB_ANSWER)
-    # the child's tool set is its own (a subagent gets the team's tools but fewer of them), each exact
-    assert ref.session.prefixes[PREFIX_KEY].tools != src.prefixes[PREFIX_KEY].tools
+    # not forked, the child is sent a tool set of its own (fewer tools); forked, the parent's (and told in a developer
+    # message which it may no longer call): each exact, as sent
+    assert (ref.session.prefixes[PREFIX_KEY].tools != src.prefixes[PREFIX_KEY].tools) == bool(fork)
     # the Sources list counts the subagent's rollout with its parent's
     env = {"HOME": str(agent_home.home), "CODEX_HOME": str(agent_home.home / ".codex")}
     entries = scan_sources(Settings(), env=env, home=agent_home.home, index=tmp_path / "sources-index.json")

@@ -413,3 +413,26 @@ def test_an_image_is_a_part_of_its_own_counted_as_an_image() -> None:
     first = with_images[0]["content"]
     assert first[2] == {"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}}
     assert first[0] == {"type": "text", "text": "[redacted: 1 characters]"}  # a redacted text, sized
+
+
+def test_a_forked_subagent_rollout_keeps_its_own_id_and_answers_the_aborted_call(tmp_path: Path) -> None:
+    # Codex 0.171's forked spawn_agent: the child's session_meta, then the parent's (the thread it was forked from),
+    # the parent's history with the spawn call and no output (turn_aborted), then the child's own instructions
+    base = "You are Codex, an agent based on GPT-6. " * 10
+    dev = {"type": "message", "role": "developer"}
+    rows = [{"type": "session_meta", "payload": {"id": "child", "base_instructions": {"text": base}}},
+            {"type": "session_meta", "payload": {"id": "parent", "base_instructions": {"text": base}}},
+            _item({**dev, "content": [{"type": "input_text", "text": base}]}),
+            _item({**dev, "content": [{"type": "input_text", "text": "<multi_agent_mode>no</multi_agent_mode>"}]}),
+            USER, _item({"type": "function_call", "name": "spawn_agent", "namespace": "collaboration",
+                         "arguments": "{}", "call_id": "c9"}),
+            _event("turn_aborted", reason="interrupted"),
+            _item({**dev, "content": [{"type": "input_text", "text": "<multi_agent_mode>no</multi_agent_mode>"}]}),
+            _record("resp_1", _usage(100, 0, 5))]
+    src = read_codex(_write(tmp_path, rows))
+    assert src.session_id == "child" and src.skipped == [] and src.ignored == {}
+    assert src.system_prompt == base + "\n\n<multi_agent_mode>no</multi_agent_mode>"  # the base once, as sent
+    (aborted,) = [m for m in src.messages if m.get("codex_aborted")]
+    assert (aborted["role"], aborted["tool_call_id"], aborted["content"]) == ("tool", "c9", "aborted")
+    (call,) = src.calls
+    assert call.prompt_unlike_file == ""  # instructions again before the thread's first call: no resume
