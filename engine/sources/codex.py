@@ -3,8 +3,10 @@
 ``{timestamp, [ordinal,] type, payload}`` lines:
 
 - ``session_meta`` (id, cwd, ``base_instructions``: the system prompt, ``{"text": ...}`` or a string;
-  it is also the exact request prefix :data:`PREFIX_KEY` of every call), ``turn_context`` (the model of
-  each turn);
+  it is also the exact request prefix :data:`PREFIX_KEY` of every call; in code mode Codex 0.17x also writes it as
+  the first developer message, as it sends it: the prefix is then the developer messages the requests open with,
+  the base once), ``turn_context`` (the model of each turn); a forked subagent's rollout holds a second
+  ``session_meta``, of the thread it was forked from (only the first is read);
 - ``response_item``: Responses-API items, which become messages: ``message`` (user / assistant;
   ``developer`` instructions before the conversation join the system prompt), ``reasoning``
   (summary text, and encrypted content shown as such, sized by its length), ``function_call`` /
@@ -30,6 +32,8 @@
   ``replacement_history`` is the context after it. The file does not record what triggered it: inside a
   turn it is automatic; between turns (an automatic one before a turn's first call, or ``/compact``) it is
   "unknown";
+- ``event_msg`` ``turn_aborted``: each call the interrupted turn left without an output is answered "aborted" in
+  the next request (as Codex sends it; seen in a forked subagent's first request): a tool message marked so;
 - ``event_msg`` ``item_completed`` of a ``SubAgentActivity`` (``spawn_agent``): the call that started a
   subagent and its thread, whose own rollout (``rollout-*-<thread id>.jsonl``, its ``session_meta``
   naming this thread as its parent) is read as the subagent's session (:mod:`engine.sources.codex_agents`).
@@ -102,6 +106,7 @@ class _State:
     spawned: dict[str, tuple[str, str]] = field(default_factory=dict)  # spawn_agent call id -> (thread id, path)
     meta_read: bool = False  # the file's own session_meta was read (a later one is a forked-from thread's)
     base_alone: bool = False  # system_parts holds session_meta's base instructions only (no developer message yet)
+    base_sent: bool = False  # the base went as the first developer message: the prefix is the developer messages
 
 
 # Why a call's provider figure is not the rollout's history as written (ProviderCall.prompt_unlike_file).
@@ -212,6 +217,7 @@ def _message_item(state: _State, payload: dict[str, Any]) -> None:
         if not state.started:
             if state.base_alone and _sent_base(text, state.system_parts[0]):
                 state.system_parts[0] = text  # Codex 0.17x sends the base instructions as this first message
+                state.base_sent = True
             else:
                 state.system_parts.append(text)
             state.base_alone = False
@@ -746,6 +752,9 @@ class CodexReader:
     def _derive(self) -> None:
         session, state = self.session, self.state
         session.system_prompt = "\n\n".join(p for p in state.system_parts if p)
+        if state.base_sent:  # what the requests open with: the developer messages as sent (the base among them)
+            for prefix in session.prefixes.values():
+                prefix.system = session.system_prompt
         for comp in session.compactions:
             after = next((c for c in session.calls[comp.calls_before:] if c.prompt_tokens), None)
             comp.tokens_after = after.prompt_tokens if after else None

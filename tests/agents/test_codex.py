@@ -179,15 +179,6 @@ def first_message(entry: Logged) -> dict[str, Any]:
     return next(i for i in entry.body.get("input") or [] if i.get("type", "message") == "message")
 
 
-def sent_system_prompt(entry: Logged) -> str:
-    """What the request carried as its system prompt: ``instructions``, else its first developer message."""
-    if entry.body.get("instructions"):
-        return str(entry.body["instructions"])
-    first = first_message(entry)
-    assert first.get("role") == "developer", first
-    return "".join(part.get("text", "") for part in first.get("content") or [])
-
-
 def sent_tools(entry: Logged) -> list[dict[str, Any]]:
     """The tool definitions of a code-mode request: its ``additional_tools`` items' (it sends no ``tools``)."""
     assert "tools" not in entry.body
@@ -200,21 +191,27 @@ def assert_prefix_is_the_sent_one(src: SourceSession, answered: list[Logged]) ->
     for call, entry in zip(src.calls, answered, strict=True):
         prefix = src.prefixes[call.prefix_key]
         assert prefix.tools == sent_tools(entry) and prefix.tools
-        assert prefix.system == sent_system_prompt(entry)
+        assert prefix.system == opening_developer_text(entry) == src.system_prompt
         assert entry.tools_tokens == count_tokens(prefix.tools)
         assert entry.system_tokens == count_tokens(first_message(entry).get("content"))
-    # the system prompt is the developer messages the first request opens with (the base instructions once)
-    items = [i for i in answered[0].body["input"] if i.get("type") == "message"]
+
+
+def opening_developer_text(entry: Logged) -> str:
+    """The developer messages a request opens with (Codex 0.17x: the base instructions first), as the reader joins
+    them."""
+    items = [i for i in entry.body["input"] if i.get("type") == "message"]
     opening = items[:next(k for k, i in enumerate(items) if i["role"] != "developer")]
-    assert src.system_prompt == "\n\n".join("\n".join(p["text"] for p in i["content"]) for i in opening)
+    return "\n\n".join("\n".join(p["text"] for p in i["content"]) for i in opening)
 
 
 def assert_system_prompt_is_the_sent_one(src: SourceSession, answered: list[Logged]) -> None:
+    """With function tools (gpt-5.5), the rollout records the base instructions in session_meta only; the requests
+    open with them as a developer message, without the lines about tools Codex did not send."""
     prefix = src.prefixes[PREFIX_KEY]
     assert prefix.tools == []  # rollouts do not record the tool definitions
     assert src.system_prompt.startswith(prefix.system)
     for entry in answered:
-        sent = sent_system_prompt(entry)
+        sent = "".join(part.get("text", "") for part in first_message(entry).get("content") or [])
         names = {t.get("name") for t in entry.body.get("tools") or []}
         recorded = prefix.system if "update_plan" in names else prefix.system.replace(DROPPED_WITHOUT_UPDATE_PLAN, "")
         assert sent == recorded

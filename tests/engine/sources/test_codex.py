@@ -432,6 +432,7 @@ def test_a_forked_subagent_rollout_keeps_its_own_id_and_answers_the_aborted_call
     src = read_codex(_write(tmp_path, rows))
     assert src.session_id == "child" and src.skipped == [] and src.ignored == {}
     assert src.system_prompt == base + "\n\n<multi_agent_mode>no</multi_agent_mode>"  # the base once, as sent
+    assert src.prefixes["base_instructions"].system == src.system_prompt  # what the requests open with
     (aborted,) = [m for m in src.messages if m.get("codex_aborted")]
     assert (aborted["role"], aborted["tool_call_id"], aborted["content"]) == ("tool", "c9", "aborted")
     (call,) = src.calls
