@@ -83,15 +83,24 @@ def _tool_parts(tool: dict[str, Any]) -> tuple[str, str, Any]:
     return str(fn.get("name") or ""), str(fn.get("description") or ""), fn.get("parameters")
 
 
+def _tool_chars(tool: dict[str, Any], depth: int = 0) -> int:
+    """A tool definition's characters: name, description, parameters (a Responses ``custom`` tool's ``format``),
+    and, for a Responses ``namespace`` (Codex's code mode), the tools it holds."""
+    name, description, parameters = _tool_parts(tool)
+    if parameters is None and tool.get("type") == "custom":
+        parameters = tool.get("format")
+    total = len(name) + len(description) + TOOL_DEF_OVERHEAD_CHARS
+    if parameters is not None:
+        total += len(json.dumps(parameters))
+    nested = tool.get("tools") if tool.get("type") == "namespace" and depth < 8 else None
+    for inner in nested if isinstance(nested, list) else []:
+        total += _tool_chars(inner, depth + 1) if isinstance(inner, dict) else 0
+    return total
+
+
 def estimate_tool_defs_tokens(tools: Sequence[dict[str, Any]] | None) -> int:
-    """Σ(len(name) + len(description) + len(json.dumps(parameters)) + 20) × 2 // 5."""
-    total = 0
-    for tool in tools or ():
-        name, description, parameters = _tool_parts(tool)
-        total += len(name) + len(description) + TOOL_DEF_OVERHEAD_CHARS
-        if parameters is not None:
-            total += len(json.dumps(parameters))
-    return total * 2 // 5
+    """Σ(len(name) + len(description) + len(json.dumps(parameters)) + 20) × 2 // 5 (a namespace: with its tools)."""
+    return sum(_tool_chars(tool) for tool in tools or ()) * 2 // 5
 
 
 def estimate_text_tokens(text: str) -> int:

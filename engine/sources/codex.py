@@ -3,13 +3,21 @@
 ``{timestamp, [ordinal,] type, payload}`` lines:
 
 - ``session_meta`` (id, cwd, ``base_instructions``: the system prompt, ``{"text": ...}`` or a string;
-  it is also the exact request prefix :data:`PREFIX_KEY` of every call, without tool definitions, which
-  rollouts do not record), ``turn_context`` (the model of each turn);
+  it is also the exact request prefix :data:`PREFIX_KEY` of every call; in code mode Codex 0.17x also writes it as
+  the first developer message, as it sends it: the prefix is then the developer messages the requests open with,
+  the base once), ``turn_context`` (the model of each turn); a forked subagent's rollout holds a second
+  ``session_meta``, of the thread it was forked from (only the first is read);
 - ``response_item``: Responses-API items, which become messages: ``message`` (user / assistant;
   ``developer`` instructions before the conversation join the system prompt), ``reasoning``
   (summary text, and encrypted content shown as such, sized by its length), ``function_call`` /
   ``function_call_output`` and ``custom_tool_call`` / ``custom_tool_call_output`` paired by
-  ``call_id``, ``web_search_call``;
+  ``call_id`` (a namespaced call named ``namespace.name``), ``web_search_call``, ``agent_message`` (a
+  message between the agents of a team: a subagent's task, a subagent's answer; a user message named
+  ``agent`` with ``agent_message``: author, recipient and, from the ``inter_agent_communication_metadata``
+  line before it, whether it started a turn). ``additional_tools`` (Codex 0.17x in code mode: the tool
+  definitions, sent as the request's first input item instead of ``tools``) are the tool definitions of the
+  calls made after it, exact (each distinct set its own prefix key); without it (``tools`` sent) a rollout
+  does not record them;
 - ``token_usage_record`` (Codex 0.1xx and later): one per response, with its ``response_id`` and
   ``usage``: the call's figures, cache write included (``cache_write_input_tokens``; 0 stays 0);
 - ``event_msg``: ``token_count`` carries ``last_token_usage`` (one call) and ``total_token_usage``
@@ -21,11 +29,18 @@
 - ``world_state`` (Codex 0.1xx): the environment the model is told about; its cwd is used when
   ``session_meta`` has none;
 - ``compacted`` (with ``event_msg`` ``context_compacted``): a compaction whose
-  ``replacement_history`` is the context after it.
+  ``replacement_history`` is the context after it. The file does not record what triggered it: inside a
+  turn it is automatic; between turns (an automatic one before a turn's first call, or ``/compact``) it is
+  "unknown";
+- ``event_msg`` ``turn_aborted``: each call the interrupted turn left without an output is answered "aborted" in
+  the next request (as Codex sends it; seen in a forked subagent's first request): a tool message marked so;
+- ``event_msg`` ``item_completed`` of a ``SubAgentActivity`` (``spawn_agent``): the call that started a
+  subagent and its thread, whose own rollout (``rollout-*-<thread id>.jsonl``, its ``session_meta``
+  naming this thread as its parent) is read as the subagent's session (:mod:`engine.sources.codex_agents`).
 
-Every record type, item type and event type is read, or left out on purpose (:data:`IGNORED_RECORDS`,
-:data:`IGNORED_ITEMS`, :data:`IGNORED_EVENTS`, each with its reason; counted in ``session.ignored``);
-any other goes to ``session.skipped``.
+Every record type, item type and event type is read, or left out on purpose (:mod:`engine.sources.codex_kinds`:
+``IGNORED_RECORDS``, ``IGNORED_ITEMS``, ``IGNORED_EVENTS``, ``IGNORED_TURN_ITEMS``, each with its reason; counted in
+``session.ignored``); any other goes to ``session.skipped``.
 
 Text a publisher redacted as ``[REDACTED_TEXT len=N …]`` is estimated from N.
 """
@@ -40,6 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.model.messages import Message
+from engine.sources.codex_agents import link_subagents
+from engine.sources.codex_kinds import IGNORED_EVENTS, IGNORED_ITEMS, IGNORED_RECORDS, READ_RECORDS
 from engine.sources.model import (
     LINE_ERRORS,
     Compaction,
@@ -61,44 +78,6 @@ from engine.sources.model import (
 
 PREFIX_KEY = "base_instructions"  # the key of session_meta's system prompt in SourceSession.prefixes
 
-READ_RECORDS = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted",
-                          "token_usage_record", "world_state"})
-# Record types left out on purpose, and why (counted by type in the import report).
-IGNORED_RECORDS: dict[str, str] = {}
-KNOWN_TYPES = READ_RECORDS | frozenset(IGNORED_RECORDS)
-
-READ_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call", "function_call_output",
-                        "custom_tool_call_output", "web_search_call", "local_shell_call", "compaction",
-                        "compaction_summary"})
-# ``response_item`` types left out on purpose, and why.
-IGNORED_ITEMS: dict[str, str] = {
-    "ghost_snapshot": "a git snapshot Codex keeps to undo a turn; never sent to the model",
-}
-KNOWN_ITEMS = READ_ITEMS | frozenset(IGNORED_ITEMS)
-
-READ_EVENTS = frozenset({"token_count", "task_started", "context_compacted"})
-_ECHO = "the terminal's copy of a response item, which is read instead"
-_TOOL_END = "a tool's end as the terminal shows it; what the model saw is the call's output item"
-# ``event_msg`` types left out on purpose, and why.
-IGNORED_EVENTS: dict[str, str] = {
-    "user_message": _ECHO,
-    "agent_message": _ECHO,
-    "agent_reasoning": _ECHO,
-    "agent_reasoning_raw_content": _ECHO,
-    "item_completed": "the terminal's record of a finished turn item (user message, command, agent message); "
-                      "what the model saw is its response item",
-    "task_complete": "the end of a turn; its last agent message is also a response item",
-    "turn_aborted": "a turn the user interrupted; the calls it made have their own usage lines",
-    "thread_settings_applied": "the thread's settings (model, cwd, approvals); each turn's model is read "
-                               "from turn_context",
-    "thread_goal_updated": "a goal's status shown by the terminal; not sent as such",
-    "exec_command_end": _TOOL_END,
-    "patch_apply_end": _TOOL_END,
-    "mcp_tool_call_end": _TOOL_END,
-    "web_search_end": _TOOL_END,
-    "image_generation_end": _TOOL_END,
-}
-KNOWN_EVENTS = READ_EVENTS | frozenset(IGNORED_EVENTS)
 
 
 @dataclass
@@ -120,6 +99,14 @@ class _State:
     pairing: Pairing = field(default_factory=lambda: Pairing())
     initial: set[str] = field(default_factory=set)  # the developer messages before the conversation (as written)
     unlike_file: str = ""  # why the next call's prompt figure counts what the rollout does not hold ("" if nothing)
+    base: str | None = None  # session_meta's system prompt when the file holds it as sent (the exact prefix)
+    tool_sets: list[list[dict[str, Any]]] = field(default_factory=list)  # additional_tools, each distinct set once
+    prefix_key: str = ""  # the prefix of the calls made now ("" when there is no exact one)
+    trigger_turn: bool | None = None  # inter_agent_communication_metadata's, for the agent_message that follows
+    spawned: dict[str, tuple[str, str]] = field(default_factory=dict)  # spawn_agent call id -> (thread id, path)
+    meta_read: bool = False  # the file's own session_meta was read (a later one is a forked-from thread's)
+    base_alone: bool = False  # system_parts holds session_meta's base instructions only (no developer message yet)
+    base_sent: bool = False  # the base went as the first developer message: the prefix is the developer messages
 
 
 # Why a call's provider figure is not the rollout's history as written (ProviderCall.prompt_unlike_file).
@@ -196,12 +183,31 @@ def _tool_call(state: _State, call_id: str, name: str, arguments: str) -> None:
         {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
 
 
-def _output_text(output: Any) -> str:
+IMAGE_PART = {"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}}
+
+
+def _content(parts: Any) -> str | list[dict[str, Any]]:
+    """A user message's or tool output's content: its text; with an image (``input_image``), a list of parts
+    in which each image is a part of its own (counted as an image, its data not imported)."""
+    if not isinstance(parts, list) or not any(isinstance(p, dict) and p.get("type") == "input_image" for p in parts):
+        return _text(parts)
+    return [dict(IMAGE_PART) if isinstance(p, dict) and p.get("type") == "input_image" else
+            {"type": "text", "text": _text([p])} for p in parts if isinstance(p, dict | str)]
+
+
+def _output_text(output: Any) -> str | list[dict[str, Any]]:
     if isinstance(output, dict):  # older rollouts: {"content": ..., "success": ...}
         output = output.get("content", output)
     if isinstance(output, list):
-        return _text(output)
+        return _content(output)
     return expand_redacted(output) if isinstance(output, str) else str(output)
+
+
+def _sent_base(text: str, base: str) -> bool:
+    """Whether a first developer message is the base instructions as sent (Codex 0.17x sends no ``instructions``:
+    the base goes as that message, whole, or without the lines about tools it did not send): the same text, or the
+    same first 200 characters of a long one."""
+    return text == base or (len(base) >= 200 and text[:200] == base[:200])
 
 
 def _message_item(state: _State, payload: dict[str, Any]) -> None:
@@ -209,18 +215,23 @@ def _message_item(state: _State, payload: dict[str, Any]) -> None:
     text = _text(payload.get("content"))
     if role in ("developer", "system"):
         if not state.started:
-            state.system_parts.append(text)
+            if state.base_alone and _sent_base(text, state.system_parts[0]):
+                state.system_parts[0] = text  # Codex 0.17x sends the base instructions as this first message
+                state.base_sent = True
+            else:
+                state.system_parts.append(text)
+            state.base_alone = False
             state.initial.add(text)
         else:
-            if text in state.initial and not state.unlike_file:
-                state.unlike_file = RESUMED
+            if text in state.initial and not state.unlike_file and state.session.calls:
+                state.unlike_file = RESUMED  # (before the thread's first call: a forked subagent's own instructions)
             _add(state, {"role": "user", "name": "developer", "content": text})
     elif role == "assistant":
         _mark_output(state)
         _assistant(state, text)
         state.started = True
     elif role == "user":
-        _add(state, {"role": "user", "content": text})
+        _add(state, {"role": "user", "content": _content(payload.get("content"))})
         state.started = True
     else:
         state.session.skipped.append(Skipped(0, f"a message with role {role!r}"))
@@ -238,11 +249,17 @@ def _response_item(state: _State, n: int, payload: dict[str, Any]) -> None:
     elif kind in ("function_call", "custom_tool_call"):
         args = payload.get("arguments") if kind == "function_call" else payload.get("input")
         args_text = expand_redacted(args) if isinstance(args, str) else str(args or "")
-        _tool_call(state, str(payload.get("call_id") or ""), str(payload.get("name") or ""), args_text)
+        name, namespace = str(payload.get("name") or ""), payload.get("namespace")
+        name = f"{namespace}.{name}" if isinstance(namespace, str) and namespace else name
+        _tool_call(state, str(payload.get("call_id") or ""), name, args_text)
         state.started = True
     elif kind in ("function_call_output", "custom_tool_call_output"):
         _add(state, {"role": "tool", "tool_call_id": str(payload.get("call_id") or ""),
                      "content": _output_text(payload.get("output"))})
+    elif kind == "additional_tools":
+        _additional_tools(state, payload)
+    elif kind == "agent_message":
+        _agent_message(state, payload)
     elif kind in ("web_search_call", "local_shell_call"):
         _mark_output(state)
         if kind == "web_search_call" and n > 0:  # run by the provider inside this response (not a replayed item)
@@ -263,6 +280,56 @@ def _response_item(state: _State, n: int, payload: dict[str, Any]) -> None:
             state.session.ignore(f"response_item/{kind}")
     else:
         state.session.skipped.append(Skipped(n, f"response item type {kind!r} is not one this reader knows"))
+
+
+def tools_key(index: int) -> str:
+    """The prefix key of the ``index``-th distinct tool set of a rollout (the first is :data:`PREFIX_KEY`)."""
+    return PREFIX_KEY if index == 0 else f"{PREFIX_KEY}#{index + 1}"
+
+
+def _set_prefixes(state: _State) -> None:
+    """The exact prefixes: the system prompt as sent with each tool set (none: without tool definitions)."""
+    if state.base is None:
+        return
+    for i, tools in enumerate(state.tool_sets or [[]]):
+        state.session.prefixes[tools_key(i)] = RequestPrefix(tools_key(i), state.base, list(tools))
+    state.prefix_key = state.prefix_key or PREFIX_KEY
+
+
+def _additional_tools(state: _State, payload: dict[str, Any]) -> None:
+    """The tool definitions sent as an input item (code mode): those of the calls made from now on."""
+    raw = payload.get("tools")
+    tools = [t for t in raw if isinstance(t, dict)] if isinstance(raw, list) else []
+    if tools not in state.tool_sets:
+        state.tool_sets.append(tools)
+    state.prefix_key = tools_key(state.tool_sets.index(tools)) if state.base is not None else ""
+    _set_prefixes(state)
+
+
+def _agent_text(content: Any) -> str:
+    """An agent message's text: its text parts, its encrypted parts shown as such (sized by their length)."""
+    parts = []
+    for part in content if isinstance(content, list) else [content]:
+        enc = part.get("encrypted_content") if isinstance(part, dict) else None
+        if isinstance(enc, str):
+            size = _encrypted_size(enc)
+            head = f"[encrypted content: {size} characters]"
+            parts.append(head + " " + "." * max(0, size - len(head) - 1))
+        elif isinstance(part, dict | str):
+            parts.append(expand_redacted(text_of([part])))
+    return "\n".join(p for p in parts if p)
+
+
+def _agent_message(state: _State, payload: dict[str, Any]) -> None:
+    """A message between the agents of a team, input to the recipient's next call."""
+    msg = _add(state, {"role": "user", "name": "agent", "content": _agent_text(payload.get("content"))})
+    meta: dict[str, Any] = {"author": str(payload.get("author") or ""),
+                            "recipient": str(payload.get("recipient") or "")}
+    if state.trigger_turn is not None:
+        meta["trigger_turn"] = state.trigger_turn
+        state.trigger_turn = None
+    msg["agent_message"] = meta
+    state.started = True
 
 
 def _call(usage: dict[str, Any], *, index: int, model: str, ts: str, window: int | None, message_index: int,
@@ -403,6 +470,7 @@ def _take_call(state: _State, call: ProviderCall) -> None:
         state.summarising = False
         return
     call.prompt_unlike_file, state.unlike_file = state.unlike_file, ""
+    call.prefix_key = state.prefix_key
     call.prompt_transient = call.prompt_unlike_file == WEB_SEARCH
     state.session.calls.append(call)
     state.response_start = None
@@ -425,8 +493,8 @@ def _compacted(state: _State, payload: dict[str, Any]) -> None:
     before = next((c.prompt_tokens for c in reversed(session.calls) if c.prompt_tokens), None)
     summary = _text(str(payload.get("message") or ""))
     comp = Compaction(
-        index=len(session.compactions), trigger="auto" if state.turn_open else "manual",
-        trigger_source="inferred: mid-turn" if state.turn_open else "inferred: own turn",
+        index=len(session.compactions), trigger="auto" if state.turn_open else "unknown",
+        trigger_source="inferred: mid-turn" if state.turn_open else NOT_RECORDED,
         ts=state.ts, message_index=len(session.messages), calls_before=len(session.calls),
         tokens_before=before, summary="" if summary.startswith("[redacted: 0 ") else summary,
         cost=state.compaction_cost)
@@ -446,6 +514,33 @@ def _compacted(state: _State, payload: dict[str, Any]) -> None:
     state.compaction_pending = True
 
 
+NOT_RECORDED = "not recorded (between turns: automatic before the turn's first call, or /compact)"
+
+
+def _item_completed(state: _State, payload: dict[str, Any]) -> None:
+    """A finished turn item: a SubAgentActivity is read (a started subagent's thread), the others ignored."""
+    item = dict_at(payload, "item")
+    if item.get("type") != "SubAgentActivity":
+        state.session.ignore("event_msg/item_completed")
+        return
+    thread, call_id = item.get("agent_thread_id"), item.get("id")
+    if item.get("kind") == "started" and isinstance(thread, str) and thread and isinstance(call_id, str):
+        state.spawned[call_id] = (thread, str(item.get("agent_path") or ""))
+
+
+ABORTED = "aborted"  # the output Codex sends for a call an interrupted turn left without one
+
+
+def _turn_aborted(state: _State) -> None:
+    """An interrupted turn: each call it left without an output is answered "aborted" in the next request (as
+    Codex sends it; the rollout holds no such item): a tool message marked ``codex_aborted``."""
+    answered = {m.get("tool_call_id") for m in state.session.messages if m["role"] == "tool"}
+    for msg in list(state.session.messages):
+        for call in msg.get("tool_calls") or []:
+            if call.get("id") not in answered:
+                _add(state, {"role": "tool", "tool_call_id": call["id"], "content": ABORTED, "codex_aborted": True})
+
+
 def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
     kind = obj.get("type") if isinstance(obj.get("type"), str) else repr(obj.get("type"))
     payload = dict_at(obj, "payload")
@@ -459,20 +554,28 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
     elif kind not in READ_RECORDS:
         session.skipped.append(Skipped(n, f"record type {kind!r} is not one this reader knows"))
     elif kind == "session_meta":
+        if state.meta_read:  # a forked subagent's rollout then holds the meta of the thread it was forked from
+            return
+        state.meta_read = True
         session.session_id = str(payload.get("id") or session.session_id)
         session.cwd = str(payload.get("cwd") or session.cwd)
         text = base_instructions(payload)
         if text:
             shown = expand_redacted(text)
             state.system_parts.insert(0, shown)
+            state.base_alone = len(state.system_parts) == 1
             if shown == text:  # the text itself, not a publisher's stand-in: the exact prefix
-                session.prefixes[PREFIX_KEY] = RequestPrefix(PREFIX_KEY, text, [])
+                state.base = text
+                _set_prefixes(state)
     elif kind == "token_usage_record":
         _token_usage_record(state, n, payload)
     elif kind == "world_state":
         _world_state(state, payload)
     elif kind == "turn_context":
         state.model = str(payload.get("model") or state.model)
+    elif kind == "inter_agent_communication_metadata":
+        trigger = payload.get("trigger_turn")
+        state.trigger_turn = trigger if isinstance(trigger, bool) else None
     elif kind == "response_item":
         if dict_at(obj, "metadata").get("compaction_output") is True:
             # the summariser's answer in a local compaction: not part of the conversation; its text is
@@ -493,6 +596,10 @@ def _line(state: _State, n: int, obj: dict[str, Any]) -> None:
         elif etype == "context_compacted":
             if not state.compaction_pending:
                 _compacted(state, {})  # a compaction announced without its ``compacted`` line
+        elif etype == "item_completed":
+            _item_completed(state, payload)
+        elif etype == "turn_aborted":
+            _turn_aborted(state)
         elif isinstance(etype, str) and etype in IGNORED_EVENTS:
             session.ignore(f"event_msg/{etype}")
         else:
@@ -506,7 +613,7 @@ def base_instructions(payload: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-_NEEDED_EVENTS = (b'"token_count"', b'"task_started"', b'"context_compacted"')
+_NEEDED_EVENTS = (b'"token_count"', b'"task_started"', b'"context_compacted"', b'"SubAgentActivity"')
 _MODEL_RE = re.compile(rb'"model":"([^"\\]{1,200})"')
 _RAW_DECODE = json.JSONDecoder(strict=False).raw_decode  # as json_lines reads a line (raw control characters)
 _TOTAL_RE = re.compile(rb'"total_token_usage":(\{[^{}]*\})')
@@ -584,8 +691,10 @@ class CodexReader:
     change are those of the response in progress (a tool call joins its assistant message, reasoning waits
     for the message it belongs to) and the last compaction (its summary item follows it)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, depth: int = 0) -> None:
         self.path = Path(path)
+        self.depth = depth  # how deep a subagent this rollout is (0: a session of its own)
+        self._notes_mark: int | None = None  # session.notes before the subagents were linked
         self.session = SourceSession("codex", self.path, self.path.stem.removeprefix("rollout-"), project="",
                                      prefix_label="tool definitions")
         self.state = _State(self.session)
@@ -626,12 +735,26 @@ class CodexReader:
         self._derive()
         return self.session
 
+    def read_beside(self, *, subagents: bool = True) -> SourceSession:
+        """The rollouts of the subagents this one spawned (:mod:`engine.sources.codex_agents`), read again: a
+        followed session gains them as it goes. The lines already fed are not read again."""
+        session = self.session
+        if self._notes_mark is None:
+            self._notes_mark = len(session.notes)
+        del session.notes[self._notes_mark:]
+        session.subagents.clear()
+        for msg in session.messages:
+            msg.pop("subagent", None)
+        if subagents:
+            link_subagents(session, self.state.spawned, self.depth, lambda path, depth: read_codex(path, depth=depth))
+        return session
+
     def _derive(self) -> None:
         session, state = self.session, self.state
         session.system_prompt = "\n\n".join(p for p in state.system_parts if p)
-        if PREFIX_KEY in session.prefixes:
-            for call in session.calls:
-                call.prefix_key = PREFIX_KEY
+        if state.base_sent:  # what the requests open with: the developer messages as sent (the base among them)
+            for prefix in session.prefixes.values():
+                prefix.system = session.system_prompt
         for comp in session.compactions:
             after = next((c for c in session.calls[comp.calls_before:] if c.prompt_tokens), None)
             comp.tokens_after = after.prompt_tokens if after else None
@@ -643,8 +766,11 @@ class CodexReader:
         session.project = Path(session.cwd).name if session.cwd else ""
 
 
-def read_codex(path: Path, *, lines: Iterable[bytes] | None = None) -> SourceSession:
-    """Read one Codex rollout file; ``lines``: its lines already read (kept by the caller)."""
-    reader = CodexReader(Path(path))
+def read_codex(path: Path, *, lines: Iterable[bytes] | None = None, subagents: bool = True,
+               depth: int = 0) -> SourceSession:
+    """Read one Codex rollout file (and, with ``subagents``, the rollouts of the subagents it spawned);
+    ``lines``: its lines already read (kept by the caller)."""
+    reader = CodexReader(Path(path), depth)
     feed_whole(reader, reader.path, lines)
-    return reader.finish()
+    reader.finish()
+    return reader.read_beside(subagents=subagents)

@@ -4,7 +4,9 @@ Where each agent keeps them:
 
 - Claude Code: ``~/.claude/projects/<project>/<session>.jsonl``, ``~/.config/claude/projects/``, and
   the ``projects`` folder of every folder named in ``$CLAUDE_CONFIG_DIR`` (comma-separated);
-- Codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``~/.codex/sessions`` by default);
+- Codex: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``~/.codex/sessions`` by default); a subagent's
+  rollout (a ``spawn_agent`` thread: its ``session_meta`` names its parent) is counted with its parent when the
+  parent is listed (``subagents``; the parent's import reads it), else listed on its own;
 - Gemini CLI: ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``$GEMINI_CLI_HOME`` instead of the home
   when set);
 - Pi: ``~/.pi/agent/sessions/--<cwd>--/*.jsonl`` (``$PI_CODING_AGENT_DIR`` instead of ``~/.pi/agent`` when
@@ -74,9 +76,10 @@ __all__ = ["SCAN_BLOCK", "Agent", "ScanProblem", "SourceEntry", "format_table", 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "sources-index.json"
-INDEX_VERSION = 6  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
+INDEX_VERSION = 7  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
 # 5: Codex 0.1xx titled by its first user message item, its project from world_state / turn_context; 6: a Claude Code
-# line that only mentions "cost-state" (a prompt, an answer) is read as any other line
+# line that only mentions "cost-state" (a prompt, an answer) is read as any other line; 7: a Codex subagent's parent
+# (parent_id)
 # what a session file's summary raises when the file cannot be read or holds what its reader did not foresee
 READ_ERRORS: tuple[type[BaseException], ...] = (SourceError, OSError, *LINE_ERRORS)
 LIVE_SECONDS = 120  # a file changed this recently may be growing: a scan spread over processes reads it here
@@ -402,7 +405,7 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             atomic_write_bytes(index, _index_bytes({"version": INDEX_VERSION, "files": files}), durable=False)
         except OSError:
             pass  # a read-only data dir: the next scan reads everything again
-    found = _without_resume_stubs([e for e in entries if e is not None])
+    found = _with_subagents_counted(_without_resume_stubs([e for e in entries if e is not None]))
     found.sort(key=lambda e: e.last_activity or e.started, reverse=True)
     return found
 
@@ -428,6 +431,20 @@ def light_summaries(pending: list[tuple[Agent, Path, list[int], int]]) -> Iterat
     futures = spread(_summary_job, [pending[i][:2] for i in far], [pending[i][2][0] for i in far])
     done = {i: run_here(_summary_job, pending[i][:2]) for i in sorted(here)}  # while the workers work
     return (done[i] if i in here else next(futures) for i in range(len(pending)))
+
+
+def _with_subagents_counted(entries: list[SourceEntry]) -> list[SourceEntry]:
+    """A Codex subagent's rollout whose parent session is listed is counted with it (``subagents``), not listed: the
+    parent's import reads it (its calls with the parent's, once). One whose parent is not listed stays listed."""
+    parents = {e.session_id: e for e in entries if e.agent == "codex" and not e.parent_id}
+    out = []
+    for entry in entries:
+        parent = parents.get(entry.parent_id) if entry.agent == "codex" and entry.parent_id else None
+        if parent is None:
+            out.append(entry)
+        else:
+            parent.subagents += 1
+    return out
 
 
 def _without_resume_stubs(entries: list[SourceEntry]) -> list[SourceEntry]:

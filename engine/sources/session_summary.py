@@ -55,7 +55,8 @@ class SourceEntry:
     model: str = ""
     title: str = ""  # the first prompt (one line, cut), "" when none was found
     agent_cost_usd: float | None = None  # the agent's own cost (Claude Code's last cost-state), None: unknown
-    subagents: int = 0  # child sessions counted with this one (OpenCode's task subagents)
+    subagents: int = 0  # child sessions counted with this one (OpenCode's task subagents, Codex's spawn_agent threads)
+    parent_id: str = ""  # the session a subagent's file belongs to (Codex), counted with it when it is listed
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -265,7 +266,7 @@ def _one_line(text: str, limit: int = 120) -> str:
 
 
 def _summary_codex(path: Path) -> SourceEntry:
-    started, cwd, session_id, model, title = "", "", "", "", ""
+    started, cwd, session_id, model, title, parent = "", "", "", "", "", ""
     calls = 0
     last_total: Any = None
     last_prompt: int | None = None
@@ -274,6 +275,7 @@ def _summary_codex(path: Path) -> SourceEntry:
         for raw in capped_lines(fh, name=path.name):
             if b'"session_meta"' in raw and not session_id:
                 payload = _loads(raw).get("payload") or {}
+                parent = _codex_parent(payload)
                 session_id = str(payload.get("id") or "")
                 cwd = str(payload.get("cwd") or "")
                 started = iso(payload.get("timestamp")) or iso(_loads(raw).get("timestamp"))
@@ -305,8 +307,19 @@ def _summary_codex(path: Path) -> SourceEntry:
                 last = dict_at(info, "last_token_usage")
                 last_prompt = int_or_none(last.get("input_tokens"))
     project = Path(cwd).name if cwd else ""
-    return _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model,
-                  title)
+    entry = _entry("codex", project, session_id or path.stem, path, started, calls, last_prompt, window, model,
+                   title)
+    entry.parent_id = parent
+    return entry
+
+
+def _codex_parent(payload: Any) -> str:
+    """The parent thread a Codex ``session_meta`` names (a ``spawn_agent`` subagent's), "" for a session of its own."""
+    if not isinstance(payload, dict):
+        return ""
+    spawn = dict_at(dict_at(dict_at(payload, "source"), "subagent"), "thread_spawn")
+    found = payload.get("parent_thread_id") or spawn.get("parent_thread_id")
+    return found if isinstance(found, str) else ""
 
 
 def _codex_prompt(text: str) -> str:

@@ -51,7 +51,9 @@ UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this d
 #    of its first message (a Codex response's function calls in several messages)
 # 4: a call's attribution (skill, subagent type, plugin, MCP server and tool), the provider's cache-miss reason and its
 #    tokens, and the tokens of server-side iterations billed beside the top-level usage (in its cost too)
-ROWS_VERSION = 4
+# 5: a Codex session's rows hold its spawn_agent subagents' calls (their rollouts are no longer sessions of their own:
+#    engine.sources.discovery), a namespaced call's tool is named namespace.name
+ROWS_VERSION = 5
 
 CALL_COLUMNS: dict[str, str] = {
     "agent": "VARCHAR", "project": "VARCHAR", "session_id": "VARCHAR", "file_id": "VARCHAR",

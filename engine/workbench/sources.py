@@ -400,7 +400,9 @@ class SourcesPart:
             sv.remove_view(root)
             self.core.notice("error", f"cannot open the subagent {rel}: {one_line(str(exc))}")
             return
-        view = sv.SourceView(root, folder, source, "claude-code" if source else "", "", parent=parent, subagent=rel)
+        # a subagent's file is of its parent's format (a Claude Code Task's, a Codex spawn_agent thread's)
+        fmt = (old.format if old is not None and old.format else "claude-code") if source else ""
+        view = sv.SourceView(root, folder, source, fmt, "", parent=parent, subagent=rel)
         self._show_view(view, child)
 
     def open_parent(self) -> asyncio.Task[Any] | None:

@@ -40,6 +40,8 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     id: str = ""
+    namespace: str = ""  # a Responses function call of a tool namespace (Codex's ``collaboration.spawn_agent``)
+    input: str | None = None  # a Responses ``custom_tool_call`` with this raw input (Codex's code-mode ``exec``)
 
 
 @dataclass
@@ -211,7 +213,7 @@ def _read_chunked(handler: BaseHTTPRequestHandler) -> bytes:
 def output_tokens(reply: Reply) -> int:
     """The server's count of an answer: the script's figure, else its text and calls (5 tokens a call besides)."""
     return reply.output_tokens or max(1, count_tokens(reply.text) + sum(
-        count_tokens(c.arguments) + 5 for c in reply.tool_calls))
+        count_tokens(c.arguments if c.input is None else c.input) + 5 for c in reply.tool_calls))
 
 
 def send_json(handler: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
@@ -345,15 +347,53 @@ SUMMARY_TEXT = ("<summary>\n1. Primary Request and Intent: the user asked to run
 # ============================================================================ OpenAI Responses API
 
 
+def responses_parts(body: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """A Responses request's instructions, tool definitions, input items (those that are not tool definitions)
+    and system prompt. Tools are ``tools``, or the ``additional_tools`` input items' tools (Codex in code mode
+    sends its tools so, as the first input item); the system prompt is ``instructions``, else the first
+    ``developer`` message (Codex sends it so)."""
+    instructions, tools, items = body.get("instructions"), body.get("tools"), body.get("input")
+    listed = items if isinstance(items, list) else []
+    extra = [i for i in listed if isinstance(i, dict) and i.get("type") == "additional_tools"]
+    if extra:
+        tools = [t for i in extra for t in i.get("tools") or []]
+        items = [i for i in listed if not (isinstance(i, dict) and i.get("type") == "additional_tools")]
+    system = instructions
+    first = next((i for i in listed if isinstance(i, dict) and i.get("type", "message") == "message"), None)
+    if system is None and first is not None and first.get("role") == "developer":
+        system = first.get("content")
+    return instructions, tools, items, system
+
+
+def responses_output(reply: Reply) -> list[dict[str, Any]]:
+    """The output items of a scripted answer: its text, then its calls (function, namespaced or custom)."""
+    output: list[dict[str, Any]] = []
+    if reply.text:
+        output.append({"type": "message", "id": "msg_" + uuid.uuid4().hex[:20], "role": "assistant",
+                       "status": "completed",
+                       "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
+    for call in reply.tool_calls:
+        call_id = call.id or "call_" + uuid.uuid4().hex[:20]
+        if call.input is not None:
+            output.append({"type": "custom_tool_call", "id": "ctc_" + uuid.uuid4().hex[:20], "status": "completed",
+                           "call_id": call_id, "name": call.name, "input": call.input})
+            continue
+        item = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:20], "status": "completed",
+                "call_id": call_id, "name": call.name, "arguments": json.dumps(call.arguments)}
+        output.append(item | ({"namespace": call.namespace} if call.namespace else {}))
+    return output
+
+
 class ResponsesServer(ScriptedServer):
-    """``POST /v1/responses`` (streamed): text and ``function_call`` items, usage in ``response.completed``."""
+    """``POST /v1/responses`` (streamed): text, ``function_call`` and ``custom_tool_call`` items, usage in
+    ``response.completed``."""
 
     def handle(self, handler: BaseHTTPRequestHandler, path: str, body: dict[str, Any]) -> None:
         if not path.endswith("/responses"):
             send_json(handler, 404, {"error": {"message": f"no route {path}"}})
             return
         model = str(body.get("model") or "")
-        instructions, tools, items = body.get("instructions"), body.get("tools"), body.get("input")
+        instructions, tools, items, system = responses_parts(body)
         kind = "summary" if is_summary_request(body) else ("main" if tools else "side")
         reply = self.script(body) if kind != "summary" else Reply(text=SUMMARY_TEXT)
         total, cached = self.prompt_figures(model, instructions, tools, items)
@@ -363,22 +403,10 @@ class ResponsesServer(ScriptedServer):
         usage = {"input_tokens": total, "input_tokens_details": {"cached_tokens": cached},
                  "output_tokens": out_tokens, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": total + out_tokens}
-        system = instructions
-        if system is None and isinstance(items, list) and items and isinstance(items[0], dict) and items[0].get(
-                "role") == "developer":
-            system = items[0].get("content")  # Codex sends its system prompt as the first developer item
         self.record(Logged(path, body, json.loads(json.dumps(usage)), reply, time.time(), kind,
                            count_tokens(system), count_tokens(tools), count_tokens(items)))
         resp_id = "resp_" + uuid.uuid4().hex[:24]
-        output: list[dict[str, Any]] = []
-        if reply.text:
-            output.append({"type": "message", "id": "msg_" + uuid.uuid4().hex[:20], "role": "assistant",
-                           "status": "completed",
-                           "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
-        for call in reply.tool_calls:
-            output.append({"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:20], "status": "completed",
-                           "call_id": call.id or "call_" + uuid.uuid4().hex[:20], "name": call.name,
-                           "arguments": json.dumps(call.arguments)})
+        output = responses_output(reply)
         base = {"id": resp_id, "object": "response", "created_at": int(time.time()), "model": model,
                 "status": "in_progress", "output": []}
         start_sse(handler)

@@ -194,3 +194,16 @@ def test_cached_totals_equal_fresh_recount_after_random_edits(initial: list[Any]
     fresh = [estimate_message_tokens(m) for m in history]
     assert ledger.counts == fresh
     assert ledger.total == sum(fresh)
+
+
+def test_responses_namespaces_and_custom_tools_are_counted_with_what_they_hold() -> None:
+    # Codex 0.171's code mode: namespaces of tools, and a custom tool whose grammar is its "parameters"
+    from engine.context.tokens import estimate_tool_defs_tokens
+
+    fmt = {"type": "grammar", "syntax": "lark", "definition": "start: SOURCE\nSOURCE: /[\\s\\S]+/"}
+    custom = {"type": "custom", "name": "exec", "description": "Run JavaScript", "format": fmt}
+    fn = {"type": "function", "name": "wait", "description": "Waits", "parameters": {"type": "object"}}
+    namespace = {"type": "namespace", "name": "functions", "description": "", "tools": [custom, fn]}
+    assert estimate_tool_defs_tokens([custom]) > estimate_tool_defs_tokens([{**custom, "format": None}])
+    assert estimate_tool_defs_tokens([namespace]) >= estimate_tool_defs_tokens([custom]) + estimate_tool_defs_tokens(
+        [fn])

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.context.tokens import estimate_message_tokens
-from engine.sources.codex import read_codex
+from engine.sources.codex import NOT_RECORDED, read_codex
 from tests.engine.sources.conftest import BIG_CODEX, codex_files, lines, raw_codex_calls
 
 
@@ -244,16 +244,21 @@ def test_types_this_reader_does_not_know_are_skipped_with_the_reason(tmp_path: P
 
 
 def test_the_known_type_lists_cover_every_type_of_the_real_rollouts() -> None:
-    from engine.sources.codex import KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES
+    from engine.sources.codex_kinds import KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_PARTS, KNOWN_TURN_ITEMS, KNOWN_TYPES
 
     for path in codex_files():
         for obj in lines(path):
             assert obj["type"] in KNOWN_TYPES
-            kind = (obj.get("payload") or {}).get("type")
+            payload = obj.get("payload") or {}
+            kind = payload.get("type")
             if obj["type"] == "event_msg":
                 assert kind in KNOWN_EVENTS
+                assert kind != "item_completed" or payload["item"]["type"] in KNOWN_TURN_ITEMS
             elif obj["type"] == "response_item":
                 assert kind in KNOWN_ITEMS
+                parts = [p for key in ("content", "output", "summary") if isinstance(payload.get(key), list)
+                         for p in payload[key] if isinstance(p, dict)]
+                assert {p.get("type") for p in parts} <= KNOWN_PARTS
         src = read_codex(path)
         assert src.skipped == [] and src.ignored and src.prefixes == {}
 
@@ -304,3 +309,131 @@ def test_the_follower_gives_the_readers_calls_and_compaction_cost(tmp_path: Path
     (comp,) = [e.compaction for e in events if e.kind == "compaction"]
     assert comp is not None and comp.cost is not None and comp.cost.prompt_tokens == 7000
     assert comp.tokens_before == src.compactions[0].tokens_before == 140
+
+
+# --------------------------------------------------------------------------- Codex 0.171, code mode (lines shortened)
+
+EXEC_TOOL = {"type": "custom", "name": "exec", "description": "Run JavaScript code to orchestrate/compose tool calls",
+             "format": {"type": "grammar", "syntax": "lark", "definition": "start: SOURCE"}}
+SPAWN_TOOL = {"type": "function", "name": "spawn_agent", "description": "Spawns an agent.", "strict": False,
+              "parameters": {"type": "object", "properties": {"task_name": {"type": "string"}}}}
+TOOLS = [{"type": "namespace", "name": "functions", "description": "", "tools": [EXEC_TOOL]},
+         {"type": "namespace", "name": "collaboration", "description": "", "tools": [SPAWN_TOOL]}]
+
+
+def _tools_item(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return _item({"type": "additional_tools", "id": "at_1", "role": "developer", "tools": tools})
+
+
+def _code_mode(u1: dict[str, int], u2: dict[str, int]) -> list[dict[str, Any]]:
+    t2 = {k: u1[k] + u2[k] for k in u1}
+    return [META, _event("task_started", model_context_window=272000), _tools_item(TOOLS),
+            {"type": "turn_context", "payload": {"turn_id": "t", "model": "gpt-6.2-sol"}}, USER,
+            _item({"type": "custom_tool_call", "status": "completed", "call_id": "c1", "name": "exec",
+                   "input": 'const r = await tools.exec_command({cmd: "echo codemode"});\ntext(r);'}),
+            _record("resp_1", u1),
+            _item({"type": "custom_tool_call_output", "call_id": "c1", "output": [
+                {"type": "input_text", "text": "Script completed\nOutput:\n"},
+                {"type": "input_text", "text": "codemode"}]}),
+            _count(u1, u1),
+            _item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}),
+            _record("resp_2", u2), _count(u2, t2)]
+
+
+def test_additional_tools_are_the_exact_tool_definitions_of_the_calls_after_them(tmp_path: Path) -> None:
+    src = read_codex(_write(tmp_path, _code_mode(_usage(14930, 0, 22), _usage(15076, 14933, 3))))
+    assert src.skipped == [] and src.ignored == {}
+    assert [c.prefix_key for c in src.calls] == ["base_instructions"] * 2
+    prefix = src.prefixes["base_instructions"]
+    assert (prefix.system, prefix.tools) == ("You are Codex.", TOOLS)  # as sent: the namespaces, not flattened
+    assert not [m for m in src.messages if "additional_tools" in str(m.get("content"))]  # not a message
+    (call,) = [c for m in src.messages for c in m.get("tool_calls") or []]
+    assert call["function"]["name"] == "exec" and "echo codemode" in call["function"]["arguments"]
+    (out,) = [m for m in src.messages if m["role"] == "tool"]
+    assert out["content"] == "Script completed\nOutput:\n\ncodemode"
+
+
+def test_another_tool_set_is_another_prefix_and_no_exact_system_prompt_is_none(tmp_path: Path) -> None:
+    u1, u2 = _usage(100, 0, 5), _usage(90, 0, 5)
+    rows = _code_mode(u1, u2)
+    rows.insert(9, _tools_item(TOOLS[:1]))  # the tools changed before the second call
+    src = read_codex(_write(tmp_path, rows))
+    assert [c.prefix_key for c in src.calls] == ["base_instructions", "base_instructions#2"]
+    assert src.prefixes["base_instructions#2"].tools == TOOLS[:1]
+    rows[0] = {"type": "session_meta", "payload": {"id": "new", "base_instructions": "[REDACTED_TEXT len=900]"}}
+    redacted = read_codex(_write(tmp_path, rows))
+    assert redacted.prefixes == {} and [c.prefix_key for c in redacted.calls] == ["", ""]
+
+
+def test_agent_messages_are_messages_with_their_author_and_turn_trigger(tmp_path: Path) -> None:
+    meta = {"type": "inter_agent_communication_metadata", "payload": {"trigger_turn": True}}
+    task = _item({"type": "agent_message", "id": "amsg_1", "author": "/root", "recipient": "/root/worker", "content": [
+        {"type": "input_text", "text": "Message Type: NEW_TASK\nTask name: /root/worker\nSender: /root\nPayload:\n"},
+        {"type": "encrypted_content", "encrypted_content": "gAAAA" + "x" * 95}]})
+    answer = _item({"type": "agent_message", "author": "/root/worker", "recipient": "/root",
+                    "content": [{"type": "input_text", "text": "Message Type: FINAL_ANSWER\nPayload:\nAll done."}]})
+    rows = [META, _tools_item(TOOLS), meta, task, _record("resp_1", _usage(100, 0, 5)), answer]
+    src = read_codex(_write(tmp_path, rows))
+    assert src.skipped == [] and src.ignored == {}
+    first, second = [m for m in src.messages if m.get("agent_message")]
+    assert (first["role"], first["name"], first["agent_message"]) == (
+        "user", "agent", {"author": "/root", "recipient": "/root/worker", "trigger_turn": True})
+    assert "[encrypted content: 100 characters]" in first["content"] and len(first["content"].split("\n")[-1]) == 100
+    assert second["agent_message"] == {"author": "/root/worker", "recipient": "/root"}  # no metadata line before it
+    assert second["content"].endswith("All done.")
+
+
+def test_a_compaction_between_turns_is_of_unknown_trigger(tmp_path: Path) -> None:
+    u1, u2 = _usage(100, 0, 5), _usage(60, 0, 5)
+    rows = [*_three_calls()[:-1], _event("task_started"), USER,
+            {"type": "compacted", "payload": {"message": "S", "replacement_history": []}},
+            _event("context_compacted"), _record("resp_4", u2), _count(u2, {k: u1[k] * 9 for k in u1})]
+    src = read_codex(_write(tmp_path, rows))
+    (comp,) = src.compactions
+    assert (comp.trigger, comp.trigger_source) == ("unknown", NOT_RECORDED)  # not "manual": the file does not say
+    mid = read_codex(_write(tmp_path, [*_three_calls()[:-3], {"type": "compacted", "payload": {"message": "S"}}]))
+    assert [(c.trigger, c.trigger_source) for c in mid.compactions] == [("auto", "inferred: mid-turn")]
+
+
+def test_an_image_is_a_part_of_its_own_counted_as_an_image() -> None:
+    from engine.model.messages import media_count
+
+    def images(items: list[Any]) -> int:
+        return sum(1 for i in items for p in i.get("content") or []
+                   if isinstance(p, dict) and p.get("type") == "input_image")
+
+    big = next(p for p in codex_files() if p.name.startswith("rollout-2026-02-23T12-54-34"))
+    raw = lines(big)
+    written = images([o["payload"] for o in raw if o["type"] == "response_item"])
+    replayed = images([i for o in raw if o["type"] == "compacted"
+                       for i in o["payload"].get("replacement_history") or []])
+    src = read_codex(big)
+    with_images = [m for m in src.messages if media_count(m.get("content"))]
+    assert (len(with_images), written, replayed) == (17, 13, 4) and all(m["role"] == "user" for m in with_images)
+    first = with_images[0]["content"]
+    assert first[2] == {"type": "image_url", "image_url": {"url": "about:blank#image-not-imported"}}
+    assert first[0] == {"type": "text", "text": "[redacted: 1 characters]"}  # a redacted text, sized
+
+
+def test_a_forked_subagent_rollout_keeps_its_own_id_and_answers_the_aborted_call(tmp_path: Path) -> None:
+    # Codex 0.171's forked spawn_agent: the child's session_meta, then the parent's (the thread it was forked from),
+    # the parent's history with the spawn call and no output (turn_aborted), then the child's own instructions
+    base = "You are Codex, an agent based on GPT-6. " * 10
+    dev = {"type": "message", "role": "developer"}
+    rows = [{"type": "session_meta", "payload": {"id": "child", "base_instructions": {"text": base}}},
+            {"type": "session_meta", "payload": {"id": "parent", "base_instructions": {"text": base}}},
+            _item({**dev, "content": [{"type": "input_text", "text": base}]}),
+            _item({**dev, "content": [{"type": "input_text", "text": "<multi_agent_mode>no</multi_agent_mode>"}]}),
+            USER, _item({"type": "function_call", "name": "spawn_agent", "namespace": "collaboration",
+                         "arguments": "{}", "call_id": "c9"}),
+            _event("turn_aborted", reason="interrupted"),
+            _item({**dev, "content": [{"type": "input_text", "text": "<multi_agent_mode>no</multi_agent_mode>"}]}),
+            _record("resp_1", _usage(100, 0, 5))]
+    src = read_codex(_write(tmp_path, rows))
+    assert src.session_id == "child" and src.skipped == [] and src.ignored == {}
+    assert src.system_prompt == base + "\n\n<multi_agent_mode>no</multi_agent_mode>"  # the base once, as sent
+    assert src.prefixes["base_instructions"].system == src.system_prompt  # what the requests open with
+    (aborted,) = [m for m in src.messages if m.get("codex_aborted")]
+    assert (aborted["role"], aborted["tool_call_id"], aborted["content"]) == ("tool", "c9", "aborted")
+    (call,) = src.calls
+    assert call.prompt_unlike_file == ""  # instructions again before the thread's first call: no resume

@@ -284,3 +284,26 @@ def test_a_gemini_cli_resume_stub_is_not_listed_but_a_new_empty_session_is(
     entries = discovery.scan_sources(Settings())
     gemini_rows = sorted((e.session_id, Path(e.path).name, e.calls) for e in entries if e.agent == "gemini-cli")
     assert gemini_rows == [("abc-123", gemini.name, 4), ("def-678", fresh.name, 0)]
+
+
+def test_a_codex_subagent_rollout_is_counted_with_its_listed_parent(tmp_path: Path, monkeypatch: Any) -> None:
+    # Codex 0.171's spawn_agent: the subagent's rollout beside its parent's, its session_meta naming the parent
+    day = tmp_path / "codex-home" / "sessions" / "2026" / "11" / "27"
+    day.mkdir(parents=True)
+
+    def rollout(thread: str, meta: dict[str, Any]) -> None:
+        line = {"timestamp": "2026-11-27T03:57:48.000Z", "ordinal": 0, "type": "session_meta",
+                "payload": {"id": thread, "cwd": "/w/proj", **meta}}
+        (day / f"rollout-2026-11-27T03-57-48-{thread}.jsonl").write_text(json.dumps(line) + "\n")
+
+    spawn = {"subagent": {"thread_spawn": {"parent_thread_id": "p1", "depth": 1, "agent_path": "/root/worker"}}}
+    rollout("p1", {"source": "exec"})
+    rollout("c1", {"parent_thread_id": "p1", "source": spawn})
+    rollout("c2", {"source": spawn})  # named in source only
+    rollout("c3", {"parent_thread_id": "gone"})  # its parent is not listed: listed on its own
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    entries = discovery.scan_sources(Settings(), index=tmp_path / "index.json")
+    assert sorted((e.session_id, e.subagents, e.parent_id) for e in entries) == [("c3", 0, "gone"), ("p1", 2, "")]
+    again = discovery.scan_sources(Settings(), index=tmp_path / "index.json")  # from the index: the same
+    assert sorted((e.session_id, e.subagents) for e in again) == [("c3", 0), ("p1", 2)]

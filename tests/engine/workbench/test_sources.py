@@ -559,3 +559,26 @@ async def test_a_poll_that_keeps_failing_is_said_once_and_reloads_once_when_it_r
     assert len(rig.of(ev.SessionLoaded)[-1].view.messages) == len(final.messages)
     await asyncio.sleep(0.8)
     assert len(rig.of(ev.SessionLoaded)) == loads + 1  # once
+
+
+@pytest.mark.asyncio
+async def test_a_codex_subagent_opens_as_codex_and_back(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    from tests.engine.sources.test_codex_agents import CHILD, PARENT, _child_rows, _parent_rows, _rollout
+
+    day = tmp_path / "sessions" / "2026" / "11" / "27"
+    path = _rollout(day, PARENT, _parent_rows())
+    child_file = _rollout(day, CHILD, _child_rows())
+    await rig.wb.open_source(path)
+    parent = _loaded(rig)
+    (link,) = [m["subagent"] for m in parent.messages if isinstance(m.get("subagent"), dict)]
+    assert link["id"] == CHILD and link["agent_path"] == "/root/worker"
+    task = rig.wb.open_subagent(link["session"])
+    assert task is not None
+    await task
+    child = _loaded(rig)
+    assert child.read_only and (child.source["format"], child.source["path"]) == ("codex", str(child_file))
+    assert [m.get("agent_message", {}).get("author") for m in child.messages if m.get("name") == "agent"] == ["/root"]
+    back = rig.wb.open_parent()
+    assert back is not None
+    await back
+    assert _loaded(rig).source["path"] == str(path)
