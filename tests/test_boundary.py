@@ -302,7 +302,8 @@ def test_cycle_checker_catches_a_package_cycle_through_a_lazy_import(tmp_path: P
     (pkg / "__init__.py").write_text("def __getattr__(name):\n    from engine.wb.service import S\n    return S\n")
     (pkg / "service.py").write_text("from engine.wb.part import P\nS = P\n")
     (pkg / "part.py").write_text("from engine.wb import views\nP = 1\n")
-    (pkg / "views.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine.wb.part import P\n")
+    (pkg / "views.py").write_text("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n    from engine.wb.part import P\n")
     (tmp_path / "app" / "window.py").write_text("from app import wire\n")
     (tmp_path / "app" / "wire.py").write_text("def f():\n    from app.window import W\n")
     graph = runtime_graph(tmp_path)
