@@ -115,4 +115,7 @@ async def test_the_parts_share_one_core(rig: Rig) -> None:  # noqa: F811
                                       "analysis", "keys")]
     assert [type(p) for p in parts] == list(PARTS)
     assert all(p.core is wb.core for p in parts)
+    assert all(p.doc is wb.doc for p in parts if hasattr(p, "doc")) and wb.doc is not None
+    with_doc = [type(p).__name__ for p in parts if hasattr(p, "doc")]
+    assert len(with_doc) == len(parts), with_doc  # every part reads what is open from the one document
     assert wb.sessions.compaction is wb.compaction and wb.sources.sessions is wb.sessions
