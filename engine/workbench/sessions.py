@@ -163,7 +163,12 @@ class SessionsPart:
             await asyncio.to_thread(sv.remove_view, view.root)
 
     def load(self, session: Session, view: sv.SourceView | None = None) -> None:
-        """Make ``session`` the open one (``view``: read-only, another agent's session) and show it."""
+        """Make ``session`` the open one (``view``: read-only, another agent's session) and show it. When two
+        opens raced (an import's and a click's), the later one takes the place of the one that came first."""
+        if self.doc.session is not None:
+            left = self.doc.close()
+            if left is not None and left.root is not None and (view is None or view.root != left.root):
+                sv.remove_view(left.root)
         self.compaction.forget_preview()
         self.display.turn = TurnBuffer()
         self.doc.open(session, view)
