@@ -88,7 +88,7 @@ class Workbench:
         doc, runtime, display = self.doc, self.runtime, self.display
         self.compaction = CompactionPart(core, doc, runtime, display)
         self.sessions = SessionsPart(core, doc, runtime, display, self.compaction)
-        self.turns = TurnsPart(core, doc, runtime, display)
+        self.turns = TurnsPart(core, doc, runtime, display, self.sessions.relist)
         self.commands = CommandsPart(core, doc, display, self.sessions, self.compaction)
         self.sources = SourcesPart(core, doc, runtime, display, self.sessions, self.compaction)
         self.inspector = InspectorPart(core, doc)

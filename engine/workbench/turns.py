@@ -7,7 +7,7 @@ chain. Snapshot updates while streaming go through the one throttle (:mod:`engin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict
 from typing import Any
 
@@ -37,10 +37,9 @@ from engine.workbench.events import (
     DraftTokens,
     LastCall,
     OffloadedFileAdded,
-    SessionsListed,
 )
 from engine.workbench.runtime import LlmRuntime
-from engine.workbench.views import Marker, call_record, file_dict, prompt_of, session_dict
+from engine.workbench.views import Marker, call_record, file_dict, prompt_of
 
 
 class TurnsPart:
@@ -48,8 +47,10 @@ class TurnsPart:
     the display (which keeps the running turn's partial answer, :attr:`Display.turn`); :meth:`on_engine_event`
     is the agent's event sink."""
 
-    def __init__(self, core: WorkbenchCore, doc: OpenDocument, runtime: LlmRuntime, display: Display) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument, runtime: LlmRuntime, display: Display,
+                 relist: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         self.core = core
+        self._relist = relist  # the sessions part's: the store listed in a worker thread
         self.doc = doc
         self.runtime = runtime
         self.display = display
@@ -114,12 +115,8 @@ class TurnsPart:
                 self.doc.make_agent()
             self.display.throttle.cancel()  # the final snapshot comes with the state
             self.display.emit_state()
-            self.core.tasks.spawn("list-sessions", self._list_sessions(), replace=True)
-
-    async def _list_sessions(self) -> None:
-        """The sessions list after a turn (its title and time changed), read off the event loop."""
-        infos = await asyncio.to_thread(self.core.store.list)
-        self.core.emit(SessionsListed([session_dict(i) for i in infos]))
+            # the sessions list after a turn (its title and time changed), read off the event loop
+            self.core.tasks.spawn("list-sessions", self._relist(), replace=True)
 
     def stop(self) -> None:
         """Cancel the running turn (and a background compaction it started)."""
