@@ -290,6 +290,7 @@ def open_session(
     from engine.context.conversation import Session
     from engine.context.tokens import make_estimator
     from engine.store.session import SessionLockedError
+    from engine.workbench.document import open_session_folder
 
     estimator = make_estimator(settings.estimator, settings.model)
     if create and (not path.exists() or (path.is_dir() and not any(path.iterdir()))):
@@ -304,13 +305,10 @@ def open_session(
     if not _is_session_dir(path):
         raise CLIError(f"{path} is not a session folder (no session.json or history.jsonl in it)")
     retention = settings.offload_retention_days if create else None
-    session = Session.load(path, estimator=estimator, retention_days=retention)
-    if lock:
-        try:
-            session.lock()
-        except SessionLockedError as exc:
-            session.close()
-            raise CLIError(str(exc)) from None
+    try:  # the service's way of opening a session folder (counted; locked: one writer per folder)
+        session = open_session_folder(path, estimator, retention_days=retention, lock=lock)
+    except SessionLockedError as exc:
+        raise CLIError(str(exc)) from None
     if not session.load_report.clean:
         warn(f"session {path}: {session.load_report.describe()}")
     return session
@@ -348,7 +346,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings, out: Printer) ->
     import asyncio
 
     from engine.model.events import ErrorEvent, Event, TextDelta, TurnFinished, event_to_json
-    from engine.workbench.core import build_agent
+    from engine.workbench.runtime import build_agent
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():

@@ -195,6 +195,125 @@ def test_no_import_cycle_in_engine() -> None:
     assert find_cycle(import_graph(REPO)) == []
 
 
+# --------------------------------------------------------------------------- import cycles as Python runs them
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def runtime_imports(path: Path, module: str) -> set[str]:
+    """The modules ``path`` imports when it runs: at the top and in function bodies (a lazy import counts: the
+    cycle it closes is one the day the import moves up, and it runs the other module's imports in the middle of
+    this one's work), not under ``if TYPE_CHECKING:`` (never run); relative imports resolved; ``from a import b``
+    names ``a`` and ``a.b``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                todo.extend(child.orelse)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in child.names)
+            todo.append(child)
+    return found
+
+
+def runtime_graph(root: Path, packages: tuple[str, ...] = ("engine", "app")) -> dict[str, set[str]]:
+    """{module: the project modules importing it runs}: importing ``a.b.c`` runs ``a``'s and ``a.b``'s
+    ``__init__`` first, so the edge goes to each of them too (a package's ``__init__`` is a module of the graph)."""
+    files = {_module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        edges: set[str] = set()
+        for target in runtime_imports(path, name):
+            parts = target.split(".")
+            edges.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        graph[name] = {t for t in edges if t in files and t != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every group of modules that import each other, round about (the strongly connected components of more than
+    one module, each sorted; Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(graph.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return sorted(groups)
+
+
+def test_no_import_cycle_in_engine_nor_app_as_python_runs_them() -> None:
+    """engine/ and app/ together, package ``__init__``s included, lazy imports too (type-only ones not)."""
+    assert import_cycles(runtime_graph(REPO)) == []
+
+
+def test_cycle_checker_catches_a_package_cycle_through_a_lazy_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "engine" / "wb"
+    pkg.mkdir(parents=True)
+    (tmp_path / "engine" / "__init__.py").write_text("")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    # the package's __init__ hands out its service lazily; the service's part imports a sibling through the package
+    (pkg / "__init__.py").write_text("def __getattr__(name):\n    from engine.wb.service import S\n    return S\n")
+    (pkg / "service.py").write_text("from engine.wb.part import P\nS = P\n")
+    (pkg / "part.py").write_text("from engine.wb import views\nP = 1\n")
+    (pkg / "views.py").write_text("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n    from engine.wb.part import P\n")
+    (tmp_path / "app" / "window.py").write_text("from app import wire\n")
+    (tmp_path / "app" / "wire.py").write_text("def f():\n    from app.window import W\n")
+    graph = runtime_graph(tmp_path)
+    assert graph["engine.wb.views"] == set()  # type-only: not run
+    assert import_cycles(graph) == [["app.window", "app.wire"], ["engine.wb", "engine.wb.part", "engine.wb.service"]]
+    (pkg / "__init__.py").write_text('"""a package that imports nothing"""\n')
+    (tmp_path / "app" / "wire.py").write_text("")
+    assert import_cycles(runtime_graph(tmp_path)) == []
+
+
 def test_no_import_cycle_in_app_nor_widgets() -> None:
     """The window's wiring modules see it through app.window_base, not app.main_window (which imports them); a
     type-only import counts too."""

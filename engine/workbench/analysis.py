@@ -31,6 +31,7 @@ from engine.store import archive
 from engine.usage.costs import folder_cost, folder_records
 from engine.usage.tool_costs import ToolCosts, session_tool_costs
 from engine.workbench.core import WorkbenchCore
+from engine.workbench.document import OpenDocument
 from engine.workbench.events import DiffReady, ToolsReady
 
 TOP_RESULTS = 15
@@ -73,17 +74,19 @@ def compute_tools(folder: Path, top: int = TOP_RESULTS) -> tuple[Attribution, di
 
 
 class AnalysisPart:
-    """The analysis part of the service (see the module docstring; it needs only the core)."""
+    """The analysis part of the service (see the module docstring): the open document, the core's events and
+    tasks."""
 
-    def __init__(self, core: WorkbenchCore) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument) -> None:
         self.core = core
+        self.doc = doc
         self._tools_wanted: tuple[str, Path] | None = None  # the session to attribute next (the latest asked)
         self._tools_task: asyncio.Task[Any] | None = None
         self.tools_computed = 0  # attributions computed (coalescing, seen by the tests)
 
     def diff_calls(self, a: int, b: int) -> asyncio.Task[Any] | None:
         """Compute the context diff from call ``a`` to call ``b`` (1-based); sends DiffReady."""
-        session = self.core.session
+        session = self.doc.session
         if session is None:
             return None
         return self.core.tasks.spawn("diff", self._diff(session.id, session.path, a, b), replace=True)
@@ -94,13 +97,13 @@ class AnalysisPart:
         except CallRangeError as exc:
             self.core.notice("warning", str(exc))
             return
-        if self.core.session is not None and self.core.session.id == session_id:
+        if self.doc.session is not None and self.doc.session.id == session_id:
             self.core.emit(DiffReady(diff, session_id))
 
     def tool_attribution(self) -> asyncio.Task[Any] | None:
         """Compute the tokens and the cost by tool of the open session; sends ToolsReady. While one is computed,
         the request joins it: the task returned ends after an attribution of the state as it is now."""
-        session = self.core.session
+        session = self.doc.session
         if session is None:
             return None
         self._tools_wanted = (session.id, session.path)
@@ -114,7 +117,7 @@ class AnalysisPart:
             started = time.monotonic()
             result, where, costs = await asyncio.to_thread(compute_tools, folder)
             self.tools_computed += 1
-            if self.core.session is not None and self.core.session.id == session_id:
+            if self.doc.session is not None and self.doc.session.id == session_id:
                 self.core.emit(ToolsReady(result, where, session_id, costs))
             if self._tools_wanted is not None:  # the next one no sooner than its share of the time allows
                 took = time.monotonic() - started

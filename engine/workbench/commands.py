@@ -6,6 +6,8 @@ from engine.model.snapshot import ContextSnapshot
 from engine.model.snapshot import context_report as region_report
 from engine.workbench.compaction_ui import CompactionPart
 from engine.workbench.core import WorkbenchCore
+from engine.workbench.display import Display
+from engine.workbench.document import OpenDocument
 from engine.workbench.sessions import SessionsPart
 
 COMMANDS = ("compact", "new", "clear", "context")
@@ -19,13 +21,16 @@ def context_report(snap: ContextSnapshot | None) -> str:
 class CommandsPart:
     """The slash-command part of the service: the commands are the sessions' and the compaction's intents."""
 
-    def __init__(self, core: WorkbenchCore, sessions: SessionsPart, compaction: CompactionPart) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument, display: Display, sessions: SessionsPart,
+                 compaction: CompactionPart) -> None:
         self.core = core
+        self.doc = doc
+        self.display = display
         self.sessions = sessions
         self.compaction = compaction
 
     def run_command(self, name: str, arg: str = "") -> None:
-        if self.core.refuse_if_read_only("run_command", name):
+        if self.doc.refuses("run_command", name):
             return
         if name == "compact":
             self.compaction.start_preview(arg)
@@ -39,7 +44,7 @@ class CommandsPart:
             self.core.notice("error", f"unknown command /{name}")
 
     def context_report(self) -> str:
-        return context_report(self.core.next_snapshot())
+        return context_report(self.display.next_snapshot())
 
 
 __all__ = ["COMMANDS", "CommandsPart", "context_report"]

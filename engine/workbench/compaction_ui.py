@@ -12,6 +12,8 @@ from engine.model.events import AgentState
 from engine.store import archive
 from engine.store.session import SessionError
 from engine.workbench.core import WorkbenchCore, one_line
+from engine.workbench.display import Display
+from engine.workbench.document import OpenDocument
 from engine.workbench.events import (
     PreviewAfter,
     PreviewClosed,
@@ -25,13 +27,18 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from engine.context.compaction import CompactionPreview
+    from engine.workbench.runtime import LlmRuntime
 
 
 class CompactionPart:
-    """The compaction part of the service: it owns the open preview."""
+    """The compaction part of the service: it owns the open preview; it is given the events and tasks (core),
+    the open document, the runtime (a preview waits for litellm) and the display (the state after a restore)."""
 
-    def __init__(self, core: WorkbenchCore) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument, runtime: LlmRuntime, display: Display) -> None:
         self.core = core
+        self.doc = doc
+        self.runtime = runtime
+        self.display = display
         self.preview: CompactionPreview | None = None
 
     def close_preview(self) -> None:
@@ -43,19 +50,25 @@ class CompactionPart:
     def forget_preview(self) -> None:
         self.preview = None
 
+    def _running(self, task: str, what: str) -> bool:
+        """True (and a notice) when the task ``task`` runs: a second one is refused, not run beside it."""
+        if self.core.tasks.get(task) is None:
+            return False
+        self.core.notice("warning", f"{what} is running: wait for it to end")
+        return True
+
     # ------------------------------------------------------------------ /clear
 
     def clear_session(self) -> asyncio.Task[Any] | None:
         """/clear: every message leaves the context (archived first) and the summary is emptied; undoable."""
-        if self.core.refuse_if_read_only("clear_session"):
+        if self.doc.refuses("clear_session"):
             return None
-        if self.core.busy:
-            self.core.notice("warning", "a turn is running: stop it first")
+        if self.doc.refuses_busy("a turn is running: stop it first") or self._running("clear", "/clear"):
             return None
         return self.core.tasks.spawn("clear", self._clear())
 
     async def _clear(self) -> None:
-        agent, session = self.core.agent, self.core.session
+        agent, session = self.doc.agent, self.doc.session
         if agent is None or session is None:
             return
         if not session.messages and not session.summary:
@@ -66,12 +79,12 @@ class CompactionPart:
     # ------------------------------------------------------------------ preview
 
     def start_preview(self, instruction: str = "") -> bool:
-        if self.core.refuse_if_read_only("start_preview"):
+        if self.doc.refuses("start_preview"):
             return False
-        if self.core.session is None or self.core.agent is None:
+        if self.doc.session is None or self.doc.agent is None:
             self.core.notice("warning", "no session is open")
             return False
-        if self.core.busy:
+        if self.doc.busy:
             self.core.notice("warning", "a turn is running: wait for it or press Stop, then compact")
             return False
         self.preview = None
@@ -80,9 +93,9 @@ class CompactionPart:
         return True
 
     def regenerate_preview(self, instruction: str = "") -> None:
-        if self.core.refuse_if_read_only("regenerate_preview"):
+        if self.doc.refuses("regenerate_preview"):
             return
-        if self.core.session is None or self.core.busy:
+        if self.doc.session is None or self.doc.busy:
             self.core.emit(PreviewFailed("a turn is running: wait for it, then regenerate"))
             return
         self._start_preview_task(instruction)
@@ -92,7 +105,7 @@ class CompactionPart:
 
     async def _make_preview(self, instruction: str) -> None:
         """The plan and the digest at once (PreviewReady), then the model's part (PreviewSummary)."""
-        agent = self.core.agent
+        agent = self.doc.agent
         if agent is None:
             return
         self.core.set_state(AgentState.COMPACTING)
@@ -102,7 +115,7 @@ class CompactionPart:
             self.preview = quick
             self.core.emit(PreviewReady(quick))
             if getattr(quick.summary, "model_pending", False):
-                await self.core.await_llm()
+                await self.runtime.await_llm()
                 self.core.set_state(AgentState.COMPACTING)
                 full = await agent.compactor.complete_preview(quick)
                 if self.preview is quick:  # not applied or discarded meanwhile
@@ -117,7 +130,7 @@ class CompactionPart:
             self.core.emit(PreviewFailed(f"the preview failed: {type(exc).__name__}: {one_line(str(exc))}"))
             return
         finally:
-            if not self.core.busy:
+            if not self.doc.busy:
                 self.core.set_state(AgentState.IDLE)
 
     def cancel_preview(self) -> None:
@@ -130,20 +143,23 @@ class CompactionPart:
 
     def edit_preview(self, summary: str) -> None:
         """The user edited the summary: the "after" bar with that text."""
-        if self.preview is None or self.core.agent is None:
+        if self.preview is None or self.doc.agent is None:
             return
-        self.core.emit(PreviewAfter(self.core.agent.compactor.snapshot(self.preview.plan.keep, summary)))
+        self.core.emit(PreviewAfter(self.doc.agent.compactor.snapshot(self.preview.plan.keep, summary)))
 
     # ------------------------------------------------------------------ apply and undo
 
     def apply_preview(self, summary: str | None = None) -> asyncio.Task[Any] | None:
-        if self.core.refuse_if_read_only("apply_preview"):
+        if self.doc.refuses("apply_preview"):
             return None
         if self.preview is None:
             self.core.emit(PreviewFailed("there is no preview to apply (it is still being made, or was discarded)"))
             return None
-        if self.core.busy:
+        if self.doc.busy:
             self.core.emit(PreviewFailed("a turn is running: wait for it, then apply"))
+            return None
+        if self.core.tasks.get("apply") is not None:  # a second apply is refused, not run beside the first
+            self.core.emit(PreviewFailed("a compaction is being applied: wait for it, then apply"))
             return None
         preview_ = self.preview
         self.preview = None  # a model still writing for it stops quietly (its text is not needed)
@@ -153,7 +169,7 @@ class CompactionPart:
     async def _apply(self, preview_: Any, summary: str | None) -> None:
         from engine.context.plan import CompactionError
 
-        agent = self.core.agent
+        agent = self.doc.agent
         if agent is None:
             return
         text = None if summary is None or summary == preview_.summary.text else summary
@@ -167,10 +183,10 @@ class CompactionPart:
         self.core.emit(PreviewClosed())
 
     def undo_compaction(self, marker_id: str | None = None) -> asyncio.Task[Any] | None:
-        if self.core.refuse_if_read_only("undo_compaction"):
+        if self.doc.refuses("undo_compaction"):
             return None
-        session = self.core.session
-        if session is None or self.core.agent is None:
+        session = self.doc.session
+        if session is None or self.doc.agent is None:
             return None
         stack = session.undo_stack()
         if not stack:
@@ -179,35 +195,34 @@ class CompactionPart:
         if marker_id is not None and marker_id != stack[-1]:
             self.core.notice("warning", "only the latest compaction can be undone; undo the later ones first")
             return None
-        if self.core.busy:
-            self.core.notice("warning", "a turn is running: stop it first, then undo")
+        if self.doc.refuses_busy("a turn is running: stop it first, then undo") or self._running("undo", "an undo"):
             return None
         return self.core.tasks.spawn("undo", self._undo())
 
     async def _undo(self) -> None:
         from engine.context.plan import CompactionError
 
-        if self.core.agent is None:
+        if self.doc.agent is None:
             return
         try:
-            await self.core.agent.compactor.undo()
+            await self.doc.agent.compactor.undo()
         except CompactionError as exc:
             self.core.notice("error", f"undo failed: {exc}")
 
     # ------------------------------------------------------------------ restore from the archive
 
     def restore_messages(self, ids: list[str]) -> asyncio.Task[Any] | None:
-        if self.core.refuse_if_read_only("restore_messages"):
+        if self.doc.refuses("restore_messages"):
             return None
-        if self.core.session is None or not ids:
+        if self.doc.session is None or not ids:
             return None
-        if self.core.busy:
-            self.core.notice("warning", "a turn is running: stop it first, then restore")
+        if (self.doc.refuses_busy("a turn is running: stop it first, then restore")
+                or self._running("restore", "a restore")):
             return None
         return self.core.tasks.spawn("restore", self._restore(list(ids)))
 
     async def _restore(self, ids: list[str]) -> None:
-        agent, session = self.core.agent, self.core.session
+        agent, session = self.doc.agent, self.doc.session
         if agent is None or session is None:
             return
         async with agent.compactor.lock:
@@ -220,7 +235,7 @@ class CompactionPart:
             self.core.notice("info", f"restored {len(restored)} message(s) into the context")
         else:
             self.core.notice("info", "those messages are already in the context")
-        self.core.emit_state()
+        self.display.emit_state()
 
 
 __all__ = ["CompactionPart"]

@@ -12,6 +12,7 @@ from engine.context.conversation import Session
 from engine.model.messages import Message
 from engine.store import archive
 from engine.workbench.core import WorkbenchCore
+from engine.workbench.document import OpenDocument
 from engine.workbench.events import ArchiveHits, ArchiveMessages, FileLoaded
 
 OFFLOAD_PATH = re.compile(r"^tool_results/[0-9a-f]{32}\.txt$")
@@ -59,14 +60,15 @@ def archive_hits(session_path: Path, query: str) -> list[dict[str, Any]]:
 
 
 class InspectorPart:
-    """The inspector part of the service (reads of the open session: it needs only the core)."""
+    """The inspector part of the service (reads of the open session: the open document, and the core's events)."""
 
-    def __init__(self, core: WorkbenchCore) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument) -> None:
         self.core = core
+        self.doc = doc
 
     def read_offloaded(self, path: str) -> None:
         """Read an offloaded tool result (only ``tool_results/<hex>.txt`` of the open session)."""
-        session = self.core.session
+        session = self.doc.session
         if session is None:
             return
         try:
@@ -77,7 +79,7 @@ class InspectorPart:
         self.core.emit(FileLoaded(rel, text))
 
     def load_archive_day(self, day: str) -> None:
-        session = self.core.session
+        session = self.doc.session
         if session is None:
             return
         problems: list[str] = []
@@ -91,7 +93,7 @@ class InspectorPart:
             self.core.notice("warning", f"archive: {p}")
 
     def search_archive(self, query: str) -> None:
-        session = self.core.session
+        session = self.doc.session
         if session is None:
             return
         try:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from engine.store.config import Settings, save_settings
 from engine.workbench.core import WorkbenchCore, one_line
+from engine.workbench.display import Display
+from engine.workbench.document import OpenDocument
 from engine.workbench.events import SettingsChanged
+from engine.workbench.runtime import LlmRuntime
 
 WINDOW_SOURCES = {
     "override": "set here",
@@ -32,10 +35,14 @@ def api_key_status(settings: Settings) -> str:
 
 
 class KeysPart:
-    """The settings part of the service (it needs only the core, whose settings it replaces)."""
+    """The settings part of the service: it replaces the core's settings, and builds the open document's agent
+    again with them (the runtime says when it is stale; the display shows the state after)."""
 
-    def __init__(self, core: WorkbenchCore) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument, runtime: LlmRuntime, display: Display) -> None:
         self.core = core
+        self.doc = doc
+        self.runtime = runtime
+        self.display = display
 
     def apply_settings(self, settings: Settings) -> bool:
         """Save and use ``settings``; False (and a notice) when they cannot be saved."""
@@ -46,12 +53,12 @@ class KeysPart:
             return False
         self.core.settings = settings
         self.core.emit(SettingsChanged(settings))
-        if self.core.session is not None and not self.core.session.closed:
-            if self.core.busy:
-                self.core.agent_stale = True  # used from the next turn on
+        if self.doc.session is not None and not self.doc.session.closed:
+            if self.doc.busy:
+                self.runtime.agent_stale = True  # used from the next turn on
             else:
-                self.core.make_agent()
-                self.core.emit_state()
+                self.doc.make_agent()
+                self.display.emit_state()
         return True
 
     def api_key_status(self) -> str:
@@ -67,8 +74,8 @@ class KeysPart:
             self.core.notice("error", f"the API key was not stored: {exc}")
             return False
         self.core.notice("info", f"the API key for {provider} is stored in the OS keyring")
-        if self.core.session is not None and not self.core.busy:
-            self.core.make_agent()
+        if self.doc.session is not None and not self.doc.busy:
+            self.doc.make_agent()
         return True
 
     def forget_api_key(self) -> bool:
@@ -81,7 +88,7 @@ class KeysPart:
         return removed
 
     def window_description(self) -> str:
-        agent = self.core.agent
+        agent = self.doc.agent
         if agent is None:
             return ""
         w = agent.window

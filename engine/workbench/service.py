@@ -7,14 +7,17 @@ everything; asks tool approvals through futures (:class:`engine.workbench.approv
 and sends typed events (:mod:`engine.workbench.events`, plus the engine's own) to its listeners.
 It runs on any asyncio loop (a plain one in tests and the CLI, qasync's in the app).
 
-The service is made of parts it holds, each with the state it owns and what it needs passed in: the
-shared :class:`engine.workbench.core.WorkbenchCore` (settings, store, open session or view, agent,
-tasks, approvals, throttle, listeners, the read-only policy) and the parts on it — ``compaction``
-(the open preview), ``sessions`` (needs compaction), ``turns``, ``commands`` (sessions, compaction),
-``sources`` (sessions, compaction; the scan's and the follow loop's state), ``inspector``,
-``analysis``, ``keys``. :class:`Workbench` is the one entry point the Qt bridge and the CLI use: each
-intent below is a method here that hands over to the one part that does it. Whatever would change a
-read-only view asks the one policy (:mod:`engine.workbench.policy`).
+The service is made of parts it holds, each with the state it owns and the objects it uses passed in:
+the shared :class:`engine.workbench.core.WorkbenchCore` (settings, store, listeners, tasks, approvals,
+the agent's state), the open document (:class:`engine.workbench.document.OpenDocument`: the open
+session or view and its agent, the only way to open, replace or close them, the read-only and busy
+guards), the LLM runtime (:class:`engine.workbench.runtime.LlmRuntime`), the display
+(:class:`engine.workbench.display.Display`: snapshots, the context state, the throttle), and the parts
+on them — ``compaction`` (the open preview), ``sessions`` (needs compaction), ``turns``, ``commands``
+(sessions, compaction), ``sources`` (sessions, compaction; the scan's and the follow loop's state),
+``inspector``, ``analysis``, ``keys``, ``usage``. :class:`Workbench` is the one entry point the Qt
+bridge and the CLI use: each intent below is a method here that hands over to the one part that does
+it. Whatever would change a read-only view asks the one policy (:mod:`engine.workbench.policy`).
 
 Intents: start(), list_sessions(), new_session(), open_session(id), rename_session(id, title),
 delete_session(id), import_transcript(path), send(text), stop(), answer_approval(id, allowed),
@@ -39,8 +42,11 @@ from engine.workbench.analysis import AnalysisPart
 from engine.workbench.commands import CommandsPart
 from engine.workbench.compaction_ui import CompactionPart
 from engine.workbench.core import Listener, WorkbenchCore
+from engine.workbench.display import Display
+from engine.workbench.document import OpenDocument
 from engine.workbench.inspector import InspectorPart
 from engine.workbench.keys import KeysPart
+from engine.workbench.runtime import LlmRuntime
 from engine.workbench.sessions import SessionsPart
 from engine.workbench.sources import SCAN_INTERVAL, SourcesPart
 from engine.workbench.throttle import SNAPSHOT_INTERVAL_S, Throttle
@@ -69,21 +75,34 @@ class Workbench:
         listener: Listener | None = None,
         snapshot_interval: float = SNAPSHOT_INTERVAL_S,
     ) -> None:
-        core = WorkbenchCore(
-            settings, store=store, workspace=workspace, listener=listener, snapshot_interval=snapshot_interval
-        )
+        core = WorkbenchCore(settings, store=store, listener=listener)
         self.core = core
-        self.compaction = CompactionPart(core)
-        self.sessions = SessionsPart(core, self.compaction)
-        self.turns = TurnsPart(core)
-        self.commands = CommandsPart(core, self.sessions, self.compaction)
-        self.sources = SourcesPart(core, self.sessions, self.compaction)
-        self.inspector = InspectorPart(core)
-        self.analysis = AnalysisPart(core)
-        self.keys = KeysPart(core)
-        self.usage = UsagePart(core.tasks, core.emit, lambda: core.settings)  # the Usage view's queries
-        core.on_engine_event = self.turns.on_engine_event
-        core.llm_ready_hooks.append(self.sources.reread_observed_view)
+        self.runtime = LlmRuntime(core.current_settings, core.tasks, core.emit, core.notice, core.set_state,
+                                  workspace=workspace)
+        self.doc = OpenDocument(
+            core.tasks,
+            lambda session: self.runtime.agent_for(session, core.approvals.ask, self.turns.on_engine_event),
+            core.warn,
+        )
+        self.display = Display(self.doc, core.current_settings, core.emit, snapshot_interval)
+        doc, runtime, display = self.doc, self.runtime, self.display
+        self.compaction = CompactionPart(core, doc, runtime, display)
+        self.sessions = SessionsPart(core, doc, runtime, display, self.compaction)
+        self.turns = TurnsPart(core, doc, runtime, display, self.sessions.relist)
+        self.commands = CommandsPart(core, doc, display, self.sessions, self.compaction)
+        self.sources = SourcesPart(core, doc, runtime, display, self.sessions, self.compaction)
+        self.inspector = InspectorPart(core, doc)
+        self.analysis = AnalysisPart(core, doc)
+        self.keys = KeysPart(core, doc, runtime, display)
+        self.usage = UsagePart(core.tasks, core.emit, core.current_settings)  # the Usage view's queries
+        runtime.ready_hooks += [self._on_llm_ready, self.sources.reread_observed_view]
+
+    def _on_llm_ready(self) -> None:
+        """litellm is loaded: the open session's window (looked up while it was loading) is known now."""
+        if self.doc.session is not None and not self.doc.busy:
+            if self.runtime.needs_llm_for_window():
+                self.doc.make_agent()
+            self.display.emit_state()  # windows looked up while litellm was loading were provisional
 
     # ------------------------------------------------------------------ state (the core's)
 
@@ -97,16 +116,16 @@ class Workbench:
 
     @property
     def session(self) -> Session | None:
-        return self.core.session
+        return self.doc.session
 
     @property
     def agent(self) -> Agent | None:
-        return self.core.agent
+        return self.doc.agent
 
     @property
     def view(self) -> SourceView | None:
         """The read-only view open now, if any."""
-        return self.core.view
+        return self.doc.view
 
     @property
     def tasks(self) -> TaskGroup:
@@ -114,11 +133,11 @@ class Workbench:
 
     @property
     def throttle(self) -> Throttle:
-        return self.core.throttle
+        return self.display.throttle
 
     @property
     def busy(self) -> bool:
-        return self.core.busy
+        return self.doc.busy
 
     @property
     def state(self) -> str:
@@ -126,7 +145,7 @@ class Workbench:
 
     @property
     def llm_ready(self) -> bool:
-        return self.core.llm_ready
+        return self.runtime.llm_ready
 
     @property
     def preview(self) -> CompactionPreview | None:
@@ -140,13 +159,13 @@ class Workbench:
         return self.core.task(name)
 
     def warm_up(self) -> asyncio.Task[Any]:
-        return self.core.warm_up()
+        return self.runtime.warm_up()
 
     def workspace(self) -> Path:
-        return self.core.workspace()
+        return self.runtime.workspace()
 
     def next_snapshot(self) -> ContextSnapshot | None:
-        return self.core.next_snapshot()
+        return self.display.next_snapshot()
 
     # ------------------------------------------------------------------ sessions
 
@@ -292,7 +311,14 @@ class Workbench:
 
     async def shutdown(self) -> None:
         """Cancel everything and close the session (the window is closing)."""
-        await self.core.shutdown()
+        self.display.throttle.cancel()
+        await self.core.tasks.close()
+        self.core.approvals.withdraw()
+        view = self.doc.close()
+        if view is not None:
+            from engine.workbench.source_views import remove_view
+
+            remove_view(view.root)
 
 
 __all__ = ["Workbench"]

@@ -11,19 +11,26 @@ from engine.context.conversation import Session
 from engine.store.session import SessionError
 from engine.workbench import source_views as sv
 from engine.workbench.compaction_ui import CompactionPart
-from engine.workbench.core import TurnBuffer, WorkbenchCore, one_line
+from engine.workbench.core import WorkbenchCore, one_line
+from engine.workbench.display import Display, TurnBuffer
+from engine.workbench.document import OpenDocument, open_session_folder
 from engine.workbench.events import FollowChanged, SessionLoaded, SessionsListed
+from engine.workbench.runtime import LlmRuntime
 from engine.workbench.views import SessionView, session_dict, session_view, shown_as_view
 
 RUNNING_ON_A_SESSION = ("turn", "preview", "apply", "clear", "undo", "restore")  # what leaving a session stops
 
 
 class SessionsPart:
-    """The session part of the service: it needs the core and the compaction part (a preview ends
-    with its session)."""
+    """The session part of the service: the core (events, tasks, store), the open document it opens and closes,
+    the runtime (the estimator), the display and the compaction part (a preview ends with its session)."""
 
-    def __init__(self, core: WorkbenchCore, compaction: CompactionPart) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument, runtime: LlmRuntime, display: Display,
+                 compaction: CompactionPart) -> None:
         self.core = core
+        self.doc = doc
+        self.runtime = runtime
+        self.display = display
         self.compaction = compaction
 
     def start(self) -> None:
@@ -40,10 +47,16 @@ class SessionsPart:
         from engine.llm import client as llm
 
         llm.never_wait_on_this_thread()  # the window's model-info lookups never import litellm here
-        core.warm_up()
+        self.runtime.warm_up()
 
     def list_sessions(self) -> list[dict[str, Any]]:
         infos = [session_dict(i) for i in self.core.store.list()]
+        self.core.emit(SessionsListed(infos))
+        return infos
+
+    async def relist(self) -> list[dict[str, Any]]:
+        """:meth:`list_sessions` from a task: the store is read in a worker thread, off the event loop."""
+        infos = [session_dict(i) for i in await asyncio.to_thread(self.core.store.list)]
         self.core.emit(SessionsListed(infos))
         return infos
 
@@ -51,41 +64,32 @@ class SessionsPart:
         return self.core.tasks.spawn("open", self._new_session(), replace=True)
 
     async def _new_session(self) -> None:
-        core = self.core
         await self.leave()
-        await core.prepare_counting()
-        session = core.store.create("New session", estimator=core.estimator())
+        await self.runtime.prepare_counting()
+        session = self.core.store.create("New session", estimator=self.runtime.estimator())
         session.lock()
         self.load(session)
-        self.list_sessions()
+        await self.relist()
 
     def open_session(self, session_id: str) -> asyncio.Task[Any] | None:
-        session = self.core.session
+        session = self.doc.session
         if session is not None and session.id == session_id and not session.closed:
             return None
         return self.core.tasks.spawn("open", self.reopen(session_id), replace=True)
 
     async def reopen(self, session_id: str) -> None:
         """Leave what is open and open the session ``session_id`` (a notice when it cannot be)."""
-        core = self.core
+        core, runtime = self.core, self.runtime
         await self.leave()
-        await core.prepare_counting()
+        await runtime.prepare_counting()
         try:
-            session = core.store.open(
-                session_id, estimator=core.estimator(), retention_days=core.settings.offload_retention_days
+            session = open_session_folder(
+                session_id, runtime.estimator(), store=core.store, imported=runtime.estimator(imported=True),
+                retention_days=core.settings.offload_retention_days, lock=True,
             )
-            if session.meta.get("import"):  # another agent's session: counted as its import counted it
-                session.set_estimator(core.estimator(imported=True))
         except (SessionError, OSError) as exc:
             core.notice("error", f"cannot open session {session_id}: {one_line(str(exc))}")
-            self.list_sessions()
-            return
-        try:
-            session.lock()  # one writer per folder: another app or `ctxbench run` may hold it
-        except (SessionError, OSError) as exc:
-            session.close()
-            core.notice("error", f"cannot open session {session_id}: {one_line(str(exc))}")
-            self.list_sessions()
+            await self.relist()
             return
         self.load(session)
 
@@ -97,18 +101,19 @@ class SessionsPart:
         self.list_sessions()
 
     def delete_session(self, session_id: str) -> asyncio.Task[Any]:
-        return self.core.tasks.spawn("delete", self._delete_session(session_id))
+        """Delete it (after a deletion asked for before, if one runs)."""
+        return self.core.tasks.spawn("delete", self._delete_session(session_id), queue=True)
 
     async def _delete_session(self, session_id: str) -> None:
         core = self.core
-        current = core.session is not None and core.session.id == session_id
+        current = self.doc.session is not None and self.doc.session.id == session_id
         if current:
             await self.leave()
         try:
             core.store.delete(session_id)
         except (SessionError, OSError) as exc:
             core.notice("error", f"cannot delete session {session_id}: {one_line(str(exc))}")
-        infos = self.list_sessions()
+        infos = await self.relist()
         if current:
             if infos:
                 await self.reopen(infos[0]["id"])
@@ -116,7 +121,8 @@ class SessionsPart:
                 await self._new_session()
 
     def import_transcript(self, path: str | Path) -> asyncio.Task[Any]:
-        return self.core.tasks.spawn("import", self.import_and_open(Path(path)))
+        """Import and open it (after an import asked for before, if one runs)."""
+        return self.core.tasks.spawn("import", self.import_and_open(Path(path)), queue=True)
 
     async def import_and_open(self, path: Path) -> None:
         """Import the transcript (or agent session) at ``path`` as a session and open it."""
@@ -125,7 +131,7 @@ class SessionsPart:
         from engine.transcript import TranscriptError
 
         core = self.core
-        model_info = core.model_info()
+        model_info = self.runtime.model_info()
         core.emit(StateChanged(AgentState.IMPORTING))
         try:
             # the window override is the running model's: the imported run is drawn against its own model
@@ -138,49 +144,48 @@ class SessionsPart:
             core.emit(StateChanged(core.state))
             return
         core.emit(StateChanged(core.state))
-        self.list_sessions()
+        await self.relist()
         await self.reopen(report.session_id)
         core.notice("info", report.describe())
 
-    async def leave(self) -> None:
-        """Stop what runs on the open session (a view: its follow loop first) and close it; a view's
-        folder is removed."""
+    async def leave(self, keep_view: bool = False) -> None:
+        """Stop what runs on the open session (a view: its follow loop first) and close it; a view's folder is
+        removed (``keep_view``: not, and the view is not said to be left — a subagent view opened in it)."""
         core = self.core
         await core.tasks.cancel_and_wait("follow")
         await core.tasks.cancel_and_wait(*RUNNING_ON_A_SESSION)
         core.approvals.withdraw()
         self.compaction.close_preview()
-        if core.session is not None:
-            core.session.close()
-        core.session = None
-        core.agent = None
-        view, core.view = core.view, None
-        if view is not None:
+        view = self.doc.close()
+        if view is not None and not keep_view:
             if view.tail is not None:
                 core.emit(FollowChanged(False, "", False))
             await asyncio.to_thread(sv.remove_view, view.root)
 
-    def load(self, session: Session) -> None:
-        """Make ``session`` the open one (a view: :attr:`WorkbenchCore.view` is set first) and show it."""
-        core = self.core
-        core.session = session
+    def load(self, session: Session, view: sv.SourceView | None = None) -> None:
+        """Make ``session`` the open one (``view``: read-only, another agent's session) and show it. When two
+        opens raced (an import's and a click's), the later one takes the place of the one that came first."""
+        if self.doc.session is not None:
+            left = self.doc.close()
+            if left is not None and left.root is not None and (view is None or view.root != left.root):
+                sv.remove_view(left.root)
         self.compaction.forget_preview()
-        core.turn = TurnBuffer()
-        core.make_agent()
-        view = self.session_view()
-        core.emit(SessionLoaded(view))
-        if view.problems:
-            core.notice("warning", f"The session “{session.title}” was repaired when it was opened:\n{view.problems}")
+        self.display.turn = TurnBuffer()
+        self.doc.open(session, view)
+        shown = self.session_view()
+        self.core.emit(SessionLoaded(shown))
+        if shown.problems:
+            self.core.notice("warning",
+                             f"The session “{session.title}” was repaired when it was opened:\n{shown.problems}")
 
     def session_view(self) -> SessionView:
         """Everything the window shows of the open session (a view: read-only, with its source)."""
-        core = self.core
-        session = core.session
+        session, view = self.doc.session, self.doc.view
         assert session is not None
-        state = core.state_now()
-        core.live_ids = list(state.live_ids)
-        out = session_view(session, state, core.settings.model)
-        return out if core.view is None else shown_as_view(core.view, out)
+        state = self.display.state_now()
+        self.display.live_ids = list(state.live_ids)
+        out = session_view(session, state, self.core.settings.model)
+        return out if view is None else shown_as_view(view, out)
 
 
 __all__ = ["RUNNING_ON_A_SESSION", "SessionsPart"]

@@ -49,6 +49,8 @@ from engine.usage.costs import priced_record
 from engine.workbench import source_views as sv
 from engine.workbench.compaction_ui import CompactionPart
 from engine.workbench.core import WorkbenchCore, one_line
+from engine.workbench.display import Display
+from engine.workbench.document import OpenDocument
 from engine.workbench.events import (
     CallRecorded,
     CallUpdated,
@@ -64,6 +66,7 @@ from engine.workbench.events import (
 )
 from engine.workbench.imported import import_facts
 from engine.workbench.policy import READ_ONLY
+from engine.workbench.runtime import LlmRuntime
 from engine.workbench.sessions import SessionsPart
 from engine.workbench.views import markers
 
@@ -92,13 +95,17 @@ def problem_dict(problem: Any) -> dict[str, Any]:
 
 
 class SourcesPart:
-    """The sources part of the service (see the module docstring): it needs the core (which holds the
-    open view, :attr:`WorkbenchCore.view`), the sessions part (a view is opened, loaded and left as a
-    session is) and the compaction part (Continue may open the preview). It owns the scan's and the
-    follow loop's state."""
+    """The sources part of the service (see the module docstring): it is given the core (events, tasks), the
+    open document (which holds the open view, :attr:`OpenDocument.view`), the runtime (the model's info, the
+    estimator), the display, the sessions part (a view is opened, loaded and left as a session is) and the
+    compaction part (Continue may open the preview). It owns the scan's and the follow loop's state."""
 
-    def __init__(self, core: WorkbenchCore, sessions: SessionsPart, compaction: CompactionPart) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument, runtime: LlmRuntime, display: Display,
+                 sessions: SessionsPart, compaction: CompactionPart) -> None:
         self.core = core
+        self.doc = doc
+        self.runtime = runtime
+        self.display = display
         self.sessions = sessions
         self.compaction = compaction
         self._views_cleaned = False
@@ -107,8 +114,8 @@ class SourcesPart:
     def reread_observed_view(self) -> None:
         """A view opened before litellm was loaded whose file names no window (SWE-agent, OpenHands)
         settled on the window it observed: read it again now that the model's window can be looked up."""
-        view, session = self.core.view, self.core.session
-        if not self.core.llm_ready or view is None or view.root is None or view.subagent or not view.source:
+        view, session = self.doc.view, self.doc.session
+        if not self.runtime.llm_ready or view is None or view.root is None or view.subagent or not view.source:
             return
         imported = session.meta.get("import") if session is not None else None
         if isinstance(imported, dict) and imported.get("window_source") == "observed":
@@ -118,7 +125,7 @@ class SourcesPart:
         """A file watcher (the window's QFileSystemWatcher) saw ``path`` change: when it is the
         followed file, look now instead of at the next poll (polling stays as the fallback for
         file systems that send no notifications)."""
-        view = self.core.view
+        view = self.doc.view
         if view is not None and view.live_source is not None and path == view.source:
             if self._wake is None:
                 self._wake = asyncio.Event()  # before the follow loop's first wait: it sees it set
@@ -127,7 +134,7 @@ class SourcesPart:
     def remove_stale_views(self) -> None:
         """The view folders a crash left behind are removed (in a worker thread; at start-up)."""
         self._views_cleaned = True
-        self.core.tasks.spawn("views-cleanup", asyncio.to_thread(sv.remove_stale_views, sv.views_root()))
+        self.core.tasks.spawn("views-cleanup", asyncio.to_thread(sv.remove_stale_views, sv.views_root()), queue=True)
 
     # ------------------------------------------------------------------ scanning
 
@@ -162,7 +169,7 @@ class SourcesPart:
 
     async def _open_source(self, path: Path) -> None:
         await self.sessions.leave()
-        await self.core.prepare_counting()
+        await self.runtime.prepare_counting()
         root = sv.views_root()
         if not self._views_cleaned:
             self._views_cleaned = True
@@ -176,19 +183,19 @@ class SourcesPart:
             if fmt == "claude-code" and path.stat().st_size > sv.PROGRESSIVE_BYTES:
                 await self._first_screen(path, root, prefix)
             if fmt in sv.LIVE_FORMATS:  # read once through the format's incremental reader, then what is appended
-                live = sv.LiveSource(path, fmt, prefix, self.core.settings, self.core.model_info())
+                live = sv.LiveSource(path, fmt, prefix, self.core.settings, self.runtime.model_info())
                 await asyncio.to_thread(live.open, folder)
             else:
                 fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.core.settings,
-                                          self.core.model_info())
-            session = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
+                                          self.runtime.model_info())
+            session = await asyncio.to_thread(Session.load, folder, estimator=self.runtime.estimator(imported=True))
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
             log.warning("opening %s failed", path, exc_info=exc)
             sv.remove_view(folder)
             self.core.emit(StateChanged(self.core.state))
             self.core.notice("error", f"cannot open {path.name}: {one_line(str(exc))}")
             return
-        if self.core.view is not None:  # the first screen of a large file: the whole view takes its place
+        if self.doc.view is not None:  # the first screen of a large file: the whole view takes its place
             await self.sessions.leave()
         self.core.emit(StateChanged(self.core.state))
         view = sv.SourceView(folder, folder, str(path), fmt, prefix, live.tail if live else None,
@@ -204,8 +211,8 @@ class SourcesPart:
         folder = sv.new_view_folder(root)
         try:
             made = await asyncio.to_thread(sv.preview_view, path, folder, prefix, self.core.settings,
-                                           self.core.model_info())
-            session = (await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
+                                           self.runtime.model_info())
+            session = (await asyncio.to_thread(Session.load, folder, estimator=self.runtime.estimator(imported=True))
                        if made else None)
         except Exception:  # the first screen is a courtesy: the whole read below says what is wrong, if anything
             log.info("first screen of %s not made", path, exc_info=True)
@@ -219,8 +226,7 @@ class SourcesPart:
         await asyncio.sleep(0)  # let the window paint it
 
     def _show_view(self, view: sv.SourceView, session: Session) -> None:
-        self.core.view = view
-        self.sessions.load(session)
+        self.sessions.load(session, view)
 
     # ------------------------------------------------------------------ following
 
@@ -234,7 +240,7 @@ class SourcesPart:
         last = 0.0
         failing = ""  # the last poll's error ("" when it read well): said once, polls back off, then one rewrite
         interval = FOLLOW_INTERVAL
-        while self.core.view is view:
+        while self.doc.view is view:
             try:
                 if failing:  # backing off: a file growing line after line does not wake the loop sooner
                     await asyncio.sleep(interval)
@@ -256,7 +262,7 @@ class SourcesPart:
                     self.core.notice("warning", f"following {Path(view.source).name}: {reason}")
                 failing, interval = reason, min(interval * 2, FAILING_INTERVAL)
                 continue
-            if self.core.view is not view or self.core.session is None:
+            if self.doc.view is not view or self.doc.session is None:
                 return
             if (gone := live.notice()) is not None:  # deleted, damaged, locked for long: said once
                 self.core.notice("warning", f"following {shown_path(Path(view.source).name)}: {gone}; the view "
@@ -275,14 +281,14 @@ class SourcesPart:
     def _apply_followed(self, view: sv.SourceView, plan: Any) -> None:
         """Write what the file gained into the open view and tell the window only that (see the module
         docstring): no re-import, no reload."""
-        session, live = self.core.session, view.live_source
+        session, live = self.doc.session, view.live_source
         assert session is not None and live is not None
         try:
             live.importer.apply(session, plan)
         except (SessionError, OSError) as exc:
             self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
-        state = self.core.state_now()
+        state = self.display.state_now()
         if plan.replaced:
             self.core.emit(MessagesRetracted([str(m.get("id")) for m in plan.replaced]))
         for msg in [*plan.replaced, *plan.added]:
@@ -321,22 +327,21 @@ class SourcesPart:
             sv.remove_folder(fresh)
             self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
-        if self.core.view is not view or self.core.session is None:
+        if self.doc.view is not view or self.doc.session is None:
             sv.remove_folder(fresh)
             return
         old = sv.swap_folders(stable, fresh)  # the view keeps its path (the inspector, Export use it)
         try:
-            session = await asyncio.to_thread(Session.load, stable, estimator=self.core.estimator(imported=True))
+            session = await asyncio.to_thread(Session.load, stable, estimator=self.runtime.estimator(imported=True))
         except (SessionError, OSError) as exc:
             self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return
         finally:
             await asyncio.to_thread(sv.remove_folder, old)
-        if self.core.view is not view or self.core.session is None:
+        if self.doc.view is not view or self.doc.session is None:
             session.close()
             return
-        old_session, self.core.session = self.core.session, session
-        self.core.make_agent()
+        old_session = self.doc.replace(session)
         out = self.sessions.session_view()
         old_session.close()
         self.core.emit(SessionLoaded(out))
@@ -346,20 +351,21 @@ class SourcesPart:
     def continue_source(self, path: str | Path | None = None) -> asyncio.Task[Any] | None:
         """Fork ``path`` (default: the open view's file) into a normal ctxbench session (see the module
         docstring)."""
-        view = self.core.view
+        view = self.doc.view
         if path is None and (view is None or not view.source):
             self.core.notice("warning", "no agent session is open to continue")
             return None
-        return self.core.tasks.spawn("import", self._continue(Path(path or view.source)))  # type: ignore[union-attr]
+        return self.core.tasks.spawn("import", self._continue(Path(path or view.source)),  # type: ignore[union-attr]
+                                     queue=True)
 
     async def _continue(self, path: Path) -> None:
         await self.sessions.import_and_open(path)
-        if self.core.view is None and self.core.session is not None:
+        if self.doc.view is None and self.doc.session is not None:
             self.offer_compaction()
 
     def offer_compaction(self) -> bool:
         """Open the compaction preview when the next request is over the configured model's window."""
-        snap, agent = self.core.next_snapshot(), self.core.agent
+        snap, agent = self.display.next_snapshot(), self.doc.agent
         if snap is None or agent is None:
             return False
         window = agent.window.context_window
@@ -371,7 +377,7 @@ class SourcesPart:
 
     def open_subagent(self, rel: str) -> asyncio.Task[Any] | None:
         """Open the subagent session ``rel`` (``subagents/<id>``) of the open session, read-only."""
-        session = self.core.session
+        session = self.doc.session
         if session is None or not rel or ".." in Path(rel).parts or Path(rel).is_absolute():
             self.core.notice("warning", f"no subagent session {rel!r} here")
             return None
@@ -382,7 +388,7 @@ class SourcesPart:
         return self.core.tasks.spawn("open", self._open_subagent(folder, rel), replace=True)
 
     async def _open_subagent(self, folder: Path, rel: str) -> None:
-        old, session = self.core.view, self.core.session
+        old, session = self.doc.view, self.doc.session
         assert session is not None
         if old is not None and old.source and not old.subagent:
             parent: dict[str, Any] = {"kind": "source", "path": old.source, "title": old.title or session.title}
@@ -392,10 +398,9 @@ class SourcesPart:
             parent = {"kind": "session", "id": session.id, "title": session.title}
         source = sv.subagent_file(session.path, rel)
         root = old.root if old is not None else None
-        self.core.view = None  # the parent's folder holds the child: it stays until the child is left
-        await self.sessions.leave()
+        await self.sessions.leave(keep_view=True)  # the parent folder holds the child: kept until the child is left
         try:
-            child = await asyncio.to_thread(Session.load, folder, estimator=self.core.estimator(imported=True))
+            child = await asyncio.to_thread(Session.load, folder, estimator=self.runtime.estimator(imported=True))
         except (SessionError, OSError) as exc:
             sv.remove_view(root)
             self.core.notice("error", f"cannot open the subagent {rel}: {one_line(str(exc))}")
@@ -407,7 +412,7 @@ class SourcesPart:
 
     def open_parent(self) -> asyncio.Task[Any] | None:
         """Back from a subagent view to the session it ran in."""
-        view = self.core.view
+        view = self.doc.view
         parent = view.parent if view is not None else {}
         if parent.get("kind") == "source":
             return self.open_source(str(parent["path"]))

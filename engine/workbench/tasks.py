@@ -1,5 +1,7 @@
 """Named cancellable tasks (``turn``, ``preview``, ``apply``, ``open`` …): every task started is tracked until it
-ends, also when another starts under the same name (cancelling a name cancels all of its tasks)."""
+ends (cancelling a name cancels all of its tasks). Two tasks of one name never run unawares: a second start says
+what it does — ``replace`` the running one (an open, a scan), ``queue`` after it (a deletion, an import) — or is
+refused (:class:`TaskRunning`; the caller asks :meth:`TaskGroup.get` first and says no to the user)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 ErrorFn = Callable[[str, BaseException], None]
+
+
+class TaskRunning(RuntimeError):
+    """A task was started under a name whose task runs, neither replacing it nor queued after it."""
 
 
 class TaskGroup:
@@ -33,15 +39,31 @@ class TaskGroup:
         running = self._running(name)
         return running[-1] if running else None
 
-    def spawn(self, name: str, coro: Coroutine[Any, Any, Any], *, replace: bool = False) -> asyncio.Task[Any]:
-        """Start ``coro`` as a task ``name`` (``replace``: cancel the ones running under that name first)."""
+    def spawn(
+        self, name: str, coro: Coroutine[Any, Any, Any], *, replace: bool = False, queue: bool = False
+    ) -> asyncio.Task[Any]:
+        """Start ``coro`` as a task ``name``: ``replace``: cancel the ones running under that name first;
+        ``queue``: run it once they ended; neither: TaskRunning when one runs (``coro`` is closed)."""
+        running = self._running(name)
         if replace:
-            for old in self._running(name):
+            for old in running:
                 old.cancel()
-        task = asyncio.ensure_future(coro)
+        elif running and not queue:
+            coro.close()
+            raise TaskRunning(f"a task {name!r} is running")
+        task = asyncio.ensure_future(self._after(running, coro) if queue and running else coro)
         self._tasks.setdefault(name, []).append(task)
         task.add_done_callback(lambda t: self._done(name, t))
         return task
+
+    @staticmethod
+    async def _after(earlier: list[asyncio.Task[Any]], coro: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            await asyncio.wait(earlier)
+        except BaseException:
+            coro.close()  # cancelled while it waited: it never ran
+            raise
+        return await coro
 
     def _done(self, name: str, t: asyncio.Task[Any]) -> None:
         tasks = self._tasks.get(name, [])
@@ -87,4 +109,4 @@ class TaskGroup:
         return sorted(n for n in self._tasks if self._running(n))
 
 
-__all__ = ["TaskGroup"]
+__all__ = ["TaskGroup", "TaskRunning"]

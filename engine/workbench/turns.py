@@ -7,7 +7,7 @@ chain. Snapshot updates while streaming go through the one throttle (:mod:`engin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict
 from typing import Any
 
@@ -28,6 +28,8 @@ from engine.model.events import (
 )
 from engine.usage.costs import priced_record
 from engine.workbench.core import WorkbenchCore
+from engine.workbench.display import Display
+from engine.workbench.document import TURN, OpenDocument
 from engine.workbench.events import (
     BusyChanged,
     CallRecorded,
@@ -35,17 +37,23 @@ from engine.workbench.events import (
     DraftTokens,
     LastCall,
     OffloadedFileAdded,
-    SessionsListed,
 )
-from engine.workbench.views import Marker, call_record, file_dict, prompt_of, session_dict
+from engine.workbench.runtime import LlmRuntime
+from engine.workbench.views import Marker, call_record, file_dict, prompt_of
 
 
 class TurnsPart:
-    """The turn part of the service: it needs only the core (whose running turn it keeps in
-    :attr:`WorkbenchCore.turn`); :meth:`on_engine_event` is the agent's event sink."""
+    """The turn part of the service: the core's events, tasks and approvals, the open document, the runtime and
+    the display (which keeps the running turn's partial answer, :attr:`Display.turn`); :meth:`on_engine_event`
+    is the agent's event sink."""
 
-    def __init__(self, core: WorkbenchCore) -> None:
+    def __init__(self, core: WorkbenchCore, doc: OpenDocument, runtime: LlmRuntime, display: Display,
+                 relist: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         self.core = core
+        self._relist = relist  # the sessions part's: the store listed in a worker thread
+        self.doc = doc
+        self.runtime = runtime
+        self.display = display
 
     def _handlers(self) -> dict[type[Event], Callable[[Any], None]]:
         return {
@@ -66,15 +74,15 @@ class TurnsPart:
 
     def send(self, text: str) -> bool:
         """Start a turn with ``text``; False (and a notice) when one is running, nothing is open or a view is."""
-        if self.core.refuse_if_read_only("send"):
+        if self.doc.refuses("send"):
             return False
-        if self.core.session is None or self.core.agent is None:
+        if self.doc.session is None or self.doc.agent is None:
             self.core.notice("warning", "no session is open")
             return False
-        if self.core.busy:
+        if self.doc.busy:
             self.core.notice("warning", "a turn is running: wait for it or press Stop")
             return False
-        self.core.tasks.spawn("turn", self._run_turn(text))
+        self.core.tasks.spawn(TURN, self._run_turn(text))
         self.core.emit(BusyChanged(True))
         return True
 
@@ -82,13 +90,13 @@ class TurnsPart:
         from engine.agent import AgentError
 
         try:
-            await self.core.await_llm()
-            if self.core.agent_stale or (self.core.needs_llm_for_window() and not self.core.llm_ready):
-                if self.core.needs_llm_for_window() and not self.core.llm_ready:
+            await self.runtime.await_llm()
+            if self.runtime.agent_stale or (self.runtime.needs_llm_for_window() and not self.runtime.llm_ready):
+                if self.runtime.needs_llm_for_window() and not self.runtime.llm_ready:
                     self.core.set_state(AgentState.LOADING)  # the model's window comes from litellm's model info
-                    await asyncio.shield(self.core.warm_up())
-                self.core.make_agent()
-            agent = self.core.agent
+                    await asyncio.shield(self.runtime.warm_up())
+                self.doc.make_agent()
+            agent = self.doc.agent
             assert agent is not None
             await agent.run_turn(text)
         except AgentError as exc:
@@ -97,27 +105,23 @@ class TurnsPart:
             self._end_turn()
 
     def _end_turn(self) -> None:
-        self.core.turn.partial = []
+        self.display.turn.partial = []
         self.core.approvals.withdraw()
         if self.core.state != "compacting":
             self.core.set_state(AgentState.IDLE)
         self.core.emit(BusyChanged(False))
-        if self.core.session is not None and not self.core.session.closed:
-            if self.core.agent_stale:
-                self.core.make_agent()
-            self.core.throttle.cancel()  # the final snapshot comes with the state
-            self.core.emit_state()
-            self.core.tasks.spawn("list-sessions", self._list_sessions(), replace=True)
-
-    async def _list_sessions(self) -> None:
-        """The sessions list after a turn (its title and time changed), read off the event loop."""
-        infos = await asyncio.to_thread(self.core.store.list)
-        self.core.emit(SessionsListed([session_dict(i) for i in infos]))
+        if self.doc.session is not None and not self.doc.session.closed:
+            if self.runtime.agent_stale:
+                self.doc.make_agent()
+            self.display.throttle.cancel()  # the final snapshot comes with the state
+            self.display.emit_state()
+            # the sessions list after a turn (its title and time changed), read off the event loop
+            self.core.tasks.spawn("list-sessions", self._relist(), replace=True)
 
     def stop(self) -> None:
         """Cancel the running turn (and a background compaction it started)."""
-        self.core.tasks.cancel("turn")
-        agent = self.core.agent
+        self.core.tasks.cancel(TURN)
+        agent = self.doc.agent
         if agent is not None and agent.auto_task is not None and not agent.auto_task.done():
             agent.auto_task.cancel()
         self.core.approvals.withdraw()
@@ -132,8 +136,8 @@ class TurnsPart:
 
     def count_draft(self, text: str) -> int:
         """The draft's cost in the units of the chart (calibrated once the provider reported)."""
-        self.core.draft = text
-        session = self.core.session
+        self.display.draft = text
+        session = self.doc.session
         if session is None:
             return 0
         n = session.estimator.text(text) if text else 0
@@ -141,7 +145,7 @@ class TurnsPart:
         if ratio and n:
             n = round(n * ratio)
         self.core.emit(DraftTokens(n))
-        self.core.throttle.schedule()
+        self.display.throttle.schedule()
         return n
 
     # ------------------------------------------------------------------ engine events
@@ -152,27 +156,27 @@ class TurnsPart:
             handler(event)
 
     def _on_text_delta(self, event: TextDelta) -> None:
-        if event.message_id != self.core.turn.stream_id:
-            self.core.turn.stream_id = event.message_id
-            self.core.turn.partial = []
+        if event.message_id != self.display.turn.stream_id:
+            self.display.turn.stream_id = event.message_id
+            self.display.turn.partial = []
         if not event.reasoning:
-            self.core.turn.partial.append(event.text)
+            self.display.turn.partial.append(event.text)
         self.core.emit(event)
-        self.core.throttle.schedule()
+        self.display.throttle.schedule()
 
     def _on_message_added(self, event: MessageAdded) -> None:
         mid = str(event.message.get("id"))
-        if mid == self.core.turn.stream_id:
-            self.core.turn.partial = []
-        if mid not in self.core.live_ids:
-            self.core.live_ids.append(mid)
+        if mid == self.display.turn.stream_id:
+            self.display.turn.partial = []
+        if mid not in self.display.live_ids:
+            self.display.live_ids.append(mid)
         self.core.emit(event)
-        self.core.throttle.schedule()
+        self.display.throttle.schedule()
 
     def _on_state(self, event: StateChanged) -> None:
         if event.state == "streaming":
-            self.core.turn.partial = []
-            self.core.turn.stream_id = ""
+            self.display.turn.partial = []
+            self.display.turn.stream_id = ""
         self.core.set_state(event.state)
 
     def _on_tool_finished(self, event: ToolCallFinished) -> None:
@@ -193,7 +197,7 @@ class TurnsPart:
         self.core.emit(event)
         if event.reason != "cancelled":
             self.core.notice("warning", f"compaction ({event.trigger}) failed: {event.reason}")
-        self.core.set_state(AgentState.IDLE if not self.core.busy else self.core.state)
+        self.core.set_state(AgentState.IDLE if not self.doc.busy else self.core.state)
 
     def _on_error(self, event: ErrorEvent) -> None:
         self.core.emit(event)
@@ -201,22 +205,22 @@ class TurnsPart:
             self.core.notice("error", event.message)
 
     def _on_compaction(self, event: CompactionEvent) -> None:
-        session = self.core.session
+        session = self.doc.session
         if session is None or session.closed:
             return
         now = {str(m.get("id")) for m in session.messages}
-        gone = [i for i in self.core.live_ids if i not in now]
+        gone = [i for i in self.display.live_ids if i not in now]
         stack = session.undo_stack()
         undoable = bool(stack) and stack[-1] == event.id and event.result not in ("undone", "failed", "nothing")
         self.core.emit(CompactionFinished(Marker(asdict(event), gone[-1] if gone else None, undoable)))
-        if not self.core.busy and self.core.task("preview") is None:
+        if not self.doc.busy and self.core.task("preview") is None:
             self.core.set_state(AgentState.IDLE)
-        self.core.emit_state()
+        self.display.emit_state()
 
     def _announce_file(self, path: str) -> None:
         from engine.context.offload import list_offloaded
 
-        session = self.core.session
+        session = self.doc.session
         if session is None:
             return
         for f in list_offloaded(session.path):

@@ -110,7 +110,7 @@ async def test_a_tool_result_has_one_size_in_the_tools_tab_the_archive_and_the_c
     from engine.context.tokens import HeuristicEstimator, LocalEstimator
 
     rig.wb.core.settings = rig.wb.core.settings.replace(model="local/smollm2-135m-instruct", estimator="auto")
-    assert isinstance(rig.wb.core.estimator(), LocalEstimator)  # what an own session would count with
+    assert isinstance(rig.wb.runtime.estimator(), LocalEstimator)  # what an own session would count with
     await rig.wb.open_source(big)
     await rig.until(lambda: bool(rig.of(ev.SessionLoaded)))
     session = rig.wb.session

@@ -115,4 +115,22 @@ async def test_the_parts_share_one_core(rig: Rig) -> None:  # noqa: F811
                                       "analysis", "keys")]
     assert [type(p) for p in parts] == list(PARTS)
     assert all(p.core is wb.core for p in parts)
+    assert all(p.doc is wb.doc for p in parts if hasattr(p, "doc")) and wb.doc is not None
+    with_doc = [type(p).__name__ for p in parts if hasattr(p, "doc")]
+    assert len(with_doc) == len(parts), with_doc  # every part reads what is open from the one document
     assert wb.sessions.compaction is wb.compaction and wb.sources.sessions is wb.sessions
+
+
+@pytest.mark.asyncio
+async def test_two_opens_that_raced_leave_one_session_open_and_the_other_closed(rig: Rig) -> None:  # noqa: F811
+    """An import's open and a click's open finished one after the other: the later one is open, the earlier one
+    closed (its lock released), never both held."""
+    wb = rig.wb
+    await wb.new_session()
+    first = wb.session
+    assert first is not None
+    second = wb.store.create("raced")
+    second.lock()
+    wb.sessions.load(second)  # as a second open task would, without leaving the first
+    assert wb.session is second and first.closed and not second.closed and wb.agent is not None
+    assert rig.of(ev.SessionLoaded)[-1].view.id == second.id

@@ -423,7 +423,7 @@ async def test_a_view_opened_before_litellm_is_read_again_with_the_models_window
         return {"max_input_tokens": 128_000, "max_output_tokens": 16_384}
 
     monkeypatch.setattr(llm, "model_info", model_info)
-    rig.wb.core.llm_ready = True
+    rig.wb.runtime.llm_ready = True
     rig.wb.sources.reread_observed_view()
     await rig.until(lambda: _loaded(rig) is not first)
     await rig.idle()

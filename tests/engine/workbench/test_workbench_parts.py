@@ -12,7 +12,7 @@ import pytest
 from engine.workbench import events as ev
 from engine.workbench.approvals import Approvals
 from engine.workbench.inspector import InspectorError, offloaded_rel_path, read_offloaded_text
-from engine.workbench.tasks import TaskGroup
+from engine.workbench.tasks import TaskGroup, TaskRunning
 from engine.workbench.throttle import Throttle
 
 NAME = "0123456789abcdef0123456789abcdef.txt"
@@ -50,22 +50,36 @@ async def test_close_cancels_every_task_and_silences_their_errors() -> None:
 
 
 @pytest.mark.asyncio
-async def test_two_tasks_of_one_name_are_both_tracked_cancelled_and_waited_for() -> None:
-    """Two imports at once (or a /clear during an undo) never lose track of the first: leaving the session
-    cancels both, and closing waits for both."""
+async def test_a_second_task_of_one_name_is_queued_replacing_or_refused() -> None:
+    """Two imports at once never lose track of the first (the second waits for it; leaving the session cancels
+    both, and closing waits for both); an open replaces the one running; a second undo is refused."""
     group = TaskGroup()
-    first = group.spawn("import", asyncio.sleep(10))
-    second = group.spawn("import", asyncio.sleep(10))
+    order: list[str] = []
+
+    async def step(name: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        order.append(name)
+
+    first = group.spawn("import", step("first", 0.05), queue=True)
+    second = group.spawn("import", step("second", 0), queue=True)
+    await asyncio.wait([first, second])
+    assert order == ["first", "second"] and group.names() == []  # queued: after the first, never beside it
+    first = group.spawn("import", asyncio.sleep(10), queue=True)
+    second = group.spawn("import", asyncio.sleep(10), queue=True)
     assert group.get("import") is second and group.names() == ["import"]
     await group.cancel_and_wait("import")
     assert first.cancelled() and second.cancelled() and group.names() == []
-    third, fourth = group.spawn("undo", asyncio.sleep(10)), group.spawn("undo", asyncio.sleep(10))
-    assert group.cancel("undo") is fourth
-    await asyncio.wait([third, fourth])
-    assert third.cancelled() and fourth.cancelled()
-    a, b = group.spawn("open", asyncio.sleep(10)), group.spawn("open", asyncio.sleep(10))
+    undo = group.spawn("undo", asyncio.sleep(10))
+    again = asyncio.sleep(10)
+    with pytest.raises(TaskRunning):
+        group.spawn("undo", again)
+    assert again.cr_frame is None  # closed: never awaited, no warning
+    assert group.cancel("undo") is undo
+    a, b = group.spawn("open", asyncio.sleep(10)), group.spawn("open", asyncio.sleep(10), replace=True)
+    await asyncio.sleep(0)
+    assert a.cancelled() and group.get("open") is b
     await group.close()
-    assert a.cancelled() and b.cancelled()
+    assert b.cancelled() and undo.cancelled()
 
 
 # --------------------------------------------------------------------------- throttle
