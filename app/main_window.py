@@ -654,6 +654,7 @@ class MainWindow(WindowBase):
             after = None
         self.chat.add_compaction_marker(ev, marker.undoable, after)
         self.undo_action.setEnabled(marker.undoable)
+        QTimer.singleShot(0, give_back)  # what the compaction moved out is garbage once drawn: its memory back
 
     def _on_controller_compaction_failed(self, event: CompactionCancelled) -> None:
         self.status.showMessage(f"compaction ({event.trigger}) failed: {event.reason}", 8000)
