@@ -72,6 +72,7 @@ from engine.usage.storage import (
     Manifest,
     UsageIndexError,
     cursor,
+    duckdb_errors,
     is_duckdb_error,
     locked,
 )
@@ -197,6 +198,11 @@ def _whole_object(line: bytes) -> bool:
 
 
 T = TypeVar("T")
+
+
+def _written_errors() -> tuple[type[Exception], ...]:
+    """What writing the index may raise that a second attempt or a clear message answers: the disk's, DuckDB's."""
+    return (OSError, *duckdb_errors())
 
 
 def _same(entry: SourceEntry) -> SourceEntry:
@@ -357,9 +363,7 @@ class UsageIndex(IndexFiles):
                 return
             except IndexReadOnly:
                 raise
-            except Exception as exc:
-                if not (is_duckdb_error(exc) or isinstance(exc, OSError)):
-                    raise
+            except _written_errors() as exc:  # (evaluated only when something is raised: DuckDB imported then)
                 if not is_duckdb_error(exc) or attempt:
                     raise UsageIndexError(f"cannot write the usage index in {shown_path(self.root)}: "
                                           f"{printable(exc)}") from None
@@ -509,9 +513,7 @@ class UsageIndex(IndexFiles):
                     return fn(con)
                 finally:
                     con.close()
-            except Exception as exc:
-                if not is_duckdb_error(exc):
-                    raise
+            except duckdb_errors() as exc:
                 last = exc
             now = self.manifest(whole=False)
             if now.token != m.token:

@@ -84,7 +84,7 @@ def litellm_version() -> str:
         from importlib.metadata import version
 
         return version("litellm")
-    except Exception:
+    except ImportError:  # (importlib.metadata's PackageNotFoundError is one)
         return "unknown"
 
 

@@ -125,7 +125,7 @@ class CompactionPart:
             if quick is None or self.preview is quick:
                 self.core.emit(PreviewFailed("cancelled: the model's text was not written"))
             raise
-        except Exception as exc:
+        except Exception as exc:  # the preview task's top (the compactor calls the model): said, never raised
             log.exception("the compaction preview failed")
             self.core.emit(PreviewFailed(f"the preview failed: {type(exc).__name__}: {one_line(str(exc))}"))
             return

@@ -159,7 +159,7 @@ class LlmRuntime:
                 return HeuristicEstimator()  # exact counting needs litellm: switched once it is loaded
         try:
             return make_estimator(settings.estimator, settings.model)
-        except Exception as exc:
+        except Exception as exc:  # a tokenizer's loading (litellm's, llama.cpp's): counted with the heuristic instead
             log.warning("the %s estimator is not available", settings.estimator, exc_info=exc)
             self._notice("warning", f"the {settings.estimator} estimator is not available ({exc}); "
                                     "counting with the heuristic")

@@ -257,8 +257,8 @@ class SourcesPart:
                 plan = await asyncio.to_thread(live.poll)
             except Exception as exc:  # a reader must never take the view down: say so once, try again later
                 reason = one_line(str(exc))
-                log.warning("following %s: poll failed", view.source, exc_info=exc if reason != failing else None)
-                if reason != failing:
+                if reason != failing:  # once per new reason (a poll that keeps failing: not again)
+                    log.warning("following %s: poll failed", view.source, exc_info=exc)
                     self.core.notice("warning", f"following {Path(view.source).name}: {reason}")
                 failing, interval = reason, min(interval * 2, FAILING_INTERVAL)
                 continue
