@@ -129,6 +129,9 @@ class StoredSession:
         self._close_callbacks: list[Callable[[], None]] = []
         self._lock_fd: int | None = None
         self.compaction_lock: Any = None  # an asyncio.Lock, created by engine.context.compaction on first use
+        # events.jsonl as last read (its records, its problems): this object is the file's one writer, and drops it
+        # on every write, so the views, the costs and the calibration that ask for it in turn read it once
+        self._records: tuple[list[Record], list[str]] | None = None
 
     # ------------------------------------------------------------------ creation and loading
 
@@ -506,6 +509,7 @@ class StoredSession:
         """The one write path of events.jsonl: append ``records`` as one fsync'd write; return the file's size
         before it (where the first of them starts)."""
         self._check_open()
+        self._records = None
         size = self.events_path.stat().st_size if self.events_path.exists() else 0
         if records:
             append_lines(self.events_path, records_json(records))
@@ -515,13 +519,20 @@ class StoredSession:
         """Cut events.jsonl at ``offset`` (the start of a record :meth:`append_records` wrote) and append
         ``records`` in its place: a followed source's last call, written again with new figures."""
         self._check_open()
+        self._records = None
         with open(self.events_path, "r+b") as fh:
             fh.truncate(offset)
         self.append_records(records)
 
     def read_records(self, problems: list[str] | None = None) -> list[Record]:
-        """Every record, oldest first; a torn or bad line is skipped (and described in problems)."""
-        return read_records(self.events_path, problems, EVENTS_FILE)
+        """Every record, oldest first; a torn or bad line is skipped (and described in problems). Read from the file
+        once until this session writes it again (the records are frozen: the list is a copy)."""
+        if self._records is None:
+            found: list[str] = []
+            self._records = (read_records(self.events_path, found, EVENTS_FILE), found)
+        if problems is not None:
+            problems.extend(self._records[1])
+        return list(self._records[0])
 
     def read_events(self, problems: list[str] | None = None) -> list[dict[str, Any]]:
         """Every record as its JSON line (:meth:`read_records`), oldest first."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.model.call_meta import beside_of
-from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
+from engine.model.records import CompactionRecord, Record, compaction_records, context_records, records_json
 from engine.sources.model import ProviderCall, SourceSession
 from engine.store.event_log import folder_records as read_folder_records
 from engine.usage.prices import (
@@ -344,13 +344,14 @@ def _agent_cost(folder: Path) -> float | None:
 
 
 def folder_cost(folder: Path, table: PriceTable | None = None,
-                records: Iterable[Mapping[str, Any]] | None = None) -> SessionCost:
+                records: Iterable[Mapping[str, Any]] | None = None,
+                events: Sequence[Record] | None = None) -> SessionCost:
     """The cost of a session folder (ctxbench's own, an import, a source view): its ``context`` records (or
     ``records``, the same records already read and priced: the window's timeline), the ``cost`` of its
     ``compaction`` records, and each subagent folder under ``subagents/`` (its calls under *subagents*, its
-    compactions' under *compaction*)."""
+    compactions' under *compaction*). ``events``: the folder's records already read (the open session's)."""
     folder = Path(folder)
-    events = read_folder_records(folder)
+    events = read_folder_records(folder) if events is None else events
     main_records = list(records) if records is not None else records_json(context_records(events))
     comp = [r for e in compaction_records(events) if (r := compaction_call_record(e)) is not None]
     if (main_records or comp) and table is None and any("cost_usd" not in r for r in (*main_records, *comp)):

@@ -218,7 +218,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         last_call=last,
         subagents=subagent_marks(session.meta, timeline, messages),
         imported=import_facts(session.meta),
-        cost=folder_cost(session.path, records=timeline),
+        cost=folder_cost(session.path, records=timeline, events=session.read_records()),  # (read once: cached)
     )
 
 

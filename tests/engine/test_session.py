@@ -280,6 +280,35 @@ def test_undo_last_restores_exact_history_and_summary(session: Session) -> None:
 # --------------------------------------------------------------------------- events and snapshots
 
 
+def test_events_are_read_once_until_the_session_writes_them(session: Session,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The views, the costs and the calibration each ask for the records when a session opens: the file is read
+    once, and again only after this session (its one writer) wrote it; each caller gets the problems."""
+    from engine.store import session as store
+
+    reads: list[Path] = []
+    real = store.read_records
+
+    def counted(path: Path, problems: list[str] | None = None, label: str = "") -> list[object]:
+        reads.append(path)
+        return real(path, problems, label)
+
+    monkeypatch.setattr(store, "read_records", counted)
+    session.record_event(CompactionEvent("auto", 1, 1, 0, 4, 0.5, "nothing"))
+    with open(session.events_path, "ab") as fh:
+        fh.write(b'{"type": 7}\n')  # damaged: said to every caller
+    first: list[str] = []
+    second: list[str] = []
+    assert len(session.read_records(first)) == 1 and len(session.read_records(second)) == 1 and len(reads) == 1
+    assert first == second and first
+    session.read_records().clear()  # a copy: the kept list is not the caller's
+    assert len(session.read_records()) == 1 and len(reads) == 1
+    offset = session.append_records([session.read_records()[0]])
+    assert len(session.read_records()) == 2 and len(reads) == 2  # written: read again
+    session.replace_records_from(offset, [])
+    assert len(session.read_records()) == 1 and len(reads) == 3
+
+
 def test_snapshot_regions_and_events(session: Session) -> None:
     session.extend(_turn(1))
     session.set_summary("## Goal\nthings")
