@@ -19,9 +19,11 @@ from typing import Any
 
 from tests.agents.scripted import Logged, Reply, ScriptedServer, count_tokens, output_tokens, send_json, start_sse
 
-# the last user message of OpenCode's compaction request (its ``compaction`` agent's prompt)
+# the last user message of OpenCode's compaction request (its ``compaction`` agent's prompt); Kilo 7.7.9 compacting a
+# second time asks to combine the summary before with the conversation since ("construct a new summary …")
 SUMMARY_MARKERS = ("summary for another agent", "summarize the conversation", "create a new anchored summary",
-                   "provide a detailed prompt for continuing", "update the anchored summary")
+                   "provide a detailed prompt for continuing", "update the anchored summary",
+                   "construct a new summary that combines both")
 CHAT_SUMMARY = ("## Goal\nRun shell commands and report their output.\n\n## Progress\nThe commands ran: "
                 "step0, step1 and step2 were printed.\n\n## Next Steps\nNone.")
 

@@ -1,4 +1,4 @@
-"""The real Kilo CLI 7.7.7 (its Linux x64 binary package ``@kilocode/cli-linux-x64``, pinned in
+"""The real Kilo CLI 7.7.9 (its Linux x64 binary package ``@kilocode/cli-linux-x64``, pinned in
 ``tests/agents/package.json``; 7.8.1's binary is not on the registry), run headless (``kilo run --format json
 --auto``) and offline against the scripted Chat Completions server of :mod:`tests.agents.scripted_chat` through an
 ``@ai-sdk/openai-compatible`` provider; its database ``<home>/.local/share/kilo/kilo.db`` is read by
@@ -168,34 +168,37 @@ def test_calls_read_while_kilo_writes_then_a_continued_session(agent_home: Agent
 
 
 def test_an_auto_compaction_read_with_its_own_usage(agent_home: AgentHome, tmp_path: Path) -> None:
-    """Long command outputs fill a 17,000-token window: Kilo compacts by itself in the middle of the turn."""
+    """Long command outputs fill a 17,000-token window: Kilo compacts by itself in the middle of the turn (7.7.7
+    once; 7.7.9 three times, each later summary combining the one before), each compaction with its own usage."""
     with ChatServer(shell_script(6, command=LONG_COMMAND)) as server:
         run_kilo(agent_home, server, "Run six commands", context=SMALL_CONTEXT)
     kinds = [e.kind for e in server.calls()]
-    assert kinds.count("summary") == 1 and "summary" in kinds[1:-1], kinds
+    summaries = [i for i, kind in enumerate(kinds) if kind == "summary"]
+    assert summaries and summaries[0] > 0 and kinds[-1] == "main", kinds
     answered = server.calls("main")
-    (summarise,) = server.calls("summary")
     db = the_db(agent_home)
     src = read_kilo(db)
     assert_known(db, src)
-    assert_calls_are_the_servers(src, answered, MODEL)  # the summarisation is the compaction's cost, not a call
+    assert_calls_are_the_servers(src, answered, MODEL)  # the summarisations are the compactions' cost, not calls
     assert_tool_calls_are_the_servers(src, answered)
     assert_messages_are_the_sent_ones(src, answered)
-    (comp,) = src.compactions
-    at = server.calls().index(summarise)
-    assert comp.trigger == "auto" and comp.calls_before == at
-    assert comp.tokens_before == answered[at - 1].usage["prompt_tokens"] > SMALL_CONTEXT - OUTPUT
-    assert comp.tokens_after == answered[at].usage["prompt_tokens"]
-    assert comp.cost is not None and (comp.cost.prompt_tokens, comp.cost.cache_read_tokens,
-                                      comp.cost.completion_tokens) == (
-        summarise.usage["prompt_tokens"], summarise.usage["prompt_tokens_details"]["cached_tokens"],
-        summarise.usage["completion_tokens"])
-    assert comp.cost_usd is None  # Kilo's 0: no price known
-    assert comp.summary == CHAT_SUMMARY and src.live_start == comp.message_index
+    assert len(src.compactions) == len(summaries)
+    for k, (comp, at) in enumerate(zip(src.compactions, summaries, strict=True)):
+        summarise, main = server.calls()[at], at - k  # (the main calls before it)
+        assert comp.trigger == "auto" and comp.calls_before == main
+        assert comp.tokens_before == answered[main - 1].usage["prompt_tokens"] > SMALL_CONTEXT - OUTPUT
+        assert comp.tokens_after == answered[main].usage["prompt_tokens"]
+        assert comp.cost is not None and (comp.cost.prompt_tokens, comp.cost.cache_read_tokens,
+                                          comp.cost.completion_tokens) == (
+            summarise.usage["prompt_tokens"], summarise.usage["prompt_tokens_details"]["cached_tokens"],
+            summarise.usage["completion_tokens"])
+        assert comp.cost_usd is None  # Kilo's 0: no price known
+        assert comp.summary == CHAT_SUMMARY
+    assert src.live_start == src.compactions[-1].message_index
     assert src.window == SMALL_CONTEXT
-    assert len(src.calls) + 1 == len(server.calls())  # every call of the run, the summarisation included
+    assert len(src.calls) + len(summaries) == len(server.calls())  # every call of the run, the summaries included
     report = import_it(db, tmp_path, "kilo")
-    assert len(report.compactions) == 1
+    assert len(report.compactions) == len(summaries)
 
 
 def test_a_manual_compaction_through_kilo_serve(agent_home: AgentHome, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The real OpenCode 1.18.33 (its Linux x64 binary package ``opencode-linux-x64``, pinned in
+"""The real OpenCode 1.18.34 (its Linux x64 binary package ``opencode-linux-x64``, pinned in
 ``tests/agents/package.json``), run headless (``opencode run``) and offline against the scripted Chat
 Completions server of :mod:`tests.agents.scripted_chat` through an
 ``@ai-sdk/openai-compatible`` provider; its database is read by :mod:`engine.sources.opencode` (whole, and
