@@ -52,11 +52,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
-from engine.sources import cline, kilo, opencode, session_summary, sqlite_read
+from engine.sources import session_summary
+from engine.sources.lazy import LazyModule
 from engine.sources.model import LINE_ERRORS, SourceError, capped_lines, open_regular, shown_path
 from engine.sources.opencode_summary import opencode_stamp, summarize_opencode
 from engine.sources.session_summary import (
@@ -74,6 +75,11 @@ __all__ = ["SCAN_BLOCK", "Agent", "ScanProblem", "SourceEntry", "format_table", 
            "scan_sources", "source_roots", "summarize", "summarize_opencode"]
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from engine.sources import cline, kilo, opencode, sqlite_read
+else:  # imported when an agent's folder holds its files (engine.sources.lazy)
+    cline, kilo, opencode, sqlite_read = (LazyModule(n) for n in ("cline", "kilo", "opencode", "sqlite_read"))
 
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 7  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;

@@ -14,24 +14,41 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
-from engine.sources import (
-    atif,
-    capture,
-    claude_code,
-    cline,
-    codex,
-    copilot,
-    gemini_cli,
-    kilo,
-    opencode,
-    openhands,
-    pi,
-    qwen_code,
-    swe_agent,
-)
+from engine.sources.lazy import LazyModule
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
+
+if TYPE_CHECKING:
+    from engine.sources import (
+        atif,
+        capture,
+        claude_code,
+        cline,
+        codex,
+        copilot,
+        gemini_cli,
+        kilo,
+        opencode,
+        openhands,
+        pi,
+        qwen_code,
+        swe_agent,
+    )
+else:  # each imported when a format first uses it (engine.sources.lazy)
+    atif = LazyModule("atif")
+    capture = LazyModule("capture")
+    claude_code = LazyModule("claude_code")
+    cline = LazyModule("cline")
+    codex = LazyModule("codex")
+    copilot = LazyModule("copilot")
+    gemini_cli = LazyModule("gemini_cli")
+    kilo = LazyModule("kilo")
+    opencode = LazyModule("opencode")
+    openhands = LazyModule("openhands")
+    pi = LazyModule("pi")
+    qwen_code = LazyModule("qwen_code")
+    swe_agent = LazyModule("swe_agent")
 
 Growth = Literal["appended", "polled", "rewritten"]
 
@@ -94,38 +111,40 @@ class AgentFormat:
 
 
 FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
-    AgentFormat("claude-code", "Claude Code", claude_code.read_claude_code,
+    AgentFormat("claude-code", "Claude Code", lambda path: claude_code.read_claude_code(path),
                 read_lines=lambda path, lines: claude_code.read_claude_code(path, lines=lines),
                 appended=lambda path, bulk: claude_code.ClaudeCodeReader(path, bulk=bulk),
                 growth="appended", follow_open_last=True, listed=True),
-    AgentFormat("codex", "Codex", codex.read_codex,
+    AgentFormat("codex", "Codex", lambda path: codex.read_codex(path),
                 read_lines=lambda path, lines: codex.read_codex(path, lines=lines),
                 appended=lambda path, _bulk: codex.CodexReader(path),
                 growth="appended", listed=True),
-    AgentFormat("gemini-cli", "Gemini CLI", gemini_cli.read_gemini_cli,
+    AgentFormat("gemini-cli", "Gemini CLI", lambda path: gemini_cli.read_gemini_cli(path),
                 read_lines=lambda path, lines: gemini_cli.read_gemini_cli(path, lines=lines),
                 appended=lambda path, _bulk: gemini_cli.GeminiCliReader(path),
                 growth="appended", follow_open_last=True, listed=True, reasoning_in_output=False),
-    AgentFormat("opencode", "OpenCode", opencode.read_opencode,
+    AgentFormat("opencode", "OpenCode", lambda path: opencode.read_opencode(path),
                 polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
                 growth="polled", listed=True, reasoning_in_output=False),
-    AgentFormat("kilo", "Kilo CLI", kilo.read_kilo,  # OpenCode's reader in Kilo's dialect
+    AgentFormat("kilo", "Kilo CLI", lambda path: kilo.read_kilo(path),  # OpenCode's reader in Kilo's dialect
                 polled=lambda path, subagents: kilo.open_kilo(path, subagents=subagents),
                 growth="polled", listed=True, reasoning_in_output=False),
-    AgentFormat("pi", "Pi", pi.read_pi, read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
+    AgentFormat("pi", "Pi", lambda path: pi.read_pi(path),
+                read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
                 appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True),
-    AgentFormat("copilot-cli", "Copilot CLI", copilot.read_copilot,
+    AgentFormat("copilot-cli", "Copilot CLI", lambda path: copilot.read_copilot(path),
                 read_lines=lambda path, lines: copilot.read_copilot(path, lines=lines),
                 appended=lambda path, _bulk: copilot.CopilotReader(path), growth="appended", listed=True),
-    AgentFormat("cline", "Cline", cline.read_cline, read_lines=cline.read_cline_lines,
+    AgentFormat("cline", "Cline", lambda path: cline.read_cline(path),
+                read_lines=lambda path, lines: cline.read_cline_lines(path, lines),
                 appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten", listed=True),
-    AgentFormat("qwen-code", "Qwen Code", qwen_code.read_qwen_code,
+    AgentFormat("qwen-code", "Qwen Code", lambda path: qwen_code.read_qwen_code(path),
                 read_lines=lambda path, lines: qwen_code.read_qwen_code(path, lines=lines),
                 appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended", listed=True),
-    AgentFormat("openhands", "OpenHands", openhands.read_openhands),
-    AgentFormat("swe-agent", "SWE-agent", swe_agent.read_swe_agent),
-    AgentFormat("atif", "ATIF trajectory (Harbor)", atif.read_atif),
-    AgentFormat("proxy-capture", "Recorded (proxy)", capture.read_capture,  # engine.capture's files
+    AgentFormat("openhands", "OpenHands", lambda path: openhands.read_openhands(path)),
+    AgentFormat("swe-agent", "SWE-agent", lambda path: swe_agent.read_swe_agent(path)),
+    AgentFormat("atif", "ATIF trajectory (Harbor)", lambda path: atif.read_atif(path)),
+    AgentFormat("proxy-capture", "Recorded (proxy)", lambda path: capture.read_capture(path),  # engine.capture's files
                 read_lines=lambda path, lines: capture.read_capture(path, lines=lines),
                 appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended", listed=True,
                 in_usage=False),

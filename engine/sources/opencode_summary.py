@@ -8,11 +8,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from engine.sources import kilo, opencode, sqlite_read
+from engine.sources.lazy import LazyModule
 from engine.sources.model import dict_at, int_or_none, iso
 from engine.sources.session_summary import SourceEntry, _loads, _one_line
+
+if TYPE_CHECKING:
+    from engine.sources import kilo, opencode, sqlite_read
+else:  # imported when a database is read (engine.sources.lazy)
+    kilo, opencode, sqlite_read = (LazyModule(n) for n in ("kilo", "opencode", "sqlite_read"))
 
 
 def opencode_stamp(db: Path) -> list[int] | None:

@@ -17,12 +17,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from engine.sources import capture, cline, copilot, gemini_cli, pi, qwen_code
 from engine.sources import model as source_model
-from engine.sources.claude_code import SYNTHETIC_MODEL, usage_prompt, window_for_model
-from engine.sources.codex import same_total
+from engine.sources.lazy import LazyModule
 from engine.sources.model import (
     SourceError,
     SourceSession,
@@ -34,6 +32,12 @@ from engine.sources.model import (
     open_regular,
     read_on,
 )
+
+if TYPE_CHECKING:
+    from engine.sources import capture, claude_code, cline, codex, copilot, gemini_cli, pi, qwen_code
+else:  # each imported when a summary first needs it (engine.sources.lazy)
+    capture, claude_code, cline, codex = (LazyModule(n) for n in ("capture", "claude_code", "cline", "codex"))
+    copilot, gemini_cli, pi, qwen_code = (LazyModule(n) for n in ("copilot", "gemini_cli", "pi", "qwen_code"))
 
 Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline",
                 "qwen-code", "kilo"]
@@ -121,10 +125,10 @@ class _ClaudeScan:
             return
         msg = dict_at(obj, "message")
         usage = msg.get("usage")
-        if not isinstance(usage, dict) or msg.get("model") == SYNTHETIC_MODEL:
+        if not isinstance(usage, dict) or msg.get("model") == claude_code.SYNTHETIC_MODEL:
             return
         key = (str(msg.get("id") or obj.get("uuid")), str(obj.get("requestId") or ""))
-        prompt = usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
+        prompt = claude_code.usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
         if key not in self.keys:
             self.keys.add(key)
             self.model = str(msg.get("model") or self.model)
@@ -161,7 +165,7 @@ class _ClaudeScan:
             pos = stop
 
     def entry(self, path: Path) -> SourceEntry:
-        window, _ = window_for_model(self.model, self.largest)
+        window, _ = claude_code.window_for_model(self.model, self.largest)
         project = Path(self.cwd).name if self.cwd else path.parent.name
         entry = _entry("claude-code", project, self.session_id or path.stem, path, self.started, len(self.keys),
                        self.last_prompt, window, self.model, self.title)
@@ -300,7 +304,7 @@ def _summary_codex(path: Path) -> SourceEntry:
                 if not isinstance(info, dict):
                     continue
                 window = int_or_none(info.get("model_context_window")) or window
-                if same_total(info.get("total_token_usage"), last_total):
+                if codex.same_total(info.get("total_token_usage"), last_total):
                     continue
                 last_total = info.get("total_token_usage")
                 calls += 1
@@ -449,7 +453,7 @@ def _summary_capture(path: Path) -> SourceEntry:
     found = capture.light_summary(path)
     window: int | None = None
     if found.model.startswith("claude"):
-        window = window_for_model(found.model, found.largest)[0]
+        window = claude_code.window_for_model(found.model, found.largest)[0]
     elif found.model.startswith(("gemini", "gemma", "models/")):
         window = gemini_cli.window_for_model(found.model)
     project = Path(found.cwd).name if found.cwd else found.agent

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -79,7 +80,18 @@ def price_table_path() -> Path | None:
 
 @lru_cache(maxsize=1)
 def litellm_version() -> str:
-    """The installed litellm's version (its price table's), read once per process."""
+    """The installed litellm's version (its price table's), read once per process: from the name of its one
+    ``litellm-<version>.dist-info`` folder beside the package (a directory listing), else from its metadata
+    (``importlib.metadata``, slower to import than an up-to-date index takes to answer)."""
+    path = price_table_path()
+    if path is not None:
+        try:
+            found = [entry.name for entry in os.scandir(path.parent.parent)
+                     if entry.name.startswith("litellm-") and entry.name.endswith(".dist-info")]
+        except OSError:
+            found = []
+        if len(found) == 1:
+            return found[0][len("litellm-"):-len(".dist-info")]
     try:
         from importlib.metadata import version
 
