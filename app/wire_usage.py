@@ -29,6 +29,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel
 
+from engine.model.timeline import TimelineCall
 from engine.usage.costs import NONE, RunningCost, SessionCost
 from engine.workbench import usage as usage_part
 from engine.workbench.views import SessionView
@@ -52,7 +53,7 @@ class UsageWiring(QObject):
         self.controller = window.controller
         self.view: UsageView | None = None
         self.report: dict[str, Any] | None = None
-        self.records: list[dict[str, Any]] = []
+        self.records: list[TimelineCall] = []
         self.cost = SessionCost(NONE)
         self.running = RunningCost()
         self.dock = QDockWidget("Usage", window)
@@ -184,12 +185,12 @@ class UsageWiring(QObject):
         self.cost = view.cost
         self._show_cost()
 
-    def _on_call_recorded(self, record: dict[str, Any]) -> None:
+    def _on_call_recorded(self, record: TimelineCall) -> None:
         self.records.append(record)
         self.running.append(record)
         self._show_cost()
 
-    def _on_call_updated(self, record: dict[str, Any]) -> None:
+    def _on_call_updated(self, record: TimelineCall) -> None:
         if self.records:
             self.records[-1] = record
         else:

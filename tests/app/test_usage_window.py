@@ -48,8 +48,8 @@ def test_the_usage_dock_shows_what_the_agents_spent(qtbot: Any, win: MainWindow,
 
 def test_the_status_bar_says_the_sessions_cost_so_far(qtbot: Any, win: MainWindow, home: Path) -> None:  # noqa: F811
     view = open_source(qtbot, win, home / ".claude" / "projects" / "-work-spotter" / "tool_heavy.jsonl")
-    assert view.timeline and all("cost_usd" in r for r in view.timeline)
-    total = sum(r["cost_usd"] or 0 for r in view.timeline)
+    assert view.timeline and all(r.price is not None for r in view.timeline)
+    total = sum(r.price.usd or 0 for r in view.timeline if r.price is not None)
     assert total > 0 and win.status.texts()["session_cost"] == f"cost: {format_usd(total)}"
     assert not win.status.session_cost_label.isHidden()
     assert "Cost: $" in win.ensure_chart().column_tooltip(0)
