@@ -15,9 +15,9 @@ Signals (payloads are engine dataclasses unless said otherwise):
     message_added(object)          MessageAdded
     text_delta(object)             TextDelta
     tool_started(object)           ToolCallStarted
-    call_updated(dict)             a followed view's last call gained figures: its record again
-    call_recorded(dict)            an LLM call that happened (a timeline column): its ContextSnapshot
-                                   dict, as the engine predicted it before the call, with the report
+    call_updated(object)           :class:`TimelineCall` — a followed view's last call gained figures: it again
+    call_recorded(object)          :class:`TimelineCall` — an LLM call that happened (a timeline column): its
+                                   record (the request as the engine predicted it, with the report), priced
     last_call(object, object)      estimate made before the last call, provider-reported prompt tokens
     compaction_finished(object)    :class:`Marker` — the CompactionEvent and where it goes in the chat
     compaction_failed(object)      CompactionCancelled
@@ -141,8 +141,8 @@ class Controller(QObject):
     message_added = Signal(object)
     text_delta = Signal(object)
     tool_started = Signal(object)
-    call_recorded = Signal(dict)
-    call_updated = Signal(dict)
+    call_recorded = Signal(object)
+    call_updated = Signal(object)
     last_call = Signal(object, object)
     compaction_finished = Signal(object)
     compaction_failed = Signal(object)

@@ -46,6 +46,7 @@ from app.wire_sources import wire_sources
 from app.wire_usage import wire_usage
 from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
 from engine.model.snapshot import ContextSnapshot
+from engine.model.timeline import TimelineCall
 from engine.store.config import Settings, config_dir
 from engine.tools.registry import approval_text
 from widgets.approval_bar import ApprovalBar
@@ -526,10 +527,10 @@ class MainWindow(WindowBase):
         timeline = self._chart_data["timeline"]
         if not 0 <= index < len(timeline):
             return
-        rec = timeline[index]
-        target = rec.get("message_id")
+        rec = timeline[index].record
+        target = rec.message_id
         if not target and self._session is not None:
-            count = int(rec.get("message_count") or 0)
+            count = rec.message_count or 0
             ids = self.chat.message_ids()
             target = ids[min(count, len(ids) - 1)] if ids else None
         if target:
@@ -628,12 +629,12 @@ class MainWindow(WindowBase):
     def _on_controller_tool_started(self, event: ToolCallStarted) -> None:
         self.status.showMessage(f"running {event.name}…", 3000)
 
-    def _on_controller_call_recorded(self, record: dict[str, Any]) -> None:
+    def _on_controller_call_recorded(self, record: TimelineCall) -> None:
         self._chart_data["timeline"].append(record)
         if self.chart is not None:
             self.chart.append_call(record)
 
-    def _on_controller_call_updated(self, record: dict[str, Any]) -> None:
+    def _on_controller_call_updated(self, record: TimelineCall) -> None:
         timeline = self._chart_data["timeline"]
         if timeline:
             timeline[-1] = record

@@ -181,7 +181,7 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
         wiring = window.usage_wiring  # type: ignore[attr-defined]
         window.inspector_dock.hide()  # the dock gets the whole right side
         wiring.show().set_days(0, update=True)
-        await _until(lambda: wiring.report is not None and not wiring.report.get("updating"), 120)
+        await _until(lambda: wiring.report is not None and not wiring.report.updating, 120)
         await asyncio.sleep(0.3)
     chart.flush()
     window.chat.flush()

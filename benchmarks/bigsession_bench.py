@@ -206,13 +206,13 @@ async def _follow_run(path: Path, tail: list[bytes], expected: list[str], tmp: P
             for m in e.view.messages:
                 mark(m.get("ts"), now)
             for r in e.view.timeline:
-                mark(r.get("ts"), now)
+                mark(r.snapshot.ts, now)
         elif isinstance(e, ev.MessageAdded):
             counts["added"] += 1
             mark(e.message.get("ts"), now)
         elif isinstance(e, ev.CallRecorded):
             counts["calls"] += 1
-            mark(e.record.get("ts"), now)
+            mark(e.record.snapshot.ts, now)
         elif isinstance(e, ev.MessagesRetracted):
             counts["retracted"] += 1
 

@@ -49,6 +49,7 @@ def _snapshots(n: int) -> list[dict[str, Any]]:
 
 def bench_chart(columns: int = 1_000) -> list[Figure]:
     from engine.model.snapshot import ContextSnapshot
+    from engine.model.timeline import TimelineCall
     from widgets.context_chart import ContextChart
 
     app = _app()
@@ -56,14 +57,15 @@ def bench_chart(columns: int = 1_000) -> list[Figure]:
     chart.resize(1000, 600)
     chart.show()
     snaps = _snapshots(columns + 200)
-    chart.set_timeline(snaps[:columns])
+    calls = [TimelineCall.from_json(s) for s in snaps]  # the columns as the service hands them
+    chart.set_timeline(calls[:columns])
     app.processEvents()
-    extra = iter(snaps[columns:])
+    extra = iter(zip(snaps[columns:], calls[columns:], strict=True))
 
     def update() -> None:
-        snap = next(extra)
+        snap, call = next(extra)
         chart.set_snapshot(ContextSnapshot.from_json(snap))  # each setter draws at once (no throttle)
-        chart.append_call(snap)
+        chart.append_call(call)
 
     def update_and_paint() -> None:
         update()

@@ -11,14 +11,14 @@ Its plot items are created once (hidden in the region view) and updated with ``s
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from engine.context.cache import CacheSummary, analyze
+from engine.model.timeline import TimelineCall
 from widgets.chart_parts import COLUMN_WIDTH
 from widgets.theme import Palette, format_tokens
 
@@ -94,7 +94,7 @@ class CacheLayer:
         else:
             self._plot.hideAxis("right")
 
-    def update(self, records: Sequence[Mapping[str, Any]], after_compaction: Collection[int] = ()) -> None:
+    def update(self, records: Sequence[TimelineCall], after_compaction: Collection[int] = ()) -> None:
         """Recompute the figures of ``records`` (the timeline's calls) and redraw."""
         self.summary = analyze(records, after_compaction)
         calls = self.summary.calls

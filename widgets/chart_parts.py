@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,13 +21,13 @@ from PySide6.QtGui import QColor, QFont, QHelpEvent, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QGridLayout, QLabel, QToolTip, QWidget
 
 from engine.model.snapshot import PROMPT_REGIONS, REGION_ACCURACY_LABELS
+from engine.model.timeline import TimelineCall
 from widgets.theme import REGION_LABELS, REGION_ORDER, Palette, format_tokens
 
 TIMELINE_REGIONS: tuple[str, ...] = PROMPT_REGIONS
-# One recorded LLM call: a ``context`` record of ``events.jsonl`` (a ContextSnapshot's fields without the
-# per-message counts, plus what the provider reported: cache figures, prefix source, segment, ...), as
-# the engine's cache analysis (engine.context.cache) reads it.
-CallRecord = Mapping[str, Any]
+# One recorded LLM call: a ``context`` record of ``events.jsonl`` (the request's ContextSnapshot without the
+# per-message counts, plus what the provider reported: cache figures, ...) and its price.
+CallRecord = TimelineCall
 
 COLUMN_WIDTH = 0.8  # a timeline column's width, in calls
 # a region's accuracy (engine.model.snapshot.region_accuracy) as the legend marks it: a short word
@@ -267,23 +267,16 @@ class Timeline:
     def append(self, rec: CallRecord) -> None:
         self._grow(self.n + 1)
         i = self.n
-        has_roles = any(k in rec for k in ("history_user", "history_assistant", "history_tool"))
-        for r, key in enumerate(TIMELINE_REGIONS):
-            if key == "history_user" and not has_roles:
-                self.values[r, i] = num(rec.get("history"))
-            else:
-                self.values[r, i] = num(rec.get(key))
-        prov = opt_num(rec.get("provider_prompt_tokens"))
+        snap = rec.snapshot
+        self.values[:, i] = [getattr(snap, key) for key in TIMELINE_REGIONS]
+        prov = opt_num(snap.provider_prompt_tokens)
         self.provider[i] = prov if prov > 0 else math.nan
-        raw = opt_num(rec.get("raw_prompt_tokens"))
-        self.raw[i] = raw if raw > 0 else math.nan
-        win = opt_num(rec.get("window"))
-        self.window[i] = win if win > 0 else math.nan
-        thr = opt_num(rec.get("threshold_tokens"))
-        self.threshold[i] = thr if thr > 0 else math.nan
+        self.raw[i] = snap.raw_prompt_tokens if snap.raw_prompt_tokens > 0 else math.nan
+        self.window[i] = snap.window if snap.window > 0 else math.nan
+        self.threshold[i] = snap.threshold_tokens if snap.threshold_tokens > 0 else math.nan
         self.records.append(rec)
-        self.cached += isinstance(rec.get("cache_read_tokens"), int)
-        self.times.append(parse_ts(rec.get("ts")))
+        self.cached += rec.record.cache_read_tokens is not None
+        self.times.append(parse_ts(snap.ts))
         self.n += 1
 
     def replace_last(self, rec: CallRecord) -> None:
@@ -294,7 +287,7 @@ class Timeline:
         self.n -= 1
         self.records.pop()
         self.times.pop()
-        self.cached -= isinstance(old.get("cache_read_tokens"), int)
+        self.cached -= old.record.cache_read_tokens is not None
         self.append(rec)
 
     def total(self, i: int) -> float:

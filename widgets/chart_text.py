@@ -10,7 +10,6 @@ import math
 import numpy as np
 
 from engine.context.cache import cache_miss_line
-from engine.model.snapshot import region_accuracy
 from widgets.chart_marks import subagent_color
 from widgets.chart_parts import TIMELINE_REGIONS, Timeline
 from widgets.formatting import cost_lines
@@ -23,40 +22,40 @@ def column_tooltip(tl: Timeline, index: int, cache_lines: list[str] | None) -> s
     """Call ``index``'s tooltip: its regions and how each was counted, the estimate against the provider's figure,
     the cache (``cache_lines``: the cache view's lines when it is shown; else the figures and the provider's own
     cache-miss reason), the window and the cost."""
-    rec = tl.records[index]
-    lines = [f"Call {index + 1}" + (f" · {rec.get('ts')}" if rec.get("ts") else "")]
-    if rec.get("model"):
-        lines.append(f"model {rec['model']}")
-    accuracy = region_accuracy(rec)
+    call = tl.records[index]
+    rec, snap = call.record, call.snapshot
+    lines = [f"Call {index + 1}" + (f" · {snap.ts}" if snap.ts else "")]
+    if snap.model:
+        lines.append(f"model {snap.model}")
+    accuracy = snap.region_accuracy()
     for r, key in enumerate(TIMELINE_REGIONS):
         lines.append(f"{REGION_LABELS[key]}: {format_tokens(tl.values[r, index])} ({accuracy[key]})")
     est = tl.total(index)
-    acc = rec.get("accuracy") or "estimated"
-    lines.append(f"Estimate: {format_tokens(est)} ({acc})")
+    lines.append(f"Estimate: {format_tokens(est)} ({snap.accuracy or 'estimated'})")
     prov = tl.provider[index]
     if not math.isnan(prov):
         diff = (est - prov) / prov * 100 if prov else 0.0
         lines.append(f"Reported by provider: {format_tokens(prov)} (estimate {diff:+.1f}%)")
-        if rec.get("prompt_unlike_file"):  # the provider counted what the file does not hold
-            lines.append(f"Different basis: {rec['prompt_unlike_file']}")
+        if call.prompt_unlike_file:  # the provider counted what the file does not hold
+            lines.append(f"Different basis: {call.prompt_unlike_file}")
     else:
         lines.append("Reported by provider: —")
-    cached = [f"{label} {format_tokens(rec[key])}" for key, label in
-              (("cache_read_tokens", "read"), ("cache_write_tokens", "written")) if isinstance(rec.get(key), int)]
+    cached = [f"{label} {format_tokens(value)}" for value, label in
+              ((rec.cache_read_tokens, "read"), (rec.cache_write_tokens, "written")) if value is not None]
     if cache_lines is not None:  # (a provider's cache-miss reason among them: the re-write's cause)
         lines += cache_lines
     else:
         if cached:
             lines.append("Cache: " + ", ".join(cached))
-        if miss := cache_miss_line(rec):  # the provider's own reason the cache missed (the engine's words)
+        if miss := cache_miss_line(call.to_json()):  # the provider's own reason the cache missed (the engine's words)
             lines.append(miss)
-    if rec.get("prefix_source") == "inferred" and isinstance(rec.get("prefix_tokens"), int):
-        lines.append(f"System prompt + tools (inferred): {format_tokens(rec['prefix_tokens'])}")
+    if snap.prefix_source == "inferred" and call.prefix_tokens is not None:
+        lines.append(f"System prompt + tools (inferred): {format_tokens(call.prefix_tokens)}")
     if not math.isnan(tl.raw[index]):
         lines.append(f"Raw estimate: {format_tokens(tl.raw[index])}")
     if not math.isnan(tl.window[index]):
         lines.append(f"Window: {format_tokens(tl.window[index])}")
-    lines += cost_lines(rec)
+    lines += cost_lines(call)
     return "\n".join(lines)
 
 

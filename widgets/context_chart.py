@@ -1,8 +1,9 @@
 """The live context chart: what fills the next request, and how the context grew call by call.
 
 ``ContextChart`` is a plain view: it takes the next request's ``engine.model.snapshot.ContextSnapshot``,
-the recorded calls (the ``context`` records of ``events.jsonl``: a snapshot's fields without the
-per-message counts, plus what the provider reported, e.g. its cache figures) and compaction events
+the recorded calls (``engine.model.timeline.TimelineCall``: a ``context`` record of ``events.jsonl`` — the
+request's snapshot without the per-message counts, plus what the provider reported, e.g. its cache figures —
+and its price) and compaction events
 (dicts from ``dataclasses.asdict(CompactionEvent)``) and draws them; it never computes budgets itself.
 
 (a) **Next request** — one stacked horizontal bar: system, summary, history (user / assistant / tool
@@ -50,7 +51,7 @@ Methods:
     set_snapshot(snapshot: ContextSnapshot | None)  the next request (bar (a) and ghost column)
     set_draft_tokens(n: int)                    only the draft region changes (typing)
     set_timeline(records: Sequence[CallRecord], compactions: Sequence[dict] = ())   replace (b)
-    append_call(record: CallRecord)             one more column
+    append_call(record: CallRecord)             one more column (CallRecord: a TimelineCall)
     add_compaction(event: dict)                 one more marker
     clear()                                     empty chart
     set_palette(palette: Palette)               re-colour (theme change)
@@ -698,7 +699,7 @@ class ContextChart(QWidget):
             for item in (*self._tl_bars.values(), self._ghost, self._provider_curve, self._raw_curve,
                          self._threshold_curve):
                 item.setVisible(not on)
-        inferred = tl.n > 0 and tl.records[-1].get("prefix_source") == "inferred"
+        inferred = tl.n > 0 and tl.records[-1].snapshot.prefix_source == "inferred"
         self._bar.legend.set_name("system", INFERRED_LABEL if inferred else REGION_LABELS["system"])
         self._inferred_label.setVisible(inferred and not on)
         if inferred:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from engine.model.timeline import TimelineCall
 from engine.usage.costs import usd_text
 
 # json.loads raises RecursionError on deeply nested input, besides ValueError/TypeError
@@ -53,22 +53,16 @@ def format_usd(value: float) -> str:
     return usd_text(value)
 
 
-def _usd_or_none(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def cost_lines(record: Mapping[str, Any]) -> list[str]:
-    """A timeline column's cost lines: ``cost_usd`` (litellm's prices) or why it is unknown, and the
-    agent's own cost of the call where its record has one; [] when the record was not priced."""
+def cost_lines(call: TimelineCall) -> list[str]:
+    """A timeline column's cost lines: its price (litellm's prices) or why it is unknown, and the agent's own
+    cost of the call where its record has one; [] when the call was not priced."""
     lines = []
-    usd = _usd_or_none(record.get("cost_usd"))
-    if usd is not None:
-        lines.append(f"Cost: {format_usd(usd)} (litellm's prices)")
-    elif "cost_usd" in record:
-        lines.append(f"Cost: unknown ({record.get('cost_problem') or 'no price'})")
-    agent = _usd_or_none(record.get("agent_cost_usd"))
-    if agent is not None:
-        lines.append(f"The agent's own cost: {format_usd(agent)}")
+    if call.price is not None and call.price.usd is not None:
+        lines.append(f"Cost: {format_usd(call.price.usd)} (litellm's prices)")
+    elif call.price is not None:
+        lines.append(f"Cost: unknown ({call.price.problem or 'no price'})")
+    if call.agent_cost_usd is not None:
+        lines.append(f"The agent's own cost: {format_usd(call.agent_cost_usd)}")
     return lines
 
 

@@ -1,6 +1,6 @@
 """The Usage view: what the agents on this machine spent, over a date range.
 
-Draws a usage report as plain data (the dict of ``engine.usage.report.UsageReport.to_json()``): cost or
+Draws a usage report (``engine.usage.report.UsageReport``: its fields read as they are, its rows plain dicts): cost or
 tokens per day as bars stacked by model (pyqtgraph; the bar items are made once and updated), the
 sessions (sortable: cost, calls, peak fullness, compactions, cache hit rate, the agent's own cost;
 double-click opens one), the totals per project and per model, the tools whose results take the
@@ -18,7 +18,7 @@ Signals:
                                   update: as above — a preset was chosen, or Refresh pressed with one chosen
     session_opened(str)           the session file to open (double-click, Enter)
 Methods:
-    set_report(report)            show a report (dict); ``updating`` says newer figures follow. The chart spans
+    set_report(report)            show a UsageReport; ``updating`` says newer figures follow. The chart spans
                                   the report's ``first_day`` … ``last_day`` (the range asked, empty days drawn);
                                   with a preset chosen, the date boxes show the range the engine made. The tables
                                   keep the sort the user chose, the selected row and the scroll position.
@@ -72,7 +72,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.usage.report import last_days
+from engine.usage.report import UsageReport, last_days
 from widgets.chart_parts import SceneTips, short_tokens
 from widgets.theme import Palette, palette
 from widgets.usage_table import (
@@ -139,7 +139,7 @@ class UsageView(QWidget):
     def __init__(self, parent: QWidget | None = None, *, pal: Palette | None = None) -> None:
         super().__init__(parent)
         self._pal = pal or palette()
-        self._report: dict[str, Any] = {}
+        self._report: UsageReport | None = None
         self._first: date | None = None
         self._days: list[str] = []
         self._series: list[str] = []
@@ -387,11 +387,11 @@ class UsageView(QWidget):
         self._value_axis.metric = self._metric
         self._draw_bars()
 
-    def set_report(self, report: Mapping[str, Any]) -> None:
-        self._report = dict(report)
+    def set_report(self, report: UsageReport) -> None:
+        self._report = report
         if self.preset_days() >= 0 and not self._settle.isActive():  # (not over a date being typed)
             # the range the engine made of the preset, in the date boxes
-            self._set_dates(self._qdate(report.get("since")), self._qdate(report.get("until")))
+            self._set_dates(self._qdate(report.since), self._qdate(report.until))
         self._summarize()
         self._show_notes()
         self._build_series()
@@ -399,9 +399,9 @@ class UsageView(QWidget):
         self._fill_tables()
 
     def _summarize(self) -> None:
-        r = self._report
-        total = r.get("total") or {}
-        since, until = r.get("since") or "the first call", r.get("until") or "today"
+        r = self._report if self._report is not None else UsageReport()
+        total = r.total
+        since, until = r.since or "the first call", r.until or "today"
         calls = int(number(total.get("calls")) or 0)
         if calls:
             text = (f"<b>{usd_text(total.get('cost_usd'), total.get('unpriced_calls'))}</b> for {calls:,} calls "
@@ -413,23 +413,25 @@ class UsageView(QWidget):
         unpriced = int(number(total.get("unpriced_calls")) or 0)
         if unpriced:
             text += f" · {unpriced:,} call(s) of a model without a price are not counted"
-        if r.get("updating"):
+        if r.updating:
             text += " · <i>reading new session files…</i>"
-        if r.get("problem"):
-            text += f"<br><span style='color:{self._pal.error}'>{html.escape(str(r['problem']))}</span>"
+        if r.problem:
+            text += f"<br><span style='color:{self._pal.error}'>{html.escape(r.problem)}</span>"
         self.summary.setText(text)
 
     def unreadable_lines(self) -> list[str]:
         """The session files that could not be read, as listed: "path — reason" each."""
-        return [f"{u.get('path', '')} — {u.get('reason', '')}" for u in self._report.get("unreadable") or []
-                if isinstance(u, Mapping)]
+        return [f"{u.get('path', '')} — {u.get('reason', '')}" for u in self._unreadable() if isinstance(u, Mapping)]
+
+    def _unreadable(self) -> list[dict[str, Any]]:
+        return self._report.unreadable if self._report is not None else []
 
     def _show_notes(self) -> None:
-        warnings = [str(w) for w in self._report.get("warnings") or []]
+        warnings = list(self._report.warnings) if self._report is not None else []
         lines = self.unreadable_lines()
         parts = [f"<span style='color:{self._pal.warning}'>{html.escape(w)}</span>" for w in warnings]
         if lines:
-            partly = sum(1 for u in self._report.get("unreadable") or [] if isinstance(u, Mapping) and u.get("partly"))
+            partly = sum(1 for u in self._unreadable() if isinstance(u, Mapping) and u.get("partly"))
             said = []
             if len(lines) > partly:
                 whole = len(lines) - partly
@@ -456,8 +458,9 @@ class UsageView(QWidget):
         return d if d.isValid() and d > OPEN_DATE else OPEN_DATE
 
     def _build_series(self) -> None:
-        rows = self._report.get("by_day_model") or []
-        names = [str(m.get("model") or "") for m in self._report.get("models") or []]
+        report = self._report if self._report is not None else UsageReport()
+        rows = report.by_day_model
+        names = [str(m.get("model") or "") for m in report.models]
         for row in rows:  # a model of the bars missing from the totals (should not happen): still drawn
             if str(row.get("model") or "") not in names:
                 names.append(str(row.get("model") or ""))
@@ -465,8 +468,8 @@ class UsageView(QWidget):
         days = sorted({str(r.get("day"))[:10] for r in rows})
         self._series = shown
         # the days drawn: the report's span (the whole range asked), else the days with calls
-        first = str(self._report.get("first_day") or "")[:10] or (days[0] if days else "")
-        last = str(self._report.get("last_day") or "")[:10] or (days[-1] if days else "")
+        first = (report.first_day or "")[:10] or (days[0] if days else "")
+        last = (report.last_day or "")[:10] or (days[-1] if days else "")
         self._first = date.fromisoformat(first) if first else None
         span = (date.fromisoformat(last) - self._first).days + 1 if first and last and self._first else 0
         span = max(0, span)
@@ -519,10 +522,10 @@ class UsageView(QWidget):
         self.legend.setText(legend)
 
     def _fill_tables(self) -> None:
-        r = self._report
-        for table, key in ((self.sessions, "sessions"), (self.projects, "projects"), (self.models, "models"),
-                           (self.tools, "tools"), (self.attribution, "attribution")):
-            table.set_records([x for x in r.get(key) or [] if isinstance(x, dict)])
+        r = self._report if self._report is not None else UsageReport()
+        for table, rows in ((self.sessions, r.sessions), (self.projects, r.projects), (self.models, r.models),
+                            (self.tools, r.tools), (self.attribution, r.attribution)):
+            table.set_records([x for x in rows if isinstance(x, dict)])
 
     # ------------------------------------------------------------------ look
 
@@ -533,7 +536,7 @@ class UsageView(QWidget):
             ax = self.plot.getPlotItem().getAxis(name)
             ax.setPen(pg.mkPen(QColor(pal.muted)))
             ax.setTextPen(pg.mkPen(QColor(pal.text)))
-        if self._report:
+        if self._report is not None:
             self._summarize()
             self._show_notes()
 

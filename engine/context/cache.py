@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.model.call_meta import CacheMiss
+from engine.model.timeline import TimelineCall
 
 REWRITE_FACTOR = 3.0  # a write more than 3× the median non-zero write …
 REWRITE_SHARE = 0.10  # … and more than 10 % of the prompt is a re-write of the cached prefix
@@ -134,12 +135,14 @@ def call_figures(record: Mapping[str, Any], index: int = 0) -> CallCache:
     return CallCache(index, prompt, read, write, uncached, rate, cost)
 
 
-def analyze(records: Sequence[Mapping[str, Any]], after_compaction: Collection[int] = ()) -> CacheSummary:
-    """Cache figures of every call, re-writes marked with their reason.
+def analyze(columns: Sequence[Mapping[str, Any] | TimelineCall],
+            after_compaction: Collection[int] = ()) -> CacheSummary:
+    """Cache figures of every call (its record's line, or a timeline column), re-writes marked with their reason.
 
     ``after_compaction``: indexes of the calls that are the first after a compaction (the records'
     ``segment`` field is used too, where the import wrote it).
     """
+    records = [c.to_json() if isinstance(c, TimelineCall) else c for c in columns]
     calls = [call_figures(rec, i) for i, rec in enumerate(records)]
     basis = "write" if any(c.write is not None for c in calls) else "uncached"
     values = [(c.write if basis == "write" else c.uncached) or 0 for c in calls]

@@ -9,6 +9,8 @@ the price table does not know costs ``None`` with the reason (never $0).
 
 - :func:`priced_record` — a copy of the record with ``cost_usd`` and ``cost_problem`` (the timeline's
   columns: the tooltip shows it);
+- :func:`priced_call` — a record with its price, typed (:class:`engine.model.timeline.TimelineCall`: what the
+  window's timeline holds);
 - :func:`records_cost` — the cost of some calls: the sum of the known costs, how many calls have none;
 - :class:`SessionCost` — **a session's cost, the one definition every view shows** (status bar, Tools tab,
   ``ctxbench tools``, the Usage view and ``ctxbench usage``, the Markdown export): its own calls (*main*) +
@@ -33,7 +35,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.model.call_meta import beside_of
-from engine.model.records import CompactionRecord, Record, compaction_records, context_records, records_json
+from engine.model.records import (
+    CompactionRecord,
+    ContextRecord,
+    Record,
+    compaction_records,
+    context_records,
+    records_json,
+)
+from engine.model.timeline import Price, TimelineCall
 from engine.sources.model import ProviderCall, SourceSession
 from engine.store.event_log import folder_records as read_folder_records
 from engine.usage.prices import (
@@ -88,6 +98,13 @@ def priced_record(record: Mapping[str, Any], table: PriceTable | None = None) ->
     return out
 
 
+def priced_call(record: ContextRecord, table: PriceTable | None = None) -> TimelineCall:
+    """``record`` as a timeline column, with its price (the same figures :func:`priced_record` gives its line).
+    ``table`` defaults to :func:`price_table`."""
+    cost = record_cost(record.to_json(), table if table is not None else price_table())
+    return TimelineCall(record, Price(None if cost.usd is None else round(cost.usd, 8), cost.problem))
+
+
 @dataclass(frozen=True)
 class RecordsCost:
     """The cost of a session's calls: ``usd`` sums the known costs (None when no call has one);
@@ -123,14 +140,18 @@ def folder_records(folder: Path) -> list[dict[str, Any]]:
     return records_json(context_records(read_folder_records(folder)))
 
 
-def records_cost(records: Iterable[Mapping[str, Any]], table: PriceTable | None = None) -> RecordsCost:
-    """The cost of ``records``: each record's ``cost_usd`` when it has been priced (:func:`priced_record`),
-    else priced now with ``table`` (default :func:`price_table`)."""
+CallLike = Mapping[str, Any] | TimelineCall  # a record's line or a timeline column (its line: to_json())
+
+
+def records_cost(records: Iterable[CallLike], table: PriceTable | None = None) -> RecordsCost:
+    """The cost of ``records``: each record's ``cost_usd`` when it has been priced (:func:`priced_record`,
+    :func:`priced_call`), else priced now with ``table`` (default :func:`price_table`)."""
     total: float | None = None
     calls = unpriced = partial = 0
     problem = ""
     loaded: PriceTable | None = table
-    for rec in records:
+    for call in records:
+        rec = call.to_json() if isinstance(call, TimelineCall) else call
         calls += 1
         if rec.get("completion_placeholder") is not None and rec.get("completion_tokens") is None:
             partial += 1
@@ -169,18 +190,18 @@ class RunningCost:
     timeline), kept in constant time per change: the records before the last are summed once, in order, so
     :meth:`cost` equals ``records_cost(records)`` exactly (the same additions in the same order)."""
 
-    def __init__(self, records: Sequence[Mapping[str, Any]] = (), table: PriceTable | None = None) -> None:
+    def __init__(self, records: Sequence[CallLike] = (), table: PriceTable | None = None) -> None:
         self._table = table
         self._before = records_cost(records[:-1], table)  # every record but the last
-        self._last: list[Mapping[str, Any]] = list(records[-1:])
+        self._last: list[CallLike] = list(records[-1:])
 
-    def append(self, record: Mapping[str, Any]) -> None:
+    def append(self, record: CallLike) -> None:
         """A new last record (the one before it is final now)."""
         if self._last:
             self._before = add_costs(self._before, records_cost(self._last, self._table))
         self._last = [record]
 
-    def replace_last(self, record: Mapping[str, Any]) -> None:
+    def replace_last(self, record: CallLike) -> None:
         """The last record's figures changed (appended when there is none)."""
         if not self._last:
             self.append(record)
@@ -344,7 +365,7 @@ def _agent_cost(folder: Path) -> float | None:
 
 
 def folder_cost(folder: Path, table: PriceTable | None = None,
-                records: Iterable[Mapping[str, Any]] | None = None,
+                records: Iterable[CallLike] | None = None,
                 events: Sequence[Record] | None = None) -> SessionCost:
     """The cost of a session folder (ctxbench's own, an import, a source view): its ``context`` records (or
     ``records``, the same records already read and priced: the window's timeline), the ``cost`` of its
@@ -352,7 +373,8 @@ def folder_cost(folder: Path, table: PriceTable | None = None,
     compactions' under *compaction*). ``events``: the folder's records already read (the open session's)."""
     folder = Path(folder)
     events = read_folder_records(folder) if events is None else events
-    main_records = list(records) if records is not None else records_json(context_records(events))
+    main_records = ([r.to_json() if isinstance(r, TimelineCall) else r for r in records] if records is not None
+                    else records_json(context_records(events)))
     comp = [r for e in compaction_records(events) if (r := compaction_call_record(e)) is not None]
     if (main_records or comp) and table is None and any("cost_usd" not in r for r in (*main_records, *comp)):
         table = price_table()
@@ -383,6 +405,6 @@ def session_cost(path: Path) -> SessionCost | None:
 
 
 __all__ = ["NO_TABLE", "RecordsCost", "RunningCost", "SessionCost", "add_costs", "call_record", "compaction_call_cost",
-           "compaction_call_record",
-           "folder_cost", "folder_records", "price_table", "priced_record", "record_cost", "records_cost", "row_cost",
+           "compaction_call_record", "folder_cost", "folder_records", "price_table", "priced_call", "priced_record",
+           "record_cost", "records_cost", "row_cost",
            "session_cost", "session_parts", "source_cost", "usd_text"]

@@ -27,6 +27,7 @@ from engine.model.events import (
 )
 from engine.model.messages import Message
 from engine.model.snapshot import ContextSnapshot
+from engine.model.timeline import TimelineCall
 from engine.store.config import Settings
 
 if TYPE_CHECKING:
@@ -87,9 +88,9 @@ class SnapshotChanged(WorkbenchEvent):
 
 @dataclass
 class CallRecorded(WorkbenchEvent):
-    """An LLM call that happened: its snapshot dict (``message_tokens`` stripped) with the report."""
+    """An LLM call that happened: its record (the request's snapshot with the report) and its price."""
 
-    record: dict[str, Any]
+    record: TimelineCall
 
     def payload(self) -> tuple[Any, ...]:
         return (self.record,)
@@ -100,7 +101,7 @@ class CallUpdated(WorkbenchEvent):
     """A followed view's last call gained figures (a later line of its response raised its output tokens):
     its record again, to replace the timeline's last column."""
 
-    record: dict[str, Any]
+    record: TimelineCall
 
     def payload(self) -> tuple[Any, ...]:
         return (self.record,)

@@ -45,7 +45,7 @@ from engine.model.records import ContextRecord, context_records
 from engine.sources.formats import display_name
 from engine.sources.model import shown_path
 from engine.store.session import SessionError
-from engine.usage.costs import priced_record
+from engine.usage.costs import priced_call
 from engine.workbench import source_views as sv
 from engine.workbench.compaction_ui import CompactionPart
 from engine.workbench.core import WorkbenchCore, one_line
@@ -296,9 +296,9 @@ class SourcesPart:
             tokens = state.tokens.get(mid)
             self.core.emit(MessageAdded(msg, session.estimator.message(msg) if tokens is None else tokens))
         if plan.updated is not None:
-            self.core.emit(CallUpdated(priced_record(plan.updated.to_json())))
-        for record in context_records(plan.records):  # the chart takes the records' JSON form, priced
-            self.core.emit(CallRecorded(priced_record(record.to_json())))
+            self.core.emit(CallUpdated(priced_call(plan.updated)))
+        for record in context_records(plan.records):  # the chart takes the records, priced
+            self.core.emit(CallRecorded(priced_call(record)))
         if plan.compactions:  # (markers() places them among every message shown: not for each poll)
             for marker in markers(session, plan.compactions, list(live.session.messages), None):
                 self.core.emit(CompactionFinished(marker))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.model.messages import Message
+from engine.model.records import ContextRecord
 
 
 def _tool_call_message(messages: Sequence[Message], call_id: str) -> str | None:
@@ -24,9 +25,9 @@ def _tool_call_message(messages: Sequence[Message], call_id: str) -> str | None:
     return None
 
 
-def _call_index(timeline: Sequence[dict[str, Any]], messages: Sequence[Message], message_id: str) -> int | None:
+def _call_index(timeline: Sequence[ContextRecord], messages: Sequence[Message], message_id: str) -> int | None:
     for i, rec in enumerate(timeline):
-        if rec.get("message_id") == message_id:
+        if rec.message_id == message_id:
             return i
     pos = {str(m.get("id")): i for i, m in enumerate(messages)}
     where = pos.get(message_id)
@@ -34,13 +35,13 @@ def _call_index(timeline: Sequence[dict[str, Any]], messages: Sequence[Message],
         return None
     best: int | None = None
     for i, rec in enumerate(timeline):
-        p = pos.get(str(rec.get("message_id")))
+        p = pos.get(str(rec.message_id))
         if p is not None and p <= where:
             best = i
     return best
 
 
-def subagent_marks(meta: dict[str, Any], timeline: Sequence[dict[str, Any]],
+def subagent_marks(meta: dict[str, Any], timeline: Sequence[ContextRecord],
                    messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The meta's subagents, each with ``call_index`` (None: not found) and its prompt figures."""
     imp = meta.get("import")

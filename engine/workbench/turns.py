@@ -26,7 +26,8 @@ from engine.model.events import (
     ToolCallStarted,
     TurnFinished,
 )
-from engine.usage.costs import priced_record
+from engine.model.records import ContextRecord
+from engine.usage.costs import priced_call
 from engine.workbench.core import WorkbenchCore
 from engine.workbench.display import Display
 from engine.workbench.document import TURN, OpenDocument
@@ -39,7 +40,7 @@ from engine.workbench.events import (
     OffloadedFileAdded,
 )
 from engine.workbench.runtime import LlmRuntime
-from engine.workbench.views import Marker, call_record, file_dict, prompt_of
+from engine.workbench.views import Marker, file_dict
 
 
 class TurnsPart:
@@ -185,9 +186,9 @@ class TurnsPart:
             self._announce_file(event.offload_path)
 
     def _on_context_updated(self, event: ContextUpdated) -> None:
-        data = priced_record(call_record(event.snapshot))
-        self.core.emit(CallRecorded(data))
-        self.core.emit(LastCall(prompt_of(data), event.snapshot.provider_prompt_tokens))
+        call = priced_call(ContextRecord.from_snapshot(event.snapshot))
+        self.core.emit(CallRecorded(call))
+        self.core.emit(LastCall(call.snapshot.prompt, event.snapshot.provider_prompt_tokens))
 
     def _on_compaction_started(self, event: CompactionStarted) -> None:
         self.core.set_state(AgentState.COMPACTING)

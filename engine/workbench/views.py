@@ -16,11 +16,12 @@ from engine.model.events import Outcome
 from engine.model.messages import Message, preview
 from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
 from engine.model.snapshot import PROMPT_REGIONS, ContextSnapshot
+from engine.model.timeline import TimelineCall
 from engine.store import archive
 from engine.store.archive import merge_archived
 from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
-from engine.usage.costs import NONE, SessionCost, folder_cost, price_table, priced_record
+from engine.usage.costs import NONE, SessionCost, folder_cost, price_table, priced_call
 from engine.workbench.imported import ImportFacts, import_facts
 from engine.workbench.subagents import subagent_marks
 
@@ -62,7 +63,7 @@ class SessionView:
     messages: list[Message]  # the live history with the archived messages merged in by time
     state: ContextState
     markers: list[Marker]
-    timeline: list[dict[str, Any]]  # one ContextSnapshot dict per LLM call (events.jsonl), as predicted
+    timeline: list[TimelineCall]  # one per LLM call: its record (events.jsonl) and its price
     compactions: list[dict[str, Any]]  # CompactionEvent dicts
     files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
     problems: str = ""  # the load report when the folder needed repairs, else ""
@@ -161,12 +162,12 @@ def markers(
 
 def read_timeline(
     session: Session, problems: list[str]
-) -> tuple[list[dict[str, Any]], list[CompactionRecord]]:
-    """The recorded calls (damaged records skipped, with a problem) and the compaction events, as the chart and
-    the chart takes them (the records' JSON form, priced: ``cost_usd``, engine.usage.costs)."""
+) -> tuple[list[TimelineCall], list[CompactionRecord]]:
+    """The recorded calls (damaged records skipped, with a problem), priced (engine.usage.costs.priced_call), and
+    the compaction events."""
     records = session.read_records(problems)  # a damaged line must not take the whole timeline down
     table = price_table()
-    timeline = [priced_record(r.to_json(), table) for r in context_records(records)]
+    timeline = [priced_call(r, table) for r in context_records(records)]
     return timeline, compaction_records(records)
 
 
@@ -202,7 +203,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         report = "\n".join(p for p in (report, *problems[:5]) if p)
     last: tuple[int | None, int | None] = (None, None)
     if timeline:
-        last = (prompt_of(timeline[-1]), timeline[-1].get("provider_prompt_tokens"))
+        last = (timeline[-1].snapshot.prompt, timeline[-1].snapshot.provider_prompt_tokens)
     return SessionView(
         id=session.id,
         title=session.title,
@@ -216,7 +217,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         files=offloaded_files(session),
         problems=report,
         last_call=last,
-        subagents=subagent_marks(session.meta, timeline, messages),
+        subagents=subagent_marks(session.meta, [c.record for c in timeline], messages),
         imported=import_facts(session.meta),
         cost=folder_cost(session.path, records=timeline, events=session.read_records()),  # (read once: cached)
     )

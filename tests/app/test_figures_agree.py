@@ -154,15 +154,16 @@ def _check_tool_definitions(win: MainWindow) -> None:
     last = chart.column_count() - 1
     if last < 0:
         return
-    rec = win._chart_data["timeline"][last]  # type: ignore[attr-defined]
+    call = win._chart_data["timeline"][last]  # type: ignore[attr-defined]
+    rec = call.snapshot
     tip = chart.column_tooltip(last)
     in_tip = _number_after(REGION_LABELS["tools"], tip)
-    assert in_tip == rec["tools"]
-    if rec.get("prefix_source") == "inferred" and isinstance(rec.get("prefix_tokens"), int):
-        inferred = rec["prefix_tokens"]
+    assert in_tip == rec.tools
+    if rec.prefix_source == "inferred" and call.prefix_tokens is not None:
+        inferred = call.prefix_tokens
         assert _number_after("System prompt + tools (inferred)", tip) == inferred
         assert _legend_tokens(chart, "system") == inferred and _legend_tokens(chart, "tools") == 0
-        assert in_tip in (inferred, 0) or rec["system"] == inferred, (tip, rec)  # the count is one of the two rows
+        assert in_tip in (inferred, 0) or rec.system == inferred, (tip, rec)  # the count is one of the two rows
         if in_tip:
             assert in_tip == inferred, tip  # the tools alone were inferred: the same count, not a scaled share
     else:
@@ -199,10 +200,10 @@ def _check_basis(win: MainWindow) -> int:
     """A call whose provider figure counts what the file does not hold is labelled so where its estimate is shown."""
     chart = win.ensure_chart()
     labelled = 0
-    for i, rec in enumerate(win._chart_data["timeline"]):  # type: ignore[attr-defined]
-        if rec.get("prompt_unlike_file"):
+    for i, call in enumerate(win._chart_data["timeline"]):  # type: ignore[attr-defined]
+        if call.prompt_unlike_file:
             labelled += 1
-            assert f"Different basis: {rec['prompt_unlike_file']}" in chart.column_tooltip(i)
+            assert f"Different basis: {call.prompt_unlike_file}" in chart.column_tooltip(i)
     return labelled
 
 

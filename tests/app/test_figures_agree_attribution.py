@@ -51,7 +51,7 @@ def test_the_cost_per_skill_subagent_and_mcp_server_agrees(qtbot: Any, fake_home
     assert total > 0 and total == pytest.approx(sum(g["cost_usd"] for g in cli["mcp"]))
     # the Usage view: the report's rows (the same query) drawn in its tab
     index = UsageIndex(tmp_path / "data" / "usage")
-    report = usage_report(index).to_json()
+    report = usage_report(index)
     view = UsageView()
     qtbot.addWidget(view)
     view.set_report(report)
@@ -60,7 +60,7 @@ def test_the_cost_per_skill_subagent_and_mcp_server_agrees(qtbot: Any, fake_home
     expected = {(ATTRIBUTION_KINDS[by], g[by]): g for by, groups in cli.items() for g in groups if g[by] is not None}
     assert set(shown) == set(expected) == {("Skill", "greet"), ("MCP server", "echo"), ("Subagent", "general-purpose")}
     for key, group in expected.items():
-        row = next(a for a in report["attribution"] if (ATTRIBUTION_KINDS[a["kind"]], a["name"]) == key)
+        row = next(a for a in report.attribution if (ATTRIBUTION_KINDS[a["kind"]], a["name"]) == key)
         assert row["cost_usd"] == pytest.approx(group["cost_usd"]) and row["calls"] == group["calls"]
         cost_text, calls_text = shown[key]
         assert calls_text == f"{group['calls']:,}" and cost_text.startswith("$")

@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.main_window import MainWindow
+from engine.usage.report import UsageReport
 from engine.workbench import usage as usage_part
 from tests.app.test_sources_window import home, open_source, win  # noqa: F401 (fixtures)
 from tests.engine.usage.test_usage_index import _call, _user
@@ -18,9 +19,9 @@ from widgets.formatting import format_usd
 from widgets.usage_view import PATH_ROLE, UsageView
 
 
-def _final(qtbot: Any, win: MainWindow) -> dict[str, Any]:  # noqa: F811
+def _final(qtbot: Any, win: MainWindow) -> UsageReport:  # noqa: F811
     wiring = win.usage_wiring  # type: ignore[attr-defined]
-    qtbot.waitUntil(lambda: wiring.report is not None and not wiring.report.get("updating"), timeout=60_000)
+    qtbot.waitUntil(lambda: wiring.report is not None and not wiring.report.updating, timeout=60_000)
     return wiring.report
 
 
@@ -31,12 +32,13 @@ def test_the_usage_dock_shows_what_the_agents_spent(qtbot: Any, win: MainWindow,
     view = wiring.show()
     view.set_days(0, update=True)  # all time (the shared sessions are from 2026-02)
     report = _final(qtbot, win)
-    assert report["total"]["calls"] > 0 and report["index"]["read"] >= 3 and report["problem"] == ""
+    assert report.total["calls"] > 0 and report.index is not None and report.index["read"] >= 3
+    assert report.problem == ""
     assert view.series() and sum(view.bar_totals()) > 0
-    agents = {s["agent"] for s in report["sessions"]}
+    agents = {s["agent"] for s in report.sessions}
     assert agents == {"claude-code", "codex"}
     table, model = view.sessions, view.sessions.model()
-    assert table.row_count() == len(report["sessions"])
+    assert table.row_count() == len(report.sessions)
     row = next(r for r in range(table.row_count())
                if str(model.data(model.index(r, 0), PATH_ROLE)).endswith("short.jsonl"))
     path = table.path(row)
@@ -48,8 +50,8 @@ def test_the_usage_dock_shows_what_the_agents_spent(qtbot: Any, win: MainWindow,
 
 def test_the_status_bar_says_the_sessions_cost_so_far(qtbot: Any, win: MainWindow, home: Path) -> None:  # noqa: F811
     view = open_source(qtbot, win, home / ".claude" / "projects" / "-work-spotter" / "tool_heavy.jsonl")
-    assert view.timeline and all("cost_usd" in r for r in view.timeline)
-    total = sum(r["cost_usd"] or 0 for r in view.timeline)
+    assert view.timeline and all(r.price is not None for r in view.timeline)
+    total = sum(r.price.usd or 0 for r in view.timeline if r.price is not None)
     assert total > 0 and win.status.texts()["session_cost"] == f"cost: {format_usd(total)}"
     assert not win.status.session_cost_label.isHidden()
     assert "Cost: $" in win.ensure_chart().column_tooltip(0)
@@ -64,7 +66,7 @@ def test_the_open_dock_follows_the_agents_work(qtbot: Any, win: MainWindow, home
     before = _final(qtbot, win)
     assert wiring.timer.isActive() and wiring.timer.interval() == 200
     view.sessions.sort_by(6, Qt.SortOrder.AscendingOrder)  # the user's sort, kept by the live figures
-    shown: list[dict[str, Any]] = []
+    shown: list[UsageReport] = []
     monkeypatch.setattr(view, "set_report", lambda report: shown.append(report) or UsageView.set_report(view, report))
     qtbot.wait(800)  # a few quiet refreshes: nothing was read, nothing repainted
     assert shown == []
@@ -73,8 +75,8 @@ def test_the_open_dock_follows_the_agents_work(qtbot: Any, win: MainWindow, home
         fh.write(_user(9001, "2026-02-28T10:00:00.000Z") + _call(9002, "2026-02-28T10:00:05.000Z"))
     qtbot.waitUntil(lambda: bool(shown), timeout=20_000)
     after = shown[-1]
-    assert not after["updating"] and after["index"]["read"] == 1
-    assert after["total"]["calls"] == before["total"]["calls"] + 1 and wiring.report == after
+    assert not after.updating and after.index is not None and after.index["read"] == 1
+    assert after.total["calls"] == before.total["calls"] + 1 and wiring.report is after
     assert view.sessions.horizontalHeader().sortIndicatorSection() == 6
     wiring.dock.hide()  # hidden: no more refreshes
     assert not wiring.timer.isActive()
@@ -95,7 +97,7 @@ def test_view_usage_raises_a_readable_usage_window(qtbot: Any, win: MainWindow, 
     report = _final(qtbot, win)  # the last 30 days, the range made by the engine: today the last day
     start, end = last_days(30)
     assert start is not None and end is not None
-    assert (report["since"], report["until"]) == (start.isoformat(), end.isoformat())
+    assert (report.since, report.until) == (start.isoformat(), end.isoformat())
     assert view.days()[-1] == end.isoformat() and len(view.days()) == 30
     assert view.plot.height() >= 220
     wiring.action.trigger()  # again: hidden

@@ -14,6 +14,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QToolTip
 
 from engine.ingest import import_source
+from engine.model.timeline import TimelineCall
 from engine.store.fsutil import read_jsonl_objects
 from tests.conftest import SHARED
 from widgets.chart_cache import CACHE_COLORS
@@ -26,6 +27,11 @@ CODEX = SESSIONS / "codex" / "rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98e
 SVG = "{http://www.w3.org/2000/svg}"
 
 pytestmark = pytest.mark.skipif(not CLAUDE.exists(), reason="the shared sessions are not on this machine")
+
+def set_calls(chart, records, compactions=()) -> None:
+    """``chart.set_timeline`` with these record lines as the service hands them (typed: TimelineCall)."""
+    chart.set_timeline([TimelineCall.from_json(r) for r in records], compactions)
+
 
 
 def _events(source: Path, folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -60,7 +66,7 @@ def _plot_items(chart: ContextChart) -> list[int]:
 
 def test_toggle_shows_cache_segments_equal_to_the_records(chart: ContextChart, qtbot: Any, claude: Any) -> None:
     records, compactions = claude
-    chart.set_timeline(records, compactions)
+    set_calls(chart, records, compactions)
     chart.flush()
     items = _plot_items(chart)
     assert chart.cache_available() and chart.cache_button.isEnabled() and not chart.cache_view()
@@ -80,7 +86,7 @@ def test_toggle_shows_cache_segments_equal_to_the_records(chart: ContextChart, q
     assert not chart.cache_view() and all(bar.isVisible() for bar in chart._tl_bars.values())
     assert not chart._tl_plot.getPlotItem().getAxis("right").isVisible()
     chart.set_cache_view(True)
-    chart.append_call(records[-1])
+    chart.append_call(TimelineCall.from_json(records[-1]))
     chart.flush()
     assert chart.cache_segments(len(records))["cache_read"] == (0, records[-1]["cache_read_tokens"])
     assert _plot_items(chart) == items  # the same plot items throughout: only setOpts / setData
@@ -93,7 +99,7 @@ def test_rewrite_markers_where_expected(chart: ContextChart, claude: Any) -> Non
     expected = [i for i, r in enumerate(records)
                 if r["cache_write_tokens"] > 3 * median and r["cache_write_tokens"] > 0.1 * r["provider_prompt_tokens"]]
     assert expected == [0, 5, 6, 10, 71, 84, 85]
-    chart.set_timeline(records, compactions)
+    set_calls(chart, records, compactions)
     assert chart.rewrite_calls() == []  # the region view marks nothing
     chart.set_cache_view(True)
     assert chart.rewrite_calls() == expected
@@ -113,7 +119,7 @@ def test_rewrite_markers_where_expected(chart: ContextChart, claude: Any) -> Non
 def test_codex_shows_read_and_uncached_only(chart: ContextChart, codex: Any) -> None:
     records, compactions = codex
     assert records and all(r["cache_write_tokens"] is None for r in records)
-    chart.set_timeline(records, compactions)
+    set_calls(chart, records, compactions)
     chart.set_cache_view(True)
     assert chart.cache_view()
     for i, rec in enumerate(records):
@@ -138,13 +144,13 @@ def test_codex_shows_read_and_uncached_only(chart: ContextChart, codex: Any) -> 
 def test_inferred_prefix_is_labelled(chart: ContextChart, claude: Any) -> None:
     records, compactions = claude
     assert records[0]["prefix_source"] == "inferred"
-    chart.set_timeline(records, compactions)
+    set_calls(chart, records, compactions)
     chart.flush()
     assert chart.system_label() == "System prompt + tools (inferred)"
     assert chart._inferred_label.isVisible() and chart._inferred_label.textItem.toPlainText() == "inferred"
     own = [{k: v for k, v in r.items() if k not in ("prefix_source", "prefix_tokens", "cache_read_tokens",
                                                        "cache_write_tokens")} for r in records[:3]]
-    chart.set_timeline(own)
+    set_calls(chart, own)
     chart.flush()
     assert chart.system_label() == "System prompt" and not chart._inferred_label.isVisible()
     assert not chart.cache_available() and not chart.cache_button.isEnabled()
@@ -155,7 +161,7 @@ def test_inferred_prefix_is_labelled(chart: ContextChart, claude: Any) -> None:
 
 @pytest.mark.parametrize("cache_view", [False, True])
 def test_png_decodes_at_the_chart_size(chart: ContextChart, claude: Any, cache_view: bool) -> None:
-    chart.set_timeline(*claude)
+    set_calls(chart, *claude)
     chart.set_cache_view(cache_view)
     data = chart.export_image("png")
     image = QImage.fromData(data, "PNG")
@@ -165,7 +171,7 @@ def test_png_decodes_at_the_chart_size(chart: ContextChart, claude: Any, cache_v
 
 
 def test_svg_parses_with_paths(chart: ContextChart, claude: Any) -> None:
-    chart.set_timeline(*claude)
+    set_calls(chart, *claude)
     chart.set_cache_view(True)
     data = chart.export_image("svg")
     root = ET.fromstring(data)
@@ -178,7 +184,7 @@ def test_svg_parses_with_paths(chart: ContextChart, claude: Any) -> None:
 
 
 def test_hovering_a_rewrite_star_says_why(chart: ContextChart, claude: Any) -> None:
-    chart.set_timeline(*claude)
+    set_calls(chart, *claude)
     chart.set_cache_view(True)
     vb = chart._tl_plot.getPlotItem().getViewBox()
     vb.autoRange()
@@ -200,7 +206,7 @@ def test_the_providers_cache_miss_reason_is_the_same_line_in_both_views(chart: C
     records = [{**record(i), "cache_read_tokens": 8_000 if i else 0, "cache_write_tokens": 0 if i else 9_000}
                for i in range(4)]
     records[2] = {**records[2], "cache_miss": {"reason": "tools_changed", "tokens": 1234}}
-    chart.set_timeline(records)
+    set_calls(chart, records)
     chart.flush()
     line = cache_miss_line(records[2])
     assert line == "Cache miss (the provider's reason): the tool definitions changed (1,234 tokens missed the cache)"

@@ -17,11 +17,17 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QGuiApplication
 
 from engine.model.snapshot import ContextSnapshot
+from engine.model.timeline import TimelineCall
 from widgets.chat_view import ChatView
 from widgets.chat_view.layout import LAYOUT_CACHE
 from widgets.context_chart import ContextChart
 
 pytestmark = pytest.mark.slow
+
+def set_calls(chart, records, compactions=()) -> None:
+    """``chart.set_timeline`` with these record lines as the service hands them (typed: TimelineCall)."""
+    chart.set_timeline([TimelineCall.from_json(r) for r in records], compactions)
+
 
 
 def rss_mb() -> float:
@@ -62,14 +68,14 @@ def test_chart_survives_5000_repaints_with_1000_columns(qtbot):
     chart._tl_plot.viewport().installEventFilter(counter)
     chart._bar.plot.viewport().installEventFilter(counter)
     marker = {"trigger": "auto", "call_index": 500, "tokens_before": 40_000, "tokens_after": 10_000}
-    chart.set_timeline([snapshot(i, 10_000 + i * 40).to_json() for i in range(1000)], [marker])
+    set_calls(chart, [snapshot(i, 10_000 + i * 40).to_json() for i in range(1000)], [marker])
     chart.flush()
     rss_start = objects_start = 0.0
     for k in range(5_000):
         # the next request swings over and under the window: both axes keep changing range
         chart.set_snapshot(snapshot(k, 30_000 + (k % 9) * 14_000))
         if k % 50 == 0:
-            chart.append_call(snapshot(1000 + k, 30_000).to_json())
+            chart.append_call(TimelineCall.from_json(snapshot(1000 + k, 30_000).to_json()))
         chart.flush()
         # paint both plots now, as the event loop would (pyqtgraph updates ranges and axes
         # while preparing the paint: this is where PySide6 6.12 crashed)
@@ -108,14 +114,14 @@ def test_cache_view_survives_2000_repaints(qtbot):
     chart.show()
     qtbot.waitExposed(chart)
     made = list(range(800))
-    chart.set_timeline([cached(i) for i in made])
+    set_calls(chart, [cached(i) for i in made])
     chart.set_cache_view(True)
     items = [id(item) for item in chart._tl_plot.getPlotItem().items]
     rss_start = objects_start = 0.0
     for k in range(2_000):
         if k % 10 == 0:  # a new call: the stacks, the hit rate, its axis and the markers change
             made.append(800 + k)
-            chart.append_call(cached(800 + k))
+            chart.append_call(TimelineCall.from_json(cached(800 + k)))
         if k % 500 == 250:  # and back and forth between the two views
             chart.set_cache_view(not chart.cache_view())
         chart.flush()

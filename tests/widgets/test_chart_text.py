@@ -6,16 +6,18 @@ import math
 
 import numpy as np
 
+from engine.model.timeline import TimelineCall
 from tests.widgets.test_context_chart import record
 from widgets.chart_parts import Timeline
 from widgets.chart_text import FAR, across, column_tooltip, timeline_header, timeline_legend
 from widgets.theme import LIGHT
 
 
-def _timeline(n: int, **extra: object) -> Timeline:
+def _timeline(n: int, last: dict[str, object] | None = None, **extra: object) -> Timeline:
+    """``n`` calls with ``extra``; the last one also with ``last``."""
     tl = Timeline()
     for i in range(n):
-        tl.append({**record(i), **extra})
+        tl.append(TimelineCall.from_json({**record(i), **extra, **((last or {}) if i == n - 1 else {})}))
     return tl
 
 
@@ -51,8 +53,7 @@ def test_a_line_across_the_chart() -> None:
 
 
 def test_a_calls_tooltip_gives_the_providers_cache_miss_reason() -> None:
-    tl = _timeline(2)
-    tl.records[1]["cache_miss"] = {"reason": "system_changed", "tokens": 800}
+    tl = _timeline(2, last={"cache_miss": {"reason": "system_changed", "tokens": 800}})
     text = column_tooltip(tl, 1, None)
     assert "Cache miss (the provider's reason): the system prompt changed (800 tokens missed the cache)" in text
     assert "Cache miss" not in column_tooltip(tl, 0, None)

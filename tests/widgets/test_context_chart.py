@@ -10,8 +10,15 @@ from PySide6.QtCore import QPointF
 
 from engine.model.events import CompactionEvent
 from engine.model.snapshot import ContextSnapshot
+from engine.model.timeline import TimelineCall
 from widgets.context_chart import ContextChart
 from widgets.theme import DARK, LIGHT, REGION_ORDER
+
+
+def set_calls(chart, records, compactions=()) -> None:
+    """``chart.set_timeline`` with these record lines as the service hands them (typed: TimelineCall)."""
+    chart.set_timeline([TimelineCall.from_json(r) for r in records], compactions)
+
 
 
 def snap(**kw) -> ContextSnapshot:
@@ -104,8 +111,8 @@ def test_updates_are_drawn_at_once_and_reuse_plot_items(chart):
         assert chart.bar_segments()["history_tool"][1] == 5_000 + i
     assert chart.redraws - redraws == 50
     assert chart.bar_segments()["history_tool"][1] == 5_049
-    chart.set_timeline([record(i) for i in range(20)])
-    chart.append_call(record(20))
+    set_calls(chart, [record(i) for i in range(20)])
+    chart.append_call(TimelineCall.from_json(record(20)))
     chart.flush()
     items_after = list(chart._tl_plot.getPlotItem().items) + list(chart._bar.plot.getPlotItem().items)
     assert [id(i) for i in items_after] == [id(i) for i in items_before]
@@ -114,7 +121,7 @@ def test_updates_are_drawn_at_once_and_reuse_plot_items(chart):
 def test_timeline_columns_and_provider_line(chart):
     recs = [record(i) for i in range(30)]
     recs[5]["provider_prompt_tokens"] = None  # a call without a usage report
-    chart.set_timeline(recs)
+    set_calls(chart, recs)
     chart.flush()
     assert chart.column_count() == 30
     tops = chart.column_tops()
@@ -141,7 +148,7 @@ def test_compaction_markers_are_placed_by_time_and_have_tooltips(chart):
         trigger="manual", tokens_before=40_000, tokens_after=9_000, messages_compacted=12, messages_kept=3,
         duration_ms=1500, result="summarized", summary="## Goal\nShip it", ts="2025-11-21T10:00:04.500+00:00",
     ))
-    chart.set_timeline(recs, [ev])
+    set_calls(chart, recs, [ev])
     chart.flush()
     assert chart.compaction_count() == 1
     assert chart.compaction_x(0) == 5.5  # after the 5th call (x = 1..10)
@@ -157,7 +164,7 @@ def test_compaction_markers_are_placed_by_time_and_have_tooltips(chart):
 
 
 def test_clicks_and_hover_hit_columns_and_markers(chart, qtbot):
-    chart.set_timeline([record(i) for i in range(10)], [{"trigger": "auto", "call_index": 4,
+    set_calls(chart, [record(i) for i in range(10)], [{"trigger": "auto", "call_index": 4,
                                                         "tokens_before": 30_000, "tokens_after": 10_000}])
     chart.flush()
     vb = chart._tl_plot.getPlotItem().getViewBox()
@@ -185,13 +192,13 @@ def test_clicks_and_hover_hit_columns_and_markers(chart, qtbot):
 
 
 def test_one_update_with_1000_columns_is_fast(chart):
-    chart.set_timeline([record(i) for i in range(1000)])
+    set_calls(chart, [record(i) for i in range(1000)])
     chart.set_snapshot(snap())
     chart.flush()
     times = []
     for i in range(30):
         chart.set_snapshot(snap(history_tool=5_000 + i))
-        chart.append_call(record(1000 + i))
+        chart.append_call(TimelineCall.from_json(record(1000 + i)))
         t = time.perf_counter()
         chart.flush()
         times.append(time.perf_counter() - t)
@@ -235,7 +242,7 @@ def test_real_trajectory_shows_every_call_against_the_provider(chart, tmp_path):
     session = Session.load(tmp_path / "s")
     events = session.read_events()
     snapshots = [e for e in events if e.get("type") == "context"]
-    chart.set_timeline(snapshots, [e for e in events if e.get("type") == "compaction"])
+    set_calls(chart, snapshots, [e for e in events if e.get("type") == "compaction"])
     chart.set_snapshot(ContextSnapshot.from_json(snapshots[-1]))  # the next request, as the app builds it
     chart.flush()
     assert chart.column_count() == report.snapshots == len(snapshots) > 10
@@ -261,7 +268,7 @@ def test_an_imported_claude_code_session_with_its_compaction(chart, tmp_path):
     session = Session.load(tmp_path / "s")
     events = session.read_events()
     snapshots = [e for e in events if e.get("type") == "context"]
-    chart.set_timeline(snapshots, [e for e in events if e.get("type") == "compaction"])
+    set_calls(chart, snapshots, [e for e in events if e.get("type") == "compaction"])
     chart.set_snapshot(ContextSnapshot.from_json(snapshots[-1]))  # the next request, as the app builds it
     chart.flush()
     assert chart.column_count() == report.calls == 152 and chart.compaction_count() == 1
@@ -300,7 +307,7 @@ class _Click:
 def test_picking_two_calls_asks_for_their_diff(chart, qtbot):
     from PySide6.QtCore import Qt
 
-    chart.set_timeline([record(i) for i in range(20)])
+    set_calls(chart, [record(i) for i in range(20)])
     chart.flush()
     vb = chart._tl_plot.getPlotItem().getViewBox()
     vb.autoRange()
@@ -321,13 +328,13 @@ def test_picking_two_calls_asks_for_their_diff(chart, qtbot):
     assert not chart.call_menu(0).actions()[0].isEnabled()  # no call before the first
     chart.call_menu(12).actions()[-1].trigger()
     assert chart.selected_call() == 12
-    chart.set_timeline([record(i) for i in range(3)])
+    set_calls(chart, [record(i) for i in range(3)])
     assert chart.selected_call() is None  # another session: nothing picked
 
 
 def test_subagent_marks_sit_above_the_parent_call(chart, qtbot):
     recs = [record(i) for i in range(10)]
-    chart.set_timeline(recs)
+    set_calls(chart, recs)
     marks = [{"id": "a1", "model": "haiku", "calls": 3, "peak_prompt_tokens": 9_000, "total_prompt_tokens": 20_000,
               "session": "subagents/a1", "call_index": 6},
              {"id": "lost", "session": "subagents/lost", "call_index": None}]
@@ -353,7 +360,7 @@ def test_subagent_marks_sit_above_the_parent_call(chart, qtbot):
 
 
 def test_the_compaction_tooltip_says_what_compacting_cost(chart):
-    chart.set_timeline([record(i) for i in range(5)], [
+    set_calls(chart, [record(i) for i in range(5)], [
         {"trigger": "auto", "call_index": 2, "tokens_before": 167_731, "tokens_after": 42_603, "result": "summarized",
          "source_format": "claude-code", "duration_ms": 0.0, "summary": "\n".join(f"line {k}" for k in range(20)),
          "cost": {"prompt_tokens": 169_910, "completion_tokens": 6, "cache_read_tokens": 167_093,
@@ -378,7 +385,7 @@ def test_a_timeline_without_provider_figures_draws_without_warnings(chart, qtbot
     recs = [{**record(i), "provider_prompt_tokens": None} for i in range(12)]
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        chart.set_timeline(recs)
+        set_calls(chart, recs)
         chart.flush()
         chart.repaint()
         qtbot.wait(50)
@@ -388,7 +395,7 @@ def test_a_timeline_without_provider_figures_draws_without_warnings(chart, qtbot
 
 
 def test_the_call_tooltip_says_what_the_call_cost(chart):
-    chart.set_timeline([{**record(0), "cost_usd": 0.0123, "cost_problem": ""},
+    set_calls(chart, [{**record(0), "cost_usd": 0.0123, "cost_problem": ""},
                         {**record(1), "cost_usd": None, "cost_problem": "no price for 'x'"},
                         {**record(2), "agent_cost_usd": 0.5, "cost_usd": 0.4}, record(3)])
     assert "Cost: $0.0123 (litellm's prices)" in chart.column_tooltip(0)
@@ -408,7 +415,7 @@ def _small_session(window: int = 1_000_000, calls: int = 8) -> list[dict]:
 
 def test_a_small_session_in_a_huge_window_is_fitted_to_its_data_with_a_way_back(chart):
     recs = _small_session()
-    chart.set_timeline(recs)
+    set_calls(chart, recs)
     nxt = snap(window=1_000_000, threshold_tokens=800_000, max_tokens=4_000, system=2_000, summary=0,
                history_user=1_300, history_assistant=2_600, history_tool=6_000, tools=1_500, draft=0)
     chart.set_snapshot(nxt)
@@ -427,14 +434,14 @@ def test_a_small_session_in_a_huge_window_is_fitted_to_its_data_with_a_way_back(
     assert not chart.fit_to_data() and chart.timeline_y_range()[1] >= 1_000_000
     assert chart.offscale_text() == "" and not chart._offscale_label.isVisible()
     assert chart._bar.plot.getPlotItem().getViewBox().viewRange()[0][1] >= 1_000_000
-    chart.append_call(_small_session(calls=9)[-1])
+    chart.append_call(TimelineCall.from_json(_small_session(calls=9)[-1]))
     assert not chart.fit_to_data() and not chart.fit_button.isChecked()
     chart.fit_button.click()
     assert chart.fit_to_data() and chart.timeline_y_range()[1] < 30_000
 
 
 def test_a_session_that_fills_its_window_is_drawn_against_the_whole_window(chart):
-    chart.set_timeline(_small_session(window=20_000))
+    set_calls(chart, _small_session(window=20_000))
     assert not chart.fit_to_data() and chart.timeline_y_range()[1] >= 20_000  # the window line in sight
     assert chart.offscale_text() == ""
     chart.set_fit_to_data(True)  # asked for: the window is above the calls, so the scale fits them
@@ -448,7 +455,7 @@ def test_the_window_and_threshold_lines_run_across_the_chart(chart):
     from widgets.chart_text import FAR
 
     recs = [record(i) for i in range(3)]
-    chart.set_timeline(recs)
+    set_calls(chart, recs)
     chart.set_snapshot(snap(threshold_tokens=90_000))  # the next request's threshold differs from the calls'
     for name in ("window", "threshold"):
         assert chart.line_span(name) == (-FAR, FAR)  # from the left edge on past the next request's column
@@ -472,7 +479,7 @@ def test_the_legend_and_the_tooltips_say_which_regions_are_exact_and_which_estim
     assert "inferred" in chart._bar.legend._names["system"].toolTip()
     recs = [record(i) for i in range(2)]
     recs[1]["prefix_source"] = "file"  # an import's call: its system prompt and tools counted as sent
-    chart.set_timeline(recs)
+    set_calls(chart, recs)
     assert "History · tool results: 3,000 (calibrated)" in chart.column_tooltip(0)
     tip = chart.column_tooltip(1)
     assert "System prompt: 1,000 (estimated)" in tip and "Tool definitions: 500 (estimated)" in tip
@@ -488,7 +495,7 @@ def test_a_call_tooltip_stays_while_the_pointer_rests_on_the_column(chart, qtbot
     from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QApplication, QToolTip
 
-    chart.set_timeline([record(i) for i in range(4)])
+    set_calls(chart, [record(i) for i in range(4)])
     chart.flush()
     plot = chart._tl_plot
     vb = plot.getPlotItem().getViewBox()

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QDate, Qt
 
+from engine.usage.report import UsageReport
 from widgets.formatting import format_usd
 from widgets.theme import DARK
 from widgets.usage_view import MAX_MODELS, OTHER, PATH_ROLE, UsageView, usd_text
 
 
-def _report(**kw: Any) -> dict[str, Any]:
+def _report(**kw: Any) -> UsageReport:
     data: dict[str, Any] = {
         "since": None, "until": None, "updating": False, "problem": "", "index": None,
         "by_day_model": [
@@ -40,7 +41,7 @@ def _report(**kw: Any) -> dict[str, Any]:
                   "cache_hit_rate": 0.8},
     }
     data.update(kw)
-    return data
+    return UsageReport(**data)
 
 
 @pytest.fixture
@@ -312,7 +313,7 @@ def test_a_sessions_cost_tooltip_breaks_it_into_main_subagents_and_compaction(vi
              "subagents_cost_usd": 0.25, "subagents_unpriced": 1, "compaction_calls": 1,
              "compaction_cost_usd": 0.25, "compaction_unpriced": 0}
     report = _report()
-    report["sessions"][1].update(parts, calls=6)
+    report.sessions[1].update(parts, calls=6)
     view.set_report(report)
     table = view.sessions
     assert table.model().headerData(4, Qt.Orientation.Horizontal) == "Cost"

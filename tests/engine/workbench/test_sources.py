@@ -53,7 +53,7 @@ class Shown:
             if isinstance(e, ev.SessionLoaded):
                 self.loads += 1
                 self.messages = [str(m.get("id")) for m in e.view.messages]
-                self.calls = [r.get("provider_prompt_tokens") for r in e.view.timeline]
+                self.calls = [r.snapshot.provider_prompt_tokens for r in e.view.timeline]
                 self.compactions = list(e.view.compactions)
             elif isinstance(e, ev.CompactionFinished):
                 self.compactions.append(e.marker.event)
@@ -65,7 +65,7 @@ class Shown:
                 self.incremental += 1
                 self.messages.append(str(e.message.get("id")))
             elif isinstance(e, ev.CallRecorded):
-                self.calls.append(e.record.get("provider_prompt_tokens"))
+                self.calls.append(e.record.snapshot.provider_prompt_tokens)
         self.seen = len(self.rig.events)
 
 
@@ -198,7 +198,7 @@ async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  
     assert child.source["parent"]["kind"] == "source" and child.title == f"subagent {rel.split('/')[-1]}"
     assert parent.title.startswith("Work on bead spotter-fum") and child.source["parent"]["title"] == parent.title
     assert 0 < len(child.timeline) < len(parent.timeline)
-    assert child.timeline[0].get("model", "").startswith("claude-haiku")
+    assert child.timeline[0].snapshot.model.startswith("claude-haiku")
     assert rig.wb.send("hi") is False
     back = rig.wb.open_parent()
     assert back is not None
@@ -517,7 +517,7 @@ async def test_a_large_file_shows_its_current_context_first(
     assert len(first.messages) == len(live) < len(full.messages) == len(whole.messages)
     assert [m["content"] for m in first.messages] == [m["content"] for m in live]
     assert len(first.timeline) < len(full.timeline) == len(whole.calls)
-    assert first.timeline[-1]["provider_prompt_tokens"] == full.timeline[-1]["provider_prompt_tokens"]
+    assert first.timeline[-1].snapshot.provider_prompt_tokens == full.timeline[-1].snapshot.provider_prompt_tokens
     assert rig.wb.view is not None and rig.wb.view.describe()["following"]
     assert [p.name for p in views_root().iterdir()] == [rig.wb.session.path.name]  # the first screen's folder went
 

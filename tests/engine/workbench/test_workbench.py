@@ -126,7 +126,7 @@ async def test_a_turn_runs_and_its_events_come_out_typed(rig: Rig, server: fs.Fa
     assert "".join(d.text for d in rig.of(TextDelta)) == "Hello from the fake model"
     assert rig.of(TurnFinished)[-1].ok
     assert [s.state for s in rig.of(StateChanged)][-1] == "idle"
-    assert len(rig.of(ev.CallRecorded)) == 1 and rig.of(ev.CallRecorded)[0].record["message_tokens"] == []
+    assert len(rig.of(ev.CallRecorded)) == 1 and rig.of(ev.CallRecorded)[0].record.snapshot.message_tokens == []
     assert rig.of(ev.LastCall)[-1].reported is not None
     state = rig.of(ev.ContextStateChanged)[-1].state
     assert state.live_ids == [str(x["id"]) for x in rig.wb.session.messages]
