@@ -87,16 +87,22 @@ def _all_imports(path: Path, module: str) -> set[str]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+        found.update(_imported(node, package))
     return found
+
+
+def _imported(node: ast.AST, package: str) -> set[str]:
+    """The modules one ``import`` statement of a module in ``package`` names (none for any other node): relative
+    imports resolved; ``from a import b`` names ``a`` and ``a.b``."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    return {base, *(f"{base}.{alias.name}" for alias in node.names)}
 
 
 def import_graph(root: Path, package: str = "engine") -> dict[str, set[str]]:
@@ -217,15 +223,7 @@ def runtime_imports(path: Path, module: str) -> set[str]:
             if isinstance(child, ast.If) and _is_type_checking(child.test):
                 todo.extend(child.orelse)
                 continue
-            if isinstance(child, ast.Import):
-                found.update(alias.name for alias in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
-                    base = ".".join([*anchor, base] if base else anchor)
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in child.names)
+            found.update(_imported(child, package))
             todo.append(child)
     return found
 
