@@ -70,6 +70,9 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
+    from app.qt_hooks import defuse_feature_hook
+
+    defuse_feature_hook()  # before litellm's background import meets PySide6's per-import check (app/qt_hooks.py)
     app = QApplication.instance()
     if app is None:
         app = QApplication([sys.argv[0] if sys.argv else "ctxbench", *qt_args])

@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         import qasync
         from PySide6.QtWidgets import QApplication
 
+        from app.qt_hooks import defuse_feature_hook
+
+        defuse_feature_hook()
         app = QApplication.instance() or QApplication([sys.argv[0]])
         if isinstance(app, QApplication):
             app.setQuitOnLastWindowClosed(False)  # _shoot ends the loop (a followed view has tasks to cancel)

@@ -9,8 +9,9 @@ only one working for the rest of the process.
 So there is one import path for them, :func:`gated_import` (litellm's own set-up uses :func:`gate`),
 and one lock, :data:`GATE`:
 
-- heavy imports run under the gate, one at a time; a failed one is undone (the modules it added are
-  removed), so the next attempt imports afresh instead of finding a half-built package;
+- heavy imports run under the gate, one at a time; a failed one is undone (the modules of the
+  packages it added are removed; the stdlib's and this project's, which another thread may be
+  importing meanwhile, stay), so the next attempt imports afresh instead of finding a half-built package;
 - while a gated import runs, **every other thread's import of a third-party module that is not
   complete yet waits for it** (``builtins.__import__`` is routed through :func:`_import`, by
   :func:`install` — the app calls it before it imports Qt — or at the first gated import; it passes
@@ -91,7 +92,8 @@ def gated_import(name: str) -> ModuleType:
             return importlib.import_module(name)
         except BaseException:
             for added in set(sys.modules) - before:
-                sys.modules.pop(added, None)
+                if not _passes(added):  # only what the gated import brought: another thread's own imports stay
+                    sys.modules.pop(added, None)
             raise
 
 

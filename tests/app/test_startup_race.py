@@ -12,6 +12,10 @@ while it is held there — as any path that reaches litellm or pydantic from ano
 scan must wait for the warm-up (:mod:`engine.llm.lazyimport`), and every launch must end with
 litellm loaded once, no warning, the scan's rows in the Sources tab and the pointer to them shown.
 The control launch switches that wait off: the same race then breaks the import, so the test can fail.
+
+Issue 29's log file then showed the 1-in-20 launch that still failed here: not another thread, but PySide6's
+per-import check (shiboken's ``feature_imported``) running pydantic's module ``__getattr__`` halfway through
+pydantic's own import, on the warm-up thread itself; :mod:`app.qt_hooks` defuses it (``tests/app/test_qt_hooks.py``).
 """
 
 from __future__ import annotations

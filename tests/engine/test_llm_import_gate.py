@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -141,3 +142,55 @@ def test_a_failed_import_leaves_the_process_able_to_call_its_models() -> None:
     assert out["imports"] == {"attempts": 2, "failures": 1}, out  # the second attempt imported afresh
     assert out["loaded"] is True
     assert isinstance(out["answer"], str) and out["answer"].strip(), out
+
+
+
+UNDO = textwrap.dedent(
+    """
+    import json, sys, threading
+    sys.path.insert(0, sys.argv[1])
+    from engine.llm import lazyimport
+    fresh = ["colorsys", "engine.tokens"]
+    before = {name: name in sys.modules for name in fresh}
+    try:
+        lazyimport.gated_import("breaks")
+        error = None
+    except RuntimeError as exc:
+        error = str(exc)
+    print(json.dumps({"before": before, "after": {name: name in sys.modules for name in fresh}, "error": error,
+                      "left": sorted(n for n in sys.modules if n.split(".")[0] == "breaks")}))
+    """
+)
+
+BREAKS = textwrap.dedent(
+    """
+    import threading
+    from . import part  # the failed import's own module
+
+    def other_thread():  # meanwhile another thread imports the stdlib and this project (both pass the gate)
+        import colorsys
+        import engine.tokens
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    raise RuntimeError("the import broke half-way")
+    """
+)
+
+
+def test_a_failed_import_takes_back_only_the_modules_it_brought(tmp_path: Path) -> None:
+    """Undoing a failed gated import removes the package it was bringing in, never the modules another thread
+    imported meanwhile: removing those (the stdlib's, this project's) left the window's next open failing with
+    "'NoneType' object has no attribute '__dict__'" (a dataclass whose module had left ``sys.modules``)."""
+    (tmp_path / "breaks").mkdir()
+    (tmp_path / "breaks" / "__init__.py").write_text(BREAKS)
+    (tmp_path / "breaks" / "part.py").write_text("X = 1\n")
+    proc = subprocess.run([sys.executable, "-c", UNDO, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["before"] == {"colorsys": False, "engine.tokens": False}, out  # imported afresh by the thread
+    assert out["error"] == "the import broke half-way", out
+    assert out["after"] == {"colorsys": True, "engine.tokens": True}, out
+    assert out["left"] == [], out  # what the failed import brought is gone: the next attempt starts afresh

@@ -70,7 +70,9 @@ def main_thread_gc(qapp: Any) -> Iterator[Any]:
     """Cycles collected on the main thread's event loop only, as in the app (app/collector.py): a collection in
     a worker thread, or in the middle of a Qt call, was seen to hang the window."""
     from app.collector import MainThreadCollector
+    from app.qt_hooks import defuse_feature_hook
 
+    defuse_feature_hook()  # as app.main does: PySide6's per-import check never runs a module's __getattr__
     collector = MainThreadCollector(qapp)
     yield collector
     collector.stop()
