@@ -15,6 +15,7 @@ from engine.context.window import ModelInfo
 from engine.ingest import SourceImportReport, import_source
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
+from engine.sources.formats import LOG_FORMATS
 from engine.sources.model import SourceError
 from engine.store.config import Settings
 from engine.transcript import (
@@ -71,7 +72,7 @@ def _import_other_agent(
         fmt = detect_format(path)
     except SourceError:
         return None  # not recognised: the OpenAI-format parser names what is wrong with it
-    if fmt in ("openai", "mini-swe-agent"):
+    if fmt in LOG_FORMATS:
         return None
     if session_dir is None:
         store = store or SessionStore()

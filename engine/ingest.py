@@ -45,6 +45,7 @@ from engine.model.messages import Message, new_id, now_iso
 from engine.model.records import CompactionRecord, ContextRecord, Record, compaction_records, parse_record
 from engine.model.snapshot import WindowInfo
 from engine.sources.detect import detect_format
+from engine.sources.formats import LOG_FORMATS
 from engine.sources.join import join_captures
 from engine.sources.model import (
     INFERRED,
@@ -564,7 +565,7 @@ def import_source(
     final = Path(session_dir)
     if final.exists() and (not final.is_dir() or any(final.iterdir())):
         raise SourceError(f"cannot import into {final}: it already exists")
-    if fmt in ("mini-swe-agent", "openai"):
+    if fmt in LOG_FORMATS:  # a log the importer reads (engine.importer), not a source with a reader
         return _import_openai(path, final, fmt, title, settings, estimator, model_info)
     with collection_paused():
         return _import_read(path, final, fmt, title, settings, estimator, model_info, lines)

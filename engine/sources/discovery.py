@@ -52,22 +52,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from engine.capture.files import CAPTURE_DIR, captures_dir
 from engine.model.text import printable
-from engine.sources import session_summary
+from engine.sources import formats, places, session_summary
+from engine.sources.entry import Agent, SourceEntry
 from engine.sources.lazy import LazyModule
-from engine.sources.model import LINE_ERRORS, SourceError, capped_lines, open_regular, shown_path
-from engine.sources.opencode_summary import opencode_stamp, summarize_opencode
-from engine.sources.session_summary import (
-    SCAN_BLOCK,
-    Agent,
-    SourceEntry,
-    _capture_part,
-    _loads,
-    summarize,
-)
+from engine.sources.model import LINE_ERRORS, SourceError, SourceFormat, capped_lines, open_regular, shown_path
+from engine.sources.opencode_summary import opencode_stamp, session_path, summarize_opencode
+from engine.sources.session_summary import SCAN_BLOCK, _loads, summarize
 from engine.store.config import Settings, data_dir
 from engine.store.fsutil import atomic_write_bytes
 
@@ -77,9 +70,9 @@ __all__ = ["SCAN_BLOCK", "Agent", "ScanProblem", "SourceEntry", "format_table", 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from engine.sources import cline, kilo, opencode, sqlite_read
-else:  # imported when an agent's folder holds its files (engine.sources.lazy)
-    cline, kilo, opencode, sqlite_read = (LazyModule(n) for n in ("cline", "kilo", "opencode", "sqlite_read"))
+    from engine.sources import sqlite_read
+else:  # imported when a database is read (engine.sources.lazy)
+    sqlite_read = LazyModule("sqlite_read")
 
 INDEX_FILE = "sources-index.json"
 INDEX_VERSION = 7  # 2: entries carry the first prompt (title); 3: the agent's own cost; 4: no interruption title;
@@ -112,33 +105,13 @@ class ScanProblem:
 
 def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None = None,
                  home: Path | None = None) -> list[tuple[Agent | None, Path]]:
-    """(agent, folder) pairs to search; ``None`` as the agent means "either"."""
-    env = os.environ if env is None else env
-    home = Path(env.get("HOME") or Path.home()) if home is None else home
+    """(agent, folder) pairs to search, each listed format's folders as its :class:`~engine.sources.places.Place`
+    finds them, then the folders of the ``source_dirs`` setting (``None`` as the agent: any format, found by its
+    files)."""
+    env, home = places.environment(env, home)
     roots: list[tuple[Agent | None, Path]] = [
-        ("claude-code", home / ".claude" / "projects"),
-        ("claude-code", home / ".config" / "claude" / "projects"),
-    ]
-    for item in (env.get("CLAUDE_CONFIG_DIR") or "").split(","):
-        if item.strip():
-            folder = Path(item.strip()).expanduser()
-            roots.append(("claude-code", folder / "projects" if (folder / "projects").is_dir() else folder))
-    codex_home = env.get("CODEX_HOME")
-    roots.append(("codex", (Path(codex_home).expanduser() if codex_home else home / ".codex") / "sessions"))
-    gemini_home = env.get("GEMINI_CLI_HOME")
-    roots.append(("gemini-cli", (Path(gemini_home).expanduser() if gemini_home else home) / ".gemini" / "tmp"))
-    pi_dir = env.get("PI_CODING_AGENT_DIR")
-    roots.append(("pi", (Path(pi_dir).expanduser() if pi_dir else home / ".pi" / "agent") / "sessions"))
-    copilot_home = env.get("COPILOT_HOME")
-    roots.append(("copilot-cli", (Path(copilot_home).expanduser() if copilot_home else home / ".copilot")
-                  / "session-state"))
-    roots.append(("cline", cline_sessions(env, home)))
-    roots.append(("qwen-code", home / ".qwen" / "projects"))
-    data_home = env.get("XDG_DATA_HOME")
-    roots.append(("opencode", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "opencode"))
-    roots.append(("kilo", (Path(data_home).expanduser() if data_home else home / ".local" / "share") / "kilo"))
-    own_data = env.get("CTXBENCH_DATA_DIR")
-    roots.append(("proxy-capture", Path(own_data) / CAPTURE_DIR if own_data else captures_dir()))
+        (cast(Agent, spec.name), folder) for spec in formats.FORMATS.values() if spec.listed and spec.place
+        for folder in spec.place.roots(env, home)]
     for item in (settings.source_dirs if settings else "").split(os.pathsep):
         if item.strip():
             roots.append((None, Path(item.strip()).expanduser()))
@@ -152,67 +125,40 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
     return out
 
 
-def cline_sessions(env: Mapping[str, str], home: Path) -> Path:
-    """Cline's sessions folder, found as Cline 3.0.65 finds it (its environment variables, else ``~/.cline``)."""
-    if folder := (env.get("CLINE_SESSION_DATA_DIR") or "").strip():
-        return Path(folder).expanduser()
-    if data := (env.get("CLINE_DATA_DIR") or "").strip():
-        return Path(data).expanduser() / "sessions"
-    base = (env.get("CLINE_DIR") or "").strip()
-    return (Path(base).expanduser() if base else home / ".cline") / "data" / "sessions"
-
-
 def _files(agent: Agent | None, folder: Path,
            problems: list[ScanProblem] | None = None) -> Iterable[tuple[Agent, Path]]:
-    """The session files under ``folder`` (the walk never follows a linked folder, so a link loop ends). A file
-    whose format must be read from its first lines (a folder of the ``source_dirs`` setting) and that cannot be
-    read (a FIFO, a device) is added to ``problems``."""
+    """The session files under ``folder`` (the walk never follows a linked folder, so a link loop ends): an agent's
+    folder by its format's pattern; a folder of the ``source_dirs`` setting by every format's ``anywhere`` glob, then
+    its ``.jsonl`` files by their first line. A file whose format must be read from its first lines and that cannot
+    be read (a FIFO, a device) is added to ``problems``."""
     if not folder.is_dir():
         return
-    if agent in ("codex", None):
-        for path in _walk(folder.rglob("rollout-*.jsonl"), folder, problems):
-            yield "codex", path
-    if agent == "gemini-cli":
-        for path in _walk(folder.glob("*/chats/session-*.jsonl"), folder, problems):
-            yield "gemini-cli", path
-    if agent == "pi":
-        for path in _walk(folder.glob("*/*.jsonl"), folder, problems):
-            yield "pi", path
-    if agent == "copilot-cli":
-        for path in _walk(folder.glob("*/events.jsonl"), folder, problems):
-            yield "copilot-cli", path
-    if agent == "cline":
-        for path in _walk(folder.glob("*/*" + cline.MESSAGES_SUFFIX), folder, problems):
-            yield "cline", path
-    if agent == "qwen-code":
-        for path in _walk(folder.glob("*/chats/*.jsonl"), folder, problems):
-            yield "qwen-code", path
-    if agent == "proxy-capture":
-        for path in _walk(folder.glob("capture-*.jsonl"), folder, problems):
-            if not _capture_part(path):
-                yield "proxy-capture", path
-    if agent in ("opencode", None):
-        for path in folder.glob("opencode*.db" if agent else "**/opencode*.db"):
-            if agent or opencode.is_opencode_source(path):
-                yield "opencode", path
-    if agent in ("kilo", None):
-        for path in folder.glob("kilo*.db" if agent else "**/kilo*.db"):
-            if agent or kilo.is_kilo_source(path):
-                yield "kilo", path
-    if agent in ("claude-code", None):
-        pattern = "*/*.jsonl" if agent == "claude-code" else "**/*.jsonl"
-        for path in _walk(folder.glob(pattern), folder, problems):
-            if "subagents" in path.parts or path.name.startswith(("rollout-", "agent-")):
-                continue
-            try:
-                kind = _jsonl_agent(path) if agent is None else "claude-code"
-            except SourceError as exc:
-                if problems is not None:
-                    problems.append(ScanProblem("unknown", str(path), _reason(exc, path)))
-                continue
-            if kind in ("claude-code", "gemini-cli", "pi", "copilot-cli", "qwen-code") or (
-                    kind == "proxy-capture" and not _capture_part(path)):
-                yield cast(Agent, kind), path
+    if agent is not None:
+        place = formats.agent_format(agent).place
+        if place is not None:
+            for path in _walk(folder.glob(place.pattern), folder, problems):
+                if place.keep is None or place.keep(path):
+                    yield agent, path
+        return
+    for spec in formats.FORMATS.values():
+        if spec.listed and spec.place and spec.place.anywhere:
+            for path in _walk(folder.glob(spec.place.anywhere), folder, problems):
+                if spec.place.is_source is None or spec.place.is_source(path):
+                    yield cast(Agent, spec.name), path
+    by_first_line = {spec.name: spec.place for spec in formats.FORMATS.values()
+                     if spec.listed and spec.place and spec.place.by_first_line}
+    for path in _walk(folder.glob("**/*.jsonl"), folder, problems):
+        if not places.not_a_subagent_file(path):
+            continue
+        try:
+            kind = _jsonl_agent(path)
+        except SourceError as exc:
+            if problems is not None:
+                problems.append(ScanProblem("unknown", str(path), _reason(exc, path)))
+            continue
+        place = by_first_line.get(cast(SourceFormat, kind))
+        if place is not None and (place.keep is None or place.keep(path)):
+            yield cast(Agent, kind), path
 
 
 def _walk(paths: Iterable[Path], folder: Path, problems: list[ScanProblem] | None) -> Iterator[Path]:
@@ -246,9 +192,8 @@ def _jsonl_agent(path: Path) -> str | None:
 # --------------------------------------------------------------------------- OpenCode
 
 
-def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem], index: Path | None = None,
-                   agent: Literal["opencode", "kilo"] = "opencode") -> tuple[dict[str, Any] | None,
-                                                                             list[SourceEntry], bool]:
+def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem], index: Path | None,
+                   agent: Agent) -> tuple[dict[str, Any] | None, list[SourceEntry], bool]:
     """(the index record, the entries, whether anything was read) of one database. A database that cannot be
     read now — locked by another process (after :data:`engine.sources.opencode.LOCK_WAIT`), damaged, not
     OpenCode's — is added to ``problems`` with the reason, and its sessions are shown as the index had them
@@ -262,7 +207,8 @@ def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem
         record, read = old, False
     else:
         try:
-            sessions = summarize_opencode(db, None if refresh or old is None else old["sessions"], agent)
+            sessions = summarize_opencode(db, None if refresh or old is None else old["sessions"],
+                                          cast(Any, agent))  # a polled format: OpenCode's schema
         except (SourceError, ValueError, TypeError, KeyError, RecursionError, OSError, sqlite3.Error) as exc:
             if not isinstance(exc, SourceError):  # not foreseen by the reader: still this database's alone
                 exc = SourceError(f"{shown_path(db)}: cannot be read ({type(exc).__name__}: {exc})")
@@ -279,7 +225,7 @@ def _scan_opencode(db: Path, old: Any, refresh: bool, problems: list[ScanProblem
     for sid, item in record["sessions"].items():
         if isinstance(item, dict) and isinstance(item.get("problem"), str):
             shown_as = "; shown as of the last read" if isinstance(item.get("entry"), dict) else "; not listed"
-            problems.append(ScanProblem(agent, str(opencode.opencode_path(db, sid)), item["problem"] + shown_as))
+            problems.append(ScanProblem(agent, str(session_path(db, sid)), item["problem"] + shown_as))
     return record, _entries_of(record), read
 
 
@@ -361,9 +307,8 @@ def scan_sources(settings: Settings | None = None, *, refresh: bool = False, env
             key = str(path)
             if key in files:
                 continue
-            if kind in ("opencode", "kilo"):
-                record, found, read = _scan_opencode(path, cached.get(key), refresh, problems, index,
-                                                     "kilo" if kind == "kilo" else "opencode")
+            if formats.agent_format(kind).growth == "polled":  # a database: its sessions summarised one by one
+                record, found, read = _scan_opencode(path, cached.get(key), refresh, problems, index, kind)
                 if record is not None:
                     files[key] = record
                 changed = changed or read
@@ -422,16 +367,16 @@ def _summary_job(job: tuple[Agent, Path]) -> SourceEntry:
 
 def light_summaries(pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
     """The summaries of the ``pending`` files, in their order: spread over the machine's cores when there are many
-    (:func:`engine.sources.spread.spread`), but the ``CLAUDE_SCANS_KEPT`` most recently changed Claude Code files of
-    those changed in the last :data:`LIVE_SECONDS` summarised here, so that their light pass is kept for their
-    growth (``_CLAUDE_SCANS`` of :mod:`engine.sources.session_summary`)."""
+    (:func:`engine.sources.spread.spread`), but the ``CLAUDE_SCANS_KEPT`` most recently changed files of those
+    changed in the last :data:`LIVE_SECONDS` whose format keeps its light pass (``light_pass_kept``: Claude Code's
+    ``_CLAUDE_SCANS`` in :mod:`engine.sources.session_summary`) summarised here, so that it is kept for their growth."""
     from engine.sources.spread import run_here, spread, workers_for
 
     if not workers_for(len(pending), sum(stamp[0] for _, _, stamp, _ in pending)):
         return (run_here(_summary_job, (kind, path)) for kind, path, _, _ in pending)
     live = time.time_ns() - LIVE_SECONDS * 10**9
     recent = sorted((stamp[1], i) for i, (kind, _, stamp, _) in enumerate(pending)
-                    if kind == "claude-code" and stamp[1] >= live)
+                    if formats.agent_format(kind).light_pass_kept and stamp[1] >= live)
     here = {i for _, i in recent[-session_summary.CLAUDE_SCANS_KEPT:]}
     far = [i for i in range(len(pending)) if i not in here]
     futures = spread(_summary_job, [pending[i][:2] for i in far], [pending[i][2][0] for i in far])
@@ -440,12 +385,13 @@ def light_summaries(pending: list[tuple[Agent, Path, list[int], int]]) -> Iterat
 
 
 def _with_subagents_counted(entries: list[SourceEntry]) -> list[SourceEntry]:
-    """A Codex subagent's rollout whose parent session is listed is counted with it (``subagents``), not listed: the
-    parent's import reads it (its calls with the parent's, once). One whose parent is not listed stays listed."""
-    parents = {e.session_id: e for e in entries if e.agent == "codex" and not e.parent_id}
+    """A subagent's file whose parent session is listed (its ``parent_id``: a Codex ``spawn_agent`` thread's) is
+    counted with it (``subagents``), not listed: the parent's import reads it (its calls with the parent's, once).
+    One whose parent is not listed stays listed."""
+    parents = {(e.agent, e.session_id): e for e in entries if not e.parent_id}
     out = []
     for entry in entries:
-        parent = parents.get(entry.parent_id) if entry.agent == "codex" and entry.parent_id else None
+        parent = parents.get((entry.agent, entry.parent_id)) if entry.parent_id else None
         if parent is None:
             out.append(entry)
         else:
@@ -454,22 +400,20 @@ def _with_subagents_counted(entries: list[SourceEntry]) -> list[SourceEntry]:
 
 
 def _without_resume_stubs(entries: list[SourceEntry]) -> list[SourceEntry]:
-    """Gemini CLI's ``--resume`` first starts a file of its own under the resumed session's id (named by the
-    minute), then writes the conversation on into the resumed file: a resume in a later minute leaves that
-    stub, holding the ``<session_context>`` and nothing else. Such a file (no call, no prompt) whose session id
-    another file of the session holds is not listed; Gemini CLI's own session list leaves it out too."""
-    held = {e.session_id for e in entries if e.agent == "gemini-cli" and (e.calls or e.title)}
-    return [e for e in entries
-            if not (e.agent == "gemini-cli" and not e.calls and not e.title and e.session_id in held)]
+    """A file that holds no call and no prompt of a session another file holds is a stub, not listed: Gemini CLI's
+    ``--resume`` first starts a file of its own under the resumed session's id (named by the minute), then writes
+    the conversation on into the resumed file, so a resume in a later minute leaves one holding the
+    ``<session_context>`` and nothing else (Gemini CLI's own session list leaves it out too)."""
+    held = {(e.agent, e.session_id) for e in entries if e.calls or e.title}
+    return [e for e in entries if e.calls or e.title or (e.agent, e.session_id) not in held]
 
 
 def format_table(entries: list[SourceEntry]) -> str:
     """A plain-text table for the terminal."""
     if not entries:
-        return ("No agent sessions found (Claude Code: ~/.claude/projects, Codex: ~/.codex/sessions, "
-                "Gemini CLI: ~/.gemini/tmp, OpenCode: ~/.local/share/opencode, Pi: ~/.pi/agent/sessions, "
-                "Copilot CLI: ~/.copilot/session-state, Cline: ~/.cline/data/sessions, Qwen Code: ~/.qwen/projects, "
-                "Kilo CLI: ~/.local/share/kilo).")
+        looked = ", ".join(f"{spec.display}: {spec.place.shown}" for spec in formats.FORMATS.values()
+                           if spec.listed and spec.place and spec.in_usage)
+        return f"No agent sessions found ({looked})."
     head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
             "% full", "path")
     rows = [head]

@@ -1,6 +1,7 @@
 """The format registry: each agent format declared once — its name and display name, its whole-file reader, its
-incremental reader, how a growing session is followed (appended file tailed, or database polled), whether the
-agent lists its sessions in Sources, and whether reasoning tokens are inside its output figure.
+incremental reader, how a growing session is followed (appended file tailed, or database polled), where the agent
+keeps its sessions (:class:`engine.sources.places.Place`) and the light pass that lists one in Sources (its title,
+project and figures), and whether reasoning tokens are inside its output figure.
 
 Import, follow, the window's live views, the usage index and the prices read formats only from here (a test
 checks every registered format is complete and that the modules reading them name no format).
@@ -16,8 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
+from engine.sources import places
 from engine.sources.lazy import LazyModule
 from engine.sources.model import SourceChanges, SourceError, SourceFormat, SourceSession
+from engine.sources.places import Place
+
+session_summary = LazyModule("session_summary")  # each listed format's light pass (Sources), imported when first used
 
 if TYPE_CHECKING:
     from engine.sources import (
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
         qwen_code,
         swe_agent,
     )
+    from engine.sources.entry import SourceEntry
 else:  # each imported when a format first uses it (engine.sources.lazy)
     atif = LazyModule("atif")
     capture = LazyModule("capture")
@@ -93,9 +99,12 @@ class AgentFormat:
     read whole again; with an ``appended`` reader, a :class:`RewrittenReader`, it is followed: fed the whole file
     after each change); ``follow_open_last``: following starts from the call open at the end of the file;
     ``polled``: a new polled reader of a path (``subagents``: its child sessions read too);
-    ``listed``: Sources looks for its sessions; ``reasoning_in_output``: the output figure includes reasoning;
-    ``in_usage``: the usage index counts its sessions (a proxy's capture is not: the calls it recorded are the
-    ones the agent's own file holds, and would be counted twice)."""
+    ``listed``: Sources looks for its sessions, where ``place`` says, each file summarised by ``summary`` (its light
+    pass; a polled database is summarised session by session by :mod:`engine.sources.opencode_summary`);
+    ``light_pass_kept``: the light pass of a growing file is kept for what is appended (Claude Code's);
+    ``reasoning_in_output``: the output figure includes reasoning; ``in_usage``: the usage index counts its sessions
+    (a proxy's capture is not: the calls it recorded are the ones the agent's own file holds, and would be counted
+    twice)."""
 
     name: SourceFormat
     display: str
@@ -106,6 +115,9 @@ class AgentFormat:
     growth: Growth = "rewritten"
     follow_open_last: bool = False
     listed: bool = False
+    place: Place | None = None
+    summary: Callable[[Path], SourceEntry] | None = None
+    light_pass_kept: bool = False
     reasoning_in_output: bool = True
     in_usage: bool = True
 
@@ -114,40 +126,63 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
     AgentFormat("claude-code", "Claude Code", lambda path: claude_code.read_claude_code(path),
                 read_lines=lambda path, lines: claude_code.read_claude_code(path, lines=lines),
                 appended=lambda path, bulk: claude_code.ClaudeCodeReader(path, bulk=bulk),
-                growth="appended", follow_open_last=True, listed=True),
+                growth="appended", follow_open_last=True, listed=True, light_pass_kept=True,
+                place=Place(places.claude_code_roots, "~/.claude/projects", "*/*.jsonl", places.not_a_subagent_file,
+                            by_first_line=True),
+                summary=lambda path: session_summary._summary_claude(path)),
     AgentFormat("codex", "Codex", lambda path: codex.read_codex(path),
                 read_lines=lambda path, lines: codex.read_codex(path, lines=lines),
                 appended=lambda path, _bulk: codex.CodexReader(path),
-                growth="appended", listed=True),
+                growth="appended", listed=True,
+                place=Place(places.codex_roots, "~/.codex/sessions", "**/rollout-*.jsonl",
+                            anywhere="**/rollout-*.jsonl"),
+                summary=lambda path: session_summary._summary_codex(path)),
     AgentFormat("gemini-cli", "Gemini CLI", lambda path: gemini_cli.read_gemini_cli(path),
                 read_lines=lambda path, lines: gemini_cli.read_gemini_cli(path, lines=lines),
                 appended=lambda path, _bulk: gemini_cli.GeminiCliReader(path),
-                growth="appended", follow_open_last=True, listed=True, reasoning_in_output=False),
+                growth="appended", follow_open_last=True, listed=True, reasoning_in_output=False,
+                place=Place(places.gemini_cli_roots, "~/.gemini/tmp", "*/chats/session-*.jsonl", by_first_line=True),
+                summary=lambda path: session_summary._summary_gemini(path)),
     AgentFormat("opencode", "OpenCode", lambda path: opencode.read_opencode(path),
                 polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
-                growth="polled", listed=True, reasoning_in_output=False),
+                growth="polled", listed=True, reasoning_in_output=False,
+                place=Place(places.data_home_roots("opencode"), "~/.local/share/opencode", "opencode*.db",
+                            anywhere="**/opencode*.db", is_source=lambda path: opencode.is_opencode_source(path))),
     AgentFormat("kilo", "Kilo CLI", lambda path: kilo.read_kilo(path),  # OpenCode's reader in Kilo's dialect
                 polled=lambda path, subagents: kilo.open_kilo(path, subagents=subagents),
-                growth="polled", listed=True, reasoning_in_output=False),
+                growth="polled", listed=True, reasoning_in_output=False,
+                place=Place(places.data_home_roots("kilo"), "~/.local/share/kilo", "kilo*.db",
+                            anywhere="**/kilo*.db", is_source=lambda path: kilo.is_kilo_source(path))),
     AgentFormat("pi", "Pi", lambda path: pi.read_pi(path),
                 read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
-                appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True),
+                appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True,
+                place=Place(places.pi_roots, "~/.pi/agent/sessions", "*/*.jsonl", by_first_line=True),
+                summary=lambda path: session_summary._summary_pi(path)),
     AgentFormat("copilot-cli", "Copilot CLI", lambda path: copilot.read_copilot(path),
                 read_lines=lambda path, lines: copilot.read_copilot(path, lines=lines),
-                appended=lambda path, _bulk: copilot.CopilotReader(path), growth="appended", listed=True),
+                appended=lambda path, _bulk: copilot.CopilotReader(path), growth="appended", listed=True,
+                place=Place(places.copilot_roots, "~/.copilot/session-state", "*/events.jsonl", by_first_line=True),
+                summary=lambda path: session_summary._summary_copilot(path)),
     AgentFormat("cline", "Cline", lambda path: cline.read_cline(path),
                 read_lines=lambda path, lines: cline.read_cline_lines(path, lines),
-                appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten", listed=True),
+                appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten", listed=True,
+                place=Place(places.cline_roots, "~/.cline/data/sessions", "*/*.messages.json",
+                            anywhere="**/*.messages.json"),
+                summary=lambda path: session_summary._summary_cline(path)),
     AgentFormat("qwen-code", "Qwen Code", lambda path: qwen_code.read_qwen_code(path),
                 read_lines=lambda path, lines: qwen_code.read_qwen_code(path, lines=lines),
-                appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended", listed=True),
+                appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended", listed=True,
+                place=Place(places.qwen_code_roots, "~/.qwen/projects", "*/chats/*.jsonl", by_first_line=True),
+                summary=lambda path: session_summary._summary_qwen_code(path)),
     AgentFormat("openhands", "OpenHands", lambda path: openhands.read_openhands(path)),
     AgentFormat("swe-agent", "SWE-agent", lambda path: swe_agent.read_swe_agent(path)),
     AgentFormat("atif", "ATIF trajectory (Harbor)", lambda path: atif.read_atif(path)),
     AgentFormat("proxy-capture", "Recorded (proxy)", lambda path: capture.read_capture(path),  # engine.capture's files
                 read_lines=lambda path, lines: capture.read_capture(path, lines=lines),
                 appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended", listed=True,
-                in_usage=False),
+                place=Place(places.capture_roots, "<data dir>/captures", "capture-*.jsonl", places.first_capture_part,
+                            by_first_line=True),
+                summary=lambda path: session_summary._summary_capture(path), in_usage=False),
 )}
 
 # logs the importer reads (engine.importer), not sources with a reader here
@@ -177,6 +212,15 @@ def names(*, growth: Growth | None = None, listed: bool | None = None,
                  and (in_usage is None or f.in_usage == in_usage))
 
 
+def light_summary(name: str, path: Path) -> SourceEntry:
+    """The Sources summary of one session file of the format ``name`` (its light pass: only the lines that carry
+    usage, the title and the project are parsed)."""
+    spec = agent_format(name)
+    if spec.summary is None:
+        raise SourceError(f"{spec.display} sessions are not listed file by file")
+    return spec.summary(Path(path))
+
+
 def appended_reader(name: str, path: Path, *, bulk: bool = False) -> AppendedReader:
     """A new incremental reader of ``path`` in the format ``name`` (one that grows by appending)."""
     spec = agent_format(name)
@@ -194,4 +238,4 @@ def polled_reader(name: str, path: Path, *, subagents: bool = True) -> opencode.
 
 
 __all__ = ["FORMATS", "LOG_FORMATS", "AgentFormat", "AppendedReader", "Growth", "RewrittenReader", "agent_format",
-           "appended_reader", "display_name", "names", "polled_reader"]
+           "appended_reader", "display_name", "light_summary", "names", "polled_reader"]

@@ -1,5 +1,5 @@
 """The sessions of an OpenCode (or Kilo) SQLite database, summarised for ``ctxbench sources``
-(:mod:`engine.sources.discovery`): one :class:`engine.sources.session_summary.SourceEntry` per top-level session,
+(:mod:`engine.sources.discovery`): one :class:`engine.sources.entry.SourceEntry` per top-level session,
 its task subagents' child sessions counted with it. A session is read again only when its own rows changed (the
 index key :func:`summarize_opencode` compares); each row's JSON is parsed here, never by SQLite."""
 
@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from engine.sources.entry import SourceEntry
 from engine.sources.lazy import LazyModule
 from engine.sources.model import dict_at, int_or_none, iso
-from engine.sources.session_summary import SourceEntry, _loads, _one_line
+from engine.sources.session_summary import _loads, _one_line
 
 if TYPE_CHECKING:
     from engine.sources import kilo, opencode, sqlite_read
@@ -165,3 +166,9 @@ def _loads_value(value: Any) -> dict[str, Any]:
 def _ms(value: Any) -> str:
     ms = int_or_none(value)
     return iso(ms / 1000) if ms is not None and ms > 0 else ""
+
+
+def session_path(db: Path, session_id: str) -> Path:
+    """The source path of one session of a database (``<db>#<session id>``), as the reader names it."""
+    return opencode.opencode_path(db, session_id)
+

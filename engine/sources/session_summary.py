@@ -15,11 +15,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from engine.sources import model as source_model
+from engine.sources.entry import Agent, SourceEntry
 from engine.sources.lazy import LazyModule
 from engine.sources.model import (
     SourceError,
@@ -39,31 +40,7 @@ else:  # each imported when a summary first needs it (engine.sources.lazy)
     capture, claude_code, cline, codex = (LazyModule(n) for n in ("capture", "claude_code", "cline", "codex"))
     copilot, gemini_cli, pi, qwen_code = (LazyModule(n) for n in ("copilot", "gemini_cli", "pi", "qwen_code"))
 
-Agent = Literal["claude-code", "codex", "gemini-cli", "opencode", "pi", "proxy-capture", "copilot-cli", "cline",
-                "qwen-code", "kilo"]
 TAIL_BYTES = 65536
-
-
-@dataclass
-class SourceEntry:
-    agent: Agent
-    project: str
-    session_id: str
-    path: str
-    started: str
-    last_activity: str
-    calls: int
-    last_prompt_tokens: int | None
-    window: int | None
-    percent_full: float | None
-    model: str = ""
-    title: str = ""  # the first prompt (one line, cut), "" when none was found
-    agent_cost_usd: float | None = None  # the agent's own cost (Claude Code's last cost-state), None: unknown
-    subagents: int = 0  # child sessions counted with this one (OpenCode's task subagents, Codex's spawn_agent threads)
-    parent_id: str = ""  # the session a subagent's file belongs to (Codex), counted with it when it is listed
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _last_ts(path: Path) -> str:
@@ -440,12 +417,6 @@ def _summary_qwen_code(path: Path) -> SourceEntry:
                   found.model, _one_line(found.title))
 
 
-def _capture_part(path: Path) -> bool:
-    """Whether ``path`` is a rolled-over part of a capture (``capture-….2.jsonl``: read with its first part)."""
-    head, _, tail = path.stem.rpartition(".")
-    return bool(head) and tail.isdigit()
-
-
 def _summary_capture(path: Path) -> SourceEntry:
     """A capture of the recording proxy (:func:`engine.sources.capture.light_summary`, every part, resumable): its
     calls, the last one's prompt, the model's window where it is known (Claude, Gemini), titled by the first prompt
@@ -492,16 +463,7 @@ def _both(first: Callable[[dict[str, Any]], None],
 
 
 def summarize(agent: Agent, path: Path) -> SourceEntry:
-    if agent == "proxy-capture":
-        return _summary_capture(path)
-    if agent == "pi":
-        return _summary_pi(path)
-    if agent == "copilot-cli":
-        return _summary_copilot(path)
-    if agent == "cline":
-        return _summary_cline(path)
-    if agent == "qwen-code":
-        return _summary_qwen_code(path)
-    if agent == "gemini-cli":
-        return _summary_gemini(path)
-    return _summary_claude(path) if agent == "claude-code" else _summary_codex(path)
+    """The light pass of ``path`` as the format registry declares it for ``agent``."""
+    from engine.sources.formats import light_summary
+
+    return light_summary(agent, path)

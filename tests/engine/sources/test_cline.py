@@ -17,6 +17,7 @@ from engine.sources.detect import detect_format
 from engine.sources.discovery import scan_sources
 from engine.sources.follow import Follower
 from engine.sources.model import SourceError
+from engine.store.config import Settings
 from engine.usage.index import UsageIndex
 
 SID = "1795743629858_80dvj"
@@ -244,6 +245,14 @@ def test_listed_in_sources_and_counted_in_usage(tmp_path: Path, monkeypatch: pyt
     totals = ix.totals()
     assert totals["unpriced_calls"] == 0 and totals["cost_usd"] > 0
 
+
+
+def test_found_in_a_folder_named_in_the_settings(tmp_path: Path) -> None:
+    """A copied Cline sessions folder named in ``source_dirs`` is searched as the others are (by its file names)."""
+    path = write_session(tmp_path / "archive")
+    (entry,) = scan_sources(Settings(source_dirs=str(tmp_path / "archive")), env={}, home=tmp_path / "empty",
+                            index=tmp_path / "idx.json", refresh=True)
+    assert (entry.agent, entry.path, entry.calls) == ("cline", str(path), 2)
 
 CONTINUED = [  # what the TUI (cline --id) added to the session, shortened from a real run
     {"id": "f1118d68-44a6-42e8-af1d-9c6309b7406d", "role": "user", "ts": 1795744096470,
