@@ -61,6 +61,7 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     from engine.store import logs
 
     logs.configure_from_settings()  # <data dir>/logs/ctxbench.log (Help → Open log folder)
+    logs.log_uncaught()  # a Qt slot's, a thread's exception: its traceback in the file too
     logging.getLogger(__name__).info("ctxbench window starting (pid %d)", os.getpid())
     from app.qt_platform import ensure_platform
 
@@ -92,7 +93,10 @@ async def _main(app: Any, args: argparse.Namespace) -> int:
 
     from app.controller import Controller
     from app.main_window import MainWindow
+    from engine.store import logs
 
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(logs.loop_exception_handler(loop.default_exception_handler))
     controller = Controller()
     window = MainWindow(controller)
     done: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from engine.store import logs
 from engine.store.config import Settings, data_dir, settings_path
+from tests.conftest import REPO
 
 
 @pytest.fixture(autouse=True)
@@ -102,3 +105,42 @@ def test_a_traceback_quoting_a_key_is_written_without_it(tmp_path: Path) -> None
     text = path.read_text()
     assert "Traceback" in text and "RuntimeError: 401 from the provider: bad key [redacted]" in text
     assert key not in text
+
+
+UNCAUGHT = """
+import asyncio, sys, threading
+from pathlib import Path
+from engine.store import logs
+logs.configure("info", Path(sys.argv[1]))
+logs.log_uncaught()
+logs.log_uncaught()  # twice: still one record each
+
+def worker():
+    raise ValueError("broken in a thread")
+
+t = threading.Thread(target=worker, name="scan-worker")
+t.start(); t.join()
+
+async def main():
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(logs.loop_exception_handler(loop.default_exception_handler))
+    loop.call_soon(lambda: 1 / 0)  # a callback that raises: the loop goes on
+    await asyncio.sleep(0.05)
+
+asyncio.run(main())
+raise KeyError("broken on the main thread (a Qt slot's exception ends here too)")
+"""
+
+
+def test_exceptions_nothing_caught_leave_their_traceback_in_the_file(tmp_path: Path) -> None:
+    """A thread's, an event-loop callback's and the main thread's uncaught exceptions are logged with their
+    tracebacks, and still printed as Python prints them (stderr)."""
+    proc = subprocess.run([sys.executable, "-c", UNCAUGHT, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1 and "KeyError" in proc.stderr and "ValueError" in proc.stderr
+    text = (tmp_path / logs.FILE_NAME).read_text()
+    assert text.count("uncaught ValueError in thread scan-worker") == 1
+    assert "ValueError: broken in a thread" in text
+    assert "Exception in callback" in text and "ZeroDivisionError" in text
+    assert text.count("uncaught KeyError") == 1 and "broken on the main thread" in text
+    assert text.count("Traceback (most recent call last)") == 3
