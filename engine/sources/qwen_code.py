@@ -183,6 +183,19 @@ def _summed(calls: list[ProviderCall]) -> ProviderCall | None:
 SUBAGENTS_DIR = "subagents"  # beside the chats folder: <session id>/agent-<subagent id>.jsonl (+ .meta.json)
 
 
+def subagent_files(path: Path, session_id: str, *, quiet: bool = True) -> list[Path]:
+    """The subagents' own files of the session ``session_id`` whose main file is ``path`` (``<project>/subagents/
+    <session id>/agent-<id>.jsonl``), in name order; a folder that cannot be listed is none (OSError when not
+    ``quiet``)."""
+    folder = path.parent.parent / SUBAGENTS_DIR / session_id
+    try:
+        return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+    except OSError:
+        if quiet:
+            return []
+        raise
+
+
 def _figures(call: ProviderCall) -> tuple[int | None, int | None, int | None]:
     return call.prompt_tokens, call.completion_tokens, call.cache_read_tokens
 
@@ -315,9 +328,8 @@ class QwenCodeReader:
         """The subagents' own files, read for what was appended since the last time (a followed session gains
         them as it goes): each subagent's messages, its calls placed among them; a file no event named yet is a
         subagent too. The main file is not read again."""
-        folder = self.path.parent.parent / SUBAGENTS_DIR / (self.session.session_id or self.path.stem)
         try:
-            files = sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+            files = subagent_files(self.path, self.session.session_id or self.path.stem, quiet=False)
         except OSError as exc:
             files = []
             self.session.notes.append(f"the subagents' folder cannot be listed: {exc}")
@@ -526,4 +538,5 @@ def _loads(raw: bytes) -> dict[str, Any]:
 
 
 __all__ = ["API_RESPONSE", "COMPRESS_PREFIX", "IGNORED_SUBTYPES", "READ_SUBTYPES", "READ_TYPES", "LightSummary",
-           "QwenCodeReader", "convert", "is_qwen_line", "light_summary", "parts_text", "read_qwen_code"]
+           "QwenCodeReader", "convert", "is_qwen_line", "light_summary", "parts_text", "read_qwen_code",
+           "subagent_files"]

@@ -410,11 +410,14 @@ def _summary_cline(path: Path) -> SourceEntry:
 
 def _summary_qwen_code(path: Path) -> SourceEntry:
     """A Qwen Code file (:func:`engine.sources.qwen_code.light_summary`): one call per ``api_response`` event
-    (summary calls apart); the project is the folder it ran in."""
+    (summary calls apart); the project is the folder it ran in; its subagents, the files of its subagents' folder
+    (read with it when it is opened or imported)."""
     found = qwen_code.light_summary(path)
     project = Path(found.cwd).name if found.cwd else path.parent.parent.name
-    return _entry("qwen-code", project, found.session_id, path, found.started, found.calls, found.last_prompt, None,
-                  found.model, _one_line(found.title))
+    entry = _entry("qwen-code", project, found.session_id, path, found.started, found.calls, found.last_prompt, None,
+                   found.model, _one_line(found.title))
+    entry.subagents = len(qwen_code.subagent_files(path, found.session_id or path.stem))
+    return entry
 
 
 def _summary_capture(path: Path) -> SourceEntry:

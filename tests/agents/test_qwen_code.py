@@ -299,6 +299,7 @@ def test_a_subagent_and_its_calls(agent_home: AgentHome, tmp_path: Path) -> None
     entries = scan_sources(env={"HOME": str(agent_home.home)}, home=agent_home.home, index=tmp_path / "idx.json")
     (entry,) = [e for e in entries if e.agent == "qwen-code"]  # the subagent's file is not a session of its own
     assert entry.calls == len(main)  # Sources counts the main session's calls
+    assert entry.subagents == len(src.subagents) == 1  # and its subagent with it
     rows = rows_of(entry, src, price_table(), "f").calls
     assert len(rows) == len(answered)  # each call once: the subagent's file's usage lines are not counted again
     assert [r["kind"] for r in rows].count("task") == 3  # counted as subagent calls

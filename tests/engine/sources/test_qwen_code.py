@@ -405,6 +405,9 @@ def test_a_subagents_messages_come_from_its_own_file(tmp_path: Path) -> None:
 
     report = import_source(main, session_dir=tmp_path / "imported")
     assert [(s["calls"], s["messages"]) for s in report.subagents] == [(3, 6)]
+    from engine.sources.session_summary import summarize
+
+    assert summarize("qwen-code", main).subagents == 1  # Sources counts it with its session
 
 
 def test_a_subagent_file_no_event_names_has_its_own_calls(tmp_path: Path) -> None:
