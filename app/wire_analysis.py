@@ -113,7 +113,7 @@ class AnalysisWiring(QObject):
 
     def _on_summary_activated(self, index: int) -> None:
         """The compaction whose summary that is (the ``index``-th that put a summary in)."""
-        done = [e for e in self.window.inspector.log.events if e.get("result") in ("summarized", "replaced", "dropped")]
+        done = [e for e in self.window.inspector.log.events if e.applied]  # summarized, replaced or dropped
         if 0 <= index < len(done):
             self.window.inspector.show_compaction(done[index])
 

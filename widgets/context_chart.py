@@ -50,9 +50,9 @@ Public API
 Methods:
     set_snapshot(snapshot: ContextSnapshot | None)  the next request (bar (a) and ghost column)
     set_draft_tokens(n: int)                    only the draft region changes (typing)
-    set_timeline(records: Sequence[CallRecord], compactions: Sequence[dict] = ())   replace (b)
+    set_timeline(records: Sequence[CallRecord], compactions: Sequence[CompactionRecord] = ())   replace (b)
     append_call(record: CallRecord)             one more column (CallRecord: a TimelineCall)
-    add_compaction(event: dict)                 one more marker
+    add_compaction(event: CompactionRecord)     one more marker
     clear()                                     empty chart
     set_palette(palette: Palette)               re-colour (theme change)
     flush()                                     redraw what changed (the setters do it themselves)
@@ -86,7 +86,7 @@ Introspection (tests, accessibility):
     selected_call() -> int | None
 Signals:
     call_clicked(int)          a timeline column was clicked (0-based call index)
-    compaction_clicked(dict)   a compaction marker was clicked (the event dict)
+    compaction_clicked(object) a compaction marker was clicked (its CompactionRecord)
     diff_requested(int, int)   diff call A → call B (numbered from 1, as the tooltips number them)
     subagent_requested(str)    a subagent mark was clicked: its ``session`` path (relative to the session folder)
 """
@@ -104,6 +104,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QVBoxLayout, QWidget
 
+from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
 from widgets.chart_bar import RequestBar
 from widgets.chart_cache import CacheLayer, PercentAxis
@@ -137,7 +138,7 @@ class ContextChart(QWidget):
     """Stacked bar of the next request + stacked timeline of calls (see the module docstring)."""
 
     call_clicked = Signal(int)
-    compaction_clicked = Signal(dict)
+    compaction_clicked = Signal(object)  # CompactionRecord
     diff_requested = Signal(int, int)
     subagent_requested = Signal(str)
 
@@ -272,7 +273,7 @@ class ContextChart(QWidget):
     def set_timeline(
         self,
         records: Sequence[CallRecord],
-        compactions: Sequence[dict[str, Any]] = (),
+        compactions: Sequence[CompactionRecord] = (),
     ) -> None:
         """Replace the timeline with these calls (in call order) and compaction events."""
         self._timeline.clear()
@@ -298,8 +299,8 @@ class ContextChart(QWidget):
             self._dirty_timeline = True
             self.flush()
 
-    def add_compaction(self, event: dict[str, Any]) -> None:
-        """Add one compaction marker (placed after the last call made before ``event['ts']``)."""
+    def add_compaction(self, event: CompactionRecord) -> None:
+        """Add one compaction marker (after its ``calls_before`` calls, else the last call made before its ``ts``)."""
         self._compaction_marks.add(event, self._timeline)
         self._dirty_timeline = True
         self.flush()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from engine.context.conversation import Session
 from engine.model.events import Outcome
 from engine.model.messages import Message, preview
-from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
+from engine.model.records import CompactionRecord, compaction_records, context_records
 from engine.model.snapshot import PROMPT_REGIONS, ContextSnapshot
 from engine.model.timeline import TimelineCall
 from engine.store import archive
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Marker:
-    """A compaction event as the chat shows it: where it goes and whether it can be undone."""
+    """A compaction as the chat shows it: its record, where it goes and whether it can be undone."""
 
-    event: dict[str, Any]
+    event: CompactionRecord
     after_id: str | None  # the last message it took out of the context (None: at the end)
     undoable: bool
 
@@ -64,7 +64,7 @@ class SessionView:
     state: ContextState
     markers: list[Marker]
     timeline: list[TimelineCall]  # one per LLM call: its record (events.jsonl) and its price
-    compactions: list[dict[str, Any]]  # CompactionEvent dicts
+    compactions: list[CompactionRecord]  # the compaction records (events.jsonl), oldest first
     files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
     problems: str = ""  # the load report when the folder needed repairs, else ""
     last_call: tuple[int | None, int | None] = (None, None)
@@ -131,7 +131,7 @@ def markers(
 ) -> list[Marker]:
     """One marker per compaction (an undo updates its compaction's marker), placed after the last
     message it took out when the undo point still says which, else by time. The marker's event is the
-    record's JSON form without its ``type`` (what the chat and the inspector draw)."""
+    record (what the chat and the inspector draw)."""
     by_id: dict[str, CompactionRecord] = {}
     order: list[str] = []
     for rec in compactions:
@@ -155,8 +155,7 @@ def markers(
             pass
         if after is None:
             after = _after_by_time(shown, rec.ts)
-        event = {k: v for k, v in rec.to_json().items() if k != "type"}
-        out.append(Marker(event, after, key == undo_id and rec.result is not Outcome.UNDONE))
+        out.append(Marker(rec, after, key == undo_id and rec.result is not Outcome.UNDONE))
     return out
 
 
@@ -197,7 +196,6 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
             problems.append(str(exc))
     messages = merge_archived(session.messages, archived)
     timeline, compaction_recs = read_timeline(session, problems)
-    compactions = records_json(compaction_recs)
     report = "" if session.load_report.clean else session.load_report.describe()
     if problems:
         report = "\n".join(p for p in (report, *problems[:5]) if p)
@@ -213,7 +211,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         state=state,
         markers=markers(session, compaction_recs, messages, state.undo_id),
         timeline=timeline,
-        compactions=compactions,
+        compactions=compaction_recs,
         files=offloaded_files(session),
         problems=report,
         last_call=last,

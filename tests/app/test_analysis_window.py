@@ -152,7 +152,7 @@ def test_the_subagent_mark_at_the_parent_call(qtbot: Any, win: MainWindow) -> No
     assert chart.subagent_count() == 1
     x, y = chart.subagent_positions()[0]
     assert x == 90.0  # call 90 issued the Task call
-    rec = win._chart_data["timeline"][89].record
+    rec = win._chart_data.timeline[89].record
     issuing = next(m for m in win.controller.session.messages if m.get("id") == rec.message_id)
     assert "toolu_017SvvKc8KLbhGMG3tXkf21Z" in [c["id"] for c in issuing["tool_calls"]]
     tip = chart.subagent_tooltip(0)

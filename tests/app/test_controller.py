@@ -151,7 +151,7 @@ def test_clear_is_archived_and_undoable(qtbot: Any, controller: Controller) -> N
     assert archived == ids  # nothing left the context without being archived
     controller.undo_compaction()
     qtbot.waitUntil(lambda: states.last.live_ids == ids, timeout=5_000)
-    assert markers.last.event["result"] == "undone" and not markers.last.undoable
+    assert markers.last.event.result == "undone" and not markers.last.undoable
     reloaded = Session.load(session.path)
     assert [x["id"] for x in reloaded.messages] == ids
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.model.records import CompactionRecord
 from widgets.inspector.archive_tab import ArchivePanel
 from widgets.inspector.compactions_tab import CompactionLogPanel
 from widgets.inspector.file_viewer import FileViewer
@@ -126,10 +127,10 @@ class Inspector(QTabWidget):
     def set_summary(self, text: str, tokens: int | None = None) -> None:
         self.summary.set_summary(text, tokens)
 
-    def set_compaction_events(self, events: Sequence[dict[str, Any]]) -> None:
+    def set_compaction_events(self, events: Sequence[CompactionRecord]) -> None:
         self.log.set_events(events)
 
-    def add_compaction_event(self, event: dict[str, Any]) -> None:
+    def add_compaction_event(self, event: CompactionRecord) -> None:
         self.log.add_event(event)
 
     def clear_details(self) -> None:
@@ -152,8 +153,8 @@ class Inspector(QTabWidget):
         self.show_tab("archive")
         self.archive.reveal(day, message_id)
 
-    def show_compaction(self, event: dict[str, Any]) -> None:
+    def show_compaction(self, event: CompactionRecord) -> None:
         """The Compactions tab with ``event`` selected (its details: cost, summary, archive day)."""
         self.show_tab("compactions")
-        self.log.select_event(str(event.get("id") or ""))
+        self.log.select_event(event.id)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from engine.model.records import CompactionRecord
 from engine.sources.readers import read_source
 from engine.workbench import events as ev
 from engine.workbench.source_views import views_root
@@ -46,7 +47,7 @@ class Shown:
         self.loads = 0
         self.incremental = 0
         self.retracted = 0
-        self.compactions: list[dict[str, Any]] = []
+        self.compactions: list[CompactionRecord] = []
 
     def update(self) -> None:
         for e in self.rig.events[self.seen:]:
@@ -342,14 +343,14 @@ async def test_a_compaction_written_while_followed_shows(rig: Rig, tmp_path: Pat
     def caught_up() -> bool:
         shown.update()
         return (len(shown.messages) == len(final.messages) and len(shown.calls) == len(final.calls)
-                and [c.get("tokens_after") for c in shown.compactions] == [final.compactions[0].tokens_after])
+                and [c.tokens_after for c in shown.compactions] == [final.compactions[0].tokens_after])
 
     await rig.until(caught_up, timeout=20)
     await asyncio.sleep(0.6)
     shown.update()
     assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
     event = shown.compactions[0]
-    assert (event["tokens_before"], event["tokens_after"]) == (final.compactions[0].tokens_before,
+    assert (event.tokens_before, event.tokens_after) == (final.compactions[0].tokens_before,
                                                                final.compactions[0].tokens_after)
     state = rig.of(ev.ContextStateChanged)[-1].state
     assert state.summary and len(state.live_ids) < len(shown.messages)  # what it took out is out of the context
@@ -381,7 +382,7 @@ async def test_a_codex_compaction_written_while_followed_comes_as_a_marker(
     await rig.until(caught_up, timeout=20)
     shown.update()
     assert shown.loads == 1 and len(rig.of(ev.CompactionFinished)) == 1  # a marker, no reload
-    assert shown.compactions[0]["tokens_after"] == final.compactions[0].tokens_after is not None
+    assert shown.compactions[0].tokens_after == final.compactions[0].tokens_after is not None
     assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
 
 
