@@ -48,8 +48,10 @@ from engine.model.events import (
 from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
+from engine.store.archive import ArchiveHit
 from engine.store.config import Settings, config_dir
 from engine.tools.registry import approval_text
+from engine.workbench.rows import FileRow, SessionRow
 from widgets.approval_bar import ApprovalBar
 from widgets.chat_input import ChatInput
 from widgets.chat_view import ChatView
@@ -567,7 +569,7 @@ class MainWindow(WindowBase):
 
     # ------------------------------------------------------------------ controller signals
 
-    def _on_controller_sessions_listed(self, sessions: list[dict[str, Any]]) -> None:
+    def _on_controller_sessions_listed(self, sessions: list[SessionRow]) -> None:
         self.sessions.set_sessions(sessions)
         if self._session is not None:
             self.sessions.set_current(self._session.id)
@@ -581,7 +583,7 @@ class MainWindow(WindowBase):
         for marker in view.markers:
             self.chat.add_compaction_marker(marker.event, marker.undoable, marker.after_id)
         if view.id not in self.sessions.session_ids():
-            self.sessions.update_session({"id": view.id, "title": view.title})
+            self.sessions.update_session(SessionRow(view.id, view.title))
         self.sessions.set_current(view.id)
         self.inspector.clear_details()  # nothing of the session shown before stays in a pane
         self.inspector.set_session_dir(view.path)
@@ -753,7 +755,7 @@ class MainWindow(WindowBase):
             self.preview_dialog.set_busy(False)
             self.preview_dialog.hide()
 
-    def _on_controller_offloaded_file(self, file: dict[str, Any]) -> None:
+    def _on_controller_offloaded_file(self, file: FileRow) -> None:
         self.inspector.add_offloaded_file(file)
 
     def _on_controller_file_loaded(self, path: str, text: str) -> None:
@@ -762,7 +764,7 @@ class MainWindow(WindowBase):
     def _on_controller_archive_messages(self, day: str, messages: list[Any], tokens: dict[str, int]) -> None:
         self.inspector.set_archive_messages(day, messages, tokens)
 
-    def _on_controller_archive_hits(self, query: str, hits: list[dict[str, Any]]) -> None:
+    def _on_controller_archive_hits(self, query: str, hits: list[ArchiveHit]) -> None:
         self.inspector.set_archive_hits(query, hits)
 
     def _on_controller_draft_tokens(self, n: int) -> None:

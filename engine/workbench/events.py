@@ -34,9 +34,11 @@ if TYPE_CHECKING:
     from engine.context.attribution import Attribution
     from engine.context.compaction import CompactionPreview
     from engine.context.diff import ContextDiff
+    from engine.store.archive import ArchiveHit
     from engine.usage.report import UsageReport
     from engine.usage.tool_costs import ToolCosts
     from engine.workbench.imported import ImportFacts
+    from engine.workbench.rows import FileRow, SessionRow
     from engine.workbench.views import ContextState, Marker, SessionView
 
 NoticeLevel = Literal["info", "warning", "error"]
@@ -52,7 +54,7 @@ class WorkbenchEvent:
 
 @dataclass
 class SessionsListed(WorkbenchEvent):
-    sessions: list[dict[str, Any]]
+    sessions: list[SessionRow]
 
     def payload(self) -> tuple[Any, ...]:
         return (self.sessions,)
@@ -211,7 +213,7 @@ class PreviewClosed(WorkbenchEvent):
 
 @dataclass
 class OffloadedFileAdded(WorkbenchEvent):
-    file: dict[str, Any]
+    file: FileRow
 
     def payload(self) -> tuple[Any, ...]:
         return (self.file,)
@@ -239,7 +241,7 @@ class ArchiveMessages(WorkbenchEvent):
 @dataclass
 class ArchiveHits(WorkbenchEvent):
     query: str
-    hits: list[dict[str, Any]]
+    hits: list[ArchiveHit]
 
     def payload(self) -> tuple[Any, ...]:
         return (self.query, self.hits)

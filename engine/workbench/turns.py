@@ -39,7 +39,7 @@ from engine.workbench.events import (
     OffloadedFileAdded,
 )
 from engine.workbench.runtime import LlmRuntime
-from engine.workbench.views import Marker, file_dict
+from engine.workbench.views import Marker, file_row
 
 
 class TurnsPart:
@@ -226,7 +226,7 @@ class TurnsPart:
             return
         for f in list_offloaded(session.path):
             if f.path == path:
-                self.core.emit(OffloadedFileAdded(file_dict(f, session)))
+                self.core.emit(OffloadedFileAdded(file_row(f, session)))
                 return
 
 

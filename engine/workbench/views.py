@@ -23,6 +23,7 @@ from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
 from engine.usage.costs import NONE, SessionCost, folder_cost, price_table, priced_call
 from engine.workbench.imported import ImportFacts, import_facts
+from engine.workbench.rows import FileRow, SessionRow
 from engine.workbench.subagents import subagent_marks
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class SessionView:
     markers: list[Marker]
     timeline: list[TimelineCall]  # one per LLM call: its record (events.jsonl) and its price
     compactions: list[CompactionRecord]  # the compaction records (events.jsonl), oldest first
-    files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
+    files: list[FileRow]  # offloaded tool results (the inspector's rows)
     problems: str = ""  # the load report when the folder needed repairs, else ""
     last_call: tuple[int | None, int | None] = (None, None)
     read_only: bool = False  # a view of another agent's session (or a subagent): nothing can be sent or changed
@@ -79,31 +80,21 @@ class SessionView:
     cost: SessionCost = field(default_factory=lambda: SessionCost(NONE))
 
 
-def session_dict(info: SessionInfo | Session) -> dict[str, Any]:
-    """A sessions-panel dict from a SessionInfo or an open Session."""
+def session_row(info: SessionInfo | Session) -> SessionRow:
+    """The sessions panel's row of a SessionInfo or an open Session."""
     if isinstance(info, Session):
-        return {
-            "id": info.id,
-            "title": info.title,
-            "updated": str(info.meta.get("updated") or ""),
-            "messages": len(info.messages),
-        }
-    return {"id": info.id, "title": info.title, "updated": info.updated, "messages": info.message_count}
+        return SessionRow(info.id, info.title, str(info.meta.get("updated") or ""), len(info.messages))
+    return SessionRow(info.id, info.title, info.updated, info.message_count)
 
 
-def file_dict(f: OffloadedFile, session: Session | None) -> dict[str, Any]:
-    """An inspector dict from an engine.context.offload.OffloadedFile."""
-    out: dict[str, Any] = {
-        "path": f.path,
-        "size": f.size,
-        "lines": f.lines,
-        "created": f.created,
-        "tool": f.tool_name,
-        "message_id": f.message_id,
-    }
+def file_row(f: OffloadedFile, session: Session | None) -> FileRow:
+    """The inspector's row of an :class:`engine.store.offloads.OffloadedFile`, with its message's preview when
+    ``session`` holds that message."""
+    preview_text = ""
     if session is not None and f.message_id and f.message_id in session:
-        out["message_preview"] = preview(session.get(f.message_id), 80)
-    return out
+        preview_text = preview(session.get(f.message_id), 80)
+    return FileRow(path=f.path, size=f.size, lines=f.lines, created=f.created, tool=f.tool_name,
+                   message_id=f.message_id, message_preview=preview_text)
 
 
 def prompt_of(record: dict[str, Any]) -> int:
@@ -170,18 +161,17 @@ def read_timeline(
     return timeline, compaction_records(records)
 
 
-def offloaded_files(session: Session) -> list[dict[str, Any]]:
+def offloaded_files(session: Session) -> list[FileRow]:
     """The session's offloaded tool results; a file whose message left the context is previewed
     from the archive."""
     from engine.context.offload import list_offloaded
 
-    files = [file_dict(f, session) for f in list_offloaded(session.path)]
-    gone = [f["message_id"] for f in files if f["message_id"] and "message_preview" not in f]
+    files = [file_row(f, session) for f in list_offloaded(session.path)]
+    gone = [f.message_id for f in files if f.message_id and not f.message_preview]
     if gone:
         found = {str(m.get("id")): m for m in archive.find(session.path, gone)}
-        for f in files:
-            if f["message_id"] in found:
-                f["message_preview"] = "(archived) " + preview(found[f["message_id"]], 70)
+        files = [replace(f, message_preview="(archived) " + preview(found[f.message_id], 70))
+                 if f.message_id in found else f for f in files]
     return files
 
 
@@ -237,14 +227,16 @@ def shown_as_view(view: SourceView, out: SessionView) -> SessionView:
 
 __all__ = [
     "ContextState",
+    "FileRow",
     "Marker",
+    "SessionRow",
     "SessionView",
     "call_record",
-    "file_dict",
+    "file_row",
     "markers",
     "merge_archived",
     "prompt_of",
-    "session_dict",
+    "session_row",
     "session_view",
     "shown_as_view",
 ]

@@ -112,7 +112,7 @@ def test_whole_flow(qtbot: Any, win: MainWindow, server: fs.FakeLLMServer) -> No
     assert tool_msg["offload"]["path"].startswith("tool_results/")
     path = tool_msg["offload"]["path"]
     qtbot.waitUntil(lambda: win.inspector.files.model.rowCount() == 1, timeout=5_000)
-    assert win.inspector.files.model.files[0]["path"] == path
+    assert win.inspector.files.model.files[0].path == path
     assert chart.column_count() == 3
     assert bar(win, "history_tool") > 0
     win.chat.open_offload.emit(path)  # the "Open full output" link of the tool block

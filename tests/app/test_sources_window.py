@@ -259,7 +259,7 @@ def test_a_claude_code_2_1_file_its_tools_cost_attachments_and_compaction(qtbot:
     attachments = [k for k in win.chat.message_ids() if (win.chat.item(k).msg or {}).get("attachment")]
     assert len(attachments) == 2
     marker = win.chat.item(win.chat.marker_ids()[0])
-    assert marker is not None and (marker.event or {}).get("post_tokens") == cf.POST_TOKENS
+    assert marker is not None and marker.event is not None and marker.event.post_tokens == cf.POST_TOKENS
     # a ctxbench session (not imported): no cost, no definitions
     with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000):
         win.controller.new_session()

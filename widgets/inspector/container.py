@@ -18,6 +18,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine.model.records import CompactionRecord
+from engine.store.archive import ArchiveHit
+from engine.workbench.rows import FileRow
 from widgets.inspector.archive_tab import ArchivePanel
 from widgets.inspector.compactions_tab import CompactionLogPanel
 from widgets.inspector.file_viewer import FileViewer
@@ -96,10 +98,10 @@ class Inspector(QTabWidget):
     def set_session_dir(self, path: str | Path | None) -> None:
         self.files.session_dir = Path(path) if path is not None else None
 
-    def set_offloaded_files(self, files: Sequence[dict[str, Any]]) -> None:
+    def set_offloaded_files(self, files: Sequence[FileRow]) -> None:
         self.files.set_files(files)
 
-    def add_offloaded_file(self, file: dict[str, Any]) -> None:
+    def add_offloaded_file(self, file: FileRow) -> None:
         self.files.add_file(file)
 
     def open_file(self, path: str) -> None:
@@ -118,7 +120,7 @@ class Inspector(QTabWidget):
                              tokens_by_id: dict[str, int] | None = None) -> None:
         self.archive.set_messages(day, messages, tokens_by_id)
 
-    def set_archive_hits(self, query: str, hits: Sequence[dict[str, Any]]) -> None:
+    def set_archive_hits(self, query: str, hits: Sequence[ArchiveHit]) -> None:
         self.archive.set_hits(query, hits)
 
     def checked_archive_ids(self) -> list[str]:

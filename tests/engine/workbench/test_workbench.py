@@ -155,7 +155,7 @@ async def test_the_sessions_list_after_a_turn_is_read_off_the_event_loop(rig: Ri
     await rig.until(lambda: len(rig.of(ev.SessionsListed)) > before)
     assert listed_on and threading.main_thread().name not in listed_on
     assert rig.wb.session is not None
-    assert rig.wb.session.id in [s["id"] for s in rig.of(ev.SessionsListed)[-1].sessions]
+    assert rig.wb.session.id in [s.id for s in rig.of(ev.SessionsListed)[-1].sessions]
 
 
 @pytest.mark.asyncio
@@ -286,7 +286,7 @@ async def test_restore_brings_a_tool_result_back_with_its_call(rig: Rig) -> None
     await rig.idle()
     rig.wb.search_archive("contents of f0")
     hits = rig.of(ev.ArchiveHits)[-1]
-    tool_id = hits.hits[0]["message"]["id"]
+    tool_id = hits.hits[0].message_id
     assert hits.query == "contents of f0" and len(hits.hits) == 1
     restore = rig.wb.restore_messages([tool_id])
     assert restore is not None
@@ -376,7 +376,7 @@ async def test_deleting_the_open_session_opens_another(rig: Rig) -> None:
     await opened(rig, newer.id)
     await rig.wb.delete_session(newer.id)
     assert rig.of(ev.SessionLoaded)[-1].view.id == older.id and not newer.path.exists()
-    assert [s["id"] for s in rig.of(ev.SessionsListed)[-1].sessions] == [older.id]
+    assert [s.id for s in rig.of(ev.SessionsListed)[-1].sessions] == [older.id]
 
 
 @pytest.mark.asyncio

@@ -1,0 +1,38 @@
+"""The rows the window's lists show, typed (frozen dataclasses the widgets read by attribute): a session of the
+sessions panel (:class:`SessionRow`), an offloaded tool result of the inspector's Tool results tab
+(:class:`FileRow`). Made by :mod:`engine.workbench.views` (``session_row``, ``file_row``); this module imports
+nothing of the engine, so a widget can import it without loading the service. (The Archive tab's search hits are
+:class:`engine.store.archive.ArchiveHit`.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One row of the sessions panel: the session's id and title, when it was last changed (ISO; "" unknown) and
+    how many messages it holds (None: not said, as for a row added for a session just opened)."""
+
+    id: str
+    title: str
+    updated: str = ""
+    messages: int | None = None
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One offloaded tool result (``tool_results/<hex>.txt``): its path relative to the session folder, size in
+    bytes, lines, when it was written (ISO), the tool that produced it, the message that holds it, and that
+    message's preview ("" when the message is not found; "(archived) …" when it left the context)."""
+
+    path: str
+    size: int = 0
+    lines: int = 0
+    created: str = ""
+    tool: str = ""
+    message_id: str = ""
+    message_preview: str = ""
+
+
+__all__ = ["FileRow", "SessionRow"]
