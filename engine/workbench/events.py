@@ -11,7 +11,7 @@ signals passes on (the Qt bridge maps the event's type to a signal and emits ``*
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.model.events import (
@@ -44,28 +44,27 @@ if TYPE_CHECKING:
 NoticeLevel = Literal["info", "warning", "error"]
 
 
+# a field the window is not handed (a guard of the service's: which session the result is of)
+NOT_SENT = {"sent": False}
+
+
 @dataclass
 class WorkbenchEvent:
-    """Base of the service's own events."""
+    """Base of the service's own events. The window's signal carries the event's fields in their order (typed:
+    records, rows and view models, never dicts of them), but those marked ``NOT_SENT``."""
 
     def payload(self) -> tuple[Any, ...]:
-        return (self,)
+        return tuple(getattr(self, f.name) for f in fields(self) if f.metadata.get("sent", True))
 
 
 @dataclass
 class SessionsListed(WorkbenchEvent):
     sessions: list[SessionRow]
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.sessions,)
-
 
 @dataclass
 class SessionLoaded(WorkbenchEvent):
     view: SessionView
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.view,)
 
 
 @dataclass
@@ -74,9 +73,6 @@ class ContextStateChanged(WorkbenchEvent):
 
     state: ContextState
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.state,)
-
 
 @dataclass
 class SnapshotChanged(WorkbenchEvent):
@@ -84,18 +80,12 @@ class SnapshotChanged(WorkbenchEvent):
 
     snapshot: ContextSnapshot
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.snapshot,)
-
 
 @dataclass
 class CallRecorded(WorkbenchEvent):
     """An LLM call that happened: its record (the request's snapshot with the report) and its price."""
 
     record: TimelineCall
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.record,)
 
 
 @dataclass
@@ -105,9 +95,6 @@ class CallUpdated(WorkbenchEvent):
 
     record: TimelineCall
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.record,)
-
 
 @dataclass
 class LastCall(WorkbenchEvent):
@@ -116,33 +103,21 @@ class LastCall(WorkbenchEvent):
     predicted: int | None
     reported: int | None
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.predicted, self.reported)
-
 
 @dataclass
 class CompactionFinished(WorkbenchEvent):
     marker: Marker
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.marker,)
 
 
 @dataclass
 class BusyChanged(WorkbenchEvent):
     busy: bool
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.busy,)
-
 
 @dataclass
 class Notice(WorkbenchEvent):
     level: NoticeLevel
     text: str
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.level, self.text)
 
 
 @dataclass
@@ -151,22 +126,15 @@ class ApprovalRequested(WorkbenchEvent):
     tool: str
     arguments: str  # JSON
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.request_id, self.tool, self.arguments)
-
 
 @dataclass
 class ApprovalsWithdrawn(WorkbenchEvent):
-    def payload(self) -> tuple[Any, ...]:
-        return ()
+    """The approvals asked for are no longer awaited (their turn ended or was stopped)."""
 
 
 @dataclass
 class PreviewStarted(WorkbenchEvent):
     instruction: str
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.instruction,)
 
 
 @dataclass
@@ -175,9 +143,6 @@ class PreviewReady(WorkbenchEvent):
 
     preview: CompactionPreview
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.preview,)
-
 
 @dataclass
 class PreviewSummary(WorkbenchEvent):
@@ -185,47 +150,31 @@ class PreviewSummary(WorkbenchEvent):
 
     preview: CompactionPreview
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.preview,)
-
 
 @dataclass
 class PreviewAfter(WorkbenchEvent):
     snapshot: ContextSnapshot
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.snapshot,)
 
 
 @dataclass
 class PreviewFailed(WorkbenchEvent):
     reason: str
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.reason,)
-
 
 @dataclass
 class PreviewClosed(WorkbenchEvent):
-    def payload(self) -> tuple[Any, ...]:
-        return ()
+    """The compaction preview ended (applied, discarded or cancelled)."""
 
 
 @dataclass
 class OffloadedFileAdded(WorkbenchEvent):
     file: FileRow
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.file,)
-
 
 @dataclass
 class FileLoaded(WorkbenchEvent):
     path: str
     text: str
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.path, self.text)
 
 
 @dataclass
@@ -234,49 +183,31 @@ class ArchiveMessages(WorkbenchEvent):
     messages: list[Message]
     tokens: dict[str, int] = field(default_factory=dict)
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.day, self.messages, self.tokens)
-
 
 @dataclass
 class ArchiveHits(WorkbenchEvent):
     query: str
     hits: list[ArchiveHit]
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.query, self.hits)
-
 
 @dataclass
 class DraftTokens(WorkbenchEvent):
     tokens: int
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.tokens,)
 
 
 @dataclass
 class SettingsChanged(WorkbenchEvent):
     settings: Settings
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.settings,)
-
 
 @dataclass
 class ModelSuggestions(WorkbenchEvent):
     names: list[str]
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.names,)
-
 
 @dataclass
 class LlmReady(WorkbenchEvent):
     """litellm is imported (it loads in the background after start)."""
-
-    def payload(self) -> tuple[Any, ...]:
-        return ()
 
 
 @dataclass
@@ -287,9 +218,6 @@ class SourcesListed(WorkbenchEvent):
     sources: list[dict[str, Any]]
     problems: list[dict[str, Any]] = field(default_factory=list)
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.sources, self.problems)
-
 
 @dataclass
 class MessagesRetracted(WorkbenchEvent):
@@ -297,9 +225,6 @@ class MessagesRetracted(WorkbenchEvent):
     their new versions follow as ``MessageAdded`` (same ids where they are the same messages)."""
 
     ids: list[str]
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.ids,)
 
 
 @dataclass
@@ -311,19 +236,13 @@ class FollowChanged(WorkbenchEvent):
     path: str
     live: bool = False
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.following, self.path, self.live)
-
 
 @dataclass
 class DiffReady(WorkbenchEvent):
     """The context diff between two calls of the open session (:mod:`engine.workbench.analysis`)."""
 
     diff: ContextDiff
-    session_id: str = ""
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.diff,)
+    session_id: str = field(default="", metadata=NOT_SENT)
 
 
 @dataclass
@@ -333,11 +252,8 @@ class ToolsReady(WorkbenchEvent):
 
     attribution: Attribution
     locations: dict[str, str] = field(default_factory=dict)  # message id → "live" | archive day
-    session_id: str = ""
+    session_id: str = field(default="", metadata=NOT_SENT)
     costs: ToolCosts | None = None
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.attribution, self.locations, self.costs)
 
 
 @dataclass
@@ -347,9 +263,6 @@ class ImportChanged(WorkbenchEvent):
 
     facts: ImportFacts | None
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.facts,)
-
 
 @dataclass
 class UsageReady(WorkbenchEvent):
@@ -357,9 +270,6 @@ class UsageReady(WorkbenchEvent):
     an :class:`engine.usage.report.UsageReport` (``updating``: newer figures follow)."""
 
     report: UsageReport
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.report,)
 
 
 __all__ = [

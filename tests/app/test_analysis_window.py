@@ -118,7 +118,7 @@ def test_the_tools_tab_equals_ctxbench_tools(qtbot: Any, win: MainWindow) -> Non
     def selected() -> str:
         item = win.inspector.archive.tree.currentItem()
         data = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
-        return str(((data or {}).get("message") or {}).get("id") or "")
+        return data.message_id if data is not None else ""
 
     qtbot.waitUntil(lambda: selected() == mid, timeout=10_000)
     assert day == "2026-02-11"

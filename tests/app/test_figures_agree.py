@@ -124,7 +124,7 @@ def _check_tool_results(qtbot: Any, win: MainWindow, cli: dict[str, Any]) -> int
         def item(mid: str = mid) -> Any:
             it = win.inspector.archive.tree.currentItem()
             data = it.data(0, Qt.ItemDataRole.UserRole) if it is not None else None
-            return it if str(((data or {}).get("message") or {}).get("id") or "") == mid else None
+            return it if data is not None and data.message_id == mid else None
 
         qtbot.waitUntil(lambda: item() is not None, timeout=10_000)
         assert item().text(2) == format_tokens(largest[mid]), mid
