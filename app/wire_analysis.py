@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from engine.context.attribution import Attribution
     from engine.context.diff import ContextDiff
     from engine.usage.tool_costs import ToolCosts
+    from engine.workbench.rows import SubagentMark
     from engine.workbench.views import SessionView
     from widgets.context_chart import ContextChart
     from widgets.diff_view import DiffDialog
@@ -43,7 +44,7 @@ class AnalysisWiring(QObject):
         self.window = window
         self.controller = window.controller
         self.dialog: DiffDialog | None = None
-        self.subagents: list[dict[str, Any]] = []
+        self.subagents: list[SubagentMark] = []
         c = self.controller
         c.session_loaded.connect(self._on_session_loaded)
         c.turn_finished.connect(lambda _event: c.tool_attribution())

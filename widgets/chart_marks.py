@@ -12,8 +12,7 @@ picked as the first of a diff. Both create their plot items once and only ``setD
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -21,6 +20,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
 from engine.model.records import CompactionRecord
+from engine.workbench.rows import SubagentMark
 from widgets.chart_parts import COLUMN_WIDTH, Timeline, num, parse_ts
 from widgets.theme import Palette
 
@@ -111,7 +111,7 @@ class SubagentLayer:
     """◆ markers and bands of the subagents (see the module docstring)."""
 
     def __init__(self, plot: pg.PlotItem, pal: Palette) -> None:
-        self.marks: list[dict[str, Any]] = []
+        self.marks: list[SubagentMark] = []
         self.x: list[float] = []  # per drawn mark: its column (x = call index + 1)
         self.y: list[float] = []
         self.drawn: list[int] = []  # index in ``marks`` of each drawn mark
@@ -129,8 +129,8 @@ class SubagentLayer:
         self._points.setBrush(color)
         self._points.setPen(pg.mkPen(QColor(pal.background), width=1))
 
-    def set_marks(self, marks: Sequence[Mapping[str, Any]]) -> None:
-        self.marks = [dict(m) for m in marks]
+    def set_marks(self, marks: Sequence[SubagentMark]) -> None:
+        self.marks = list(marks)
 
     def update(self, tops: np.ndarray) -> None:
         """Place the marks above their columns (``tops``: each column's height)."""
@@ -138,8 +138,8 @@ class SubagentLayer:
         n = len(tops)
         peak = float(np.nanmax(tops)) if n else 0.0
         for i, mark in enumerate(self.marks):
-            idx = mark.get("call_index")
-            if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < n:
+            idx = mark.call_index
+            if idx is None or not 0 <= idx < n:
                 continue
             top = float(tops[idx]) if not np.isnan(tops[idx]) else 0.0
             self.x.append(idx + 1.0)

@@ -1,6 +1,6 @@
 """Text of a compaction (the chart marker's tooltip, the Compactions tab's details) and of a subagent
 mark: plain functions on the compaction records (:class:`engine.model.records.CompactionRecord`, read by
-attribute) and the subagent mark dicts, showing only the fields a record has.
+attribute) and the subagent marks (:class:`engine.workbench.rows.SubagentMark`), showing only the fields a record has.
 
 An import of another agent (Claude Code) records ``trigger``, ``tokens_before``/``tokens_after``,
 ``summary`` and ``cost`` — what the compaction call itself cost: ``prompt_tokens`` (of which
@@ -16,10 +16,10 @@ Nothing is invented: a field that is absent is not shown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from engine.model.records import CompactionRecord
+from engine.workbench.rows import SubagentMark
 from widgets.formatting import format_usd
 from widgets.theme import format_tokens
 
@@ -147,19 +147,19 @@ def compaction_details(event: CompactionRecord) -> str:
     return "\n\n".join(parts)
 
 
-def subagent_tooltip(mark: Mapping[str, Any]) -> str:
+def subagent_tooltip(mark: SubagentMark) -> str:
     """A subagent mark's tooltip: id, model, calls, peak and total prompt tokens, and that a click opens it."""
-    lines = [f"Subagent {mark.get('id') or '?'}"]
-    if mark.get("model"):
-        lines.append(f"model {mark['model']}")
-    if (calls := _int(mark.get("calls"))) is not None:
-        lines.append(f"{calls:,} call{'s' if calls != 1 else ''}")
-    if (peak := _int(mark.get("peak_prompt_tokens"))) is not None:
-        lines.append(f"peak prompt {format_tokens(peak)} tokens")
-    if (total := _int(mark.get("total_prompt_tokens"))) is not None:
-        lines.append(f"total prompt {format_tokens(total)} tokens")
-    if mark.get("session"):
-        lines.append(f"Click to open {mark['session']}")
+    lines = [f"Subagent {mark.id or '?'}"]
+    if mark.model:
+        lines.append(f"model {mark.model}")
+    if mark.calls is not None:
+        lines.append(f"{mark.calls:,} call{'s' if mark.calls != 1 else ''}")
+    if mark.peak_prompt_tokens is not None:
+        lines.append(f"peak prompt {format_tokens(mark.peak_prompt_tokens)} tokens")
+    if mark.total_prompt_tokens is not None:
+        lines.append(f"total prompt {format_tokens(mark.total_prompt_tokens)} tokens")
+    if mark.session:
+        lines.append(f"Click to open {mark.session}")
     return "\n".join(lines)
 
 

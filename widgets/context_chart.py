@@ -59,7 +59,7 @@ Methods:
     set_cache_view(on: bool)                    the cache view (b′) or the region view (b)
     set_fit_to_data(on: bool | None)            fit to the data (True), the whole window (False), or by itself (None)
     export_image(fmt: "png" | "svg") -> bytes  the timeline plot as drawn, at its size (pyqtgraph exporters)
-    set_subagents(marks: Sequence[dict])        the subagents of SessionView.subagents (with ``call_index``)
+    set_subagents(marks: Sequence[SubagentMark]) the subagents of SessionView.subagents (with ``call_index``)
     select_call(index: int | None)              pick (outline) the first call of a diff (0-based)
     call_menu(index) -> QMenu                   the right-click menu of a column (its actions emit diff_requested)
 Introspection (tests, accessibility):
@@ -106,6 +106,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QVBoxLayout
 
 from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
+from engine.workbench.rows import SubagentMark
 from widgets.chart_bar import RequestBar
 from widgets.chart_cache import CacheLayer, PercentAxis
 from widgets.chart_marks import CompactionLayer, SelectionLayer, SubagentLayer
@@ -534,8 +535,8 @@ class ContextChart(QWidget):
     def compaction_tooltip(self, index: int) -> str:
         return _compaction_tip(self._compaction_marks.events[index])
 
-    def set_subagents(self, marks: Sequence[dict[str, Any]]) -> None:
-        """Mark where subagents ran (dicts of ``SessionView.subagents``: ``call_index``, ``id``, ``model``, …)."""
+    def set_subagents(self, marks: Sequence[SubagentMark]) -> None:
+        """Mark where subagents ran (``SessionView.subagents``: ``call_index``, ``id``, ``model``, …)."""
         self._subagents.set_marks(marks)
         self._set_timeline_legend()
         self._dirty_timeline = True
@@ -754,8 +755,8 @@ class ContextChart(QWidget):
             self.compaction_clicked.emit(self._compaction_marks.events[index])
         elif kind == "subagent":
             mark = self._subagents.marks[self._subagents.drawn[index]]
-            if mark.get("session"):
-                self.subagent_requested.emit(str(mark["session"]))
+            if mark.session:
+                self.subagent_requested.emit(mark.session)
         elif button == Qt.MouseButton.RightButton:
             self.call_menu(index).popup(self._tl_plot.mapToGlobal(self._tl_plot.mapFromScene(event.scenePos())))
         elif mods & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier) and \

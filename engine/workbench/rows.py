@@ -35,4 +35,21 @@ class FileRow:
     message_preview: str = ""
 
 
-__all__ = ["FileRow", "SessionRow"]
+@dataclass(frozen=True)
+class SubagentMark:
+    """Where an imported session's subagent ran, for the parent's timeline (:func:`engine.workbench.subagents.
+    subagent_marks`): its id, its session folder relative to the parent's, its model, its calls, the parent's
+    Task tool call, its calls' peak and total prompt tokens, and ``call_index``: the 0-based parent call that
+    issued it (None: not found). A figure the import did not record is None (or "")."""
+
+    id: str
+    session: str = ""
+    model: str = ""
+    calls: int | None = None
+    parent_tool_call_id: str = ""
+    peak_prompt_tokens: int | None = None
+    total_prompt_tokens: int | None = None
+    call_index: int | None = None
+
+
+__all__ = ["FileRow", "SessionRow", "SubagentMark"]

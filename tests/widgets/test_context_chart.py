@@ -12,6 +12,7 @@ from engine.model.events import CompactionEvent
 from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
+from engine.workbench.rows import SubagentMark
 from widgets.context_chart import ContextChart
 from widgets.theme import DARK, LIGHT, REGION_ORDER
 
@@ -341,9 +342,9 @@ def test_picking_two_calls_asks_for_their_diff(chart, qtbot):
 def test_subagent_marks_sit_above_the_parent_call(chart, qtbot):
     recs = [record(i) for i in range(10)]
     set_calls(chart, recs)
-    marks = [{"id": "a1", "model": "haiku", "calls": 3, "peak_prompt_tokens": 9_000, "total_prompt_tokens": 20_000,
-              "session": "subagents/a1", "call_index": 6},
-             {"id": "lost", "session": "subagents/lost", "call_index": None}]
+    marks = [SubagentMark(id="a1", model="haiku", calls=3, peak_prompt_tokens=9_000, total_prompt_tokens=20_000,
+                          session="subagents/a1", call_index=6),
+             SubagentMark(id="lost", session="subagents/lost", call_index=None)]
     chart.set_subagents(marks)
     assert chart.subagent_count() == 1
     x, y = chart.subagent_positions()[0]
