@@ -3,7 +3,8 @@ source (AST) and on the types the service hands the window.
 
 The records: a call (:class:`engine.model.records.ContextRecord` in a :class:`engine.model.timeline.TimelineCall`),
 a compaction (:class:`engine.model.records.CompactionRecord`, its call :class:`CompactionCall`), a session of the
-sessions panel, an offloaded file and a subagent's mark (:mod:`engine.workbench.rows`), an archive search hit
+sessions panel, an offloaded file, a subagent's mark, what a read-only view shows (:mod:`engine.workbench.rows`),
+an archive search hit
 (:class:`engine.store.archive.ArchiveHit`). A ``x["field"]`` or ``x.get("field")`` in widgets/ or app/ whose key is
 one of their fields fails :func:`test_widgets_and_app_read_no_record_field_by_string_key` — except the keys other
 dicts the window shows share with them (:data:`SHARED`, each with the dicts that hold it).
@@ -20,11 +21,11 @@ from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
 from engine.store.archive import ArchiveHit
 from engine.workbench import events, views
-from engine.workbench.rows import FileRow, SessionRow, SubagentMark
+from engine.workbench.rows import FileRow, SessionRow, SubagentMark, ViewSource
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = (ContextRecord, ContextSnapshot, TimelineCall, CompactionRecord, CompactionCall, SessionRow, FileRow,
-           ArchiveHit, SubagentMark)
+           ArchiveHit, SubagentMark, ViewSource)
 # record fields that are also keys of other dicts the window reads (not records): a read of one is not a record read
 SHARED = {
     "id", "role", "ts",  # a message (engine.model.messages), a tool call, a subagent mark, a source dict
@@ -33,7 +34,8 @@ SHARED = {
     # subagent mark, the recorder's rows, the usage report's rows, the settings' changes (cli)
     "cost_usd", "agent_cost_usd", "prompt_tokens", "cache_read_tokens", "cache_write_tokens",  # usage rows
     "draft", "system", "history_user", "history_assistant", "history_tool",  # the palette's region colours
-    "session", "calls",  # a message's link to its subagent (``message["subagent"]``: id, session, model, calls)
+    "session", "calls", "subagent",  # a message's link to its subagent (``message["subagent"]``: id, session, …)
+    "agent", "live",  # a Sources row (engine.workbench.sources.source_dict), a usage row
 }
 
 
@@ -78,7 +80,7 @@ def test_the_scan_finds_a_string_keyed_read(tmp_path: Path) -> None:
 def test_what_the_service_hands_the_window_is_typed() -> None:
     """The view models' and events' record fields are typed (no ``dict`` among them)."""
     fields = {
-        views.SessionView: ("timeline", "compactions", "files", "subagents"),
+        views.SessionView: ("timeline", "compactions", "files", "subagents", "source"),
         views.Marker: ("event",),
         events.SessionsListed: ("sessions",),
         events.OffloadedFileAdded: ("file",),

@@ -52,4 +52,20 @@ class SubagentMark:
     call_index: int | None = None
 
 
-__all__ = ["FileRow", "SessionRow", "SubagentMark"]
+@dataclass(frozen=True)
+class ViewSource:
+    """What a read-only view is a view of (:attr:`engine.workbench.views.SessionView.source`; None for a ctxbench
+    session): the agent's file (``path``, "" when it has none), its format and the agent's name, whether the agent
+    is writing it (``live``) and the view follows it, the subagent's folder ("" for a session of its own) and the
+    title of the session or view it ran in (``parent``; None: no parent to go back to)."""
+
+    path: str
+    format: str = ""
+    agent: str = ""
+    live: bool = False
+    following: bool = False
+    subagent: str = ""
+    parent: str | None = None
+
+
+__all__ = ["FileRow", "SessionRow", "SubagentMark", "ViewSource"]

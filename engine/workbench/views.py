@@ -23,7 +23,7 @@ from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
 from engine.usage.costs import NONE, SessionCost, folder_cost, price_table, priced_call
 from engine.workbench.imported import ImportFacts, import_facts
-from engine.workbench.rows import FileRow, SessionRow, SubagentMark
+from engine.workbench.rows import FileRow, SessionRow, SubagentMark, ViewSource
 from engine.workbench.subagents import subagent_marks
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class SessionView:
     problems: str = ""  # the load report when the folder needed repairs, else ""
     last_call: tuple[int | None, int | None] = (None, None)
     read_only: bool = False  # a view of another agent's session (or a subagent): nothing can be sent or changed
-    source: dict[str, Any] = field(default_factory=dict)  # what it is a view of (engine.workbench.sources)
+    source: ViewSource | None = None  # what a read-only view is a view of (None: a ctxbench session)
     # the import's subagents, each with the parent's call_index (engine.workbench.subagents.subagent_marks)
     subagents: list[SubagentMark] = field(default_factory=list)
     # what the imported file said of the agent itself: system prompt and tool definitions, its own cost

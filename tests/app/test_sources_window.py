@@ -110,7 +110,7 @@ def test_a_session_file_whose_name_is_not_utf8_is_listed_and_opens(qtbot: Any, w
         sources.set_current(str(odd))
         sources.open_button.click()
     view = blocker.args[0]
-    assert view.read_only and view.source["path"] == str(odd) and len(view.timeline) == 1
+    assert view.read_only and view.source.path == str(odd) and len(view.timeline) == 1
 
 
 @pytest.mark.parametrize("name", [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from engine.sources.formats import display_name
+from engine.workbench.rows import ViewSource
 from widgets.readonly_bar import ReadOnlyBar
 from widgets.sessions_panel import SessionsPanel
 from widgets.sources_list import PROBLEMS_SHOWN, SourcesList, age
@@ -89,8 +91,8 @@ def test_the_read_only_line(qtbot: Any) -> None:
     bar = ReadOnlyBar()
     qtbot.addWidget(bar)
     bar.show()
-    source = {"path": "/c/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "agent": "Claude Code", "format": "claude-code",
-              "following": True, "live": True, "parent": {}, "subagent": ""}
+    source = ViewSource(path="/c/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", agent="Claude Code",
+                        format="claude-code", following=True, live=True)
     bar.set_view(source, "t")
     assert bar.isVisible() and bar.text().startswith("● live Read-only view of Claude Code session 8463c716-a2e")
     assert bar.continue_button.isVisible() and not bar.parent_button.isVisible()
@@ -98,14 +100,13 @@ def test_the_read_only_line(qtbot: Any) -> None:
     assert bar.text().startswith("○ following")
     bar.set_following(False)
     assert not bar.live_label.isVisible()
-    child = {**source, "path": "", "following": False, "subagent": "subagents/a7be", "parent": {
-        "kind": "source", "path": "/c/x.jsonl", "title": "spotter-fum"}}
+    child = replace(source, path="", following=False, subagent="subagents/a7be", parent="spotter-fum")
     bar.set_view(child)
     assert "subagent a7be of spotter-fum" in bar.text() and bar.parent_button.isVisible()
     assert not bar.continue_button.isVisible()
     with qtbot.waitSignal(bar.parent_requested):
         bar.parent_button.click()
-    bar.set_view({})
+    bar.set_view(None)
     assert not bar.isVisible()
 
 

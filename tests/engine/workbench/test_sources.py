@@ -16,6 +16,7 @@ import pytest
 from engine.model.records import CompactionRecord
 from engine.sources.readers import read_source
 from engine.workbench import events as ev
+from engine.workbench.rows import ViewSource
 from engine.workbench.source_views import views_root
 from tests.engine.workbench.test_workbench import Rig, rig, server, settings  # noqa: F401  (fixtures)
 
@@ -81,8 +82,8 @@ async def test_each_shared_kind_opens_read_only(rig: Rig, name: str, fmt: str) -
     src = read_source(path, fmt)  # type: ignore[arg-type]
     await rig.wb.open_source(path)
     view = _loaded(rig)
-    assert view.read_only and view.source["path"] == str(path) and view.source["format"] == fmt
-    assert view.source["following"] == (fmt in ("claude-code", "codex"))
+    assert view.read_only and view.source is not None and view.source.path == str(path) and view.source.format == fmt
+    assert view.source.following == (fmt in ("claude-code", "codex"))
     assert len(view.messages) == len(src.messages)
     assert len(view.timeline) == len(src.calls) > 0
     assert view.path.parent == views_root()
@@ -195,9 +196,10 @@ async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  
     assert task is not None
     await task
     child = _loaded(rig)
-    assert child.read_only and child.source["subagent"] == rel
-    assert child.source["parent"]["kind"] == "source" and child.title == f"subagent {rel.split('/')[-1]}"
-    assert parent.title.startswith("Work on bead spotter-fum") and child.source["parent"]["title"] == parent.title
+    assert child.read_only and child.source is not None and child.source.subagent == rel
+    assert rig.wb.doc.view is not None and rig.wb.doc.view.parent["kind"] == "source"
+    assert child.title == f"subagent {rel.split('/')[-1]}"
+    assert parent.title.startswith("Work on bead spotter-fum") and child.source.parent == parent.title
     assert 0 < len(child.timeline) < len(parent.timeline)
     assert child.timeline[0].snapshot.model.startswith("claude-haiku")
     assert rig.wb.send("hi") is False
@@ -205,7 +207,8 @@ async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  
     assert back is not None
     await back
     again = _loaded(rig)
-    assert again.read_only and again.source["path"] == str(BIG) and len(again.timeline) == len(parent.timeline)
+    assert again.read_only and again.source is not None and again.source.path == str(BIG)
+    assert len(again.timeline) == len(parent.timeline)
     assert [p.name for p in views_root().iterdir()] == [again.path.name]
     assert rig.wb.open_subagent("../x") is None
 
@@ -296,8 +299,10 @@ async def test_a_subagent_of_an_imported_session_and_back(rig: Rig) -> None:  # 
     await task
     child = _loaded(rig)
     assert child.read_only and child.path == parent.path / rel
-    assert child.source["parent"] == {"kind": "session", "id": parent.id, "title": parent.title}
-    assert child.source["path"].endswith(".jsonl")  # the subagent's own file: it can be continued
+    assert rig.wb.doc.view is not None
+    assert rig.wb.doc.view.parent == {"kind": "session", "id": parent.id, "title": parent.title}
+    assert child.source is not None and child.source.parent == parent.title
+    assert child.source.path.endswith(".jsonl")  # the subagent's own file: it can be continued
     assert rig.wb.send("hi") is False
     back = rig.wb.open_parent()
     assert back is not None
@@ -452,7 +457,7 @@ async def test_an_opencode_session_is_followed_from_its_live_database(rig: Rig, 
     await rig.wb.open_source(path)
     shown.update()
     assert shown.loads == 1 and len(shown.calls) == 1
-    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    assert rig.wb.view is not None and rig.wb.view.describe().following
     user(db, "msg_03", "and another")
     assistant(db, "msg_04", "msg_03", tokens(20, 5, read=150), text="done")
     final = read_opencode(path)
@@ -481,7 +486,7 @@ async def test_a_followed_opencode_database_that_is_damaged_or_removed_is_said_o
     assistant(db, "msg_02", "msg_01", tokens(100, 10, write=50), text="done")
     db.conn.close()
     await rig.wb.open_source(opencode_path(db.path, SID))
-    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    assert rig.wb.view is not None and rig.wb.view.describe().following
     data = bytearray(db.path.read_bytes())
     data[:16] = b"not a database!\x00"
     db.path.write_bytes(bytes(data))
@@ -519,7 +524,7 @@ async def test_a_large_file_shows_its_current_context_first(
     assert [m["content"] for m in first.messages] == [m["content"] for m in live]
     assert len(first.timeline) < len(full.timeline) == len(whole.calls)
     assert first.timeline[-1].snapshot.provider_prompt_tokens == full.timeline[-1].snapshot.provider_prompt_tokens
-    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    assert rig.wb.view is not None and rig.wb.view.describe().following
     assert [p.name for p in views_root().iterdir()] == [rig.wb.session.path.name]  # the first screen's folder went
 
 
@@ -577,9 +582,10 @@ async def test_a_codex_subagent_opens_as_codex_and_back(rig: Rig, tmp_path: Path
     assert task is not None
     await task
     child = _loaded(rig)
-    assert child.read_only and (child.source["format"], child.source["path"]) == ("codex", str(child_file))
+    assert child.read_only and child.source is not None
+    assert (child.source.format, child.source.path) == ("codex", str(child_file))
     assert [m.get("agent_message", {}).get("author") for m in child.messages if m.get("name") == "agent"] == ["/root"]
     back = rig.wb.open_parent()
     assert back is not None
     await back
-    assert _loaded(rig).source["path"] == str(path)
+    assert (_loaded(rig).source or ViewSource("")).path == str(path)
