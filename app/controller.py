@@ -42,8 +42,8 @@ Signals (payloads are engine dataclasses unless said otherwise):
     draft_tokens(int)              the draft's cost (calibrated like the chart)
     settings_changed(object)       Settings now in force
     model_suggestions(list)        model names for the settings dialog
-    sources_listed(object, object) two lists: the agent sessions on this machine (engine.workbench.sources.
-                                   source_dict) and the files the scan could not read ({"agent", "path", "reason"})
+    sources_listed(object, object) two lists: the agent sessions on this machine (SourceRow) and the files the
+                                   scan could not read (ProblemRow; engine.workbench.rows)
     follow_changed(bool, str, bool)  following a source file started (True, its path, live) or stopped
                                    (False, "", False); sent again when ``live`` (written < 2 min ago) changes
     messages_retracted(list)       ids of a followed view's last messages that changed: removed from the chat,

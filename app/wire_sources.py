@@ -22,6 +22,7 @@ from PySide6.QtCore import QFileSystemWatcher, QObject
 from PySide6.QtWidgets import QLabel
 
 from engine.workbench.imported import ImportFacts
+from engine.workbench.rows import ProblemRow, SourceRow
 from engine.workbench.source_views import found_sessions_text
 from engine.workbench.views import SessionView
 from widgets.readonly_bar import ReadOnlyBar
@@ -136,14 +137,14 @@ class SourcesWiring(QObject):
         self.hint.setVisible(show)
 
     # --- what the service says
-    def _on_sources_listed(self, rows: list[dict[str, Any]], problems: list[dict[str, Any]]) -> None:
+    def _on_sources_listed(self, rows: list[SourceRow], problems: list[ProblemRow]) -> None:
         self.window.sessions.sources.set_sources(rows)
         self.window.sessions.sources.set_problems(problems)
         if self.view is not None and self.view.source is not None and self.view.source.path:
             self.window.sessions.sources.set_current(self.view.source.path)
         counts: dict[str, int] = {}
         for row in rows:
-            agent = str(row.get("agent") or "")
+            agent = row.agent
             if agent:
                 counts[agent] = counts.get(agent, 0) + 1
         self.counts = counts

@@ -3,7 +3,8 @@ source (AST) and on the types the service hands the window.
 
 The records: a call (:class:`engine.model.records.ContextRecord` in a :class:`engine.model.timeline.TimelineCall`),
 a compaction (:class:`engine.model.records.CompactionRecord`, its call :class:`CompactionCall`), a session of the
-sessions panel, an offloaded file, a subagent's mark, what a read-only view shows (:mod:`engine.workbench.rows`),
+sessions panel, an offloaded file, a subagent's mark, what a read-only view shows, a Sources row and
+a file the scan could not read (:mod:`engine.workbench.rows`),
 an archive search hit
 (:class:`engine.store.archive.ArchiveHit`). A ``x["field"]`` or ``x.get("field")`` in widgets/ or app/ whose key is
 one of their fields fails :func:`test_widgets_and_app_read_no_record_field_by_string_key` — except the keys other
@@ -21,11 +22,11 @@ from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
 from engine.store.archive import ArchiveHit
 from engine.workbench import events, views
-from engine.workbench.rows import FileRow, SessionRow, SubagentMark, ViewSource
+from engine.workbench.rows import FileRow, ProblemRow, SessionRow, SourceRow, SubagentMark, ViewSource
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = (ContextRecord, ContextSnapshot, TimelineCall, CompactionRecord, CompactionCall, SessionRow, FileRow,
-           ArchiveHit, SubagentMark, ViewSource)
+           ArchiveHit, SubagentMark, ViewSource, SourceRow, ProblemRow)
 # record fields that are also keys of other dicts the window reads (not records): a read of one is not a record read
 SHARED = {
     "id", "role", "ts",  # a message (engine.model.messages), a tool call, a subagent mark, a source dict
@@ -35,7 +36,7 @@ SHARED = {
     "cost_usd", "agent_cost_usd", "prompt_tokens", "cache_read_tokens", "cache_write_tokens",  # usage rows
     "draft", "system", "history_user", "history_assistant", "history_tool",  # the palette's region colours
     "session", "calls", "subagent",  # a message's link to its subagent (``message["subagent"]``: id, session, …)
-    "agent", "live",  # a Sources row (engine.workbench.sources.source_dict), a usage row
+    "agent", "live", "project", "session_id",  # a usage row (the Usage view, ctxbench usage)
 }
 
 
@@ -85,6 +86,7 @@ def test_what_the_service_hands_the_window_is_typed() -> None:
         events.SessionsListed: ("sessions",),
         events.OffloadedFileAdded: ("file",),
         events.ArchiveHits: ("hits",),
+        events.SourcesListed: ("sources", "problems"),
         events.CallRecorded: ("record",),
     }
     for cls, names in fields.items():

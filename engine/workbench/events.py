@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from engine.usage.report import UsageReport
     from engine.usage.tool_costs import ToolCosts
     from engine.workbench.imported import ImportFacts
-    from engine.workbench.rows import FileRow, SessionRow
+    from engine.workbench.rows import FileRow, ProblemRow, SessionRow, SourceRow
     from engine.workbench.views import ContextState, Marker, SessionView
 
 NoticeLevel = Literal["info", "warning", "error"]
@@ -212,11 +212,11 @@ class LlmReady(WorkbenchEvent):
 
 @dataclass
 class SourcesListed(WorkbenchEvent):
-    """The agent sessions on this machine (``engine.workbench.sources.source_dict`` dicts, newest first), and the
-    files the scan could not read (``{"agent", "path", "reason"}``: left out, never stopping the others)."""
+    """The agent sessions on this machine (:class:`engine.workbench.rows.SourceRow`, newest first), and the files
+    the scan could not read (:class:`engine.workbench.rows.ProblemRow`: left out, never stopping the others)."""
 
-    sources: list[dict[str, Any]]
-    problems: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[SourceRow]
+    problems: list[ProblemRow] = field(default_factory=list)
 
 
 @dataclass

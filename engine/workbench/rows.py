@@ -68,4 +68,39 @@ class ViewSource:
     parent: str | None = None
 
 
-__all__ = ["FileRow", "SessionRow", "SubagentMark", "ViewSource"]
+@dataclass(frozen=True)
+class SourceRow:
+    """One agent session of the Sources list (an :class:`engine.sources.session_summary.SourceEntry` as the list
+    shows it): its agent (id and display name), project, session id, file, when it started and was last active
+    (ISO), its calls, its last prompt and window (None: unknown) and how full that is, its model, its first
+    prompt, the agent's own cost (None: unknown), and whether the agent is writing it now (``live``)."""
+
+    agent: str
+    path: str
+    agent_name: str = ""
+    project: str = ""
+    session_id: str = ""
+    started: str = ""
+    last_activity: str = ""
+    calls: int = 0
+    last_prompt_tokens: int | None = None
+    window: int | None = None
+    percent_full: float | None = None
+    model: str = ""
+    title: str = ""
+    agent_cost_usd: float | None = None
+    live: bool = False
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    """A file the Sources scan could not read: its agent, its path as found (it may hold bytes that are not UTF-8),
+    the path printable (``shown``: such bytes escaped) and why."""
+
+    agent: str
+    path: str
+    shown: str
+    reason: str
+
+
+__all__ = ["FileRow", "ProblemRow", "SessionRow", "SourceRow", "SubagentMark", "ViewSource"]

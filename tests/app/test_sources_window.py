@@ -89,7 +89,7 @@ def test_files_the_scan_could_not_read_are_said_under_the_list(qtbot: Any, win: 
         win.sessions.tabs.setCurrentWidget(sources)
     rows, problems = blocker.args
     assert len(rows) == 3 and len(sources.paths()) == 3  # every other session still listed
-    assert sorted(Path(p["path"]).name for p in problems) == ["pipe.jsonl", "zero.jsonl"]
+    assert sorted(Path(p.path).name for p in problems) == ["pipe.jsonl", "zero.jsonl"]
     assert sources.problems_label.isVisible() and sources.problems_label.text().startswith(
         "⚠ 2 files could not be read")
     tip = sources.problems_label.toolTip()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engine.sources.formats import display_name
-from engine.workbench.rows import ViewSource
+from engine.workbench.rows import ProblemRow, SourceRow, ViewSource
 from widgets.readonly_bar import ReadOnlyBar
 from widgets.sessions_panel import SessionsPanel
 from widgets.sources_list import PROBLEMS_SHOWN, SourcesList, age
@@ -17,12 +17,13 @@ from widgets.sources_list import PROBLEMS_SHOWN, SourcesList, age
 NOW = datetime.now(UTC)
 
 
-def row(path: str, agent: str, project: str, minutes: float, **kw: Any) -> dict[str, Any]:
+def row(path: str, agent: str, project: str, minutes: float, **kw: Any) -> SourceRow:
     ts = (NOW - timedelta(minutes=minutes)).isoformat()
-    return {"agent": agent, "agent_name": display_name(agent), "project": project,
-            "session_id": path.rsplit("/", 1)[-1], "path": path,
-            "started": ts, "last_activity": ts, "calls": 3, "last_prompt_tokens": 50_000, "window": 200_000,
-            "percent_full": 25.0, "model": "claude-opus-4-6", "title": "", "live": False, **kw}
+    fields: dict[str, Any] = {
+        "agent": agent, "agent_name": display_name(agent), "project": project, "session_id": path.rsplit("/", 1)[-1],
+        "path": path, "started": ts, "last_activity": ts, "calls": 3, "last_prompt_tokens": 50_000, "window": 200_000,
+        "percent_full": 25.0, "model": "claude-opus-4-6", "title": "", "live": False, **kw}
+    return SourceRow(**fields)
 
 
 ROWS = [
@@ -127,10 +128,9 @@ def test_the_agents_own_cost_column(sources: SourcesList) -> None:
 
 def test_files_that_could_not_be_read_are_counted_with_their_reasons(sources: SourcesList) -> None:
     assert sources.problems_label.isHidden()
-    problems = [{"agent": "claude-code", "path": f"/c/p{n}.jsonl", "shown": f"/c/p{n}.jsonl",
-                 "reason": "not a regular file (a FIFO (named pipe)): not read"} for n in range(PROBLEMS_SHOWN + 2)]
-    problems[0] = {"agent": "unknown", "path": "/c/odd-\udcff.jsonl", "shown": "/c/odd-\\xff.jsonl",
-                   "reason": "a <b>bold</b> & odd one"}
+    problems = [ProblemRow("claude-code", f"/c/p{n}.jsonl", f"/c/p{n}.jsonl",
+                           "not a regular file (a FIFO (named pipe)): not read") for n in range(PROBLEMS_SHOWN + 2)]
+    problems[0] = ProblemRow("unknown", "/c/odd-\udcff.jsonl", "/c/odd-\\xff.jsonl", "a <b>bold</b> & odd one")
     sources.set_problems(problems)
     assert sources.problems_label.isVisible()
     assert sources.problems_label.text().startswith(f"⚠ {PROBLEMS_SHOWN + 2} files could not be read")

@@ -16,7 +16,7 @@ import pytest
 from engine.model.records import CompactionRecord
 from engine.sources.readers import read_source
 from engine.workbench import events as ev
-from engine.workbench.rows import ViewSource
+from engine.workbench.rows import ProblemRow, ViewSource
 from engine.workbench.source_views import views_root
 from tests.engine.workbench.test_workbench import Rig, rig, server, settings  # noqa: F401  (fixtures)
 
@@ -229,10 +229,10 @@ async def test_scan_lists_the_sources_with_their_figures(
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
     rows = await rig.wb.scan_sources()
-    assert {r["agent"] for r in rows} == {"claude-code", "codex"}
-    claude = next(r for r in rows if r["agent"] == "claude-code")
-    assert claude["title"] == "mix phx.server doesnt seem to start"
-    assert claude["percent_full"] == 12.7 and claude["live"] is True  # just copied: modified now
+    assert {r.agent for r in rows} == {"claude-code", "codex"}
+    claude = next(r for r in rows if r.agent == "claude-code")
+    assert claude.title == "mix phx.server doesnt seem to start"
+    assert claude.percent_full == 12.7 and claude.live is True  # just copied: modified now
     assert rig.of(ev.SourcesListed)[-1].sources == rows
 
 
@@ -252,14 +252,14 @@ async def test_the_scan_says_which_files_it_could_not_read(
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
     rows = await asyncio.wait_for(rig.wb.scan_sources(), 20)
-    assert [r["path"] for r in rows] == [str(project / "short.jsonl")]  # the others are still listed
+    assert [r.path for r in rows] == [str(project / "short.jsonl")]  # the others are still listed
     listed = rig.of(ev.SourcesListed)[-1]
     assert listed.sources == rows
-    assert sorted(listed.problems, key=lambda p: p["path"]) == [
-        {"agent": "claude-code", "path": str(odd), "shown": str(project / "odd-\\xff.jsonl"),
-         "reason": "not a regular file (a character device): not read"},
-        {"agent": "claude-code", "path": str(project / "pipe.jsonl"), "shown": str(project / "pipe.jsonl"),
-         "reason": "not a regular file (a FIFO (named pipe)): not read"}]
+    assert sorted(listed.problems, key=lambda p: p.path) == [
+        ProblemRow("claude-code", str(odd), str(project / "odd-\\xff.jsonl"),
+                   "not a regular file (a character device): not read"),
+        ProblemRow("claude-code", str(project / "pipe.jsonl"), str(project / "pipe.jsonl"),
+                   "not a regular file (a FIFO (named pipe)): not read")]
 
 
 @pytest.mark.asyncio
