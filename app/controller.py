@@ -8,7 +8,7 @@ throttled (:mod:`engine.workbench.throttle`).
 Public API
 ----------
 Signals (payloads are engine dataclasses unless said otherwise):
-    sessions_listed(list)          session dicts for the sessions panel
+    sessions_listed(list)          the sessions panel's rows (SessionRow)
     session_loaded(object)         :class:`SessionView` — everything a window shows of a session
     context_state(object)          :class:`ContextState` — after any change of the history
     snapshot_changed(object)       ContextSnapshot of the next request (throttled while streaming)
@@ -35,15 +35,15 @@ Signals (payloads are engine dataclasses unless said otherwise):
     preview_after(object)          ContextSnapshot after applying the edited summary
     preview_failed(str)            why the preview / apply did not work (the dialog stays open)
     preview_closed()               the preview was applied or discarded
-    offloaded_file(dict)           one tool_results file (inspector dict)
+    offloaded_file(object)         one tool_results file (FileRow)
     file_loaded(str, str)          path, text of an offloaded file
     archive_messages(str, list, dict)  day, archived messages, tokens by id
-    archive_hits(str, list)        query, hits {"day", "message", "snippet"}
+    archive_hits(str, list)        query, hits (engine.store.archive.ArchiveHit)
     draft_tokens(int)              the draft's cost (calibrated like the chart)
     settings_changed(object)       Settings now in force
     model_suggestions(list)        model names for the settings dialog
-    sources_listed(object, object) two lists: the agent sessions on this machine (engine.workbench.sources.
-                                   source_dict) and the files the scan could not read ({"agent", "path", "reason"})
+    sources_listed(object, object) two lists: the agent sessions on this machine (SourceRow) and the files the
+                                   scan could not read (ProblemRow; engine.workbench.rows)
     follow_changed(bool, str, bool)  following a source file started (True, its path, live) or stopped
                                    (False, "", False); sent again when ``live`` (written < 2 min ago) changes
     messages_retracted(list)       ids of a followed view's last messages that changed: removed from the chat,
@@ -71,8 +71,9 @@ from engine.model.snapshot import ContextSnapshot
 from engine.store.archive import merge_archived
 from engine.store.config import Settings
 from engine.workbench import events as ev
+from engine.workbench.rows import SessionRow
 from engine.workbench.service import Workbench
-from engine.workbench.views import ContextState, Marker, SessionView, file_dict, session_dict
+from engine.workbench.views import ContextState, Marker, SessionView, file_row, session_row
 
 if TYPE_CHECKING:
     from engine.agent import Agent
@@ -159,7 +160,7 @@ class Controller(QObject):
     preview_after = Signal(object)
     preview_failed = Signal(str)
     preview_closed = Signal()
-    offloaded_file = Signal(dict)
+    offloaded_file = Signal(object)  # FileRow
     file_loaded = Signal(str, str)
     archive_messages = Signal(str, list, dict)
     archive_hits = Signal(str, list)
@@ -241,7 +242,7 @@ class Controller(QObject):
     def start(self) -> None:
         self.service.start()
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self) -> list[SessionRow]:
         return self.service.list_sessions()
 
     def new_session(self) -> None:
@@ -372,7 +373,7 @@ __all__ = [
     "Controller",
     "Marker",
     "SessionView",
-    "file_dict",
+    "file_row",
     "merge_archived",
-    "session_dict",
+    "session_row",
 ]

@@ -24,31 +24,34 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence, QShowEvent
-from PySide6.QtWidgets import (
-    QApplication,
-    QDockWidget,
-    QHeaderView,
-    QLabel,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QApplication, QDockWidget, QHeaderView, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from app.collector import give_back
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
-from app.window_base import WindowBase
+from app.window_base import ChartData, WindowBase
 from app.wire_analysis import wire_analysis
 from app.wire_chat import wire_chat
 from app.wire_help import wire_help
 from app.wire_record import wire_record
 from app.wire_sources import wire_sources
 from app.wire_usage import wire_usage
-from engine.model.events import CompactionCancelled, ErrorEvent, MessageAdded, TextDelta, ToolCallStarted, TurnFinished
+from engine.model.events import (
+    CompactionCancelled,
+    ErrorEvent,
+    MessageAdded,
+    Outcome,
+    TextDelta,
+    ToolCallStarted,
+    TurnFinished,
+)
+from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
+from engine.store.archive import ArchiveHit
 from engine.store.config import Settings, config_dir
 from engine.tools.registry import approval_text
+from engine.workbench.rows import FileRow, SessionRow
 from widgets.approval_bar import ApprovalBar
 from widgets.chat_input import ChatInput
 from widgets.chat_view import ChatView
@@ -79,7 +82,7 @@ class MainWindow(WindowBase):
         )
         self.notices: list[tuple[str, str]] = []
         self.chart: Any = None  # widgets.context_chart.ContextChart, built after the first show
-        self._chart_data: dict[str, Any] = {"snapshot": None, "timeline": [], "compactions": [], "draft": None}
+        self._chart_data = ChartData()
         self.preview_dialog: Any = None  # widgets.compaction_preview.CompactionPreview
         self.settings_dialog: Any = None
         self._model_names: list[str] = []
@@ -275,10 +278,10 @@ class MainWindow(WindowBase):
         self.chart = chart
         self.analysis.attach_chart(chart)
         data = self._chart_data
-        chart.set_timeline(data["timeline"], data["compactions"])
-        chart.set_snapshot(data["snapshot"])
-        if data["draft"]:
-            chart.set_draft_tokens(data["draft"])
+        chart.set_timeline(data.timeline, data.compactions)
+        chart.set_snapshot(data.snapshot)
+        if data.draft:
+            chart.set_draft_tokens(data.draft)
         chart.flush()
         if self._session is not None:
             self._show_chart()
@@ -314,8 +317,8 @@ class MainWindow(WindowBase):
             QTimer.singleShot(CHART_DELAY_MS, self.ensure_chart)
 
     def _chart_snapshot(self, snap: ContextSnapshot | None) -> None:
-        self._chart_data["snapshot"] = snap
-        self._chart_data["draft"] = None
+        self._chart_data.snapshot = snap
+        self._chart_data.draft = None
         if self.chart is not None:
             self.chart.set_snapshot(snap)
 
@@ -378,8 +381,8 @@ class MainWindow(WindowBase):
     def _update_markers(self, undo_id: str | None) -> None:
         for key in self.chat.marker_ids():
             item = self.chat.item(key)
-            result = str((item.event or {}).get("result") or "") if item is not None else ""
-            self.chat.update_compaction_marker(key, undoable=key == undo_id and result != "undone")
+            undone = item is not None and item.event is not None and item.event.result is Outcome.UNDONE
+            self.chat.update_compaction_marker(key, undoable=key == undo_id and not undone)
         self.undo_action.setEnabled(undo_id is not None)
 
     def _apply_state(self, state: ContextState) -> None:
@@ -484,11 +487,11 @@ class MainWindow(WindowBase):
         self.inspector.files.select(path)
         self.controller.read_offloaded(path)
 
-    def _on_chat_summary_requested(self, event: dict[str, Any]) -> None:
+    def _on_chat_summary_requested(self, event: CompactionRecord) -> None:
         self._raise_inspector("compactions")
         events = self.inspector.log.events
         for row, ev in enumerate(events):
-            if ev.get("id") and ev.get("id") == event.get("id"):
+            if ev.id and ev.id == event.id:
                 self.inspector.log.table.selectRow(row)
                 break
 
@@ -517,14 +520,14 @@ class MainWindow(WindowBase):
     def _on_inspector_restore_requested(self, ids: list[str]) -> None:
         self.controller.restore_messages(list(ids))
 
-    def _on_chart_compaction_clicked(self, event: dict[str, Any]) -> None:
-        key = str(event.get("id") or "")
+    def _on_chart_compaction_clicked(self, event: CompactionRecord) -> None:
+        key = event.id
         if key and self.chat.item(key) is not None:
             self.chat.scroll_to_message(key)
         self._on_chat_summary_requested(event)
 
     def _on_chart_call_clicked(self, index: int) -> None:
-        timeline = self._chart_data["timeline"]
+        timeline = self._chart_data.timeline
         if not 0 <= index < len(timeline):
             return
         rec = timeline[index].record
@@ -566,7 +569,7 @@ class MainWindow(WindowBase):
 
     # ------------------------------------------------------------------ controller signals
 
-    def _on_controller_sessions_listed(self, sessions: list[dict[str, Any]]) -> None:
+    def _on_controller_sessions_listed(self, sessions: list[SessionRow]) -> None:
         self.sessions.set_sessions(sessions)
         if self._session is not None:
             self.sessions.set_current(self._session.id)
@@ -580,14 +583,14 @@ class MainWindow(WindowBase):
         for marker in view.markers:
             self.chat.add_compaction_marker(marker.event, marker.undoable, marker.after_id)
         if view.id not in self.sessions.session_ids():
-            self.sessions.update_session({"id": view.id, "title": view.title})
+            self.sessions.update_session(SessionRow(view.id, view.title))
         self.sessions.set_current(view.id)
         self.inspector.clear_details()  # nothing of the session shown before stays in a pane
         self.inspector.set_session_dir(view.path)
         self.inspector.set_offloaded_files(view.files)
         self.inspector.set_compaction_events(view.compactions)
-        self._chart_data["timeline"] = list(view.timeline)
-        self._chart_data["compactions"] = list(view.compactions)
+        self._chart_data.timeline = list(view.timeline)
+        self._chart_data.compactions = list(view.compactions)
         if self.chart is not None:
             self.chart.set_timeline(view.timeline, view.compactions)
         self._apply_state(view.state)
@@ -630,12 +633,12 @@ class MainWindow(WindowBase):
         self.status.showMessage(f"running {event.name}…", 3000)
 
     def _on_controller_call_recorded(self, record: TimelineCall) -> None:
-        self._chart_data["timeline"].append(record)
+        self._chart_data.timeline.append(record)
         if self.chart is not None:
             self.chart.append_call(record)
 
     def _on_controller_call_updated(self, record: TimelineCall) -> None:
-        timeline = self._chart_data["timeline"]
+        timeline = self._chart_data.timeline
         if timeline:
             timeline[-1] = record
             if self.chart is not None:
@@ -646,7 +649,7 @@ class MainWindow(WindowBase):
 
     def _on_controller_compaction_finished(self, marker: Marker) -> None:
         ev = marker.event
-        self._chart_data["compactions"].append(ev)
+        self._chart_data.compactions.append(ev)
         if self.chart is not None:
             self.chart.add_compaction(ev)
         self.inspector.add_compaction_event(ev)
@@ -752,7 +755,7 @@ class MainWindow(WindowBase):
             self.preview_dialog.set_busy(False)
             self.preview_dialog.hide()
 
-    def _on_controller_offloaded_file(self, file: dict[str, Any]) -> None:
+    def _on_controller_offloaded_file(self, file: FileRow) -> None:
         self.inspector.add_offloaded_file(file)
 
     def _on_controller_file_loaded(self, path: str, text: str) -> None:
@@ -761,12 +764,12 @@ class MainWindow(WindowBase):
     def _on_controller_archive_messages(self, day: str, messages: list[Any], tokens: dict[str, int]) -> None:
         self.inspector.set_archive_messages(day, messages, tokens)
 
-    def _on_controller_archive_hits(self, query: str, hits: list[dict[str, Any]]) -> None:
+    def _on_controller_archive_hits(self, query: str, hits: list[ArchiveHit]) -> None:
         self.inspector.set_archive_hits(query, hits)
 
     def _on_controller_draft_tokens(self, n: int) -> None:
         self.input.set_draft_tokens(n if n else None)
-        self._chart_data["draft"] = n
+        self._chart_data.draft = n
         if self.chart is not None:
             self.chart.set_draft_tokens(n)
 

@@ -32,7 +32,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.workbench.views import SessionView
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "resources" / "sample_session"
@@ -209,12 +212,11 @@ async def _shoot(app: Any, args: argparse.Namespace) -> bool:
     return ok
 
 
-async def _show_largest_result_and_marker(window: Any, controller: Any, view: Any) -> None:
+async def _show_largest_result_and_marker(window: Any, controller: Any, view: SessionView) -> None:
     """The largest tool result open in the inspector (at its first 429, if any), the chat at the compaction
     marker with one archived (dimmed) message above it."""
     if view.files:
-        largest = max(view.files, key=lambda f: int(f.get("size") or 0))
-        path = largest["path"]
+        path = max(view.files, key=lambda f: f.size).path
         window.inspector.files.select(path)
         controller.read_offloaded(path)
         await asyncio.sleep(0.2)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QSettings, Signal
@@ -11,12 +12,26 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from app.controller import Controller
+from engine.model.records import CompactionRecord
+from engine.model.snapshot import ContextSnapshot
+from engine.model.timeline import TimelineCall
 from widgets.chat_input import ChatInput
 from widgets.chat_view import ChatView
 from widgets.inspector import Inspector
 from widgets.sessions_panel import SessionsPanel
 from widgets.status_bar import ContextStatusBar
 from widgets.theme import Palette, ThemeWatcher
+
+
+@dataclass
+class ChartData:
+    """What the context chart draws, kept by the window while the chart is not built yet (it is built after the
+    first paint) and handed to it when it is: the next request, the calls, the compactions, the draft's tokens."""
+
+    snapshot: ContextSnapshot | None = None
+    timeline: list[TimelineCall] = field(default_factory=list)
+    compactions: list[CompactionRecord] = field(default_factory=list)
+    draft: int | None = None
 
 
 class WindowBase(QMainWindow):
@@ -48,4 +63,4 @@ class WindowBase(QMainWindow):
         raise NotImplementedError
 
 
-__all__ = ["WindowBase"]
+__all__ = ["ChartData", "WindowBase"]

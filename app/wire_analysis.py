@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from engine.context.attribution import Attribution
     from engine.context.diff import ContextDiff
     from engine.usage.tool_costs import ToolCosts
+    from engine.workbench.rows import SubagentMark
     from engine.workbench.views import SessionView
     from widgets.context_chart import ContextChart
     from widgets.diff_view import DiffDialog
@@ -43,7 +44,7 @@ class AnalysisWiring(QObject):
         self.window = window
         self.controller = window.controller
         self.dialog: DiffDialog | None = None
-        self.subagents: list[dict[str, Any]] = []
+        self.subagents: list[SubagentMark] = []
         c = self.controller
         c.session_loaded.connect(self._on_session_loaded)
         c.turn_finished.connect(lambda _event: c.tool_attribution())
@@ -113,7 +114,7 @@ class AnalysisWiring(QObject):
 
     def _on_summary_activated(self, index: int) -> None:
         """The compaction whose summary that is (the ``index``-th that put a summary in)."""
-        done = [e for e in self.window.inspector.log.events if e.get("result") in ("summarized", "replaced", "dropped")]
+        done = [e for e in self.window.inspector.log.events if e.applied]  # summarized, replaced or dropped
         if 0 <= index < len(done):
             self.window.inspector.show_compaction(done[index])
 

@@ -22,6 +22,7 @@ from PySide6.QtCore import QFileSystemWatcher, QObject
 from PySide6.QtWidgets import QLabel
 
 from engine.workbench.imported import ImportFacts
+from engine.workbench.rows import ProblemRow, SourceRow
 from engine.workbench.source_views import found_sessions_text
 from engine.workbench.views import SessionView
 from widgets.readonly_bar import ReadOnlyBar
@@ -136,14 +137,14 @@ class SourcesWiring(QObject):
         self.hint.setVisible(show)
 
     # --- what the service says
-    def _on_sources_listed(self, rows: list[dict[str, Any]], problems: list[dict[str, Any]]) -> None:
+    def _on_sources_listed(self, rows: list[SourceRow], problems: list[ProblemRow]) -> None:
         self.window.sessions.sources.set_sources(rows)
         self.window.sessions.sources.set_problems(problems)
-        if self.view is not None and self.view.source.get("path"):
-            self.window.sessions.sources.set_current(str(self.view.source["path"]))
+        if self.view is not None and self.view.source is not None and self.view.source.path:
+            self.window.sessions.sources.set_current(self.view.source.path)
         counts: dict[str, int] = {}
         for row in rows:
-            agent = str(row.get("agent") or "")
+            agent = row.agent
             if agent:
                 counts[agent] = counts.get(agent, 0) + 1
         self.counts = counts
@@ -153,7 +154,8 @@ class SourcesWiring(QObject):
         self.view = view
         w = self.window
         read_only = view.read_only
-        self.bar.set_view(view.source if read_only else {}, view.title)
+        source = view.source if read_only else None
+        self.bar.set_view(source, view.title)
         w.input.setEnabled(not read_only)
         w.input.set_placeholder("Read-only: this is the agent's own session — Continue in ctxbench to talk to it"
                                 if read_only else None)
@@ -162,13 +164,15 @@ class SourcesWiring(QObject):
         if read_only:
             w.sessions.remove_session(view.id)  # a view is not one of the ctxbench sessions
             w.sessions.clear_current()  # so a click on the session shown before opens it again
-            name = view.source.get("agent") or "agent"
+            name = (source.agent if source is not None else "") or "agent"
             w.setWindowTitle(f"{name}: {view.title} (read-only) — Context Workbench")
-            if view.source.get("path"):
-                w.sessions.sources.set_current(str(view.source["path"]))
+            if source is not None and source.path:
+                w.sessions.sources.set_current(source.path)
         self._on_imported_changed(view.imported)
-        source = view.source if read_only else {}
-        self._on_follow_changed(bool(source.get("following")), str(source.get("path") or ""), bool(source.get("live")))
+        if source is None:
+            self._on_follow_changed(False, "", False)
+        else:
+            self._on_follow_changed(source.following, source.path, source.live)
         self._update_hint()
 
     def _on_imported_changed(self, facts: ImportFacts | None) -> None:

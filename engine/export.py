@@ -292,15 +292,15 @@ def _compaction_md(comp: CompactionRecord, table: PriceTable | None = None) -> l
     summary = comp.summary.strip()
     if summary:
         lines += ["<details><summary>Summary</summary>", "", _quote(summary), "", "</details>"]
-    cost, agent_usd = comp.cost, comp.cost_usd
-    if cost is not None and cost.get("prompt_tokens") is not None:
+    call, agent_usd = comp.call, comp.cost_usd
+    if call is not None and call.prompt_tokens is not None:
         priced = compaction_call_cost(comp, table)
-        placeholder = cost.get("completion_tokens") is None and cost.get("completion_placeholder") is not None
-        out = (f"unknown (the file holds only a streaming placeholder, {cost['completion_placeholder']})"
-               if placeholder else f"{_n(cost.get('completion_tokens'))}")
+        placeholder = call.completion_tokens is None and call.completion_placeholder is not None
+        out = (f"unknown (the file holds only a streaming placeholder, {call.completion_placeholder})"
+               if placeholder else f"{_n(call.completion_tokens)}")
         usd = "" if priced is None or priced.usd is None else \
             f" · {_usd(priced.usd)}{'+ (without the output)' if placeholder else ''} at litellm's prices"
-        lines += ["", f"*The compaction call: {_n(cost.get('prompt_tokens'))} prompt + {out} completion tokens"
+        lines += ["", f"*The compaction call: {_n(call.prompt_tokens)} prompt + {out} completion tokens"
                       f"{usd}.*"]
     if agent_usd is not None:
         lines += ["", f"*What compacting cost, by the agent's own figure: {_usd(agent_usd)}.*"]

@@ -1,7 +1,8 @@
 """Marks on the timeline besides the columns: compactions, where subagents ran and the call picked for a diff.
 
-:class:`CompactionLayer` draws one ▼ per compaction event at its tokens before, with a drop line to its tokens
-after, between the call before it and the call after it (its ``call_index``, else its time).
+:class:`CompactionLayer` draws one ▼ per compaction record (:class:`engine.model.records.CompactionRecord`) at its
+tokens before, with a drop line to its tokens after, between the call before it and the call after it (after its
+``calls_before`` calls when the record says, as an import's do, else by its time).
 
 :class:`SubagentLayer` draws one ◆ per subagent above the parent call that issued its Task call
 (``call_index`` of the marks :func:`engine.workbench.subagents.subagent_marks` makes) with a dashed
@@ -11,14 +12,15 @@ picked as the first of a diff. Both create their plot items once and only ``setD
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
+from engine.model.records import CompactionRecord
+from engine.workbench.rows import SubagentMark
 from widgets.chart_parts import COLUMN_WIDTH, Timeline, num, parse_ts
 from widgets.theme import Palette
 
@@ -35,7 +37,7 @@ class CompactionLayer:
     """▼ markers and drop lines of the compaction events (see the module docstring)."""
 
     def __init__(self, plot: pg.PlotItem) -> None:
-        self.events: list[dict[str, Any]] = []
+        self.events: list[CompactionRecord] = []
         self.x: list[float] = []  # per event: between the columns of the calls before and after it
         self.drop = pg.PlotDataItem(connect="pairs")
         self.markers = pg.ScatterPlotItem(symbol="t", size=11)
@@ -51,14 +53,13 @@ class CompactionLayer:
         self.events = []
         self.x = []
 
-    def add(self, event: dict[str, Any], tl: Timeline) -> None:
-        """One more event, placed after its ``call_index``, else after the last call of ``tl`` made before its
-        ``ts`` (after the last call when it has no time)."""
-        idx = event.get("call_index")
-        if isinstance(idx, int) and not isinstance(idx, bool):
-            k = max(0, min(idx + 1, tl.n))
+    def add(self, event: CompactionRecord, tl: Timeline) -> None:
+        """One more event, placed after its ``calls_before`` calls, else after the last call of ``tl`` made before
+        its ``ts`` (after the last call when it has no time)."""
+        if event.calls_before is not None:
+            k = max(0, min(event.calls_before, tl.n))
         else:
-            when = parse_ts(event.get("ts"))
+            when = parse_ts(event.ts)
             if when is None:
                 k = tl.n
             else:
@@ -80,8 +81,8 @@ class CompactionLayer:
             self.drop.setData([], [])
             return
         mx = np.array(self.x, dtype=float)
-        before = np.array([num(e.get("tokens_before")) for e in self.events])
-        after = np.array([num(e.get("tokens_after")) for e in self.events])
+        before = np.array([num(e.tokens_before) for e in self.events])
+        after = np.array([num(e.tokens_after) for e in self.events])
         self.markers.setData(x=mx, y=before)
         seg_y = np.empty(2 * m)
         seg_y[0::2] = before
@@ -90,7 +91,7 @@ class CompactionLayer:
 
     def peaks(self) -> list[float]:
         """The tokens before and after of every event (what the markers and drop lines reach)."""
-        return [v for e in self.events for v in (num(e.get("tokens_before")), num(e.get("tokens_after")))]
+        return [v for e in self.events for v in (num(e.tokens_before), num(e.tokens_after))]
 
     def calls_after(self, n: int) -> set[int]:
         """0-based indexes of the calls (of ``n``) that come first after a marker."""
@@ -110,7 +111,7 @@ class SubagentLayer:
     """◆ markers and bands of the subagents (see the module docstring)."""
 
     def __init__(self, plot: pg.PlotItem, pal: Palette) -> None:
-        self.marks: list[dict[str, Any]] = []
+        self.marks: list[SubagentMark] = []
         self.x: list[float] = []  # per drawn mark: its column (x = call index + 1)
         self.y: list[float] = []
         self.drawn: list[int] = []  # index in ``marks`` of each drawn mark
@@ -128,8 +129,8 @@ class SubagentLayer:
         self._points.setBrush(color)
         self._points.setPen(pg.mkPen(QColor(pal.background), width=1))
 
-    def set_marks(self, marks: Sequence[Mapping[str, Any]]) -> None:
-        self.marks = [dict(m) for m in marks]
+    def set_marks(self, marks: Sequence[SubagentMark]) -> None:
+        self.marks = list(marks)
 
     def update(self, tops: np.ndarray) -> None:
         """Place the marks above their columns (``tops``: each column's height)."""
@@ -137,8 +138,8 @@ class SubagentLayer:
         n = len(tops)
         peak = float(np.nanmax(tops)) if n else 0.0
         for i, mark in enumerate(self.marks):
-            idx = mark.get("call_index")
-            if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < n:
+            idx = mark.call_index
+            if idx is None or not 0 <= idx < n:
                 continue
             top = float(tops[idx]) if not np.isnan(tops[idx]) else 0.0
             self.x.append(idx + 1.0)

@@ -1,5 +1,6 @@
 """Text of a compaction (the chart marker's tooltip, the Compactions tab's details) and of a subagent
-mark: plain functions on the event dicts, showing only the fields an event has.
+mark: plain functions on the compaction records (:class:`engine.model.records.CompactionRecord`, read by
+attribute) and the subagent marks (:class:`engine.workbench.rows.SubagentMark`), showing only the fields a record has.
 
 An import of another agent (Claude Code) records ``trigger``, ``tokens_before``/``tokens_after``,
 ``summary`` and ``cost`` — what the compaction call itself cost: ``prompt_tokens`` (of which
@@ -15,10 +16,10 @@ Nothing is invented: a field that is absent is not shown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from engine.model.compaction_change import event_change
+from engine.model.records import CompactionRecord
+from engine.workbench.rows import SubagentMark
 from widgets.formatting import format_usd
 from widgets.theme import format_tokens
 
@@ -30,71 +31,63 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def cost_line(event: Mapping[str, Any]) -> str:
+def cost_line(event: CompactionRecord) -> str:
     """"Compacting cost: 169,910 prompt tokens (167,093 cache read, 2,814 cache write), 6 completion ·
     claude-opus-4-6", or "" when the event carries no cost."""
-    cost = event.get("cost")
-    if not isinstance(cost, Mapping):
+    call = event.call
+    if call is None:
         return ""
     parts: list[str] = []
-    prompt = _int(cost.get("prompt_tokens"))
-    cached = [f"{format_tokens(v)} {label}" for key, label in
-              (("cache_read_tokens", "cache read"), ("cache_write_tokens", "cache write"))
-              if (v := _int(cost.get(key))) is not None]
-    if prompt is not None:
-        parts.append(f"{format_tokens(prompt)} prompt tokens" + (f" ({', '.join(cached)})" if cached else ""))
+    cached = [f"{format_tokens(v)} {label}" for v, label in
+              ((call.cache_read_tokens, "cache read"), (call.cache_write_tokens, "cache write")) if v is not None]
+    if call.prompt_tokens is not None:
+        cache = f" ({', '.join(cached)})" if cached else ""
+        parts.append(f"{format_tokens(call.prompt_tokens)} prompt tokens{cache}")
     elif cached:
         parts.append(", ".join(cached))
-    completion = _int(cost.get("completion_tokens"))
-    placeholder = _int(cost.get("completion_placeholder"))
-    if completion is not None:
-        parts.append(f"{format_tokens(completion)} completion")
-    elif placeholder is not None:  # never a figure the file does not hold (engine.sources.claude_code)
-        parts.append(f"completion unknown (the file holds only a streaming placeholder, {placeholder})")
+    if call.completion_tokens is not None:
+        parts.append(f"{format_tokens(call.completion_tokens)} completion")
+    elif call.completion_placeholder is not None:  # never a figure the file does not hold (engine.sources.claude_code)
+        parts.append(f"completion unknown (the file holds only a streaming placeholder, {call.completion_placeholder})")
     if not parts:
         return ""
-    model = str(cost.get("model") or "")
-    return "Compacting cost: " + ", ".join(parts) + (f" · {model}" if model else "")
+    return "Compacting cost: " + ", ".join(parts) + (f" · {call.model}" if call.model else "")
 
 
-def usd_line(event: Mapping[str, Any]) -> str:
+def usd_line(event: CompactionRecord) -> str:
     """"Compacting cost $0.0121 (the agent's cost records)", or "" when not known."""
-    usd = _num(event.get("cost_usd"))
+    usd = event.cost_usd
     return "" if usd is None else f"Compacting cost {format_usd(usd)} (the agent's cost records)"
 
 
-def post_line(event: Mapping[str, Any]) -> str:
+def post_line(event: CompactionRecord) -> str:
     """"Right after compacting: 2,649 tokens (the agent's own count)", or "" when not recorded."""
-    post = _int(event.get("post_tokens"))
+    post = event.post_tokens
     return "" if post is None else f"Right after compacting: {format_tokens(post)} tokens (the agent's own count)"
 
 
-def dropped_line(event: Mapping[str, Any]) -> str:
+def dropped_line(event: CompactionRecord) -> str:
     """"Dropped: 9,625 tokens (the agent's count)", or "" when not known (the engine's ``dropped_tokens``: the
     agent's running total less the previous compaction's, :func:`engine.sources.model.dropped_tokens`)."""
-    dropped = _int(event.get("dropped_tokens"))
+    dropped = event.dropped_tokens
     return "" if dropped is None else f"Dropped: {format_tokens(dropped)} tokens (the agent's count)"
 
 
-def placed_line(event: Mapping[str, Any]) -> str:
+def placed_line(event: CompactionRecord) -> str:
     """"Placed by file order …" when the boundary was placed by the file's order, else ""."""
-    if event.get("placed_by") != "file order":
+    if event.placed_by != "file order":
         return ""
     return "Placed by file order (its link to the message before it is missing in the file)"
 
 
-def head_lines(event: Mapping[str, Any]) -> list[str]:
+def head_lines(event: CompactionRecord) -> list[str]:
     """Trigger and result, before → after, what was compacted, when, why."""
-    trigger = str(event.get("trigger") or "?")
-    result = str(event.get("result") or "")
-    source = str(event.get("source_format") or "")
+    trigger = str(event.trigger or "?")
+    result = str(event.result)
+    source = event.source_format
     lines = [f"Compaction ({trigger})" + (f" · {result}" if result else "") + (f" · by {source}" if source else "")]
-    change = event_change(event)  # one basis in every view (engine.model.compaction_change)
-    post = _int(event.get("post_tokens"))
+    change = event.change()  # one basis in every view (engine.model.compaction_change)
+    post = event.post_tokens
     if change.before is not None and change.after is not None:
         first = " (the first call after)" if post is not None else ""
         lines.append(f"{change.text(format_tokens)}{first}")
@@ -106,20 +99,16 @@ def head_lines(event: Mapping[str, Any]) -> list[str]:
         lines.append(post_line(event))
     if dropped := dropped_line(event):
         lines.append(dropped)
-    counts = []
-    if (n := _int(event.get("messages_compacted"))) is not None:
-        counts.append(f"{n:,} messages compacted")
-    if (k := _int(event.get("messages_kept"))) is not None:
-        counts.append(f"{k:,} kept")
-    duration = _num(event.get("duration_ms"))
-    if duration and not source:  # an import records no duration of its own (0)
-        counts.append(f"{duration / 1000:.1f} s")
-    if counts:
-        lines.append(" · ".join(counts))
-    if event.get("ts"):
-        lines.append(str(event["ts"]))
-    if event.get("reason"):
-        lines.append(f"Reason: {event['reason']}")
+    counts = [f"{event.messages_compacted:,} messages compacted"]
+    if event.messages_kept is not None:
+        counts.append(f"{event.messages_kept:,} kept")
+    if event.duration_ms and not source:  # an import records no duration of its own (0)
+        counts.append(f"{event.duration_ms / 1000:.1f} s")
+    lines.append(" · ".join(counts))
+    if event.ts:
+        lines.append(event.ts)
+    if event.reason:
+        lines.append(f"Reason: {event.reason}")
     lines += [t for t in (usd_line(event), cost_line(event), placed_line(event)) if t]
     return lines
 
@@ -138,39 +127,39 @@ def summary_head(summary: str, lines: int = TOOLTIP_SUMMARY_LINES, chars: int = 
     return out
 
 
-def compaction_tooltip(event: Mapping[str, Any]) -> str:
+def compaction_tooltip(event: CompactionRecord) -> str:
     """The marker's tooltip: the head lines and the summary's first lines."""
     lines = head_lines(event)
-    summary = str(event.get("summary") or "").strip()
+    summary = event.summary.strip()
     if summary:
         lines.append("Summary:")
         lines += ["  " + s for s in summary_head(summary)]
     return "\n".join(lines)
 
 
-def compaction_details(event: Mapping[str, Any]) -> str:
+def compaction_details(event: CompactionRecord) -> str:
     """The Compactions tab's details: the head lines, where the compacted messages went, the whole summary."""
     parts = ["\n".join(head_lines(event))]
-    if event.get("archive_day"):
-        parts.append(f"The compacted messages are archived to dialog/{event['archive_day']}.jsonl "
-                     f"(Archive tab, day {event['archive_day']})")
-    parts.append(str(event.get("summary") or "(no summary)"))
+    if event.archive_day:
+        parts.append(f"The compacted messages are archived to dialog/{event.archive_day}.jsonl "
+                     f"(Archive tab, day {event.archive_day})")
+    parts.append(event.summary or "(no summary)")
     return "\n\n".join(parts)
 
 
-def subagent_tooltip(mark: Mapping[str, Any]) -> str:
+def subagent_tooltip(mark: SubagentMark) -> str:
     """A subagent mark's tooltip: id, model, calls, peak and total prompt tokens, and that a click opens it."""
-    lines = [f"Subagent {mark.get('id') or '?'}"]
-    if mark.get("model"):
-        lines.append(f"model {mark['model']}")
-    if (calls := _int(mark.get("calls"))) is not None:
-        lines.append(f"{calls:,} call{'s' if calls != 1 else ''}")
-    if (peak := _int(mark.get("peak_prompt_tokens"))) is not None:
-        lines.append(f"peak prompt {format_tokens(peak)} tokens")
-    if (total := _int(mark.get("total_prompt_tokens"))) is not None:
-        lines.append(f"total prompt {format_tokens(total)} tokens")
-    if mark.get("session"):
-        lines.append(f"Click to open {mark['session']}")
+    lines = [f"Subagent {mark.id or '?'}"]
+    if mark.model:
+        lines.append(f"model {mark.model}")
+    if mark.calls is not None:
+        lines.append(f"{mark.calls:,} call{'s' if mark.calls != 1 else ''}")
+    if mark.peak_prompt_tokens is not None:
+        lines.append(f"peak prompt {format_tokens(mark.peak_prompt_tokens)} tokens")
+    if mark.total_prompt_tokens is not None:
+        lines.append(f"total prompt {format_tokens(mark.total_prompt_tokens)} tokens")
+    if mark.session:
+        lines.append(f"Click to open {mark.session}")
     return "\n".join(lines)
 
 

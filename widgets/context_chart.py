@@ -50,16 +50,16 @@ Public API
 Methods:
     set_snapshot(snapshot: ContextSnapshot | None)  the next request (bar (a) and ghost column)
     set_draft_tokens(n: int)                    only the draft region changes (typing)
-    set_timeline(records: Sequence[CallRecord], compactions: Sequence[dict] = ())   replace (b)
+    set_timeline(records: Sequence[CallRecord], compactions: Sequence[CompactionRecord] = ())   replace (b)
     append_call(record: CallRecord)             one more column (CallRecord: a TimelineCall)
-    add_compaction(event: dict)                 one more marker
+    add_compaction(event: CompactionRecord)     one more marker
     clear()                                     empty chart
     set_palette(palette: Palette)               re-colour (theme change)
     flush()                                     redraw what changed (the setters do it themselves)
     set_cache_view(on: bool)                    the cache view (b′) or the region view (b)
     set_fit_to_data(on: bool | None)            fit to the data (True), the whole window (False), or by itself (None)
     export_image(fmt: "png" | "svg") -> bytes  the timeline plot as drawn, at its size (pyqtgraph exporters)
-    set_subagents(marks: Sequence[dict])        the subagents of SessionView.subagents (with ``call_index``)
+    set_subagents(marks: Sequence[SubagentMark]) the subagents of SessionView.subagents (with ``call_index``)
     select_call(index: int | None)              pick (outline) the first call of a diff (0-based)
     call_menu(index) -> QMenu                   the right-click menu of a column (its actions emit diff_requested)
 Introspection (tests, accessibility):
@@ -86,7 +86,7 @@ Introspection (tests, accessibility):
     selected_call() -> int | None
 Signals:
     call_clicked(int)          a timeline column was clicked (0-based call index)
-    compaction_clicked(dict)   a compaction marker was clicked (the event dict)
+    compaction_clicked(object) a compaction marker was clicked (its CompactionRecord)
     diff_requested(int, int)   diff call A → call B (numbered from 1, as the tooltips number them)
     subagent_requested(str)    a subagent mark was clicked: its ``session`` path (relative to the session folder)
 """
@@ -104,7 +104,9 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QVBoxLayout, QWidget
 
+from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
+from engine.workbench.rows import SubagentMark
 from widgets.chart_bar import RequestBar
 from widgets.chart_cache import CacheLayer, PercentAxis
 from widgets.chart_marks import CompactionLayer, SelectionLayer, SubagentLayer
@@ -137,7 +139,7 @@ class ContextChart(QWidget):
     """Stacked bar of the next request + stacked timeline of calls (see the module docstring)."""
 
     call_clicked = Signal(int)
-    compaction_clicked = Signal(dict)
+    compaction_clicked = Signal(object)  # CompactionRecord
     diff_requested = Signal(int, int)
     subagent_requested = Signal(str)
 
@@ -272,7 +274,7 @@ class ContextChart(QWidget):
     def set_timeline(
         self,
         records: Sequence[CallRecord],
-        compactions: Sequence[dict[str, Any]] = (),
+        compactions: Sequence[CompactionRecord] = (),
     ) -> None:
         """Replace the timeline with these calls (in call order) and compaction events."""
         self._timeline.clear()
@@ -298,8 +300,8 @@ class ContextChart(QWidget):
             self._dirty_timeline = True
             self.flush()
 
-    def add_compaction(self, event: dict[str, Any]) -> None:
-        """Add one compaction marker (placed after the last call made before ``event['ts']``)."""
+    def add_compaction(self, event: CompactionRecord) -> None:
+        """Add one compaction marker (after its ``calls_before`` calls, else the last call made before its ``ts``)."""
         self._compaction_marks.add(event, self._timeline)
         self._dirty_timeline = True
         self.flush()
@@ -533,8 +535,8 @@ class ContextChart(QWidget):
     def compaction_tooltip(self, index: int) -> str:
         return _compaction_tip(self._compaction_marks.events[index])
 
-    def set_subagents(self, marks: Sequence[dict[str, Any]]) -> None:
-        """Mark where subagents ran (dicts of ``SessionView.subagents``: ``call_index``, ``id``, ``model``, …)."""
+    def set_subagents(self, marks: Sequence[SubagentMark]) -> None:
+        """Mark where subagents ran (``SessionView.subagents``: ``call_index``, ``id``, ``model``, …)."""
         self._subagents.set_marks(marks)
         self._set_timeline_legend()
         self._dirty_timeline = True
@@ -753,8 +755,8 @@ class ContextChart(QWidget):
             self.compaction_clicked.emit(self._compaction_marks.events[index])
         elif kind == "subagent":
             mark = self._subagents.marks[self._subagents.drawn[index]]
-            if mark.get("session"):
-                self.subagent_requested.emit(str(mark["session"]))
+            if mark.session:
+                self.subagent_requested.emit(mark.session)
         elif button == Qt.MouseButton.RightButton:
             self.call_menu(index).popup(self._tl_plot.mapToGlobal(self._tl_plot.mapFromScene(event.scenePos())))
         elif mods & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier) and \

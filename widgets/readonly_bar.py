@@ -7,7 +7,7 @@ Signals:
     continue_requested()     fork the view into a ctxbench session
     parent_requested()       back from a subagent to the session it ran in
 Methods:
-    set_view(source, title)  show the bar for ``SessionView.source`` (a dict; empty hides it)
+    set_view(source, title)  show the bar for ``SessionView.source`` (a ViewSource; None hides it)
     set_following(following, live)  the file is (no longer) followed; live: the agent is writing it
     text() -> str            the line shown (tests)
 """
@@ -15,10 +15,11 @@ Methods:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+
+from engine.workbench.rows import ViewSource
 
 
 class ReadOnlyBar(QFrame):
@@ -48,34 +49,29 @@ class ReadOnlyBar(QFrame):
         row.addWidget(self.continue_button)
         self.parent_button.clicked.connect(self.parent_requested)
         self.continue_button.clicked.connect(self.continue_requested)
-        self._source: dict[str, Any] = {}
         self.hide()
 
-    def set_view(self, source: dict[str, Any], title: str = "") -> None:
-        self._source = dict(source)
-        if not source:
+    def set_view(self, source: ViewSource | None, title: str = "") -> None:
+        if source is None:
             self.hide()
             return
-        agent = str(source.get("agent") or "another agent")
-        name = Path(str(source.get("path") or "")).name or title
-        what = f"subagent {source['subagent'].split('/')[-1]} of " if source.get("subagent") else ""
-        if source.get("subagent"):
-            what += str((source.get("parent") or {}).get("title") or "its session")
-            line = f"Read-only view of {what}"
+        agent = source.agent or "another agent"
+        name = Path(source.path).name or title
+        if source.subagent:
+            line = f"Read-only view of subagent {source.subagent.split('/')[-1]} of {source.parent or 'its session'}"
         else:
             short = name if len(name) <= 24 else name[:12] + "…" + name[-8:]
             line = f"Read-only view of {agent} session {short}"
-        if source.get("path"):
+        if source.path:
             line += " — Continue in ctxbench to talk to it"
         self.label.setText(line)
-        self.label.setToolTip(str(source.get("path") or ""))
-        self.parent_button.setVisible(bool(source.get("parent")))
-        self.continue_button.setVisible(bool(source.get("path")))
-        self.set_following(bool(source.get("following")), bool(source.get("live")))
+        self.label.setToolTip(source.path)
+        self.parent_button.setVisible(source.parent is not None)
+        self.continue_button.setVisible(bool(source.path))
+        self.set_following(source.following, source.live)
         self.show()
 
     def set_following(self, following: bool, live: bool = False) -> None:
-        self._source["following"] = following
         self.live_label.setText(("● live" if live else "○ following") if following else "")
         self.live_label.setToolTip(
             ("The agent is writing this session: " if live else "")

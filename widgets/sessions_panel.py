@@ -1,12 +1,10 @@
 """The sessions list: new, rename, delete, open a transcript; and a Sources tab (``sources``: a
 :class:`widgets.sources_list.SourcesList` of the agent sessions on this machine).
 
-A plain view: it shows session dicts and emits what the user wants; the app does it and answers with
-``set_sessions`` / ``update_session``. Delete asks for confirmation in a non-modal message box
-(``open()``, never ``exec()``); Open transcript uses a non-modal file dialog.
-
-Session dicts: ``{"id", "title", "updated" (iso), "messages" (int, optional), "tokens" (int,
-optional)}``.
+A plain view: it shows session rows (:class:`engine.workbench.rows.SessionRow`: id, title, when updated, how
+many messages) and emits what the user wants; the app does it and answers with ``set_sessions`` /
+``update_session``. Delete asks for confirmation in a non-modal message box (``open()``, never ``exec()``); Open
+transcript uses a non-modal file dialog.
 
 Public API of :class:`SessionsPanel`
 ------------------------------------
@@ -35,6 +33,7 @@ Attributes:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -59,9 +58,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.workbench.rows import SessionRow
 from widgets.formatting import local_datetime
 from widgets.sources_list import SourcesList
-from widgets.theme import format_tokens
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
 DATA_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -188,26 +187,24 @@ class SessionsPanel(QWidget):
         self.list.viewport().update()
 
     # --- data
-    def _make_item(self, session: dict[str, Any]) -> QListWidgetItem:
+    def _make_item(self, session: SessionRow) -> QListWidgetItem:
         item = QListWidgetItem()
         self._fill(item, session)
         return item
 
-    def _fill(self, item: QListWidgetItem, session: dict[str, Any]) -> None:
-        title = str(session.get("title") or "Untitled session")
+    def _fill(self, item: QListWidgetItem, session: SessionRow) -> None:
+        title = session.title or "Untitled session"
         item.setText(title)
-        item.setData(ID_ROLE, str(session["id"]))
-        item.setData(DATA_ROLE, dict(session))
+        item.setData(ID_ROLE, session.id)
+        item.setData(DATA_ROLE, session)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-        bits = [b for b in (_when(session.get("updated")),) if b]
-        if session.get("messages") is not None:
-            bits.append(f"{int(session['messages']):,} messages")
-        if session.get("tokens") is not None:
-            bits.append(f"{format_tokens(session['tokens'])} tokens")
+        bits = [b for b in (_when(session.updated),) if b]
+        if session.messages is not None:
+            bits.append(f"{session.messages:,} messages")
         item.setToolTip(f"{title}\n" + " · ".join(bits) if bits else title)
         item.setStatusTip(" · ".join(bits))
 
-    def set_sessions(self, sessions: Sequence[dict[str, Any]]) -> None:
+    def set_sessions(self, sessions: Sequence[SessionRow]) -> None:
         self.empty_label.setText("No sessions yet: press New")
         current = self.current_id()
         self._suppress = True
@@ -219,8 +216,8 @@ class SessionsPanel(QWidget):
             self.set_current(current)
         self._update_buttons()
 
-    def update_session(self, session: dict[str, Any]) -> None:
-        item = self._item(str(session["id"]))
+    def update_session(self, session: SessionRow) -> None:
+        item = self._item(session.id)
         self._suppress = True
         if item is None:
             self.list.insertItem(0, self._make_item(session))
@@ -332,8 +329,8 @@ class SessionsPanel(QWidget):
         if self._suppress:
             return
         sid = item.data(ID_ROLE)
-        data = item.data(DATA_ROLE) or {}
-        old = str(data.get("title") or "Untitled session")
+        data = item.data(DATA_ROLE)
+        old = (data.title if isinstance(data, SessionRow) else "") or "Untitled session"
         new = item.text().strip()
         self._editing = None
         if not new or new == old:
@@ -341,9 +338,8 @@ class SessionsPanel(QWidget):
             item.setText(old)
             self._suppress = False
             return
-        data = {**data, "title": new}
         self._suppress = True
-        item.setData(DATA_ROLE, data)
+        item.setData(DATA_ROLE, replace(data, title=new) if isinstance(data, SessionRow) else SessionRow(sid, new))
         item.setText(new)
         self._suppress = False
         self.rename_requested.emit(sid, new)

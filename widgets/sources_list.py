@@ -2,8 +2,8 @@
 
 Each row: the first prompt (or the session id), how long ago it was active, how full its window is,
 what it cost (the agent's own cost records, when its file has them: Claude Code 2.1.3xx); a session
-being written now is marked "● live". Rows are source dicts (``agent``, ``project``, ``session_id``,
-``path``, ``title``, ``last_activity``, ``percent_full``, ``agent_cost_usd``, ``live``…).
+being written now is marked "● live". Rows are :class:`engine.workbench.rows.SourceRow` (``agent``, ``project``,
+``session_id``, ``path``, ``title``, ``last_activity``, ``percent_full``, ``agent_cost_usd``, ``live``…).
 
 Public API of :class:`SourcesList`
 ----------------------------------
@@ -13,7 +13,7 @@ Signals:
     refresh_requested()
 Methods:
     set_sources(rows)            replace the rows (grouping kept, the selection too)
-    set_problems(problems)       the files the scan could not read ({"path", "shown", "reason"}): "N files could
+    set_problems(problems)       the files the scan could not read (ProblemRow: path, shown, reason): "N files could
                                  not be read" under the list, each path and reason in its tooltip
     set_current(path)            select without emitting
     paths() -> list[str]         in display order (tests)
@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.workbench.rows import ProblemRow, SourceRow
 from widgets.formatting import cost_tooltip, format_usd, local_datetime
 
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -124,7 +125,7 @@ class SourcesList(QWidget):
         self.problems_label.setStyleSheet("color: #b26a00;")
         self.problems_label.hide()
         layout.addWidget(self.problems_label)
-        self._problems: list[dict[str, Any]] = []
+        self._problems: list[ProblemRow] = []
         row = QHBoxLayout()
         self.open_button = QPushButton("Open")
         self.refresh_button = QPushButton("Refresh")
@@ -140,7 +141,7 @@ class SourcesList(QWidget):
         self.set_sources([])
 
     # --- data
-    def set_sources(self, rows: Sequence[dict[str, Any]]) -> None:
+    def set_sources(self, rows: Sequence[SourceRow]) -> None:
         current = self.current_path()
         expanded = {g.text(0) for g in _children(self.tree.invisibleRootItem()) if g.isExpanded()}
         self._suppress = True
@@ -150,11 +151,11 @@ class SourcesList(QWidget):
         projects: dict[tuple[str, str], QTreeWidgetItem] = {}
         now = datetime.now(UTC)
         for r in rows:  # newest first as given: groups appear in the order of their newest session
-            agent = str(r.get("agent") or "")
+            agent = r.agent
             if agent not in groups:
-                groups[agent] = QTreeWidgetItem(self.tree, [str(r.get("agent_name") or agent)])
+                groups[agent] = QTreeWidgetItem(self.tree, [r.agent_name or agent])
                 self._bold(groups[agent])
-            key = (agent, str(r.get("project") or "(no project)"))
+            key = (agent, r.project or "(no project)")
             if key not in projects:
                 projects[key] = QTreeWidgetItem(groups[agent], [path_key(key[1])])  # a folder's name
             self._row(QTreeWidgetItem(projects[key]), r, now)
@@ -168,10 +169,10 @@ class SourcesList(QWidget):
         self.empty_label.setVisible(not rows)
         self.open_button.setEnabled(bool(rows))
 
-    def set_problems(self, problems: Sequence[dict[str, Any]]) -> None:
+    def set_problems(self, problems: Sequence[ProblemRow]) -> None:
         """The files the scan could not read: a line under the list, each file's path and reason in its
         tooltip (none: the line is hidden)."""
-        self._problems = [dict(p) for p in problems]
+        self._problems = list(problems)
         n = len(self._problems)
         self.problems_label.setVisible(bool(n))
         if not n:
@@ -179,14 +180,13 @@ class SourcesList(QWidget):
             self.problems_label.setToolTip("")
             return
         self.problems_label.setText(f"⚠ {n} file{'s' if n != 1 else ''} could not be read (left out; hover for why)")
-        lines = [f"{p.get('shown') or p.get('path') or ''}: {p.get('reason') or ''}"
-                 for p in self._problems[:PROBLEMS_SHOWN]]
+        lines = [f"{p.shown or p.path}: {p.reason}" for p in self._problems[:PROBLEMS_SHOWN]]
         if n > PROBLEMS_SHOWN:
             lines.append(f"… and {n - PROBLEMS_SHOWN} more")
         # rich text built here, the file names escaped: a name is never read as markup
         self.problems_label.setToolTip("<qt>" + "<br>".join(html.escape(line) for line in lines) + "</qt>")
 
-    def problems(self) -> list[dict[str, Any]]:
+    def problems(self) -> list[ProblemRow]:
         return list(self._problems)
 
     @staticmethod
@@ -195,30 +195,27 @@ class SourcesList(QWidget):
         f.setBold(True)
         item.setFont(0, f)
 
-    def _row(self, item: QTreeWidgetItem, r: dict[str, Any], now: datetime) -> None:
-        title = str(r.get("title") or "") or str(r.get("session_id") or "")
-        live = bool(r.get("live"))
+    def _row(self, item: QTreeWidgetItem, r: SourceRow, now: datetime) -> None:
+        title = r.title or r.session_id
+        live = r.live
         item.setText(0, ("● " if live else "") + title)
-        item.setText(1, "live" if live else age(r.get("last_activity") or r.get("started"), now))
-        full = r.get("percent_full")
+        item.setText(1, "live" if live else age(r.last_activity or r.started, now))
+        full = r.percent_full
         item.setText(2, "" if full is None else f"{float(full):.0f} %")
         item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        cost = r.get("agent_cost_usd")
-        cost = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+        cost = r.agent_cost_usd
         item.setText(3, "" if cost is None else short_usd(cost))
         item.setTextAlignment(3, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         item.setToolTip(3, cost_tooltip(cost))
-        path = str(r.get("path") or "")
+        path = r.path
         key = path_key(path)
         self._paths[key] = path
         item.setData(0, PATH_ROLE, key)
-        tokens = r.get("last_prompt_tokens")
-        window = r.get("window")
+        tokens = r.last_prompt_tokens
+        window = r.window
         figures = f"{tokens:,} of {window:,} tokens" if tokens is not None and window else ""
         spent = f"the agent's own cost {format_usd(cost)}" if cost is not None else ""
-        item.setToolTip(0, "\n".join(s for s in (title, str(r.get("model") or ""), figures,
-                                                 f"{r.get('calls', 0)} calls", spent, key)
-                                      if s))
+        item.setToolTip(0, "\n".join(s for s in (title, r.model, figures, f"{r.calls} calls", spent, key) if s))
         if live:
             for col in (0, 1):
                 item.setForeground(col, QBrush(LIVE))

@@ -151,6 +151,33 @@ class ContextRecord:
         return data
 
 
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class CompactionCall:
+    """What a compaction's own provider call consumed, as an import's file gave it (:attr:`CompactionRecord.call`):
+    each figure None when the file did not say (or wrote something not a number)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    completion_placeholder: int | None = None  # the streaming placeholder a file holds instead of the output
+    model: str = ""
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> CompactionCall:
+        model = obj.get("model")
+        return cls(prompt_tokens=_whole(obj.get("prompt_tokens")),
+                   completion_tokens=_whole(obj.get("completion_tokens")),
+                   cache_read_tokens=_whole(obj.get("cache_read_tokens")),
+                   cache_write_tokens=_whole(obj.get("cache_write_tokens")),
+                   completion_placeholder=_whole(obj.get("completion_placeholder")),
+                   model=model if isinstance(model, str) else "")
+
+
 @dataclass(frozen=True)
 class CompactionRecord:
     """A compaction that finished (a ``compaction`` line): ours or one an import found in the agent's file."""
@@ -175,6 +202,29 @@ class CompactionRecord:
     extra: Mapping[str, Any] = field(default_factory=dict)  # fields this type does not declare, as written
 
     kind = COMPACTION
+
+    @property
+    def call(self) -> CompactionCall | None:
+        """The compaction's own provider call (an import's ``cost``), typed; None when the record has none."""
+        return None if self.cost is None else CompactionCall.from_json(self.cost)
+
+    # what an import's file adds (kept in ``extra``, read here once with their types checked)
+    @property
+    def post_tokens(self) -> int | None:
+        """The agent's own count of the context right after compacting (Claude Code 2.1.3xx)."""
+        return _whole(self.extra.get("post_tokens"))
+
+    @property
+    def dropped_tokens(self) -> int | None:
+        """The tokens this compaction dropped, by the agent's running total
+        (:func:`engine.sources.model.dropped_tokens`)."""
+        return _whole(self.extra.get("dropped_tokens"))
+
+    @property
+    def placed_by(self) -> str:
+        """"file order" when the boundary's link was missing and the file's order placed it, else ""/"chain"."""
+        value = self.extra.get("placed_by")
+        return value if isinstance(value, str) else ""
 
     @property
     def applied(self) -> bool:

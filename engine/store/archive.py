@@ -27,7 +27,7 @@ class ArchiveError(ValueError):
     """Bad archive request (unknown day, bad regular expression); the text says what."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArchiveHit:
     day: str
     line: int  # 1-based line in the day file

@@ -11,7 +11,7 @@ signals passes on (the Qt bridge maps the event's type to a signal and emits ``*
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.model.events import (
@@ -34,36 +34,37 @@ if TYPE_CHECKING:
     from engine.context.attribution import Attribution
     from engine.context.compaction import CompactionPreview
     from engine.context.diff import ContextDiff
+    from engine.store.archive import ArchiveHit
     from engine.usage.report import UsageReport
     from engine.usage.tool_costs import ToolCosts
     from engine.workbench.imported import ImportFacts
+    from engine.workbench.rows import FileRow, ProblemRow, SessionRow, SourceRow
     from engine.workbench.views import ContextState, Marker, SessionView
 
 NoticeLevel = Literal["info", "warning", "error"]
 
 
+# a field the window is not handed (a guard of the service's: which session the result is of)
+NOT_SENT = {"sent": False}
+
+
 @dataclass
 class WorkbenchEvent:
-    """Base of the service's own events."""
+    """Base of the service's own events. The window's signal carries the event's fields in their order (typed:
+    records, rows and view models, never dicts of them), but those marked ``NOT_SENT``."""
 
     def payload(self) -> tuple[Any, ...]:
-        return (self,)
+        return tuple(getattr(self, f.name) for f in fields(self) if f.metadata.get("sent", True))
 
 
 @dataclass
 class SessionsListed(WorkbenchEvent):
-    sessions: list[dict[str, Any]]
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.sessions,)
+    sessions: list[SessionRow]
 
 
 @dataclass
 class SessionLoaded(WorkbenchEvent):
     view: SessionView
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.view,)
 
 
 @dataclass
@@ -72,9 +73,6 @@ class ContextStateChanged(WorkbenchEvent):
 
     state: ContextState
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.state,)
-
 
 @dataclass
 class SnapshotChanged(WorkbenchEvent):
@@ -82,18 +80,12 @@ class SnapshotChanged(WorkbenchEvent):
 
     snapshot: ContextSnapshot
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.snapshot,)
-
 
 @dataclass
 class CallRecorded(WorkbenchEvent):
     """An LLM call that happened: its record (the request's snapshot with the report) and its price."""
 
     record: TimelineCall
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.record,)
 
 
 @dataclass
@@ -103,9 +95,6 @@ class CallUpdated(WorkbenchEvent):
 
     record: TimelineCall
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.record,)
-
 
 @dataclass
 class LastCall(WorkbenchEvent):
@@ -114,33 +103,21 @@ class LastCall(WorkbenchEvent):
     predicted: int | None
     reported: int | None
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.predicted, self.reported)
-
 
 @dataclass
 class CompactionFinished(WorkbenchEvent):
     marker: Marker
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.marker,)
 
 
 @dataclass
 class BusyChanged(WorkbenchEvent):
     busy: bool
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.busy,)
-
 
 @dataclass
 class Notice(WorkbenchEvent):
     level: NoticeLevel
     text: str
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.level, self.text)
 
 
 @dataclass
@@ -149,22 +126,15 @@ class ApprovalRequested(WorkbenchEvent):
     tool: str
     arguments: str  # JSON
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.request_id, self.tool, self.arguments)
-
 
 @dataclass
 class ApprovalsWithdrawn(WorkbenchEvent):
-    def payload(self) -> tuple[Any, ...]:
-        return ()
+    """The approvals asked for are no longer awaited (their turn ended or was stopped)."""
 
 
 @dataclass
 class PreviewStarted(WorkbenchEvent):
     instruction: str
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.instruction,)
 
 
 @dataclass
@@ -173,9 +143,6 @@ class PreviewReady(WorkbenchEvent):
 
     preview: CompactionPreview
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.preview,)
-
 
 @dataclass
 class PreviewSummary(WorkbenchEvent):
@@ -183,47 +150,31 @@ class PreviewSummary(WorkbenchEvent):
 
     preview: CompactionPreview
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.preview,)
-
 
 @dataclass
 class PreviewAfter(WorkbenchEvent):
     snapshot: ContextSnapshot
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.snapshot,)
 
 
 @dataclass
 class PreviewFailed(WorkbenchEvent):
     reason: str
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.reason,)
-
 
 @dataclass
 class PreviewClosed(WorkbenchEvent):
-    def payload(self) -> tuple[Any, ...]:
-        return ()
+    """The compaction preview ended (applied, discarded or cancelled)."""
 
 
 @dataclass
 class OffloadedFileAdded(WorkbenchEvent):
-    file: dict[str, Any]
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.file,)
+    file: FileRow
 
 
 @dataclass
 class FileLoaded(WorkbenchEvent):
     path: str
     text: str
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.path, self.text)
 
 
 @dataclass
@@ -232,61 +183,40 @@ class ArchiveMessages(WorkbenchEvent):
     messages: list[Message]
     tokens: dict[str, int] = field(default_factory=dict)
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.day, self.messages, self.tokens)
-
 
 @dataclass
 class ArchiveHits(WorkbenchEvent):
     query: str
-    hits: list[dict[str, Any]]
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.query, self.hits)
+    hits: list[ArchiveHit]
 
 
 @dataclass
 class DraftTokens(WorkbenchEvent):
     tokens: int
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.tokens,)
-
 
 @dataclass
 class SettingsChanged(WorkbenchEvent):
     settings: Settings
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.settings,)
 
 
 @dataclass
 class ModelSuggestions(WorkbenchEvent):
     names: list[str]
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.names,)
-
 
 @dataclass
 class LlmReady(WorkbenchEvent):
     """litellm is imported (it loads in the background after start)."""
 
-    def payload(self) -> tuple[Any, ...]:
-        return ()
-
 
 @dataclass
 class SourcesListed(WorkbenchEvent):
-    """The agent sessions on this machine (``engine.workbench.sources.source_dict`` dicts, newest first), and the
-    files the scan could not read (``{"agent", "path", "reason"}``: left out, never stopping the others)."""
+    """The agent sessions on this machine (:class:`engine.workbench.rows.SourceRow`, newest first), and the files
+    the scan could not read (:class:`engine.workbench.rows.ProblemRow`: left out, never stopping the others)."""
 
-    sources: list[dict[str, Any]]
-    problems: list[dict[str, Any]] = field(default_factory=list)
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.sources, self.problems)
+    sources: list[SourceRow]
+    problems: list[ProblemRow] = field(default_factory=list)
 
 
 @dataclass
@@ -295,9 +225,6 @@ class MessagesRetracted(WorkbenchEvent):
     their new versions follow as ``MessageAdded`` (same ids where they are the same messages)."""
 
     ids: list[str]
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.ids,)
 
 
 @dataclass
@@ -309,19 +236,13 @@ class FollowChanged(WorkbenchEvent):
     path: str
     live: bool = False
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.following, self.path, self.live)
-
 
 @dataclass
 class DiffReady(WorkbenchEvent):
     """The context diff between two calls of the open session (:mod:`engine.workbench.analysis`)."""
 
     diff: ContextDiff
-    session_id: str = ""
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.diff,)
+    session_id: str = field(default="", metadata=NOT_SENT)
 
 
 @dataclass
@@ -331,11 +252,8 @@ class ToolsReady(WorkbenchEvent):
 
     attribution: Attribution
     locations: dict[str, str] = field(default_factory=dict)  # message id → "live" | archive day
-    session_id: str = ""
+    session_id: str = field(default="", metadata=NOT_SENT)
     costs: ToolCosts | None = None
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.attribution, self.locations, self.costs)
 
 
 @dataclass
@@ -345,9 +263,6 @@ class ImportChanged(WorkbenchEvent):
 
     facts: ImportFacts | None
 
-    def payload(self) -> tuple[Any, ...]:
-        return (self.facts,)
-
 
 @dataclass
 class UsageReady(WorkbenchEvent):
@@ -355,9 +270,6 @@ class UsageReady(WorkbenchEvent):
     an :class:`engine.usage.report.UsageReport` (``updating``: newer figures follow)."""
 
     report: UsageReport
-
-    def payload(self) -> tuple[Any, ...]:
-        return (self.report,)
 
 
 __all__ = [

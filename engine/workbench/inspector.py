@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from engine.context.conversation import Session
 from engine.model.messages import Message
@@ -55,8 +54,8 @@ def archive_day(session: Session, day: str, problems: list[str]) -> tuple[list[M
     return messages, tokens
 
 
-def archive_hits(session_path: Path, query: str) -> list[dict[str, Any]]:
-    return [{"day": h.day, "message": h.message, "snippet": h.snippet} for h in archive.search(session_path, query)]
+def archive_hits(session_path: Path, query: str) -> list[archive.ArchiveHit]:
+    return archive.search(session_path, query)
 
 
 class InspectorPart:

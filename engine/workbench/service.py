@@ -46,6 +46,7 @@ from engine.workbench.display import Display
 from engine.workbench.document import OpenDocument
 from engine.workbench.inspector import InspectorPart
 from engine.workbench.keys import KeysPart
+from engine.workbench.rows import SessionRow
 from engine.workbench.runtime import LlmRuntime
 from engine.workbench.sessions import SessionsPart
 from engine.workbench.sources import SCAN_INTERVAL, SourcesPart
@@ -174,7 +175,7 @@ class Workbench:
         self.sessions.start()
         self.sources.remove_stale_views()
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self) -> list[SessionRow]:
         return self.sessions.list_sessions()
 
     def new_session(self) -> asyncio.Task[Any]:

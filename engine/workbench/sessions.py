@@ -15,8 +15,9 @@ from engine.workbench.core import WorkbenchCore, one_line
 from engine.workbench.display import Display, TurnBuffer
 from engine.workbench.document import OpenDocument, open_session_folder
 from engine.workbench.events import FollowChanged, SessionLoaded, SessionsListed
+from engine.workbench.rows import SessionRow
 from engine.workbench.runtime import LlmRuntime
-from engine.workbench.views import SessionView, session_dict, session_view, shown_as_view
+from engine.workbench.views import SessionView, session_row, session_view, shown_as_view
 
 RUNNING_ON_A_SESSION = ("turn", "preview", "apply", "clear", "undo", "restore")  # what leaving a session stops
 
@@ -41,7 +42,7 @@ class SessionsPart:
         core.startup_problems = []
         infos = self.list_sessions()
         if infos:
-            self.open_session(infos[0]["id"])
+            self.open_session(infos[0].id)
         else:
             self.new_session()
         from engine.llm import client as llm
@@ -49,14 +50,14 @@ class SessionsPart:
         llm.never_wait_on_this_thread()  # the window's model-info lookups never import litellm here
         self.runtime.warm_up()
 
-    def list_sessions(self) -> list[dict[str, Any]]:
-        infos = [session_dict(i) for i in self.core.store.list()]
+    def list_sessions(self) -> list[SessionRow]:
+        infos = [session_row(i) for i in self.core.store.list()]
         self.core.emit(SessionsListed(infos))
         return infos
 
-    async def relist(self) -> list[dict[str, Any]]:
+    async def relist(self) -> list[SessionRow]:
         """:meth:`list_sessions` from a task: the store is read in a worker thread, off the event loop."""
-        infos = [session_dict(i) for i in await asyncio.to_thread(self.core.store.list)]
+        infos = [session_row(i) for i in await asyncio.to_thread(self.core.store.list)]
         self.core.emit(SessionsListed(infos))
         return infos
 
@@ -116,7 +117,7 @@ class SessionsPart:
         infos = await self.relist()
         if current:
             if infos:
-                await self.reopen(infos[0]["id"])
+                await self.reopen(infos[0].id)
             else:
                 await self._new_session()
 

@@ -41,6 +41,7 @@ from engine.sources.join import CaptureJoin, written
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
 from engine.store.staging import IMPORT_PREFIX, remove_if_stale
+from engine.workbench.rows import ViewSource
 
 VIEWS_DIR = "views"
 SHM = "/dev/shm"  # memory-backed on Linux
@@ -79,17 +80,12 @@ class SourceView:
     title: str = ""  # as last shown
     imported: Any = None  # the ImportFacts last shown (SessionView.imported)
 
-    def describe(self) -> dict[str, Any]:
-        """The ``SessionView.source`` dict."""
-        return {
-            "path": self.source,
-            "format": self.format,
-            "agent": display_name(self.format),
-            "live": self.live,
-            "following": self.tail is not None,
-            "parent": dict(self.parent),
-            "subagent": self.subagent,
-        }
+    def describe(self) -> ViewSource:
+        """The ``SessionView.source``."""
+        title = self.parent.get("title") if self.parent else None
+        return ViewSource(path=self.source, format=self.format, agent=display_name(self.format), live=self.live,
+                          following=self.tail is not None, subagent=self.subagent,
+                          parent=None if not self.parent else str(title or ""))
 
 
 LIVE_FORMATS = FOLLOWED  # read incrementally while followed in a view (what a Follower follows)

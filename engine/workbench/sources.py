@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
@@ -66,9 +66,14 @@ from engine.workbench.events import (
 )
 from engine.workbench.imported import import_facts
 from engine.workbench.policy import READ_ONLY
+from engine.workbench.rows import ProblemRow, SourceRow
 from engine.workbench.runtime import LlmRuntime
 from engine.workbench.sessions import SessionsPart
 from engine.workbench.views import markers
+
+if TYPE_CHECKING:
+    from engine.sources.discovery import ScanProblem
+    from engine.sources.session_summary import SourceEntry
 
 log = logging.getLogger(__name__)
 
@@ -78,20 +83,18 @@ FAILING_INTERVAL = 5.0  # seconds between two polls at most, while every poll of
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 
 
-def source_dict(entry: Any, now: float | None = None) -> dict[str, Any]:
+def source_row(entry: SourceEntry, now: float | None = None) -> SourceRow:
     """A Sources-panel row: the discovery entry's fields, ``agent_name`` (its display name) and ``live``."""
-    out: dict[str, Any] = entry.to_json()
-    out["agent_name"] = display_name(entry.agent)
-    out["live"] = sv.is_live(entry.path, now)
-    return out
+    return SourceRow(agent=entry.agent, path=entry.path, agent_name=display_name(entry.agent), project=entry.project,
+                     session_id=entry.session_id, started=entry.started, last_activity=entry.last_activity,
+                     calls=entry.calls, last_prompt_tokens=entry.last_prompt_tokens, window=entry.window,
+                     percent_full=entry.percent_full, model=entry.model, title=entry.title,
+                     agent_cost_usd=entry.agent_cost_usd, live=sv.is_live(entry.path, now))
 
 
-def problem_dict(problem: Any) -> dict[str, Any]:
-    """A file the scan could not read, for the Sources panel: ``agent``, ``path`` (as found: it may hold bytes
-    that are not UTF-8), ``shown`` (the path printable, such bytes escaped) and ``reason``."""
-    out: dict[str, Any] = problem.to_json()
-    out["shown"] = shown_path(problem.path)
-    return out
+def problem_row(problem: ScanProblem) -> ProblemRow:
+    """A file the scan could not read, for the Sources panel (the path printable as ``shown``)."""
+    return ProblemRow(agent=problem.agent, path=problem.path, shown=shown_path(problem.path), reason=problem.reason)
 
 
 class SourcesPart:
@@ -141,13 +144,13 @@ class SourcesPart:
     def scan_sources(self, refresh: bool = False) -> asyncio.Task[Any]:
         return self.core.tasks.spawn("sources", self._scan(refresh), replace=True)
 
-    async def _scan(self, refresh: bool) -> list[dict[str, Any]]:
-        from engine.sources.discovery import ScanProblem, scan_sources
+    async def _scan(self, refresh: bool) -> list[SourceRow]:
+        from engine.sources.discovery import scan_sources
 
         problems: list[ScanProblem] = []
         entries = await asyncio.to_thread(scan_sources, self.core.settings, refresh=refresh, problems=problems)
-        rows = [source_dict(e) for e in entries]
-        self.core.emit(SourcesListed(rows, [problem_dict(p) for p in problems]))
+        rows = [source_row(e) for e in entries]
+        self.core.emit(SourcesListed(rows, [problem_row(p) for p in problems]))
         return rows
 
     def start_source_scans(self, interval: float = SCAN_INTERVAL) -> asyncio.Task[Any]:
@@ -422,4 +425,4 @@ class SourcesPart:
         return None
 
 
-__all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "SourcesPart", "problem_dict", "source_dict"]
+__all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "SourcesPart", "problem_row", "source_row"]

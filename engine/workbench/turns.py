@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from dataclasses import asdict
 from typing import Any
 
 from engine.model.events import (
@@ -26,7 +25,7 @@ from engine.model.events import (
     ToolCallStarted,
     TurnFinished,
 )
-from engine.model.records import ContextRecord
+from engine.model.records import CompactionRecord, ContextRecord
 from engine.usage.costs import priced_call
 from engine.workbench.core import WorkbenchCore
 from engine.workbench.display import Display
@@ -40,7 +39,7 @@ from engine.workbench.events import (
     OffloadedFileAdded,
 )
 from engine.workbench.runtime import LlmRuntime
-from engine.workbench.views import Marker, file_dict
+from engine.workbench.views import Marker, file_row
 
 
 class TurnsPart:
@@ -213,7 +212,8 @@ class TurnsPart:
         gone = [i for i in self.display.live_ids if i not in now]
         stack = session.undo_stack()
         undoable = bool(stack) and stack[-1] == event.id and event.result not in ("undone", "failed", "nothing")
-        self.core.emit(CompactionFinished(Marker(asdict(event), gone[-1] if gone else None, undoable)))
+        marker = Marker(CompactionRecord.from_event(event), gone[-1] if gone else None, undoable)
+        self.core.emit(CompactionFinished(marker))
         if not self.doc.busy and self.core.task("preview") is None:
             self.core.set_state(AgentState.IDLE)
         self.display.emit_state()
@@ -226,7 +226,7 @@ class TurnsPart:
             return
         for f in list_offloaded(session.path):
             if f.path == path:
-                self.core.emit(OffloadedFileAdded(file_dict(f, session)))
+                self.core.emit(OffloadedFileAdded(file_row(f, session)))
                 return
 
 

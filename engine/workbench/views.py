@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from engine.context.conversation import Session
 from engine.model.events import Outcome
 from engine.model.messages import Message, preview
-from engine.model.records import CompactionRecord, compaction_records, context_records, records_json
+from engine.model.records import CompactionRecord, compaction_records, context_records
 from engine.model.snapshot import PROMPT_REGIONS, ContextSnapshot
 from engine.model.timeline import TimelineCall
 from engine.store import archive
@@ -23,6 +23,7 @@ from engine.store.session import SessionError
 from engine.store.sessions import SessionInfo
 from engine.usage.costs import NONE, SessionCost, folder_cost, price_table, priced_call
 from engine.workbench.imported import ImportFacts, import_facts
+from engine.workbench.rows import FileRow, SessionRow, SubagentMark, ViewSource
 from engine.workbench.subagents import subagent_marks
 
 if TYPE_CHECKING:
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Marker:
-    """A compaction event as the chat shows it: where it goes and whether it can be undone."""
+    """A compaction as the chat shows it: its record, where it goes and whether it can be undone."""
 
-    event: dict[str, Any]
+    event: CompactionRecord
     after_id: str | None  # the last message it took out of the context (None: at the end)
     undoable: bool
 
@@ -64,14 +65,14 @@ class SessionView:
     state: ContextState
     markers: list[Marker]
     timeline: list[TimelineCall]  # one per LLM call: its record (events.jsonl) and its price
-    compactions: list[dict[str, Any]]  # CompactionEvent dicts
-    files: list[dict[str, Any]]  # offloaded tool results (inspector dicts)
+    compactions: list[CompactionRecord]  # the compaction records (events.jsonl), oldest first
+    files: list[FileRow]  # offloaded tool results (the inspector's rows)
     problems: str = ""  # the load report when the folder needed repairs, else ""
     last_call: tuple[int | None, int | None] = (None, None)
     read_only: bool = False  # a view of another agent's session (or a subagent): nothing can be sent or changed
-    source: dict[str, Any] = field(default_factory=dict)  # what it is a view of (engine.workbench.sources)
+    source: ViewSource | None = None  # what a read-only view is a view of (None: a ctxbench session)
     # the import's subagents, each with the parent's call_index (engine.workbench.subagents.subagent_marks)
-    subagents: list[dict[str, Any]] = field(default_factory=list)
+    subagents: list[SubagentMark] = field(default_factory=list)
     # what the imported file said of the agent itself: system prompt and tool definitions, its own cost
     # (engine.workbench.imported); None for a session that was not imported
     imported: ImportFacts | None = None
@@ -79,31 +80,21 @@ class SessionView:
     cost: SessionCost = field(default_factory=lambda: SessionCost(NONE))
 
 
-def session_dict(info: SessionInfo | Session) -> dict[str, Any]:
-    """A sessions-panel dict from a SessionInfo or an open Session."""
+def session_row(info: SessionInfo | Session) -> SessionRow:
+    """The sessions panel's row of a SessionInfo or an open Session."""
     if isinstance(info, Session):
-        return {
-            "id": info.id,
-            "title": info.title,
-            "updated": str(info.meta.get("updated") or ""),
-            "messages": len(info.messages),
-        }
-    return {"id": info.id, "title": info.title, "updated": info.updated, "messages": info.message_count}
+        return SessionRow(info.id, info.title, str(info.meta.get("updated") or ""), len(info.messages))
+    return SessionRow(info.id, info.title, info.updated, info.message_count)
 
 
-def file_dict(f: OffloadedFile, session: Session | None) -> dict[str, Any]:
-    """An inspector dict from an engine.context.offload.OffloadedFile."""
-    out: dict[str, Any] = {
-        "path": f.path,
-        "size": f.size,
-        "lines": f.lines,
-        "created": f.created,
-        "tool": f.tool_name,
-        "message_id": f.message_id,
-    }
+def file_row(f: OffloadedFile, session: Session | None) -> FileRow:
+    """The inspector's row of an :class:`engine.store.offloads.OffloadedFile`, with its message's preview when
+    ``session`` holds that message."""
+    preview_text = ""
     if session is not None and f.message_id and f.message_id in session:
-        out["message_preview"] = preview(session.get(f.message_id), 80)
-    return out
+        preview_text = preview(session.get(f.message_id), 80)
+    return FileRow(path=f.path, size=f.size, lines=f.lines, created=f.created, tool=f.tool_name,
+                   message_id=f.message_id, message_preview=preview_text)
 
 
 def prompt_of(record: dict[str, Any]) -> int:
@@ -131,7 +122,7 @@ def markers(
 ) -> list[Marker]:
     """One marker per compaction (an undo updates its compaction's marker), placed after the last
     message it took out when the undo point still says which, else by time. The marker's event is the
-    record's JSON form without its ``type`` (what the chat and the inspector draw)."""
+    record (what the chat and the inspector draw)."""
     by_id: dict[str, CompactionRecord] = {}
     order: list[str] = []
     for rec in compactions:
@@ -155,8 +146,7 @@ def markers(
             pass
         if after is None:
             after = _after_by_time(shown, rec.ts)
-        event = {k: v for k, v in rec.to_json().items() if k != "type"}
-        out.append(Marker(event, after, key == undo_id and rec.result is not Outcome.UNDONE))
+        out.append(Marker(rec, after, key == undo_id and rec.result is not Outcome.UNDONE))
     return out
 
 
@@ -171,18 +161,17 @@ def read_timeline(
     return timeline, compaction_records(records)
 
 
-def offloaded_files(session: Session) -> list[dict[str, Any]]:
+def offloaded_files(session: Session) -> list[FileRow]:
     """The session's offloaded tool results; a file whose message left the context is previewed
     from the archive."""
     from engine.context.offload import list_offloaded
 
-    files = [file_dict(f, session) for f in list_offloaded(session.path)]
-    gone = [f["message_id"] for f in files if f["message_id"] and "message_preview" not in f]
+    files = [file_row(f, session) for f in list_offloaded(session.path)]
+    gone = [f.message_id for f in files if f.message_id and not f.message_preview]
     if gone:
         found = {str(m.get("id")): m for m in archive.find(session.path, gone)}
-        for f in files:
-            if f["message_id"] in found:
-                f["message_preview"] = "(archived) " + preview(found[f["message_id"]], 70)
+        files = [replace(f, message_preview="(archived) " + preview(found[f.message_id], 70))
+                 if f.message_id in found else f for f in files]
     return files
 
 
@@ -197,7 +186,6 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
             problems.append(str(exc))
     messages = merge_archived(session.messages, archived)
     timeline, compaction_recs = read_timeline(session, problems)
-    compactions = records_json(compaction_recs)
     report = "" if session.load_report.clean else session.load_report.describe()
     if problems:
         report = "\n".join(p for p in (report, *problems[:5]) if p)
@@ -213,7 +201,7 @@ def session_view(session: Session, state: ContextState, default_model: str) -> S
         state=state,
         markers=markers(session, compaction_recs, messages, state.undo_id),
         timeline=timeline,
-        compactions=compactions,
+        compactions=compaction_recs,
         files=offloaded_files(session),
         problems=report,
         last_call=last,
@@ -239,14 +227,16 @@ def shown_as_view(view: SourceView, out: SessionView) -> SessionView:
 
 __all__ = [
     "ContextState",
+    "FileRow",
     "Marker",
+    "SessionRow",
     "SessionView",
     "call_record",
-    "file_dict",
+    "file_row",
     "markers",
     "merge_archived",
     "prompt_of",
-    "session_dict",
+    "session_row",
     "session_view",
     "shown_as_view",
 ]

@@ -118,7 +118,7 @@ def test_the_tools_tab_equals_ctxbench_tools(qtbot: Any, win: MainWindow) -> Non
     def selected() -> str:
         item = win.inspector.archive.tree.currentItem()
         data = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
-        return str(((data or {}).get("message") or {}).get("id") or "")
+        return data.message_id if data is not None else ""
 
     qtbot.waitUntil(lambda: selected() == mid, timeout=10_000)
     assert day == "2026-02-11"
@@ -152,7 +152,7 @@ def test_the_subagent_mark_at_the_parent_call(qtbot: Any, win: MainWindow) -> No
     assert chart.subagent_count() == 1
     x, y = chart.subagent_positions()[0]
     assert x == 90.0  # call 90 issued the Task call
-    rec = win._chart_data["timeline"][89].record
+    rec = win._chart_data.timeline[89].record
     issuing = next(m for m in win.controller.session.messages if m.get("id") == rec.message_id)
     assert "toolu_017SvvKc8KLbhGMG3tXkf21Z" in [c["id"] for c in issuing["tool_calls"]]
     tip = chart.subagent_tooltip(0)

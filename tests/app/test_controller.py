@@ -151,7 +151,7 @@ def test_clear_is_archived_and_undoable(qtbot: Any, controller: Controller) -> N
     assert archived == ids  # nothing left the context without being archived
     controller.undo_compaction()
     qtbot.waitUntil(lambda: states.last.live_ids == ids, timeout=5_000)
-    assert markers.last.event["result"] == "undone" and not markers.last.undoable
+    assert markers.last.event.result == "undone" and not markers.last.undoable
     reloaded = Session.load(session.path)
     assert [x["id"] for x in reloaded.messages] == ids
 
@@ -166,7 +166,7 @@ def test_restore_from_the_archive_brings_the_call_with_its_result(qtbot: Any, co
     tool_id = next(x["id"] for x in archived if x["role"] == "tool")
     hits = Recorder(controller.archive_hits)
     controller.search_archive("contents of f0")
-    assert hits.last[0] == "contents of f0" and [h["message"]["id"] for h in hits.last[1]] == [tool_id]
+    assert hits.last[0] == "contents of f0" and [h.message_id for h in hits.last[1]] == [tool_id]
     controller.restore_messages([tool_id])
     qtbot.waitUntil(lambda: len(states.calls) == 2, timeout=5_000)
     roles = [controller.session.get(i)["role"] for i in states.last.live_ids]

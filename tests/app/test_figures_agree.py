@@ -24,7 +24,6 @@ from PySide6.QtCore import Qt
 
 from app.cli_tools import cmd_tools
 from app.main_window import MainWindow
-from engine.model.compaction_change import event_change
 from engine.sources.detect import detect_format
 from engine.sources.discovery import SourceEntry
 from engine.sources.readers import read_source
@@ -125,7 +124,7 @@ def _check_tool_results(qtbot: Any, win: MainWindow, cli: dict[str, Any]) -> int
         def item(mid: str = mid) -> Any:
             it = win.inspector.archive.tree.currentItem()
             data = it.data(0, Qt.ItemDataRole.UserRole) if it is not None else None
-            return it if str(((data or {}).get("message") or {}).get("id") or "") == mid else None
+            return it if data is not None and data.message_id == mid else None
 
         qtbot.waitUntil(lambda: item() is not None, timeout=10_000)
         assert item().text(2) == format_tokens(largest[mid]), mid
@@ -154,7 +153,7 @@ def _check_tool_definitions(win: MainWindow) -> None:
     last = chart.column_count() - 1
     if last < 0:
         return
-    call = win._chart_data["timeline"][last]  # type: ignore[attr-defined]
+    call = win._chart_data.timeline[last]  # type: ignore[attr-defined]
     rec = call.snapshot
     tip = chart.column_tooltip(last)
     in_tip = _number_after(REGION_LABELS["tools"], tip)
@@ -179,8 +178,8 @@ def _check_compactions(win: MainWindow, expected: int) -> int:
     assert len(markers) == len(events) == expected, (markers, events)
     chart = win.ensure_chart()
     for i, (marker, ev) in enumerate(zip(markers, events, strict=True)):
-        change = event_change(marker)
-        assert change == event_change(ev)
+        change = marker.change()
+        assert change == ev.change()
         assert marker_line(marker).startswith(change.text(format_tokens))
         row = tab.events.index(ev)
         assert tab.table.item(row, 3).text().startswith(change.text(format_tokens, short=True))
@@ -200,7 +199,7 @@ def _check_basis(win: MainWindow) -> int:
     """A call whose provider figure counts what the file does not hold is labelled so where its estimate is shown."""
     chart = win.ensure_chart()
     labelled = 0
-    for i, call in enumerate(win._chart_data["timeline"]):  # type: ignore[attr-defined]
+    for i, call in enumerate(win._chart_data.timeline):  # type: ignore[attr-defined]
         if call.prompt_unlike_file:
             labelled += 1
             assert f"Different basis: {call.prompt_unlike_file}" in chart.column_tooltip(i)

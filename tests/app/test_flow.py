@@ -112,7 +112,7 @@ def test_whole_flow(qtbot: Any, win: MainWindow, server: fs.FakeLLMServer) -> No
     assert tool_msg["offload"]["path"].startswith("tool_results/")
     path = tool_msg["offload"]["path"]
     qtbot.waitUntil(lambda: win.inspector.files.model.rowCount() == 1, timeout=5_000)
-    assert win.inspector.files.model.files[0]["path"] == path
+    assert win.inspector.files.model.files[0].path == path
     assert chart.column_count() == 3
     assert bar(win, "history_tool") > 0
     win.chat.open_offload.emit(path)  # the "Open full output" link of the tool block
@@ -148,7 +148,7 @@ def test_whole_flow(qtbot: Any, win: MainWindow, server: fs.FakeLLMServer) -> No
     assert bar(win, "summary") > 0
     assert chart.compaction_count() == 1
     marker = win.chat.item(win.chat.marker_ids()[0])
-    assert marker.event["result"] == "summarized" and marker.undoable
+    assert marker.event.result == "summarized" and marker.undoable
     assert all(win.chat.item(i).out_of_context for i in compacted)
     assert win.undo_action.isEnabled()
     assert "ValueError" in win.inspector.summary.text()
@@ -161,7 +161,7 @@ def test_whole_flow(qtbot: Any, win: MainWindow, server: fs.FakeLLMServer) -> No
     qtbot.waitUntil(lambda: bar(win, "summary") == 0, timeout=5_000)
     assert bar(win, "history_tool") > 0
     assert not any(win.chat.item(i).out_of_context for i in ids_before)
-    assert win.chat.item(win.chat.marker_ids()[0]).event["result"] == "undone"
+    assert win.chat.item(win.chat.marker_ids()[0]).event.result == "undone"
     assert not win.undo_action.isEnabled()
 
     # --- 5. Stop cancels a running turn; the history stays valid, on disk too

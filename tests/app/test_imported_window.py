@@ -41,7 +41,7 @@ def test_an_imported_trajectory_is_drawn_against_its_own_models_window(qtbot: An
     open_transcript(qtbot, win, DEEPSEEK)
     chart.flush()
     c = win.controller
-    view_windows = {call.snapshot.window for call in win._chart_data["timeline"]}
+    view_windows = {call.snapshot.window for call in win._chart_data.timeline}
     assert len(view_windows) == 1
     timeline_window = view_windows.pop()
     largest = max(m["extra"]["response"]["usage"]["prompt_tokens"]
@@ -67,7 +67,7 @@ def test_a_turn_run_on_an_imported_session_draws_the_running_models_window(
         open_transcript(qtbot, win, TRAJECTORIES / "astropy__astropy-12907.traj.json")
         c = win.controller
         own = c.next_snapshot()
-        assert own is not None and own.window == win._chart_data["timeline"][-1].snapshot.window != running
+        assert own is not None and own.window == win._chart_data.timeline[-1].snapshot.window != running
         assert "deepseek" in own.model
         server.queue(fs.text_reply("continued here"))
         assert c.send("go on")
@@ -86,7 +86,7 @@ def test_the_window_override_of_the_running_model_does_not_apply_to_an_import(
     win = make_window(qtbot, fake_settings, workspace)  # context_window = 8,000 for openai/fake
     try:
         open_transcript(qtbot, win, DEEPSEEK)
-        timeline = {call.snapshot.window for call in win._chart_data["timeline"]}
+        timeline = {call.snapshot.window for call in win._chart_data.timeline}
         snap = win.controller.next_snapshot()
         assert snap is not None and timeline == {snap.window} and snap.window > 62_326 > 8_000
         assert win.controller.agent is not None and win.controller.agent.window.context_window == 8_000
@@ -134,7 +134,7 @@ def test_an_atif_trajectory_opens_like_any_transcript(qtbot: Any, win: MainWindo
     open_transcript(qtbot, win, ATIF / "trajectory.json")
     c = win.controller
     steps = [s for s in json.loads((ATIF / "trajectory.json").read_text())["steps"] if s["source"] == "agent"]
-    timeline = win._chart_data["timeline"]
+    timeline = win._chart_data.timeline
     assert [r.snapshot.provider_prompt_tokens for r in timeline] == [s["metrics"]["prompt_tokens"] for s in steps]
     assert c.session.meta["import"]["format"] == "atif" and c.session.meta["model"] == "openai/gpt-4o"
     assert len(c.session.meta["import"]["subagents"]) == 3

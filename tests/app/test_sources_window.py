@@ -89,7 +89,7 @@ def test_files_the_scan_could_not_read_are_said_under_the_list(qtbot: Any, win: 
         win.sessions.tabs.setCurrentWidget(sources)
     rows, problems = blocker.args
     assert len(rows) == 3 and len(sources.paths()) == 3  # every other session still listed
-    assert sorted(Path(p["path"]).name for p in problems) == ["pipe.jsonl", "zero.jsonl"]
+    assert sorted(Path(p.path).name for p in problems) == ["pipe.jsonl", "zero.jsonl"]
     assert sources.problems_label.isVisible() and sources.problems_label.text().startswith(
         "⚠ 2 files could not be read")
     tip = sources.problems_label.toolTip()
@@ -110,7 +110,7 @@ def test_a_session_file_whose_name_is_not_utf8_is_listed_and_opens(qtbot: Any, w
         sources.set_current(str(odd))
         sources.open_button.click()
     view = blocker.args[0]
-    assert view.read_only and view.source["path"] == str(odd) and len(view.timeline) == 1
+    assert view.read_only and view.source.path == str(odd) and len(view.timeline) == 1
 
 
 @pytest.mark.parametrize("name", [
@@ -259,7 +259,7 @@ def test_a_claude_code_2_1_file_its_tools_cost_attachments_and_compaction(qtbot:
     attachments = [k for k in win.chat.message_ids() if (win.chat.item(k).msg or {}).get("attachment")]
     assert len(attachments) == 2
     marker = win.chat.item(win.chat.marker_ids()[0])
-    assert marker is not None and (marker.event or {}).get("post_tokens") == cf.POST_TOKENS
+    assert marker is not None and marker.event is not None and marker.event.post_tokens == cf.POST_TOKENS
     # a ctxbench session (not imported): no cost, no definitions
     with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000):
         win.controller.new_session()

@@ -44,7 +44,7 @@ def test_the_usage_dock_shows_what_the_agents_spent(qtbot: Any, win: MainWindow,
     path = table.path(row)
     with qtbot.waitSignal(win.controller.session_loaded, timeout=30_000) as blocker:
         table.activated.emit(model.index(row, 0))
-    assert blocker.args[0].read_only and blocker.args[0].source["path"] == path
+    assert blocker.args[0].read_only and blocker.args[0].source.path == path
     assert win.chart_dock.isVisible()
 
 

@@ -68,7 +68,7 @@ def test_record_an_agent_from_the_window(qtbot: Any, win: MainWindow, server: fs
     (row,) = dialog.exchange_rows()
     assert row[1] == "POST /v1/chat/completions" and row[2] == "200" and row[3]  # the prompt tokens
     view = win.sources_wiring.view  # type: ignore[attr-defined]
-    assert view is not None and view.read_only and view.source["path"] == str(capture)
+    assert view is not None and view.read_only and view.source.path == str(capture)
     qtbot.waitUntil(lambda: "live" in win.sources_wiring.live_label.text(), timeout=10_000)  # type: ignore[attr-defined]
     qtbot.waitUntil(lambda: len(win.chat.message_ids()) == 2, timeout=20_000)  # the prompt and the answer
     # a second call reaches the followed view as the proxy writes it

@@ -14,6 +14,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QToolTip
 
 from engine.ingest import import_source
+from engine.model.records import CompactionRecord
 from engine.model.timeline import TimelineCall
 from engine.store.fsutil import read_jsonl_objects
 from tests.conftest import SHARED
@@ -28,9 +29,14 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 pytestmark = pytest.mark.skipif(not CLAUDE.exists(), reason="the shared sessions are not on this machine")
 
+def comp(line: dict) -> CompactionRecord:
+    """A compaction record from its line (``result`` "summarized" unless given), as the service hands it."""
+    return CompactionRecord.from_json({"result": "summarized", **line})
+
+
 def set_calls(chart, records, compactions=()) -> None:
     """``chart.set_timeline`` with these record lines as the service hands them (typed: TimelineCall)."""
-    chart.set_timeline([TimelineCall.from_json(r) for r in records], compactions)
+    chart.set_timeline([TimelineCall.from_json(r) for r in records], [comp(c) for c in compactions])
 
 
 

@@ -16,6 +16,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QGuiApplication
 
+from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
 from widgets.chat_view import ChatView
@@ -24,9 +25,14 @@ from widgets.context_chart import ContextChart
 
 pytestmark = pytest.mark.slow
 
+def comp(line: dict) -> CompactionRecord:
+    """A compaction record from its line (``result`` "summarized" unless given), as the service hands it."""
+    return CompactionRecord.from_json({"result": "summarized", **line})
+
+
 def set_calls(chart, records, compactions=()) -> None:
     """``chart.set_timeline`` with these record lines as the service hands them (typed: TimelineCall)."""
-    chart.set_timeline([TimelineCall.from_json(r) for r in records], compactions)
+    chart.set_timeline([TimelineCall.from_json(r) for r in records], [comp(c) for c in compactions])
 
 
 
@@ -67,7 +73,7 @@ def test_chart_survives_5000_repaints_with_1000_columns(qtbot):
     counter = PaintCounter()
     chart._tl_plot.viewport().installEventFilter(counter)
     chart._bar.plot.viewport().installEventFilter(counter)
-    marker = {"trigger": "auto", "call_index": 500, "tokens_before": 40_000, "tokens_after": 10_000}
+    marker = {"trigger": "auto", "calls_before": 501, "tokens_before": 40_000, "tokens_after": 10_000}
     set_calls(chart, [snapshot(i, 10_000 + i * 40).to_json() for i in range(1000)], [marker])
     chart.flush()
     rss_start = objects_start = 0.0

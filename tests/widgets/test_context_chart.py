@@ -9,15 +9,22 @@ import pytest
 from PySide6.QtCore import QPointF
 
 from engine.model.events import CompactionEvent
+from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
+from engine.workbench.rows import SubagentMark
 from widgets.context_chart import ContextChart
 from widgets.theme import DARK, LIGHT, REGION_ORDER
 
 
+def comp(line: dict) -> CompactionRecord:
+    """A compaction record from its line (``result`` "summarized" unless given), as the service hands it."""
+    return CompactionRecord.from_json({"result": "summarized", **line})
+
+
 def set_calls(chart, records, compactions=()) -> None:
     """``chart.set_timeline`` with these record lines as the service hands them (typed: TimelineCall)."""
-    chart.set_timeline([TimelineCall.from_json(r) for r in records], compactions)
+    chart.set_timeline([TimelineCall.from_json(r) for r in records], [comp(c) for c in compactions])
 
 
 
@@ -157,14 +164,14 @@ def test_compaction_markers_are_placed_by_time_and_have_tooltips(chart):
     x, y = chart._compaction_marks.markers.getData()
     assert list(x) == [5.5] and list(y) == [40_000]
     # an event without time goes after the last call
-    chart.add_compaction({"trigger": "auto", "tokens_before": 1, "tokens_after": 1})
+    chart.add_compaction(comp({"trigger": "auto", "tokens_before": 1, "tokens_after": 1}))
     chart.flush()
     assert chart.compaction_x(1) == 10.5
     assert "2 compactions" in chart.timeline_header_text()
 
 
 def test_clicks_and_hover_hit_columns_and_markers(chart, qtbot):
-    set_calls(chart, [record(i) for i in range(10)], [{"trigger": "auto", "call_index": 4,
+    set_calls(chart, [record(i) for i in range(10)], [{"trigger": "auto", "calls_before": 5,
                                                         "tokens_before": 30_000, "tokens_after": 10_000}])
     chart.flush()
     vb = chart._tl_plot.getPlotItem().getViewBox()
@@ -187,7 +194,7 @@ def test_clicks_and_hover_hit_columns_and_markers(chart, qtbot):
     assert clicked == [2]
     with qtbot.waitSignal(chart.compaction_clicked) as blocker:
         chart._on_timeline_mouse_clicked(Ev(scene_marker))
-    assert blocker.args[0]["tokens_before"] == 30_000
+    assert blocker.args[0].tokens_before == 30_000
     chart._tips.show_at(scene_col)  # shows a tooltip; must not raise
 
 
@@ -335,9 +342,9 @@ def test_picking_two_calls_asks_for_their_diff(chart, qtbot):
 def test_subagent_marks_sit_above_the_parent_call(chart, qtbot):
     recs = [record(i) for i in range(10)]
     set_calls(chart, recs)
-    marks = [{"id": "a1", "model": "haiku", "calls": 3, "peak_prompt_tokens": 9_000, "total_prompt_tokens": 20_000,
-              "session": "subagents/a1", "call_index": 6},
-             {"id": "lost", "session": "subagents/lost", "call_index": None}]
+    marks = [SubagentMark(id="a1", model="haiku", calls=3, peak_prompt_tokens=9_000, total_prompt_tokens=20_000,
+                          session="subagents/a1", call_index=6),
+             SubagentMark(id="lost", session="subagents/lost", call_index=None)]
     chart.set_subagents(marks)
     assert chart.subagent_count() == 1
     x, y = chart.subagent_positions()[0]
@@ -361,7 +368,7 @@ def test_subagent_marks_sit_above_the_parent_call(chart, qtbot):
 
 def test_the_compaction_tooltip_says_what_compacting_cost(chart):
     set_calls(chart, [record(i) for i in range(5)], [
-        {"trigger": "auto", "call_index": 2, "tokens_before": 167_731, "tokens_after": 42_603, "result": "summarized",
+        {"trigger": "auto", "calls_before": 3, "tokens_before": 167_731, "tokens_after": 42_603, "result": "summarized",
          "source_format": "claude-code", "duration_ms": 0.0, "summary": "\n".join(f"line {k}" for k in range(20)),
          "cost": {"prompt_tokens": 169_910, "completion_tokens": 6, "cache_read_tokens": 167_093,
                   "cache_write_tokens": 2_814, "model": "claude-opus-4-6"}},

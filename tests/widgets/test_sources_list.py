@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from engine.sources.formats import display_name
+from engine.workbench.rows import ProblemRow, SourceRow, ViewSource
 from widgets.readonly_bar import ReadOnlyBar
 from widgets.sessions_panel import SessionsPanel
 from widgets.sources_list import PROBLEMS_SHOWN, SourcesList, age
@@ -15,12 +17,13 @@ from widgets.sources_list import PROBLEMS_SHOWN, SourcesList, age
 NOW = datetime.now(UTC)
 
 
-def row(path: str, agent: str, project: str, minutes: float, **kw: Any) -> dict[str, Any]:
+def row(path: str, agent: str, project: str, minutes: float, **kw: Any) -> SourceRow:
     ts = (NOW - timedelta(minutes=minutes)).isoformat()
-    return {"agent": agent, "agent_name": display_name(agent), "project": project,
-            "session_id": path.rsplit("/", 1)[-1], "path": path,
-            "started": ts, "last_activity": ts, "calls": 3, "last_prompt_tokens": 50_000, "window": 200_000,
-            "percent_full": 25.0, "model": "claude-opus-4-6", "title": "", "live": False, **kw}
+    fields: dict[str, Any] = {
+        "agent": agent, "agent_name": display_name(agent), "project": project, "session_id": path.rsplit("/", 1)[-1],
+        "path": path, "started": ts, "last_activity": ts, "calls": 3, "last_prompt_tokens": 50_000, "window": 200_000,
+        "percent_full": 25.0, "model": "claude-opus-4-6", "title": "", "live": False, **kw}
+    return SourceRow(**fields)
 
 
 ROWS = [
@@ -89,8 +92,8 @@ def test_the_read_only_line(qtbot: Any) -> None:
     bar = ReadOnlyBar()
     qtbot.addWidget(bar)
     bar.show()
-    source = {"path": "/c/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "agent": "Claude Code", "format": "claude-code",
-              "following": True, "live": True, "parent": {}, "subagent": ""}
+    source = ViewSource(path="/c/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", agent="Claude Code",
+                        format="claude-code", following=True, live=True)
     bar.set_view(source, "t")
     assert bar.isVisible() and bar.text().startswith("● live Read-only view of Claude Code session 8463c716-a2e")
     assert bar.continue_button.isVisible() and not bar.parent_button.isVisible()
@@ -98,14 +101,13 @@ def test_the_read_only_line(qtbot: Any) -> None:
     assert bar.text().startswith("○ following")
     bar.set_following(False)
     assert not bar.live_label.isVisible()
-    child = {**source, "path": "", "following": False, "subagent": "subagents/a7be", "parent": {
-        "kind": "source", "path": "/c/x.jsonl", "title": "spotter-fum"}}
+    child = replace(source, path="", following=False, subagent="subagents/a7be", parent="spotter-fum")
     bar.set_view(child)
     assert "subagent a7be of spotter-fum" in bar.text() and bar.parent_button.isVisible()
     assert not bar.continue_button.isVisible()
     with qtbot.waitSignal(bar.parent_requested):
         bar.parent_button.click()
-    bar.set_view({})
+    bar.set_view(None)
     assert not bar.isVisible()
 
 
@@ -126,10 +128,9 @@ def test_the_agents_own_cost_column(sources: SourcesList) -> None:
 
 def test_files_that_could_not_be_read_are_counted_with_their_reasons(sources: SourcesList) -> None:
     assert sources.problems_label.isHidden()
-    problems = [{"agent": "claude-code", "path": f"/c/p{n}.jsonl", "shown": f"/c/p{n}.jsonl",
-                 "reason": "not a regular file (a FIFO (named pipe)): not read"} for n in range(PROBLEMS_SHOWN + 2)]
-    problems[0] = {"agent": "unknown", "path": "/c/odd-\udcff.jsonl", "shown": "/c/odd-\\xff.jsonl",
-                   "reason": "a <b>bold</b> & odd one"}
+    problems = [ProblemRow("claude-code", f"/c/p{n}.jsonl", f"/c/p{n}.jsonl",
+                           "not a regular file (a FIFO (named pipe)): not read") for n in range(PROBLEMS_SHOWN + 2)]
+    problems[0] = ProblemRow("unknown", "/c/odd-\udcff.jsonl", "/c/odd-\\xff.jsonl", "a <b>bold</b> & odd one")
     sources.set_problems(problems)
     assert sources.problems_label.isVisible()
     assert sources.problems_label.text().startswith(f"⚠ {PROBLEMS_SHOWN + 2} files could not be read")

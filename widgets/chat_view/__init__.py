@@ -73,7 +73,7 @@ Introspection (tests, accessibility):
     hotspots(key) -> [(QRectF, action, payload)]; click(key, local_pos) -> bool
 Signals:
     open_offload(str)            path of an offloaded tool result ("tool_results/<hex>.txt")
-    summary_requested(dict)      "Open summary" on a compaction marker (the event dict)
+    summary_requested(object)    "Open summary" on a compaction marker (its CompactionRecord)
     undo_requested(str)          "Undo" on a compaction marker (the marker id)
     link_activated(str)          an http(s) link in a message was clicked (the app decides)
     subagent_requested(str)      "Open subagent session ▸" (the ``session`` string, "subagents/<id>")

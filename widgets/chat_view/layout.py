@@ -14,8 +14,8 @@ from typing import Any
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QTextDocument, QTextOption
 
-from engine.model.compaction_change import event_change
 from engine.model.messages import media_count
+from engine.model.records import CompactionRecord
 from engine.model.text import format_bytes
 from widgets.chat_view.document import SafeTextDocument, block_rect, code_blocks
 from widgets.chat_view.model import ChatItem, ChatModel, shown_text
@@ -136,31 +136,29 @@ def attachment_title(msg: dict[str, Any], tokens: int, expanded: bool = False) -
     return " · ".join(parts)
 
 
-def marker_line(ev: dict[str, Any]) -> str:
+def marker_line(ev: CompactionRecord) -> str:
     """A compaction marker's figures: before → after (the first call after, for an import), messages
     compacted and kept, and — for ctxbench's own compactions — how long it took."""
-    change = event_change(ev)  # one basis in every view (engine.model.compaction_change)
+    change = ev.change()  # one basis in every view (engine.model.compaction_change)
     line = (
         f"{change.text(format_tokens)}{' ⚠' if change.grows else ''} · "
-        f"{int(ev.get('messages_compacted') or 0):,} messages compacted, "
-        f"{int(ev.get('messages_kept') or 0):,} kept"
+        f"{ev.messages_compacted:,} messages compacted, "
+        f"{ev.messages_kept or 0:,} kept"
     )
-    if not ev.get("source_format"):  # an import records no duration of its own
-        line += f" · {float(ev.get('duration_ms') or 0) / 1000:.1f} s"
+    if not ev.source_format:  # an import records no duration of its own
+        line += f" · {ev.duration_ms / 1000:.1f} s"
     return line
 
 
-def marker_agent_line(ev: dict[str, Any]) -> str:
+def marker_agent_line(ev: CompactionRecord) -> str:
     """What the agent's own records add to an imported compaction (its count right after compacting,
     what compacting cost in USD, placed by file order), or ""."""
     parts = []
-    post = ev.get("post_tokens")
-    if isinstance(post, int) and not isinstance(post, bool):
-        parts.append(f"{format_tokens(post)} right after (the agent's count)")
-    usd = ev.get("cost_usd")
-    if isinstance(usd, int | float) and not isinstance(usd, bool):
-        parts.append(f"cost {format_usd(usd)}")
-    if ev.get("placed_by") == "file order":
+    if ev.post_tokens is not None:
+        parts.append(f"{format_tokens(ev.post_tokens)} right after (the agent's count)")
+    if ev.cost_usd is not None:
+        parts.append(f"cost {format_usd(ev.cost_usd)}")
+    if ev.placed_by == "file order":
         parts.append("placed by file order")
     return " · ".join(parts)
 
@@ -621,14 +619,16 @@ class RowLayouter:
     def _layout_marker(self, item: ChatItem, row_width: int) -> RowLayout:
         lay = RowLayout()
         pal = self.pal
-        ev = item.event or {}
+        ev = item.event
+        if ev is None:  # (a marker row is always made with its record)
+            return lay
         bw = self._bubble_width(row_width)
         inset = bw * MARKER_INSET  # the marker's box (paint.py) leaves this much free on each side
         inner = bw - 2 * inset - 2 * self.PAD
         x = self.MARGIN_X + inset + self.PAD
         y = float(self.MARGIN_Y + 8)
-        result = str(ev.get("result") or "")
-        trigger = str(ev.get("trigger") or "?")
+        result = str(ev.result)
+        trigger = ev.trigger or "?"
         title = f"⟲ Compaction · {trigger}" + (f" · {result}" if result else "")
         color = pal.error if result == "failed" else pal.marker
         self._text_line(lay, x, y, inner, title, self.small_bold, color, Qt.AlignmentFlag.AlignHCenter)
@@ -639,12 +639,12 @@ class RowLayouter:
         if agent:
             self._text_line(lay, x, y, inner, agent, self.small, pal.muted, Qt.AlignmentFlag.AlignHCenter)
             y += self.fm_small.height() + 2
-        if ev.get("reason"):
-            self._text_line(lay, x, y, inner, str(ev["reason"]), self.small,
+        if ev.reason:
+            self._text_line(lay, x, y, inner, ev.reason, self.small,
                             pal.error if result == "failed" else pal.muted, Qt.AlignmentFlag.AlignHCenter)
             y += self.fm_small.height() + 2
         links: list[tuple[str, str]] = []
-        if ev.get("summary"):
+        if ev.summary:
             links.append(("Open summary", "summary"))
         if item.undoable and result not in ("undone", "failed", "nothing"):
             links.append(("Undo", "undo"))

@@ -8,6 +8,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
 from engine.model.messages import content_text
+from engine.model.records import CompactionRecord
 
 # terminal escapes in tool output (colours, cursor moves, titles): ESC [ … final byte (CSI), ESC ] … BEL or
 # ESC \ (OSC), the two-byte ones; shown raw they read as "□[0m" — the chat shows the text without them
@@ -52,7 +53,7 @@ class ChatItem:
         kind: str,
         key: str,
         msg: dict[str, Any] | None = None,
-        event: dict[str, Any] | None = None,
+        event: CompactionRecord | None = None,
         tokens: int = 0,
     ) -> None:
         self.kind = kind  # "message" | "marker"
@@ -80,11 +81,10 @@ class ChatItem:
 
     def plain_text(self) -> str:
         if self.kind == "marker":
-            ev = self.event or {}
-            return (
-                f"Compaction ({ev.get('trigger', '?')}): {ev.get('tokens_before', 0)} → "
-                f"{ev.get('tokens_after', 0)} tokens"
-            )
+            ev = self.event
+            if ev is None:
+                return "Compaction (?): 0 → 0 tokens"
+            return f"Compaction ({ev.trigger}): {ev.tokens_before} → {ev.tokens_after} tokens"
         msg = self.msg or {}
         text = shown_text(msg.get("content"))
         calls = msg.get("tool_calls") or []

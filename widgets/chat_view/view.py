@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QKeyEvent, QPainter, QPaintEv
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QMenu, QWidget
 
 from engine.model.messages import content_text
+from engine.model.records import CompactionRecord
 from widgets.chat_view.find import ChatFinder, FindMixin
 from widgets.chat_view.height_index import HeightIndex
 from widgets.chat_view.interaction import InteractionMixin
@@ -32,7 +33,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
     """The conversation view (see :mod:`widgets.chat_view` for the API)."""
 
     open_offload = Signal(str)
-    summary_requested = Signal(dict)
+    summary_requested = Signal(object)  # the marker's CompactionRecord
     undo_requested = Signal(str)
     link_activated = Signal(str)
     subagent_requested = Signal(str)
@@ -131,9 +132,9 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         self,
         messages: Sequence[dict[str, Any]],
         tokens_by_id: dict[str, int] | None = None,
-        markers: Iterable[dict[str, Any]] = (),
+        markers: Iterable[CompactionRecord] = (),
     ) -> None:
-        """Replace the conversation. ``markers`` are compaction event dicts placed by timestamp."""
+        """Replace the conversation. ``markers`` are compaction records placed by timestamp."""
         tokens_by_id = tokens_by_id or {}
         items: list[ChatItem] = []
         seen: set[str] = set()
@@ -150,7 +151,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
             if mk.key in seen:
                 continue
             seen.add(mk.key)
-            items.insert(self._position_by_ts(items, ev.get("ts")), mk)
+            items.insert(self._position_by_ts(items, ev.ts), mk)
         self._current = None
         self._model.reset(items)
         self.scroll_to_bottom()
@@ -265,12 +266,12 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
             self._model.changed(message_id)
 
     # --- markers
-    def _marker_item(self, event: dict[str, Any], undoable: bool) -> ChatItem:
-        key = str(event.get("id") or "")
+    def _marker_item(self, event: CompactionRecord, undoable: bool) -> ChatItem:
+        key = event.id
         if not key:
             self._marker_seq += 1
             key = f"compaction-{self._marker_seq}-{uuid.uuid4().hex[:8]}"
-        it = ChatItem("marker", key, event=dict(event))
+        it = ChatItem("marker", key, event=event)
         it.undoable = undoable
         return it
 
@@ -280,13 +281,13 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
             return len(items)
         for i in range(len(items) - 1, -1, -1):
             it = items[i]
-            other = (it.msg or {}).get("ts") if it.kind == "message" else (it.event or {}).get("ts")
+            other = (it.msg or {}).get("ts") if it.kind == "message" else (it.event.ts if it.event else None)
             if isinstance(other, str) and other <= ts:
                 return i + 1
         return 0 if items and isinstance((items[0].msg or {}).get("ts"), str) else len(items)
 
     def add_compaction_marker(
-        self, event: dict[str, Any], undoable: bool = True, after_message_id: str | None = None
+        self, event: CompactionRecord, undoable: bool = True, after_message_id: str | None = None
     ) -> str:
         """Insert a compaction marker (after ``after_message_id``, else at the end); returns its id."""
         it = self._marker_item(event, undoable)
@@ -301,13 +302,13 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         return it.key
 
     def update_compaction_marker(
-        self, marker_id: str, event: dict[str, Any] | None = None, undoable: bool | None = None
+        self, marker_id: str, event: CompactionRecord | None = None, undoable: bool | None = None
     ) -> None:
         it = self._model.item(marker_id)
         if it is None or it.kind != "marker":
             return
         if event is not None:
-            it.event = dict(event)
+            it.event = event
         if undoable is not None:
             it.undoable = undoable
         it.touch()
@@ -661,7 +662,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         elif action == "offload":
             self.open_offload.emit(payload)
         elif action == "summary":
-            self.summary_requested.emit(dict(item.event or {}))
+            self.summary_requested.emit(item.event)
         elif action == "undo":
             self.undo_requested.emit(item.key)
         elif action == "subagent":
@@ -688,8 +689,8 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         sub = (item.msg or {}).get("subagent") if item.kind == "message" else None
         if isinstance(sub, dict) and sub.get("session"):
             out.append(("Open subagent session", lambda: self.subagent_requested.emit(str(sub["session"]))))
-        if item.kind == "marker" and (item.event or {}).get("summary"):
-            out.append(("Open summary", lambda: self.summary_requested.emit(dict(item.event or {}))))
+        if item.kind == "marker" and item.event is not None and item.event.summary:
+            out.append(("Open summary", lambda: self.summary_requested.emit(item.event)))
         return out
 
     def copy_item(self, key: str) -> str:

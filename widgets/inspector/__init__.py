@@ -37,7 +37,7 @@ Methods:
     set_archive_hits(query, hits)   dicts {"day", "message", "snippet"}
     checked_archive_ids() -> list[str]
     set_summary(text, tokens=None)
-    set_compaction_events(events) / add_compaction_event(event)   CompactionEvent dicts
+    set_compaction_events(events) / add_compaction_event(event)   CompactionRecords
     show_tab(name)                  "files" | "archive" | "summary" | "compactions" | "tools"
     show_compaction(event)          the Compactions tab with that event (by id) selected
     show_archived(day, message_id="")  the Archive tab at that day (asked for when not loaded), the message selected

@@ -4,6 +4,7 @@ of the checked messages (:class:`ArchivePanel`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -20,9 +21,28 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.model.messages import content_text, preview
+from engine.model.messages import Message, content_text, preview
+from engine.store.archive import ArchiveHit
 from widgets.formatting import local_time_text, pretty_arguments
 from widgets.theme import format_tokens
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What a row of the tree is: a day (``message`` None) or an archived message of that day, with its tokens."""
+
+    day: str
+    message: Message | None = None
+    tokens: int | None = None
+
+    @property
+    def message_id(self) -> str:
+        return str(self.message.get("id") or "") if self.message else ""
+
+
+def _entry(item: QTreeWidgetItem) -> _Entry:
+    data = item.data(0, Qt.ItemDataRole.UserRole)
+    return data if isinstance(data, _Entry) else _Entry("")
 
 
 def _message_text(msg: dict[str, Any]) -> str:
@@ -118,7 +138,7 @@ class ArchivePanel(QWidget):
         self._day_cache = {}  # new days: messages are asked for again when a day is expanded
         for day in sorted(set(days), reverse=True):
             item = QTreeWidgetItem([day, "", "", "(expand to load)"])
-            item.setData(0, Qt.ItemDataRole.UserRole, {"day": day})
+            item.setData(0, Qt.ItemDataRole.UserRole, _Entry(day))
             item.setChildIndicatorPolicy(QTreeWidgetItem.ChildIndicatorPolicy.ShowIndicator)
             f = item.font(0)
             f.setBold(True)
@@ -149,7 +169,7 @@ class ArchivePanel(QWidget):
         text = snippet or preview(msg, 160)
         item = QTreeWidgetItem([when if not self._hits_mode else f"{day} {when}", role,
                                 format_tokens(tokens) if tokens is not None else "", text])
-        item.setData(0, Qt.ItemDataRole.UserRole, {"day": day, "message": msg, "tokens": tokens})
+        item.setData(0, Qt.ItemDataRole.UserRole, _Entry(day, msg, tokens))
         item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         mid = str(msg.get("id") or "")
@@ -172,7 +192,7 @@ class ArchivePanel(QWidget):
         self.tree.blockSignals(True)
         if parent is None:
             parent = QTreeWidgetItem([day, "", "", ""])
-            parent.setData(0, Qt.ItemDataRole.UserRole, {"day": day})
+            parent.setData(0, Qt.ItemDataRole.UserRole, _Entry(day))
             f = parent.font(0)
             f.setBold(True)
             parent.setFont(0, f)
@@ -204,18 +224,16 @@ class ArchivePanel(QWidget):
         target = item
         for j in range(item.childCount()):
             child = item.child(j)
-            data = (child.data(0, Qt.ItemDataRole.UserRole) or {}) if child is not None else {}
-            if child is not None and message_id and str((data.get("message") or {}).get("id") or "") == message_id:
+            if child is not None and message_id and _entry(child).message_id == message_id:
                 target = child
                 break
         self.tree.setCurrentItem(target)
         self.tree.scrollToItem(target)
 
     def _on_expanded(self, item: QTreeWidgetItem) -> None:
-        data = item.data(0, Qt.ItemDataRole.UserRole) or {}
-        day = data.get("day")
-        if day and "message" not in data and day not in self._loaded:
-            self.day_requested.emit(day)
+        entry = _entry(item)
+        if entry.day and entry.message is None and entry.day not in self._loaded:
+            self.day_requested.emit(entry.day)
 
     # --- search
     def _on_search(self) -> None:
@@ -225,18 +243,16 @@ class ArchivePanel(QWidget):
             self.status.setText(f"Searching for “{query}”…")
             self.search_requested.emit(query)
 
-    def set_hits(self, query: str, hits: Sequence[dict[str, Any]]) -> None:
+    def set_hits(self, query: str, hits: Sequence[ArchiveHit]) -> None:
         self._hits_mode = True
         self._query = query
         self.back_button.setVisible(True)
         self.tree.blockSignals(True)
         self.tree.clear()
         for hit in hits:
-            msg = hit.get("message") or {}
-            self.tree.addTopLevelItem(self._message_item(msg, None, str(hit.get("day") or ""),
-                                                         " ".join(str(hit.get("snippet") or "").split())))
+            self.tree.addTopLevelItem(self._message_item(hit.message, None, hit.day, " ".join(hit.snippet.split())))
         self.tree.blockSignals(False)
-        days = {str(h.get("day") or "") for h in hits}
+        days = {h.day for h in hits}
         self.status.setText(
             f"{len(hits):,} hit{'s' if len(hits) != 1 else ''} for “{query}” in {len(days)} day"
             f"{'s' if len(days) != 1 else ''}" if hits else f"No archived message contains “{query}”"
@@ -246,13 +262,13 @@ class ArchivePanel(QWidget):
     def _on_current(self, current: QTreeWidgetItem | None, _prev: QTreeWidgetItem | None) -> None:
         if current is None:
             return
-        data = current.data(0, Qt.ItemDataRole.UserRole) or {}
-        msg = data.get("message")
+        entry = _entry(current)
+        msg = entry.message
         if not msg:
             return
-        head = f"{data.get('day', '')} {local_time_text(msg.get('ts'), '%H:%M:%S')} · {msg.get('role', '?')}"
-        if data.get("tokens") is not None:
-            head += f" · {format_tokens(data['tokens'])} tokens"
+        head = f"{entry.day} {local_time_text(msg.get('ts'), '%H:%M:%S')} · {msg.get('role', '?')}"
+        if entry.tokens is not None:
+            head += f" · {format_tokens(entry.tokens)} tokens"
         if msg.get("tool_call_id"):
             head += f" · result of {msg['tool_call_id']}"
         self.view.setPlainText(head + "\n\n" + _message_text(msg))
@@ -264,8 +280,7 @@ class ArchivePanel(QWidget):
     def _on_item_changed(self, item: QTreeWidgetItem, column: int) -> None:
         if column != 0:
             return
-        data = item.data(0, Qt.ItemDataRole.UserRole) or {}
-        msg = data.get("message")
+        msg = _entry(item).message
         if not msg:
             return
         mid = str(msg.get("id") or "")
@@ -288,8 +303,7 @@ class ArchivePanel(QWidget):
     def set_checked(self, message_id: str, checked: bool) -> bool:
         """Check or uncheck a message shown in the tree (tests, keyboard)."""
         for item in self._iter_items():
-            data = item.data(0, Qt.ItemDataRole.UserRole) or {}
-            if str((data.get("message") or {}).get("id") or "") == message_id:
+            if _entry(item).message_id == message_id:
                 item.setCheckState(0, Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
                 return True
         return False
@@ -314,13 +328,12 @@ class ArchivePanel(QWidget):
         self._checked.clear()
         self.tree.blockSignals(True)
         for item in self._iter_items():
-            if (item.data(0, Qt.ItemDataRole.UserRole) or {}).get("message"):
+            if _entry(item).message:
                 item.setCheckState(0, Qt.CheckState.Unchecked)
         self.tree.blockSignals(False)
         self._update_checked()
 
     def _on_double_click(self, item: QTreeWidgetItem, _col: int) -> None:
-        data = item.data(0, Qt.ItemDataRole.UserRole) or {}
-        msg = data.get("message")
-        if msg and msg.get("id"):
-            self.message_activated.emit(str(msg["id"]))
+        mid = _entry(item).message_id
+        if mid:
+            self.message_activated.emit(mid)

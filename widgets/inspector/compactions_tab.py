@@ -7,7 +7,6 @@ messages it compacted (``archive_day_requested(str)``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
@@ -24,24 +23,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.model.compaction_change import event_change
-from engine.model.records import CompactionRecord, RecordError
+from engine.model.events import Outcome
+from engine.model.records import CompactionRecord
 from engine.usage.costs import compaction_call_cost
 from widgets.compaction_text import compaction_details, cost_line, dropped_line, placed_line, post_line, usd_line
 from widgets.formatting import format_usd, local_time_text
 from widgets.theme import Palette, format_tokens, palette
 
 
-def _cost_cell(ev: dict[str, Any]) -> str:
+def _cost_cell(ev: CompactionRecord) -> str:
     """The agent's own figure of what compacting cost, else the compaction call at litellm's prices (with "+" when
     the file holds no output figure for it: a lower bound), else ""."""
-    usd = ev.get("cost_usd")
-    if isinstance(usd, int | float) and not isinstance(usd, bool):
-        return format_usd(usd)
-    try:
-        priced = compaction_call_cost(CompactionRecord.from_json(ev))
-    except RecordError:  # not a whole compaction record (a live event without a result): no call to price
-        return ""
+    if ev.cost_usd is not None:
+        return format_usd(ev.cost_usd)
+    priced = compaction_call_cost(ev)
     if priced is None or priced.usd is None:
         return ""
     return format_usd(priced.usd) + ("+" if priced.problem else "")
@@ -85,7 +80,7 @@ class CompactionLogPanel(QWidget):
         split.addWidget(self.table)
         split.addWidget(lower)
         layout.addWidget(split, 1)
-        self.events: list[dict[str, Any]] = []
+        self.events: list[CompactionRecord] = []
         self._pal = palette()
         self.table.currentCellChanged.connect(self._on_current)
 
@@ -93,32 +88,32 @@ class CompactionLogPanel(QWidget):
         self._pal = pal
         self.set_events(list(self.events))
 
-    def set_events(self, events: Sequence[dict[str, Any]]) -> None:
+    def set_events(self, events: Sequence[CompactionRecord]) -> None:
         self.events = []
         self.table.setRowCount(0)
         for ev in events:
             self.add_event(ev)
 
-    def add_event(self, ev: dict[str, Any]) -> None:
-        self.events.append(dict(ev))
+    def add_event(self, ev: CompactionRecord) -> None:
+        self.events.append(ev)
         row = self.table.rowCount()
         self.table.insertRow(row)
-        change = event_change(ev)  # one basis in every view (engine.model.compaction_change)
+        change = ev.change()  # one basis in every view (engine.model.compaction_change)
         cells = [
-            local_time_text(ev.get("ts"), "%Y-%m-%d %H:%M:%S"),
-            str(ev.get("trigger") or "?"),
-            str(ev.get("result") or "?"),
+            local_time_text(ev.ts, "%Y-%m-%d %H:%M:%S"),
+            ev.trigger or "?",
+            str(ev.result),
             change.text(format_tokens, short=True) + (" ⚠" if change.grows else ""),
-            f"{int(ev.get('messages_compacted') or 0):,} / {int(ev.get('messages_kept') or 0):,}",
-            "—" if ev.get("source_format") else f"{float(ev.get('duration_ms') or 0) / 1000:.1f} s",
+            f"{ev.messages_compacted:,} / {ev.messages_kept or 0:,}",
+            "—" if ev.source_format else f"{ev.duration_ms / 1000:.1f} s",
             _cost_cell(ev),
         ]
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            if (col == 2 and ev.get("result") == "failed") or (col == 3 and change.grows):
+            if (col == 2 and ev.result is Outcome.FAILED) or (col == 3 and change.grows):
                 item.setForeground(QColor(self._pal.error if col == 2 else self._pal.warning))
             basis = f"Before → after: {change.text(format_tokens)}" if col == 3 else ""
-            tip = "\n".join(t for t in (str(ev.get("reason") or ""), basis, change.warning() if col == 3 else "",
+            tip = "\n".join(t for t in (ev.reason, basis, change.warning() if col == 3 else "",
                                          post_line(ev), dropped_line(ev), usd_line(ev), cost_line(ev),
                                          placed_line(ev)) if t)
             if tip:
@@ -128,25 +123,25 @@ class CompactionLogPanel(QWidget):
     def select_event(self, event_id: str) -> bool:
         """Select the event with that id (its details show); False when it is not in the log."""
         for row, ev in enumerate(self.events):
-            if event_id and ev.get("id") == event_id:
+            if event_id and ev.id == event_id:
                 self.table.selectRow(row)
                 self._on_current(row, 0, -1, -1)
                 return True
         return False
 
-    def current_event(self) -> dict[str, Any] | None:
+    def current_event(self) -> CompactionRecord | None:
         row = self.table.currentRow()
         return self.events[row] if 0 <= row < len(self.events) else None
 
     def _on_archive_button(self) -> None:
         ev = self.current_event()
-        if ev is not None and ev.get("archive_day"):
-            self.archive_day_requested.emit(str(ev["archive_day"]))
+        if ev is not None and ev.archive_day:
+            self.archive_day_requested.emit(ev.archive_day)
 
     def _on_current(self, row: int, _c: int, _pr: int, _pc: int) -> None:
         if not 0 <= row < len(self.events):
             self.archive_button.setEnabled(False)
             return
         ev = self.events[row]
-        self.archive_button.setEnabled(bool(ev.get("archive_day")))
+        self.archive_button.setEnabled(bool(ev.archive_day))
         self.detail.setPlainText(compaction_details(ev))

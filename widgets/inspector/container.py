@@ -17,6 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.model.records import CompactionRecord
+from engine.store.archive import ArchiveHit
+from engine.workbench.rows import FileRow
 from widgets.inspector.archive_tab import ArchivePanel
 from widgets.inspector.compactions_tab import CompactionLogPanel
 from widgets.inspector.file_viewer import FileViewer
@@ -95,10 +98,10 @@ class Inspector(QTabWidget):
     def set_session_dir(self, path: str | Path | None) -> None:
         self.files.session_dir = Path(path) if path is not None else None
 
-    def set_offloaded_files(self, files: Sequence[dict[str, Any]]) -> None:
+    def set_offloaded_files(self, files: Sequence[FileRow]) -> None:
         self.files.set_files(files)
 
-    def add_offloaded_file(self, file: dict[str, Any]) -> None:
+    def add_offloaded_file(self, file: FileRow) -> None:
         self.files.add_file(file)
 
     def open_file(self, path: str) -> None:
@@ -117,7 +120,7 @@ class Inspector(QTabWidget):
                              tokens_by_id: dict[str, int] | None = None) -> None:
         self.archive.set_messages(day, messages, tokens_by_id)
 
-    def set_archive_hits(self, query: str, hits: Sequence[dict[str, Any]]) -> None:
+    def set_archive_hits(self, query: str, hits: Sequence[ArchiveHit]) -> None:
         self.archive.set_hits(query, hits)
 
     def checked_archive_ids(self) -> list[str]:
@@ -126,10 +129,10 @@ class Inspector(QTabWidget):
     def set_summary(self, text: str, tokens: int | None = None) -> None:
         self.summary.set_summary(text, tokens)
 
-    def set_compaction_events(self, events: Sequence[dict[str, Any]]) -> None:
+    def set_compaction_events(self, events: Sequence[CompactionRecord]) -> None:
         self.log.set_events(events)
 
-    def add_compaction_event(self, event: dict[str, Any]) -> None:
+    def add_compaction_event(self, event: CompactionRecord) -> None:
         self.log.add_event(event)
 
     def clear_details(self) -> None:
@@ -152,8 +155,8 @@ class Inspector(QTabWidget):
         self.show_tab("archive")
         self.archive.reveal(day, message_id)
 
-    def show_compaction(self, event: dict[str, Any]) -> None:
+    def show_compaction(self, event: CompactionRecord) -> None:
         """The Compactions tab with ``event`` selected (its details: cost, summary, archive day)."""
         self.show_tab("compactions")
-        self.log.select_event(str(event.get("id") or ""))
+        self.log.select_event(event.id)
 

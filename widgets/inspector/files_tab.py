@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.model.text import format_bytes
+from engine.workbench.rows import FileRow
 from widgets.formatting import local_time_text
 from widgets.inspector.file_viewer import FileViewer
 
@@ -39,7 +40,7 @@ class _FilesModel(QAbstractTableModel):
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self.files: list[dict[str, Any]] = []
+        self.files: list[FileRow] = []
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.files)
@@ -61,56 +62,55 @@ class _FilesModel(QAbstractTableModel):
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             if col == 0:
-                return str(f.get("tool") or "?")
+                return f.tool or "?"
             if col == 1:
-                return format_bytes(f.get("size"))
+                return format_bytes(f.size)
             if col == 2:
-                return f"{int(f.get('lines') or 0):,}"
+                return f"{f.lines:,}"
             if col == 3:
-                return local_time_text(f.get("created"))
+                return local_time_text(f.created)
             if col == 4:
-                mid = str(f.get("message_id") or "")
-                prev = str(f.get("message_preview") or "")
-                if prev:
-                    return prev
+                mid = f.message_id
+                if f.message_preview:
+                    return f.message_preview
                 return mid[:10] + ("…" if len(mid) > 10 else "") if mid else "— (none)"
             if col == 5:
-                return Path(str(f.get("path") or "")).name
+                return Path(f.path).name
         if role == SORT_ROLE:
             if col == 1:
-                return int(f.get("size") or 0)
+                return f.size
             if col == 2:
-                return int(f.get("lines") or 0)
+                return f.lines
             if col == 3:
-                return str(f.get("created") or "")
+                return f.created
             return str(self.data(index, Qt.ItemDataRole.DisplayRole)).lower()
         if role == Qt.ItemDataRole.ToolTipRole:
-            return str(f.get("path") or "")
+            return f.path
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.UserRole:
             return f
         return None
 
-    def set_files(self, files: Sequence[dict[str, Any]]) -> None:
+    def set_files(self, files: Sequence[FileRow]) -> None:
         self.beginResetModel()
-        self.files = [dict(f) for f in files]
+        self.files = list(files)
         self.endResetModel()
 
-    def add(self, file: dict[str, Any]) -> None:
+    def add(self, file: FileRow) -> None:
         for i, f in enumerate(self.files):
-            if f.get("path") == file.get("path"):
-                self.files[i] = dict(file)
+            if f.path == file.path:
+                self.files[i] = file
                 self.dataChanged.emit(self.index(i, 0), self.index(i, len(self.HEADERS) - 1))
                 return
         n = len(self.files)
         self.beginInsertRows(QModelIndex(), n, n)
-        self.files.append(dict(file))
+        self.files.append(file)
         self.endInsertRows()
 
     def row_of(self, path: str) -> int:
         for i, f in enumerate(self.files):
-            if f.get("path") == path:
+            if f.path == path:
                 return i
         return -1
 
@@ -120,8 +120,8 @@ class _FilesFilter(QSortFilterProxyModel):
         text = self.filterRegularExpression().pattern().lower()
         if not text:
             return True
-        f = self.sourceModel().files[source_row]  # type: ignore[attr-defined]
-        hay = " ".join(str(f.get(k) or "") for k in ("tool", "path", "message_id", "message_preview")).lower()
+        f: FileRow = self.sourceModel().files[source_row]  # type: ignore[attr-defined]
+        hay = " ".join((f.tool, f.path, f.message_id, f.message_preview)).lower()
         return text in hay
 
 
@@ -175,7 +175,7 @@ class OffloadPanel(QWidget):
     def _on_filter(self, text: str) -> None:
         self.proxy.setFilterFixedString(text)
 
-    def _file_at(self, proxy_index: QModelIndex) -> dict[str, Any] | None:
+    def _file_at(self, proxy_index: QModelIndex) -> FileRow | None:
         if not proxy_index.isValid():
             return None
         src = self.proxy.mapToSource(proxy_index)
@@ -183,30 +183,30 @@ class OffloadPanel(QWidget):
 
     def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
         f = self._file_at(current)
-        if f is not None and f.get("path") != self.viewer.path():
-            self.file_requested.emit(str(f.get("path") or ""))
+        if f is not None and f.path != self.viewer.path():
+            self.file_requested.emit(f.path)
 
     def _on_double_click(self, index: QModelIndex) -> None:
         f = self._file_at(index)
-        if f is not None and index.column() == 4 and f.get("message_id"):
-            self.message_activated.emit(str(f["message_id"]))
+        if f is not None and index.column() == 4 and f.message_id:
+            self.message_activated.emit(f.message_id)
 
     def _update_summary(self) -> None:
         files = self.model.files
         if not files:
             self.summary_label.setText("No offloaded tool results")
             return
-        total = sum(int(f.get("size") or 0) for f in files)
+        total = sum(f.size for f in files)
         plural = "s" if len(files) != 1 else ""
         self.summary_label.setText(f"{len(files):,} file{plural} · {format_bytes(total)}")
 
-    def set_files(self, files: Sequence[dict[str, Any]]) -> None:
+    def set_files(self, files: Sequence[FileRow]) -> None:
         self.model.set_files(files)
         self._update_summary()
         if self.viewer.path() and self.model.row_of(self.viewer.path()) < 0:
             self.viewer.clear()
 
-    def add_file(self, file: dict[str, Any]) -> None:
+    def add_file(self, file: FileRow) -> None:
         self.model.add(file)
         self._update_summary()
 
@@ -238,7 +238,5 @@ class OffloadPanel(QWidget):
         detail = ""
         if row >= 0:
             f = self.model.files[row]
-            detail = (
-                f"{f.get('tool') or '?'} · {format_bytes(f.get('size'))} · {int(f.get('lines') or 0):,} lines"
-            )
+            detail = f"{f.tool or '?'} · {format_bytes(f.size)} · {f.lines:,} lines"
         self.viewer.show_text(path, text, self.abs_path(path), detail)

@@ -90,12 +90,13 @@ async def test_subagents_in_the_view(rig: Rig) -> None:  # noqa: F811
     view = rig.of(ev.SessionLoaded)[-1].view
     assert len(view.subagents) == 1
     sub = view.subagents[0]
-    assert sub["session"] == "subagents/a7be2f0"
-    assert sub["model"] == "claude-haiku-4-5-20251001"
-    assert sub["calls"] == 13 and sub["peak_prompt_tokens"] == 29_065 and sub["total_prompt_tokens"] == 313_135
-    rec = view.timeline[sub["call_index"]].record
+    assert sub.session == "subagents/a7be2f0"
+    assert sub.model == "claude-haiku-4-5-20251001"
+    assert sub.calls == 13 and sub.peak_prompt_tokens == 29_065 and sub.total_prompt_tokens == 313_135
+    assert sub.call_index is not None
+    rec = view.timeline[sub.call_index].record
     issuing = next(m for m in view.messages if m.get("id") == rec.message_id)
-    assert any(c.get("id") == sub["parent_tool_call_id"] for c in issuing.get("tool_calls") or [])
+    assert any(c.get("id") == sub.parent_tool_call_id for c in issuing.get("tool_calls") or [])
 
 
 @pytest.mark.asyncio

@@ -59,8 +59,8 @@ async def test_the_view_carries_them_and_a_followed_file_sends_the_new_cost(
     assert all(m["sent_as"] == "system" for m in view.messages if m.get("attachment"))
     assert [m["content"] for m in view.messages if m.get("preserved")] == ["All 12 tests pass."]
     (comp,) = view.compactions
-    assert comp["post_tokens"] == cf.POST_TOKENS and comp["cost_usd"] == pytest.approx(cf.COMPACT_USD)
-    assert comp["messages_kept"] == 1 and comp["placed_by"] == "chain"
+    assert comp.post_tokens == cf.POST_TOKENS and comp.cost_usd == pytest.approx(cf.COMPACT_USD)
+    assert comp.messages_kept == 1 and comp.placed_by == "chain"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in records[cut:]))
     await rig.until(lambda: bool(rig.of(ev.ImportChanged)), timeout=10)

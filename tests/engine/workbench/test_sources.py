@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from engine.model.records import CompactionRecord
 from engine.sources.readers import read_source
 from engine.workbench import events as ev
+from engine.workbench.rows import ProblemRow, ViewSource
 from engine.workbench.source_views import views_root
 from tests.engine.workbench.test_workbench import Rig, rig, server, settings  # noqa: F401  (fixtures)
 
@@ -46,7 +48,7 @@ class Shown:
         self.loads = 0
         self.incremental = 0
         self.retracted = 0
-        self.compactions: list[dict[str, Any]] = []
+        self.compactions: list[CompactionRecord] = []
 
     def update(self) -> None:
         for e in self.rig.events[self.seen:]:
@@ -80,8 +82,8 @@ async def test_each_shared_kind_opens_read_only(rig: Rig, name: str, fmt: str) -
     src = read_source(path, fmt)  # type: ignore[arg-type]
     await rig.wb.open_source(path)
     view = _loaded(rig)
-    assert view.read_only and view.source["path"] == str(path) and view.source["format"] == fmt
-    assert view.source["following"] == (fmt in ("claude-code", "codex"))
+    assert view.read_only and view.source is not None and view.source.path == str(path) and view.source.format == fmt
+    assert view.source.following == (fmt in ("claude-code", "codex"))
     assert len(view.messages) == len(src.messages)
     assert len(view.timeline) == len(src.calls) > 0
     assert view.path.parent == views_root()
@@ -194,9 +196,10 @@ async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  
     assert task is not None
     await task
     child = _loaded(rig)
-    assert child.read_only and child.source["subagent"] == rel
-    assert child.source["parent"]["kind"] == "source" and child.title == f"subagent {rel.split('/')[-1]}"
-    assert parent.title.startswith("Work on bead spotter-fum") and child.source["parent"]["title"] == parent.title
+    assert child.read_only and child.source is not None and child.source.subagent == rel
+    assert rig.wb.doc.view is not None and rig.wb.doc.view.parent["kind"] == "source"
+    assert child.title == f"subagent {rel.split('/')[-1]}"
+    assert parent.title.startswith("Work on bead spotter-fum") and child.source.parent == parent.title
     assert 0 < len(child.timeline) < len(parent.timeline)
     assert child.timeline[0].snapshot.model.startswith("claude-haiku")
     assert rig.wb.send("hi") is False
@@ -204,7 +207,8 @@ async def test_a_subagent_opens_with_its_own_calls_and_back(rig: Rig) -> None:  
     assert back is not None
     await back
     again = _loaded(rig)
-    assert again.read_only and again.source["path"] == str(BIG) and len(again.timeline) == len(parent.timeline)
+    assert again.read_only and again.source is not None and again.source.path == str(BIG)
+    assert len(again.timeline) == len(parent.timeline)
     assert [p.name for p in views_root().iterdir()] == [again.path.name]
     assert rig.wb.open_subagent("../x") is None
 
@@ -225,10 +229,10 @@ async def test_scan_lists_the_sources_with_their_figures(
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
     rows = await rig.wb.scan_sources()
-    assert {r["agent"] for r in rows} == {"claude-code", "codex"}
-    claude = next(r for r in rows if r["agent"] == "claude-code")
-    assert claude["title"] == "mix phx.server doesnt seem to start"
-    assert claude["percent_full"] == 12.7 and claude["live"] is True  # just copied: modified now
+    assert {r.agent for r in rows} == {"claude-code", "codex"}
+    claude = next(r for r in rows if r.agent == "claude-code")
+    assert claude.title == "mix phx.server doesnt seem to start"
+    assert claude.percent_full == 12.7 and claude.live is True  # just copied: modified now
     assert rig.of(ev.SourcesListed)[-1].sources == rows
 
 
@@ -248,14 +252,14 @@ async def test_the_scan_says_which_files_it_could_not_read(
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
     rows = await asyncio.wait_for(rig.wb.scan_sources(), 20)
-    assert [r["path"] for r in rows] == [str(project / "short.jsonl")]  # the others are still listed
+    assert [r.path for r in rows] == [str(project / "short.jsonl")]  # the others are still listed
     listed = rig.of(ev.SourcesListed)[-1]
     assert listed.sources == rows
-    assert sorted(listed.problems, key=lambda p: p["path"]) == [
-        {"agent": "claude-code", "path": str(odd), "shown": str(project / "odd-\\xff.jsonl"),
-         "reason": "not a regular file (a character device): not read"},
-        {"agent": "claude-code", "path": str(project / "pipe.jsonl"), "shown": str(project / "pipe.jsonl"),
-         "reason": "not a regular file (a FIFO (named pipe)): not read"}]
+    assert sorted(listed.problems, key=lambda p: p.path) == [
+        ProblemRow("claude-code", str(odd), str(project / "odd-\\xff.jsonl"),
+                   "not a regular file (a character device): not read"),
+        ProblemRow("claude-code", str(project / "pipe.jsonl"), str(project / "pipe.jsonl"),
+                   "not a regular file (a FIFO (named pipe)): not read")]
 
 
 @pytest.mark.asyncio
@@ -295,8 +299,10 @@ async def test_a_subagent_of_an_imported_session_and_back(rig: Rig) -> None:  # 
     await task
     child = _loaded(rig)
     assert child.read_only and child.path == parent.path / rel
-    assert child.source["parent"] == {"kind": "session", "id": parent.id, "title": parent.title}
-    assert child.source["path"].endswith(".jsonl")  # the subagent's own file: it can be continued
+    assert rig.wb.doc.view is not None
+    assert rig.wb.doc.view.parent == {"kind": "session", "id": parent.id, "title": parent.title}
+    assert child.source is not None and child.source.parent == parent.title
+    assert child.source.path.endswith(".jsonl")  # the subagent's own file: it can be continued
     assert rig.wb.send("hi") is False
     back = rig.wb.open_parent()
     assert back is not None
@@ -342,14 +348,14 @@ async def test_a_compaction_written_while_followed_shows(rig: Rig, tmp_path: Pat
     def caught_up() -> bool:
         shown.update()
         return (len(shown.messages) == len(final.messages) and len(shown.calls) == len(final.calls)
-                and [c.get("tokens_after") for c in shown.compactions] == [final.compactions[0].tokens_after])
+                and [c.tokens_after for c in shown.compactions] == [final.compactions[0].tokens_after])
 
     await rig.until(caught_up, timeout=20)
     await asyncio.sleep(0.6)
     shown.update()
     assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
     event = shown.compactions[0]
-    assert (event["tokens_before"], event["tokens_after"]) == (final.compactions[0].tokens_before,
+    assert (event.tokens_before, event.tokens_after) == (final.compactions[0].tokens_before,
                                                                final.compactions[0].tokens_after)
     state = rig.of(ev.ContextStateChanged)[-1].state
     assert state.summary and len(state.live_ids) < len(shown.messages)  # what it took out is out of the context
@@ -381,7 +387,7 @@ async def test_a_codex_compaction_written_while_followed_comes_as_a_marker(
     await rig.until(caught_up, timeout=20)
     shown.update()
     assert shown.loads == 1 and len(rig.of(ev.CompactionFinished)) == 1  # a marker, no reload
-    assert shown.compactions[0]["tokens_after"] == final.compactions[0].tokens_after is not None
+    assert shown.compactions[0].tokens_after == final.compactions[0].tokens_after is not None
     assert len(shown.messages) == len(set(shown.messages)) == len(final.messages)
 
 
@@ -451,7 +457,7 @@ async def test_an_opencode_session_is_followed_from_its_live_database(rig: Rig, 
     await rig.wb.open_source(path)
     shown.update()
     assert shown.loads == 1 and len(shown.calls) == 1
-    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    assert rig.wb.view is not None and rig.wb.view.describe().following
     user(db, "msg_03", "and another")
     assistant(db, "msg_04", "msg_03", tokens(20, 5, read=150), text="done")
     final = read_opencode(path)
@@ -480,7 +486,7 @@ async def test_a_followed_opencode_database_that_is_damaged_or_removed_is_said_o
     assistant(db, "msg_02", "msg_01", tokens(100, 10, write=50), text="done")
     db.conn.close()
     await rig.wb.open_source(opencode_path(db.path, SID))
-    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    assert rig.wb.view is not None and rig.wb.view.describe().following
     data = bytearray(db.path.read_bytes())
     data[:16] = b"not a database!\x00"
     db.path.write_bytes(bytes(data))
@@ -518,7 +524,7 @@ async def test_a_large_file_shows_its_current_context_first(
     assert [m["content"] for m in first.messages] == [m["content"] for m in live]
     assert len(first.timeline) < len(full.timeline) == len(whole.calls)
     assert first.timeline[-1].snapshot.provider_prompt_tokens == full.timeline[-1].snapshot.provider_prompt_tokens
-    assert rig.wb.view is not None and rig.wb.view.describe()["following"]
+    assert rig.wb.view is not None and rig.wb.view.describe().following
     assert [p.name for p in views_root().iterdir()] == [rig.wb.session.path.name]  # the first screen's folder went
 
 
@@ -576,9 +582,10 @@ async def test_a_codex_subagent_opens_as_codex_and_back(rig: Rig, tmp_path: Path
     assert task is not None
     await task
     child = _loaded(rig)
-    assert child.read_only and (child.source["format"], child.source["path"]) == ("codex", str(child_file))
+    assert child.read_only and child.source is not None
+    assert (child.source.format, child.source.path) == ("codex", str(child_file))
     assert [m.get("agent_message", {}).get("author") for m in child.messages if m.get("name") == "agent"] == ["/root"]
     back = rig.wb.open_parent()
     assert back is not None
     await back
-    assert _loaded(rig).source["path"] == str(path)
+    assert (_loaded(rig).source or ViewSource("")).path == str(path)

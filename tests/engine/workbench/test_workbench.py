@@ -155,7 +155,7 @@ async def test_the_sessions_list_after_a_turn_is_read_off_the_event_loop(rig: Ri
     await rig.until(lambda: len(rig.of(ev.SessionsListed)) > before)
     assert listed_on and threading.main_thread().name not in listed_on
     assert rig.wb.session is not None
-    assert rig.wb.session.id in [s["id"] for s in rig.of(ev.SessionsListed)[-1].sessions]
+    assert rig.wb.session.id in [s.id for s in rig.of(ev.SessionsListed)[-1].sessions]
 
 
 @pytest.mark.asyncio
@@ -227,8 +227,8 @@ async def test_clear_goes_through_the_compactor_and_undo_brings_it_back(rig: Rig
     state = rig.of(ev.ContextStateChanged)[-1].state
     assert state.live_ids == [] and state.summary == "" and state.undo_id is not None
     marker = rig.of(ev.CompactionFinished)[-1].marker
-    assert marker.undoable and marker.after_id == ids[-1] and marker.event["result"] == "dropped"
-    assert marker.event["reason"].startswith("/clear") and marker.event["messages_compacted"] == len(ids)
+    assert marker.undoable and marker.after_id == ids[-1] and marker.event.result == "dropped"
+    assert marker.event.reason.startswith("/clear") and marker.event.messages_compacted == len(ids)
     archived = [x["id"] for day in archive.list_days(session.path) for x in archive.read_day(session.path, day)]
     assert archived == ids  # nothing left the context without being archived
     assert rig.wb.session is not None and len(rig.wb.session.compaction_events()) == 1  # recorded once
@@ -236,7 +236,7 @@ async def test_clear_goes_through_the_compactor_and_undo_brings_it_back(rig: Rig
     assert task is not None
     await task
     assert rig.of(ev.ContextStateChanged)[-1].state.live_ids == ids
-    assert rig.of(ev.CompactionFinished)[-1].marker.event["result"] == "undone"
+    assert rig.of(ev.CompactionFinished)[-1].marker.event.result == "undone"
     assert [x["id"] for x in Session.load(session.path).messages] == ids
 
 
@@ -267,7 +267,7 @@ async def test_preview_apply_and_undo(rig: Rig) -> None:
     assert rig.of(ev.PreviewClosed) and rig.wb.preview is None
     assert rig.wb.session is not None and rig.wb.session.undo_stack()
     assert [str(x["id"]) for x in rig.wb.session.messages] != ids
-    assert rig.of(ev.CompactionFinished)[-1].marker.event["result"] == "summarized"
+    assert rig.of(ev.CompactionFinished)[-1].marker.event.result == "summarized"
     task = rig.wb.undo_compaction()
     assert task is not None
     await task
@@ -286,7 +286,7 @@ async def test_restore_brings_a_tool_result_back_with_its_call(rig: Rig) -> None
     await rig.idle()
     rig.wb.search_archive("contents of f0")
     hits = rig.of(ev.ArchiveHits)[-1]
-    tool_id = hits.hits[0]["message"]["id"]
+    tool_id = hits.hits[0].message_id
     assert hits.query == "contents of f0" and len(hits.hits) == 1
     restore = rig.wb.restore_messages([tool_id])
     assert restore is not None
@@ -376,7 +376,7 @@ async def test_deleting_the_open_session_opens_another(rig: Rig) -> None:
     await opened(rig, newer.id)
     await rig.wb.delete_session(newer.id)
     assert rig.of(ev.SessionLoaded)[-1].view.id == older.id and not newer.path.exists()
-    assert [s["id"] for s in rig.of(ev.SessionsListed)[-1].sessions] == [older.id]
+    assert [s.id for s in rig.of(ev.SessionsListed)[-1].sessions] == [older.id]
 
 
 @pytest.mark.asyncio

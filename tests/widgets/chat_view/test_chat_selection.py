@@ -13,6 +13,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtTest import QTest
 
+from engine.model.records import CompactionRecord
 from tests.widgets.chat_view.rows import hotspot, msg
 from widgets.chat_view import ChatView
 from widgets.chat_view.selection import TextPos
@@ -173,7 +174,8 @@ def test_selection_follows_rows_inserted_and_removed_above(view):
     row = view.chat_model().row_of("m2")
     view.select(TextPos(row, 0, 0), TextPos(row, 0, 5))
     assert view.selected_text() == "three"
-    view.add_compaction_marker({"id": "mk", "trigger": "manual"}, after_message_id="m1")
+    view.add_compaction_marker(CompactionRecord.from_json({"id": "mk", "trigger": "manual", "result": "summarized"}),
+                               after_message_id="m1")
     assert view.selected_text() == "three"
     view.remove_message("m1")
     assert view.selected_text() == "three"

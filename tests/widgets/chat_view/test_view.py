@@ -10,6 +10,7 @@ import numpy as np
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QGuiApplication, QImage
 
+from engine.model.records import CompactionRecord
 from tests.widgets.chat_view.rows import conversation, doc_texts, hotspot, msg, texts
 from widgets.chat_view import ChatView
 from widgets.theme import DARK
@@ -79,7 +80,7 @@ def test_compaction_marker_links_and_undo(view, qtbot):
     ev = {"id": "cmp1", "trigger": "manual", "tokens_before": 42_000, "tokens_after": 9_000,
           "messages_compacted": 32, "messages_kept": 4, "duration_ms": 1800, "result": "summarized",
           "summary": "## Goal\nship"}
-    key = view.add_compaction_marker(ev, undoable=True, after_message_id="m2")
+    key = view.add_compaction_marker(CompactionRecord.from_json(ev), undoable=True, after_message_id="m2")
     assert key == "cmp1"
     assert [it.key for it in view.chat_model().items()][2] == "cmp1"
     line = " ".join(texts(view, "cmp1"))
@@ -87,22 +88,23 @@ def test_compaction_marker_links_and_undo(view, qtbot):
     assert "32 messages compacted, 4 kept" in line
     with qtbot.waitSignal(view.summary_requested) as blocker:
         view.click("cmp1", hotspot(view, "cmp1", "summary"))
-    assert blocker.args[0]["summary"] == "## Goal\nship"
+    assert blocker.args[0].summary == "## Goal\nship"
     with qtbot.waitSignal(view.undo_requested) as blocker:
         view.click("cmp1", hotspot(view, "cmp1", "undo"))
     assert blocker.args == ["cmp1"]
-    view.update_compaction_marker("cmp1", {**ev, "result": "undone"}, undoable=False)
+    view.update_compaction_marker("cmp1", CompactionRecord.from_json({**ev, "result": "undone"}), undoable=False)
     assert [a for _, a, _ in view.hotspots("cmp1")] == ["summary"]
     assert view.remove_compaction_marker("cmp1")
     assert view.marker_ids() == []
 
 def test_markers_are_placed_by_time_when_loading(view):
     msgs = [msg(i) for i in range(1, 6)]
-    marker = {"id": "k", "trigger": "auto", "tokens_before": 5, "tokens_after": 2, "ts": msgs[2]["ts"] + "x"}
-    view.set_messages(msgs, markers=[marker])
+    marker = {"id": "k", "trigger": "auto", "tokens_before": 5, "tokens_after": 2, "ts": msgs[2]["ts"] + "x",
+              "result": "summarized"}
+    view.set_messages(msgs, markers=[CompactionRecord.from_json(marker)])
     assert [it.key for it in view.chat_model().items()] == ["m1", "m2", "m3", "k", "m4", "m5"]
     failed = {"id": "f", "trigger": "reactive", "result": "failed", "reason": "summary lacked headings"}
-    view.add_compaction_marker(failed, undoable=True)
+    view.add_compaction_marker(CompactionRecord.from_json(failed), undoable=True)
     assert "summary lacked headings" in texts(view, "f")
     assert "undo" not in [a for _, a, _ in view.hotspots("f")]  # a failed compaction changed nothing
 
@@ -271,11 +273,11 @@ def test_an_imported_compaction_marker_says_the_agents_own_figures(view):
     ev = {"id": "cc", "trigger": "manual", "tokens_before": 12_326, "tokens_after": 12_666, "messages_compacted": 14,
           "messages_kept": 1, "duration_ms": 0.0, "result": "summarized", "summary": "s", "post_tokens": 2_649,
           "cost_usd": 0.012094, "placed_by": "file order", "source_format": "claude-code"}
-    view.add_compaction_marker(ev, undoable=False, after_message_id="m1")
+    view.add_compaction_marker(CompactionRecord.from_json(ev), undoable=False, after_message_id="m1")
     line = texts(view, "cc")
     # no duration of its own; the prompt basis of every view, and the growth said
     assert line[1] == "12,326 → 12,666 prompt tokens (+3%) ⚠ · 14 messages compacted, 1 kept"
     assert line[2] == "2,649 right after (the agent's count) · cost $0.0121 · placed by file order"
-    view.update_compaction_marker("cc", {k: v for k, v in ev.items() if k not in ("post_tokens", "cost_usd",
-                                                                                   "placed_by", "source_format")})
+    view.update_compaction_marker("cc", CompactionRecord.from_json(
+        {k: v for k, v in ev.items() if k not in ("post_tokens", "cost_usd", "placed_by", "source_format")}))
     assert texts(view, "cc")[1].endswith("1 kept · 0.0 s") and len(texts(view, "cc")) == 3  # title, line, link

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
+from engine.store.archive import ArchiveHit
 from tests.widgets.inspector.data import archived
 
 
@@ -50,9 +51,10 @@ def test_archive_search_across_days(ins, qtbot):
         qtbot.mouseClick(ins.archive.search_button, Qt.MouseButton.LeftButton)
     assert blocker.args == ["parsing"]
     hits = [
-        {"day": "2025-11-20", "message": archived("2025-11-20", 3)[2],
-         "snippet": "…archived 2 about parsing"},
-        {"day": "2025-11-21", "message": archived("2025-11-21", 1)[0], "snippet": "archived 0 about parsing"},
+        ArchiveHit(day="2025-11-20", line=3, message_id="2025-11-20-2", role="tool", ts="",
+                   message=archived("2025-11-20", 3)[2], snippet="…archived 2 about parsing"),
+        ArchiveHit(day="2025-11-21", line=1, message_id="2025-11-21-0", role="user", ts="",
+                   message=archived("2025-11-21", 1)[0], snippet="archived 0 about parsing"),
     ]
     ins.set_archive_hits("parsing", hits)
     tree = ins.archive_tree

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from engine.model.records import CompactionRecord
+
+
+def rec(fields: dict) -> CompactionRecord:
+    return CompactionRecord.from_json(fields)
+
 
 def test_compaction_log(ins):
     events = [
@@ -11,7 +17,7 @@ def test_compaction_log(ins):
         {"trigger": "reactive", "tokens_before": 130_000, "tokens_after": 130_000, "messages_compacted": 0,
          "messages_kept": 30, "duration_ms": 100, "result": "failed", "reason": "summary lacked headings"},
     ]
-    ins.set_compaction_events(events)
+    ins.set_compaction_events([rec(e) for e in events])
     t = ins.log_table
     assert t.rowCount() == 2
     # a record of ctxbench's own without a basis is of the older request basis: said, never mixed with a prompt
@@ -24,7 +30,7 @@ def test_compaction_log(ins):
     assert "Reason: summary lacked headings" in ins.log.detail.toPlainText()
     t.setCurrentCell(0, 0)
     assert "dialog/2025-11-21.jsonl" in ins.log.detail.toPlainText()
-    ins.add_compaction_event({"trigger": "manual", "result": "undone"})
+    ins.add_compaction_event(rec({"trigger": "manual", "result": "undone"}))
     assert t.rowCount() == 3
 
 
@@ -37,6 +43,7 @@ def test_another_agents_compaction_shows_what_compacting_cost(ins, qtbot):
                    "cache_read_tokens": 167_093, "cache_write_tokens": 2_814, "model": "claude-opus-4-6"}}
     own = {"id": "c2", "trigger": "manual", "tokens_before": 9_000, "tokens_after": 2_000, "messages_compacted": 8,
            "messages_kept": 2, "duration_ms": 1200, "result": "summarized", "summary": "s"}
+    ev, own = rec(ev), rec(own)
     ins.set_compaction_events([ev, own])
     log = ins.log
     assert log.table.item(0, 5).text() == "—" and log.table.item(1, 5).text() == "1.2 s"  # an import has no duration
@@ -62,16 +69,17 @@ def test_another_agents_compaction_shows_what_compacting_cost(ins, qtbot):
     assert "Compacting cost" not in text and "1.2 s" in text and not log.archive_button.isEnabled()
 
 
-CLAUDE_2_1 = {"id": "c3", "trigger": "manual", "tokens_before": 12_326, "tokens_after": 12_666,
+CLAUDE_2_1_LINE = {"id": "c3", "trigger": "manual", "tokens_before": 12_326, "tokens_after": 12_666,
               "messages_compacted": 14, "messages_kept": 1, "duration_ms": 0.0, "result": "summarized",
               "summary": "s", "source_format": "claude-code", "post_tokens": 2_649, "cost_usd": 0.012094,
               "placed_by": "chain", "cost": None}
+CLAUDE_2_1 = rec(CLAUDE_2_1_LINE)
 
 
 def test_a_claude_code_2_1_compaction_the_agents_own_figures(ins):
     from widgets.compaction_text import compaction_tooltip, head_lines
 
-    placed = {**CLAUDE_2_1, "id": "c4", "placed_by": "file order", "cost_usd": None, "post_tokens": None}
+    placed = rec({**CLAUDE_2_1_LINE, "id": "c4", "placed_by": "file order", "cost_usd": None, "post_tokens": None})
     ins.set_compaction_events([CLAUDE_2_1, placed])
     log = ins.log
     assert log.table.item(0, 4).text() == "14 / 1" and log.table.item(0, 6).text() == "$0.0121"
@@ -96,7 +104,7 @@ def test_a_claude_code_2_1_compaction_the_agents_own_figures(ins):
 def test_a_claude_code_2_1_332_compaction_the_tokens_it_dropped(ins):
     from widgets.compaction_text import compaction_details, compaction_tooltip
 
-    dropped = {**CLAUDE_2_1, "id": "c5", "dropped_tokens": 10_415}
+    dropped = rec({**CLAUDE_2_1_LINE, "id": "c5", "dropped_tokens": 10_415})
     ins.set_compaction_events([dropped, CLAUDE_2_1])
     line = "Dropped: 10,415 tokens (the agent's count)"
     assert line in ins.log.table.item(0, 3).toolTip() and line in compaction_tooltip(dropped)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -47,9 +48,9 @@ def test_double_click_on_referring_message(ins, qtbot):
 
 def test_file_list_updates_keep_or_clear_the_viewer(ins):
     ins.show_file("tool_results/bbb.txt", "x")
-    ins.add_offloaded_file({**FILES[0], "size": 1})
+    ins.add_offloaded_file(replace(FILES[0], size=1))
     assert ins.files.model.rowCount() == 3  # same path: updated in place
-    ins.add_offloaded_file({**FILES[0], "path": "tool_results/ddd.txt"})
+    ins.add_offloaded_file(replace(FILES[0], path="tool_results/ddd.txt"))
     assert ins.files.model.rowCount() == 4
     ins.set_offloaded_files(FILES[:1])
     assert ins.viewer.path() == ""  # the shown file is gone
