@@ -73,7 +73,7 @@ from engine.workbench.views import markers
 
 if TYPE_CHECKING:
     from engine.sources.discovery import ScanProblem
-    from engine.sources.session_summary import SourceEntry
+    from engine.sources.entry import SourceEntry
 
 log = logging.getLogger(__name__)
 
