@@ -265,3 +265,35 @@ def _last_summary(events: Path) -> str:
         if rec.result in (Outcome.SUMMARIZED, Outcome.DROPPED, Outcome.UNDONE):
             summary = rec.summary
     return summary
+
+
+_READ_ID = re.compile(rb'"id":\s*"([0-9a-f]{24})[0-9a-f]{8}"')
+_REPREFIXED = (SESSION_FILE, HISTORY_FILE, EVENTS_FILE)
+
+
+def reprefix_ids(folder: Path, prefix: str) -> None:
+    """Give the messages of a session folder just written by an import (a read-only view's) ids under ``prefix``:
+    a reader makes each read's ids of a random 24-hex prefix and a counter (:class:`engine.sources.model.IdMaker`),
+    and a view read again keeps its messages' ids when the prefix is the view's own. Every file of the folder that
+    holds them (session.json, history, events, the archive's days) is replaced whole, atomically (not fsync'd: a
+    view folder is made again from its source when it is lost)."""
+    files = [folder / name for name in _REPREFIXED] + sorted((folder / "dialog").glob("*.jsonl"))
+    found: bytes | None = None
+    for f in files[1:2] + files[3:]:  # the history and the archive hold the messages
+        try:
+            m = _READ_ID.search(f.read_bytes())
+        except OSError:
+            continue
+        if m:
+            found = m.group(1)
+            break
+    if found is None or found == prefix.encode():
+        return
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:
+            continue
+        if found in data:
+            atomic_write_bytes(f, data.replace(found, prefix.encode()), durable=False)
+

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 import uuid
@@ -40,14 +39,13 @@ from engine.sources.formats import RewrittenReader, agent_format, appended_reade
 from engine.sources.join import CaptureJoin, written
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
+from engine.store.session_load import reprefix_ids
 from engine.store.staging import IMPORT_PREFIX, remove_if_stale
 from engine.workbench.rows import ViewSource
 
 VIEWS_DIR = "views"
 SHM = "/dev/shm"  # memory-backed on Linux
 LIVE_SECONDS = 120.0  # a source file modified this recently is marked live
-_READ_ID = re.compile(rb'"id":\s*"([0-9a-f]{24})[0-9a-f]{8}"')
-_REWRITTEN = ("history.jsonl", "events.jsonl", "session.json")
 
 
 def found_sessions_text(counts: Mapping[str, int]) -> str:
@@ -352,31 +350,8 @@ def import_view(path: Path, folder: Path, prefix: str, settings: Settings,
 
     report = import_source(path, session_dir=folder, settings=settings.replace(context_window=None),
                            model_info=model_info)
-    stabilise_ids(folder, prefix)
+    reprefix_ids(folder, prefix)
     return str(report.format)
-
-
-def stabilise_ids(folder: Path, prefix: str) -> None:
-    """Give the read's messages ids under ``prefix`` (see the module docstring)."""
-    files = [folder / name for name in _REWRITTEN] + sorted((folder / "dialog").glob("*.jsonl"))
-    found: bytes | None = None
-    for f in files[:1] + files[3:]:  # the history and the archive hold the messages
-        try:
-            m = _READ_ID.search(f.read_bytes())
-        except OSError:
-            continue
-        if m:
-            found = m.group(1)
-            break
-    if found is None or found == prefix.encode():
-        return
-    for f in files:
-        try:
-            data = f.read_bytes()
-        except OSError:
-            continue
-        if found in data:
-            f.write_bytes(data.replace(found, prefix.encode()))
 
 
 def swap_folders(stable: Path, fresh: Path) -> Path:
@@ -462,7 +437,6 @@ __all__ = [
     "remove_folder",
     "remove_stale_views",
     "remove_view",
-    "stabilise_ids",
     "subagent_file",
     "swap_folders",
     "view_title",

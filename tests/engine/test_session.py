@@ -466,3 +466,28 @@ def test_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
     again = Session.load(s.path)
     again.lock()  # the kernel dropped the dead process's lock
     again.close()
+
+
+def test_a_view_folder_reprefixed_keeps_its_messages_ids_from_one_import_to_the_next(tmp_path: Path) -> None:
+    """Two imports of one file make two random id prefixes; :func:`reprefix_ids` (the store's, the only rewrite of a
+    folder's files outside a session) gives both the view's own, in every file that holds them, so a view read
+    again keeps its messages' ids; the folder still loads whole."""
+    from engine.ingest import import_source
+    from engine.store.event_log import read_records
+    from engine.store.session_load import reprefix_ids
+    from tests.conftest import SHARED
+
+    source = sorted((SHARED / "data" / "sessions" / "claude-code").glob("*.jsonl"))[0]
+    ids, records = [], []
+    for n in (1, 2):
+        folder = tmp_path / f"view{n}"
+        import_source(source, session_dir=folder, settings=Settings())
+        reprefix_ids(folder, "ab" * 12)
+        reprefix_ids(folder, "ab" * 12)  # again: nothing left to replace
+        session = Session.load(folder)
+        ids.append([m["id"] for m in session.messages])
+        records.append([{k: v for k, v in r.to_json().items() if k != "id"}  # a compaction's own id: random
+                        for r in read_records(folder / "events.jsonl")])
+        session.close()
+    assert ids[0] == ids[1] and len(ids[0]) > 10 and all(i.startswith("ab" * 12) for i in ids[0])
+    assert records[0] == records[1]
