@@ -38,7 +38,7 @@ run: $(STAMP)
 test: $(STAMP) $(AGENTS_STAMP)
 	$(BIN)/python -m ruff check app engine widgets tests benchmarks
 	$(BIN)/python -m mypy
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/engine tests/agents tests/benchmarks tests/test_boundary.py tests/test_supply_chain.py tests/test_kill_harness.py $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/engine tests/agents tests/benchmarks tests/test_*.py $(PYTEST_ARGS)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest tests/app tests/widgets -p no:asyncio $(PYTEST_ARGS)
 
 # The real-agent tier against the newest npm version of every agent (a scratch copy; the pins stay): what is new
