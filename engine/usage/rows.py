@@ -289,8 +289,7 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
             one_hour_main: dict[str, int] | None = None) -> FileRows:
     """The index rows of one session file, read (its subagents included); ``one_hour_main``: the main file's
     one-hour cache writes when already known (else read from the file)."""
-    from engine.usage.costs import session_parts  # (here: an index that is up to date reads no file)
-    from engine.usage.tool_costs import response_tools
+    from engine.usage.responses import response_tools, session_parts  # (here: an up-to-date index reads no file)
 
     out = FileRows()
     fmt: SourceFormat = session.format

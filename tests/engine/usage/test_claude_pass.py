@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,16 @@ def test_a_line_longer_than_the_reader_holds_is_left_to_the_reader(tmp_path: Pat
         rows.worker_start(None)
     assert (entry, done) == summary_and_rows_read("claude-code", path, prices)
     assert done is not None and done[1] is not None and "more than" in done[1][1]
+
+
+def test_a_worker_imports_only_what_the_rows_need() -> None:
+    """Issue 28, "nothing imported that the command does not use": a first index's worker makes a file's rows without
+    the cost and tool-cost modules (and the event records, archive and diff they import)."""
+    code = ("import sys; from pathlib import Path; from engine.usage.prices import load_table; "
+            "from engine.usage.rows import summary_and_rows_fast; "
+            f"assert summary_and_rows_fast(Path({str(MAIN)!r}), load_table())[1]; "
+            "print(' '.join(m for m in ('engine.usage.costs', 'engine.usage.tool_costs', 'engine.context.diff', "
+            "'engine.store.archive', 'engine.model.records') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.stdout.strip() == ""
