@@ -73,6 +73,7 @@ from engine.usage.storage import (
     UsageIndexError,
     cursor,
     duckdb_errors,
+    import_soon,
     is_duckdb_error,
     locked,
 )
@@ -452,6 +453,7 @@ class UsageIndex(IndexFiles):
             return light_summaries(pending)
         futures = spread(summary_and_rows, [(pending[i][0], str(pending[i][1])) for i in far],
                          [pending[i][2][0] for i in far], initializer=worker_start, initargs=(self.prices(),))
+        import_soon()  # (the workers are started: DuckDB and NumPy imported while they read)
         return self._taken(pending, set(far), futures)
 
     def _taken(self, pending: list[tuple[Agent, Path, list[int], int]], far: set[int],

@@ -47,6 +47,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -301,6 +302,20 @@ def duck_folder(root: Path) -> Path:
 def listing(folder: Path, names: list[str]) -> str:
     """The SQL list of the files ``names`` (relative to the index folder, as DuckDB reaches it)."""
     return "[" + ", ".join(sql_str(str(folder / n)) for n in names) + "]"
+
+
+def import_soon() -> None:
+    """Import DuckDB and NumPy (what writing rows needs) in a thread of their own, so that the imports overlap what the
+    process waits for (a first index's worker processes making rows) instead of following it. Call it once the worker
+    processes are started: a process forked while another thread imports could hang."""
+    if "duckdb" not in sys.modules or "numpy" not in sys.modules:
+        threading.Thread(target=_import_writing, name="ctxbench-import", daemon=True).start()
+
+
+def _import_writing() -> None:
+    with contextlib.suppress(ImportError):  # (then the writer's own import says what is wrong)
+        import duckdb  # noqa: F401
+        import numpy  # noqa: F401
 
 
 _LIST_SEP = "\x1f"  # joins a list column's items on their way into DuckDB (see load_rows)
