@@ -221,13 +221,23 @@ def bad_said(session: SourceSession) -> list[Any] | None:
 
 
 def rows_of_file(job: tuple[SourceEntry, str]) -> WorkerRows:
-    """In a worker process: the rows of one session file read whole (``read_source``, its subagents included)."""
+    """In a worker process: the rows of one session file read whole (``read_source``, its subagents included; a
+    Claude Code file by :func:`engine.usage.claude_pass.summary_and_session`, the same session with less work)."""
     entry, fid = job
     path = Path(entry.path)
     if not _ends_with_newline(path):  # a last line without its newline: left to the index's process
         return None
-    session = read_source(path, entry.agent)
+    done = None
+    if entry.agent == "claude-code":
+        from engine.usage.claude_pass import summary_and_session
+
+        done = summary_and_session(path, _nothing)  # (the one-hour writes: read by rows_of, as before)
+    session = done[1] if done is not None else read_source(path, entry.agent)
     return rows_of(entry, session, _WORKER_PRICES[0], fid), bad_said(session)
+
+
+def _nothing(obj: dict[str, Any]) -> None:
+    """An observer that takes nothing."""
 
 
 def summary_and_rows(job: tuple[Agent, str]) -> tuple[SourceEntry, WorkerRows]:

@@ -16,6 +16,8 @@ import pytest
 from benchmarks.bigsession import ClaudeCopies
 from benchmarks.usage_bench import _claude_file
 from engine.sources import model as source_model
+from engine.sources import session_summary
+from engine.sources.readers import read_source
 from engine.usage import claude_pass, rows
 from engine.usage.prices import PriceTable, load_table
 from engine.usage.rows import summary_and_rows_fast, summary_and_rows_read
@@ -137,3 +139,18 @@ def test_a_worker_imports_only_what_the_rows_need() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parents[3])
     assert done.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if "subagents" not in p.parts], ids=lambda p: p.name[:12])
+def test_a_file_the_scan_summarised_gets_the_readers_rows(path: Path, prices: PriceTable) -> None:
+    """A first index after ``sources`` (its summaries known): a worker's rows_of_file reads a Claude Code file by the
+    pass too, and gives the rows the reader's session gives."""
+    entry = session_summary.summarize("claude-code", path)
+    fid = rows.file_id(entry.path)
+    rows.worker_start(prices)
+    try:
+        done = rows.rows_of_file((entry, fid))
+    finally:
+        rows.worker_start(None)
+    session = read_source(path, "claude-code")
+    assert done == (rows.rows_of(entry, session, prices, fid), rows.bad_said(session))
