@@ -33,6 +33,7 @@ spent. A new litellm price table (another litellm version) prices everything aga
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -431,8 +432,12 @@ class UsageIndex(IndexFiles):
             report.tool_results += len(rows.tool_results)
         if not (changed or rewrite or not base.rollups_current() or not self.manifest_path.exists()):
             return
-        report.days_rewritten, bad = self.write_rows(base, changed, old_days, version,
-                                                     all_sessions="sessions" not in base.single)
+        gc.freeze()  # the rows read stay until written: the collector need not walk them at every pass meanwhile
+        try:
+            report.days_rewritten, bad = self.write_rows(base, changed, old_days, version,
+                                                         all_sessions="sessions" not in base.single)
+        finally:
+            gc.unfreeze()
         report.bad_values += bad
 
     def _summaries(self, pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
