@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol
 from engine.context.tokens import Estimator, HeuristicEstimator
 from engine.model.events import Outcome
 from engine.model.messages import Message, content_text
+from engine.model.messages import tool_calls_of as tool_calls_of  # (its home: a light module)
 from engine.model.records import ContextRecord
 from engine.store import archive
 from engine.store.event_log import folder_records
@@ -123,20 +124,6 @@ class History:
             name = msg.get("name")
             return found or (name if isinstance(name, str) else "")
         return ", ".join(dict.fromkeys(name for _id, name, _args in tool_calls_of(msg)))
-
-
-def tool_calls_of(msg: Message) -> Iterator[tuple[str, str, str]]:
-    """(id, name, arguments) of each tool call of an assistant message (malformed entries skipped)."""
-    calls = msg.get("tool_calls")
-    if not calls or not isinstance(calls, list):
-        return
-    for call in calls:
-        if not isinstance(call, dict):
-            continue
-        fn = call.get("function")
-        fn = fn if isinstance(fn, dict) else {}
-        args = fn.get("arguments")
-        yield str(call.get("id") or ""), str(fn.get("name") or "?"), args if isinstance(args, str) else ""
 
 
 def first_line(msg: Message, limit: int = FIRST_LINE_CHARS) -> str:

@@ -15,6 +15,7 @@ Only :func:`to_wire` decides what reaches the provider: metadata never does.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
@@ -194,3 +195,17 @@ def preview(msg: Message, limit: int = 120) -> str:
             for c in msg["tool_calls"]
         )
     return one_line(text, limit)
+
+
+def tool_calls_of(msg: Message) -> Iterator[tuple[str, str, str]]:
+    """(id, name, arguments) of each tool call of an assistant message (malformed entries skipped)."""
+    calls = msg.get("tool_calls")
+    if not calls or not isinstance(calls, list):
+        return
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        fn = call.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        args = fn.get("arguments")
+        yield str(call.get("id") or ""), str(fn.get("name") or "?"), args if isinstance(args, str) else ""

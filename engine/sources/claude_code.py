@@ -538,8 +538,9 @@ class ClaudeCodeReader:
     subagent files)."""
 
     def __init__(self, path: Path, *, bulk: bool = False,
-                 observe: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 observe: Callable[[dict[str, Any]], None] | None = None, arguments: bool = True) -> None:
         self.path = Path(path)
+        self.arguments = arguments  # False: tool calls' arguments left "" (the usage index's pass reads none)
         self.observe = observe  # handed every line's object too (the sources summary of the same pass)
         self.scan = _Scan()
         self.session = SourceSession("claude-code", self.path, self.path.stem, skipped=self.scan.skipped,
@@ -552,7 +553,7 @@ class ClaudeCodeReader:
         self.rebuilds = 0  # conversations rebuilt from the scanned lines (rewinds)
         self._buffer = LineBuffer()
         self._done = 0  # scan.lines the build has taken
-        self._build = Build(self.session, self.scan.calls)
+        self._build = Build(self.session, self.scan.calls, arguments=arguments)
         self._tip: str | None = None  # the conversation's last line
         self._last_main: str | None = None  # the last line not on a sidechain (where an orphan boundary goes)
         self._keys: set[tuple[str, str]] = set()  # responses in the conversation
@@ -706,7 +707,7 @@ class ClaudeCodeReader:
         scan.costed.clear()
         session.off_chain = 0
         placed = _place_orphan_boundaries(scan)
-        self._build = Build(session, scan.calls, placed)
+        self._build = Build(session, scan.calls, placed, arguments=self.arguments)
         kept = _kept(scan)
         self._keys, self._uses = set(), set()
         for line in scan.lines:

@@ -99,7 +99,7 @@ def _user_messages(line: Line) -> list[Message]:
     return out
 
 
-def _merge_assistant(msg: Message, content: Any) -> None:
+def _merge_assistant(msg: Message, content: Any, arguments: bool = True) -> None:
     for block in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
         if not isinstance(block, dict):
             continue
@@ -115,7 +115,8 @@ def _merge_assistant(msg: Message, content: Any) -> None:
             msg["reasoning_content"] = prev + f"[redacted thinking: {len(str(block.get('data') or ''))} characters]"
         elif btype in ("tool_use", "server_tool_use"):
             call = {"id": str(block.get("id") or ""), "type": "function",
-                    "function": {"name": str(block.get("name") or ""), "arguments": json_args(block.get("input"))}}
+                    "function": {"name": str(block.get("name") or ""),
+                                 "arguments": json_args(block.get("input")) if arguments else ""}}
             msg.setdefault("tool_calls", []).append(call)
 
 
@@ -127,6 +128,7 @@ class Build:
     session: SourceSession
     calls: dict[tuple[str, str], ProviderCall]
     placed: set[str] = field(default_factory=set)
+    arguments: bool = True  # tool calls' arguments made (JSON text of their input); "" when no one reads them
     open_assistant: dict[tuple[str, str], int] = field(default_factory=dict)  # response -> its message's index
     calls_seen: set[tuple[str, str]] = field(default_factory=set)
     by_uuid: dict[str, list[int]] = field(default_factory=dict)  # the messages each line became (indices)
@@ -186,7 +188,7 @@ class Build:
                 if self.touched < 0 or at < self.touched:
                     self.touched = at
                 self.by_uuid.setdefault(line.uuid, []).append(at)
-            _merge_assistant(session.messages[at], line.content)
+            _merge_assistant(session.messages[at], line.content, self.arguments)
 
     def _compaction_at(self, line: Line) -> None:
         """The boundary: messages before it leave the context; the ones it preserved are kept after it."""

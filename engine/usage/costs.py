@@ -29,10 +29,10 @@ A call's cost uses every figure it carries, the one-hour cache writes (``cache_w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from engine.model.call_meta import beside_of
 from engine.model.records import (
@@ -54,6 +54,8 @@ from engine.usage.prices import (
     compare_agent_cost,
     load_table,
 )
+from engine.usage.responses import PartKind as PartKind
+from engine.usage.responses import session_parts as session_parts
 
 NO_TABLE = "no price table (litellm is not installed)"
 PLACEHOLDER = "output tokens unknown: the file holds only a streaming placeholder (priced without the output)"
@@ -210,7 +212,6 @@ class RunningCost:
     def cost(self) -> RecordsCost:
         """The cost of all the records so far."""
         return add_costs(self._before, records_cost(self._last, self._table)) if self._last else self._before
-PartKind = Literal["main", "task", "compaction"]
 
 
 @dataclass(frozen=True)
@@ -290,22 +291,6 @@ def row_cost(row: Mapping[str, Any]) -> SessionCost:
              for name, calls in (("main", "main_calls"), ("subagents", "subagent_calls"),
                                  ("compaction", "compaction_calls"))]
     return SessionCost(parts[0], parts[1], parts[2], _usd(row.get("agent_cost_usd")))
-
-
-def session_parts(src: SourceSession) -> Iterator[tuple[str, PartKind, SourceSession, ProviderCall]]:
-    """Every call a session paid for, once: (subagent id, kind, the part it belongs to, the call) — the main
-    session's calls (``""``, ``main``), each subagent's (its id, ``task``; Claude Code's ``agent-acompact`` file:
-    ``compaction``), and a compaction's own call that is no call of any part (OpenCode's summary message, Claude
-    Code's worked out from ``cost-state`` lines: ``compaction``). What the usage index makes its rows of."""
-    parts: list[tuple[str, PartKind, SourceSession]] = [("", "main", src)]
-    parts += [(sub.id, sub.kind, sub.session) for sub in src.subagents if sub.session is not None]
-    in_calls = {id(c) for _, _, part in parts for c in part.calls}
-    for sub_id, kind, part in parts:
-        for call in part.calls:
-            yield sub_id, kind, part, call
-        for comp in part.compactions:
-            if comp.cost is not None and id(comp.cost) not in in_calls:
-                yield sub_id, "compaction", part, comp.cost
 
 
 def source_cost(src: SourceSession, table: PriceTable | None = None) -> SessionCost:

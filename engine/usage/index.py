@@ -33,6 +33,7 @@ spent. A new litellm price table (another litellm version) prices everything aga
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -73,6 +74,7 @@ from engine.usage.storage import (
     UsageIndexError,
     cursor,
     duckdb_errors,
+    import_soon,
     is_duckdb_error,
     locked,
 )
@@ -430,8 +432,12 @@ class UsageIndex(IndexFiles):
             report.tool_results += len(rows.tool_results)
         if not (changed or rewrite or not base.rollups_current() or not self.manifest_path.exists()):
             return
-        report.days_rewritten, bad = self.write_rows(base, changed, old_days, version,
-                                                     all_sessions="sessions" not in base.single)
+        gc.freeze()  # the rows read stay until written: the collector need not walk them at every pass meanwhile
+        try:
+            report.days_rewritten, bad = self.write_rows(base, changed, old_days, version,
+                                                         all_sessions="sessions" not in base.single)
+        finally:
+            gc.unfreeze()
         report.bad_values += bad
 
     def _summaries(self, pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
@@ -452,6 +458,7 @@ class UsageIndex(IndexFiles):
             return light_summaries(pending)
         futures = spread(summary_and_rows, [(pending[i][0], str(pending[i][1])) for i in far],
                          [pending[i][2][0] for i in far], initializer=worker_start, initargs=(self.prices(),))
+        import_soon()  # (the workers are started: DuckDB and NumPy imported while they read)
         return self._taken(pending, set(far), futures)
 
     def _taken(self, pending: list[tuple[Agent, Path, list[int], int]], far: set[int],

@@ -141,6 +141,7 @@ class PriceTable:
         self.source = source
         self._lower = {k.lower(): k for k in self.entries}
         self._found: dict[str, str | None] = {}
+        self._tier_cache: dict[str, tuple[int, ...]] = {}
 
     @classmethod
     def load(cls, path: Path | None = None) -> PriceTable:
@@ -196,6 +197,14 @@ class PriceTable:
 
     # ------------------------------------------------------------------ cost
 
+    def _tiers(self, key: str) -> tuple[int, ...]:
+        """The prompt sizes (tokens) above which entry ``key`` has prices of their own (``…_above_200k_tokens``)."""
+        found = self._tier_cache.get(key)
+        if found is None:
+            found = self._tier_cache[key] = tuple(int(m.group(1)) * 1000 for k in self.entries[key]
+                                                  if (m := _TIER_RE.match(k)))
+        return found
+
     def call_cost(self, call: ProviderCall, *, cache_write_1h_tokens: int | None = None,
                   reasoning_in_output: bool = True) -> CallCost:
         """The cost of ``call`` (see the module's doc), its iterations billed beside the top-level usage included."""
@@ -242,8 +251,7 @@ class PriceTable:
         read, write = cache_read or 0, cache_write or 0
         write_1h = min(max(cache_write_1h or 0, 0), write)
         result = CallCost(None, price_key=key)
-        tier = max((int(m.group(1)) * 1000 for k in entry if (m := _TIER_RE.match(k))
-                    if prompt > int(m.group(1)) * 1000), default=0)
+        tier = max((t for t in self._tiers(key) if prompt > t), default=0)
         result.tier = tier
 
         def rate(base: str) -> float | None:

@@ -221,27 +221,67 @@ def bad_said(session: SourceSession) -> list[Any] | None:
 
 
 def rows_of_file(job: tuple[SourceEntry, str]) -> WorkerRows:
-    """In a worker process: the rows of one session file read whole (``read_source``, its subagents included)."""
+    """In a worker process: the rows of one session file read whole (``read_source``, its subagents included; a
+    Claude Code file by :func:`engine.usage.claude_pass.summary_and_session`, the same session with less work)."""
     entry, fid = job
     path = Path(entry.path)
     if not _ends_with_newline(path):  # a last line without its newline: left to the index's process
         return None
-    session = read_source(path, entry.agent)
+    done = None
+    if entry.agent == "claude-code":
+        from engine.usage.claude_pass import summary_and_session
+
+        done = summary_and_session(path, _nothing)  # (the one-hour writes: read by rows_of, as before)
+    session = done[1] if done is not None else read_source(path, entry.agent)
     return rows_of(entry, session, _WORKER_PRICES[0], fid), bad_said(session)
+
+
+def _nothing(obj: dict[str, Any]) -> None:
+    """An observer that takes nothing."""
 
 
 def summary_and_rows(job: tuple[Agent, str]) -> tuple[SourceEntry, WorkerRows]:
     """In a worker process: a session file's Sources summary and its index rows from one read
     (:func:`engine.sources.discovery.summarize_read`: a Claude Code file is decoded once for both, its one-hour cache
-    writes taken in the same pass); the rows None when its last line has no newline yet (as :func:`rows_of_file`)."""
+    writes taken in the same pass; :mod:`engine.usage.claude_pass` first, which gives the same with less work per
+    line); the rows None when its last line has no newline yet (as :func:`rows_of_file`)."""
     agent, name = job
     path = Path(name)
+    prices = _WORKER_PRICES[0]
+    if agent == "claude-code":
+        done = summary_and_rows_fast(path, prices)
+        if done is not None:
+            return done
+    return summary_and_rows_read(agent, path, prices)
+
+
+def summary_and_rows_fast(path: Path, prices: PriceTable | None) -> tuple[SourceEntry, WorkerRows] | None:
+    """:func:`summary_and_rows_read` of a Claude Code file, the same with less work per line
+    (:func:`engine.usage.claude_pass.summary_and_session`); None when that pass leaves the file to the reader."""
+    from engine.usage.claude_pass import summary_and_session
+
+    one_hour: dict[str, int] = {}
+    try:
+        done = summary_and_session(path, lambda obj: one_hour_of(obj, one_hour))
+    except OSError as exc:
+        raise SourceError(f"{path.name}: cannot read: {exc.strerror or exc}") from None
+    if done is None:
+        return None
+    entry, session, complete = done
+    if not complete:  # a last line without its newline: no rows yet
+        return entry, None
+    return entry, (rows_of(entry, session, prices, file_id(entry.path), one_hour), bad_said(session))
+
+
+def summary_and_rows_read(agent: Agent, path: Path, prices: PriceTable | None) -> tuple[SourceEntry, WorkerRows]:
+    """:func:`summary_and_rows` through the reader (every line decoded whole and handed on): what the pass of
+    :mod:`engine.usage.claude_pass` must equal, and what reads the files that pass does not."""
     one_hour: dict[str, int] = {}
     entry, session = summarize_read(agent, path, observe=lambda obj: one_hour_of(obj, one_hour))
     if not _ends_with_newline(path):
         return entry, None
     fid = file_id(entry.path)
-    return entry, (rows_of(entry, session, _WORKER_PRICES[0], fid, one_hour if agent == "claude-code" else None),
+    return entry, (rows_of(entry, session, prices, fid, one_hour if agent == "claude-code" else None),
                    bad_said(session))
 
 
@@ -259,8 +299,7 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
             one_hour_main: dict[str, int] | None = None) -> FileRows:
     """The index rows of one session file, read (its subagents included); ``one_hour_main``: the main file's
     one-hour cache writes when already known (else read from the file)."""
-    from engine.usage.costs import session_parts  # (here: an index that is up to date reads no file)
-    from engine.usage.tool_costs import response_tools
+    from engine.usage.responses import response_tools, session_parts  # (here: an up-to-date index reads no file)
 
     out = FileRows()
     fmt: SourceFormat = session.format

@@ -47,6 +47,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -303,6 +304,20 @@ def listing(folder: Path, names: list[str]) -> str:
     return "[" + ", ".join(sql_str(str(folder / n)) for n in names) + "]"
 
 
+def import_soon() -> None:
+    """Import DuckDB and NumPy (what writing rows needs) in a thread of their own, so that the imports overlap what the
+    process waits for (a first index's worker processes making rows) instead of following it. Call it once the worker
+    processes are started: a process forked while another thread imports could hang."""
+    if "duckdb" not in sys.modules or "numpy" not in sys.modules:
+        threading.Thread(target=_import_writing, name="ctxbench-import", daemon=True).start()
+
+
+def _import_writing() -> None:
+    with contextlib.suppress(ImportError):  # (then the writer's own import says what is wrong)
+        import duckdb  # noqa: F401
+        import numpy  # noqa: F401
+
+
 _LIST_SEP = "\x1f"  # joins a list column's items on their way into DuckDB (see load_rows)
 LOAD_BATCH = 20_000  # rows handed to DuckDB at a time
 _NUMBERS = ("BIGINT", "INTEGER", "DOUBLE")
@@ -351,6 +366,24 @@ def all_fit(values: list[Any], kind: str) -> bool:
     return plain or all(fits(v, kind) for v in values)
 
 
+def _plain_text(values: list[Any]) -> bool:
+    """Whether every value of ``values`` is None or an ASCII ``str`` (checked in C: a first index's text columns are;
+    then each is handed to DuckDB as it is, as :func:`_db_text` would give it)."""
+    texts = [v for v in values if v is not None]
+    return set(map(type, texts)) <= {str} and "".join(texts).isascii()
+
+
+def _transposed(rows: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]] | None:
+    """Each key's values when every row of ``rows`` has the same keys in the same order (the rows of one table as
+    :mod:`engine.usage.rows` makes them): taken apart in C; else None (read row by row)."""
+    if not rows:
+        return None
+    keys = tuple(rows[0])
+    if any(tuple(row) != keys for row in rows):
+        return None
+    return dict(zip(keys, zip(*(row.values() for row in rows), strict=True), strict=True))
+
+
 def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]],
                   suspect: list[bool] | None = None) -> dict[str, Any]:
     """``rows`` as one NumPy array per column, for :func:`load_rows`: a number column whose values its type holds as
@@ -359,8 +392,10 @@ def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]],
     import numpy as np
 
     arrays: dict[str, Any] = {}
+    by_column = _transposed(rows)
     for k, kind in columns.items():
-        values = [row.get(k) for row in rows]
+        found = by_column.get(k) if by_column is not None else None
+        values = list(found) if found is not None else [row.get(k) for row in rows]
         if kind in _NUMBERS and all_fit(values, kind):  # handed over as numbers (NULL where masked): no text made
             typed = np.float64 if kind == "DOUBLE" else np.int64
             arrays[k] = np.ma.masked_array(np.array([0 if v is None else v for v in values], dtype=typed),
@@ -370,6 +405,8 @@ def _text_columns(columns: Mapping[str, str], rows: list[dict[str, Any]],
             suspect[0] = True
         if kind.endswith("[]"):
             arrays[k] = np.array([_db_text(_LIST_SEP.join(map(str, v))) if v else "" for v in values], dtype=object)
+        elif _plain_text(values):  # text and None only, all ASCII: as they are (what _db_text gives each)
+            arrays[k] = np.array([*values, ""], dtype=object)[:-1]
         else:  # the "" keeps a column of only None as text
             arrays[k] = np.array([v if v is None else _db_text(v) if isinstance(v, str) else repr(v)
                                   for v in values] + [""], dtype=object)[:-1]

@@ -52,9 +52,10 @@ from typing import Any
 
 from engine.context.attribution import UNKNOWN_TOOL, argument_counter
 from engine.context.diff import History, tool_calls_of
-from engine.model.messages import Message
 from engine.usage.costs import RecordsCost, SessionCost, price_table, record_cost
 from engine.usage.prices import CallCost, PriceTable
+from engine.usage.responses import response_ends as response_ends
+from engine.usage.responses import response_tools as response_tools
 
 
 @dataclass(frozen=True)
@@ -172,35 +173,6 @@ class _Positions:
             if n:
                 out[tool] = n
         return out
-
-
-def response_ends(ends: Sequence[int], count: int) -> list[int]:
-    """For each call (``ends[i]``: the first message it produced), where its response ends: the first message of the
-    next call that produced one at or after this call's (``count``, the number of messages, after the last)."""
-    ordered = sorted(set(ends))
-    out = []
-    for i, start in enumerate(ends):
-        nxt = ends[i + 1] if i + 1 < len(ends) else count
-        if nxt < start:  # out of order (a call that kept no message): the next larger first message
-            k = bisect.bisect_right(ordered, start)
-            nxt = ordered[k] if k < len(ordered) else count
-        out.append(nxt)
-    return out
-
-
-def response_tools(messages: Sequence[Message], ends: Sequence[int]) -> list[list[str]]:
-    """The rule "a response's cost is split evenly over its tool calls", its one definition: for each call
-    (``ends[i]``: the first message it produced, clamped to the messages), the name of every tool call its
-    response made, in order and repeated (Read twice and Bash once: ``["Read", "Read", "Bash"]``, Read's share
-    2/3). The response is the assistant messages from ``ends[i]`` up to :func:`response_ends` (Codex can put
-    one response's function calls in several messages: all counted). :func:`tool_costs` splits a call's cost
-    by it, and the usage index's call rows hold it (:func:`engine.usage.rows.rows_of`, the ``tools`` column
-    whose rollup gives each item ``cost / len(tools)``): ``ctxbench tools`` and the Usage view agree."""
-    n = len(messages)
-    clamped = [max(0, min(end, n)) for end in ends]
-    return [[name for msg in messages[start:stop] if msg.get("role") == "assistant"
-             for _id, name, _args in tool_calls_of(msg)]
-            for start, stop in zip(clamped, response_ends(clamped, n), strict=True)]
 
 
 def tool_costs(history: History, costs: Sequence[CallCost]) -> ToolCosts:

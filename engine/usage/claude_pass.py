@@ -1,0 +1,130 @@
+"""A first index's pass over one Claude Code file (issue 28): its Sources summary and its index rows, the very ones
+:func:`engine.usage.rows.summary_and_rows_read` makes through the reader (:func:`engine.sources.session_summary.
+summarize_read`), with less work per line.
+
+The reader's own scan, build and derive make the session (:class:`engine.sources.claude_code.ClaudeCodeReader`:
+``_scan_line`` for each line's object, then ``finish``), the light pass's :meth:`_ClaudeScan.take` the summary, and
+:func:`engine.usage.rows.rows_of` the rows. What differs:
+
+- the file is read in blocks of :data:`BLOCK` and cut into lines at C speed, not by a ``readline`` and three
+  generators per line (:func:`engine.sources.model.capped_lines`, ``LineBuffer.counted``, ``json_lines``);
+- a block is searched once for a run of 19 digits (an integer orjson would not keep exact, which
+  :func:`engine.sources.model.loads_line` reads with the standard module): in a block without one, a line is decoded
+  by orjson directly (what ``loads_line`` does after the same search line by line); a line orjson refuses, one that
+  is not an object, a torn last line and every line of a block with such a run go through ``json_lines`` as before
+  (the lines it cannot read said in the session's ``skipped``, as before);
+- the summary's ``take`` and the one-hour pass are handed only the lines they can learn from (their own conditions);
+- tool calls' arguments are not made into JSON text (``ClaudeCodeReader(arguments=False)``): no row reads them (a
+  call's ``tools`` are the names of its response's tool calls, a tool result's tokens its own text's).
+
+:func:`summary_and_session` reads; :func:`engine.usage.rows.summary_and_rows` makes the rows of what it read. A line
+longer than :data:`engine.sources.model.MAX_LINE_BYTES`: None, and the caller reads the file as before.
+``tests/engine/usage/test_claude_pass.py`` compares the summary, the rows and the damaged lines with the reader's on
+every shared session, on a folder shaped as the benchmark's and on lines made to take every way.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.sources import model as _model
+from engine.sources.model import LINE_ERRORS, SourceError, SourceSession, json_lines, line_problem, open_regular
+from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
+
+if TYPE_CHECKING:
+    from engine.sources.session_summary import SourceEntry
+
+BLOCK = 8 * 2**20
+_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() takes away
+
+
+class _TooLong(Exception):
+    """A line longer than MAX_LINE_BYTES: the file is read as before."""
+
+
+def _blocks(fh: Any, name: str) -> Iterator[tuple[bytes, list[bytes]]]:
+    """(block, its complete lines without their newlines) a block at a time, then (b"", [the partial last line]) when
+    the file does not end with a newline. _TooLong when a line is longer than MAX_LINE_BYTES; SourceError when reading
+    takes longer than FILE_SECONDS (as :func:`engine.sources.model.capped_lines`)."""
+    started = time.monotonic()
+    carry = b""
+    while chunk := fh.read(BLOCK):
+        if time.monotonic() - started > _model.FILE_SECONDS:
+            raise SourceError(f"{name}: reading took more than {_model.FILE_SECONDS:.0f} s: stopped")
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        carry = data[cut:]
+        if len(carry) > _model.MAX_LINE_BYTES:
+            raise _TooLong
+        if cut:
+            block = data[:cut]
+            lines = block.split(b"\n")
+            lines.pop()
+            if cut > _model.MAX_LINE_BYTES and max(map(len, lines)) > _model.MAX_LINE_BYTES:
+                raise _TooLong
+            yield block, lines
+    if carry:
+        yield b"", [carry]
+
+
+def objects(fh: Any, skipped: list[Any], count: list[int], name: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every JSON-object line of the file ``fh``, as ``json_lines`` over the reader's lines
+    gives them (numbered from 1, blank lines passed over, the lines it cannot read said in ``skipped``); ``count[0]``:
+    the lines passed so far, blank ones included (as the reader counts them)."""
+    n = 0
+    for block, lines in _blocks(fh, name or "the file"):
+        # no run of 19 digits in the block: a line's orjson value is the standard module's (see loads_line)
+        plain = bool(block) and _orjson_loads is not None and _LONG_RUN not in block.translate(_DIGITS)
+        for raw in lines:
+            n += 1
+            count[0] = n
+            if not raw or (raw[0] in _WHITESPACE and not raw.strip()):
+                continue
+            if plain:
+                try:
+                    obj = _orjson_loads(raw)
+                except ValueError:  # (orjson.JSONDecodeError) read by json_lines below, which says why if it must
+                    obj = None
+                if obj.__class__ is dict:
+                    yield n, obj
+                    continue
+            for _, whole in json_lines((raw + b"\n" if block else raw,), skipped, start=n):
+                yield n, whole
+
+
+def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
+                        ) -> tuple[SourceEntry, SourceSession, bool] | None:
+    """What :func:`engine.usage.rows.summary_and_rows_read` reads of a Claude Code file, read as the module's doc says:
+    its Sources summary, its session (no tool call's arguments made) and whether its last line is complete;
+    ``observe`` is handed each line's object that holds a ``message`` (the one-hour cache pass). None when a line is
+    longer than the reader holds (the caller reads the file as before)."""
+    from engine.sources.claude_code import ClaudeCodeReader, _scan_line
+    from engine.sources.session_summary import _ClaudeScan
+
+    reader = ClaudeCodeReader(path, bulk=True, arguments=False)  # (no row reads a tool call's arguments)
+    scan = reader.scan
+    count = [0]
+    with open_regular(path) as fh:
+        summary = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
+        try:
+            for n, obj in objects(fh, scan.skipped, count, path.name):
+                kind = obj.get("type")
+                if (kind == "assistant" or kind == "cost-state" or (kind == "user" and not summary.title)
+                        or not summary.started or not summary.session_id):
+                    summary.take(obj)  # (a line of no other kind teaches it anything: take's own conditions)
+                if "message" in obj:
+                    observe(obj)
+                try:
+                    _scan_line(scan, n, obj)
+                except LINE_ERRORS as exc:  # as the reader: this line skipped, said
+                    scan.skipped.append(line_problem(n, exc))
+        except _TooLong:
+            return None
+        size = fh.seek(0, os.SEEK_END)
+        complete = not size or (fh.seek(size - 1) >= 0 and fh.read(1) == b"\n")
+    scan.count = count[0]
+    return summary.entry(path), reader.finish(), complete

@@ -1,0 +1,156 @@
+"""Issue 28: a first index's pass over a Claude Code file (``engine.usage.claude_pass``) gives the very summary, rows
+(calls, tokens, costs, tools, tool results and their tokens, compactions, title, peak fullness) and damaged lines that
+the reader's pass gives (``summary_and_rows_read``), on every shared session, on files shaped as the benchmark's and on
+lines made to take each way through it (orjson, the standard module, damaged, torn, blank, cut across blocks)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bigsession import ClaudeCopies
+from benchmarks.usage_bench import _claude_file
+from engine.sources import model as source_model
+from engine.sources import session_summary
+from engine.sources.readers import read_source
+from engine.usage import claude_pass, rows
+from engine.usage.prices import PriceTable, load_table
+from engine.usage.rows import summary_and_rows_fast, summary_and_rows_read
+from tests.conftest import SHARED
+
+CLAUDE = SHARED / "data" / "sessions" / "claude-code"
+FILES = sorted(CLAUDE.rglob("*.jsonl"))  # the main files (their subagents read beside them) and the subagent files
+MAIN = CLAUDE / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+
+
+@pytest.fixture(scope="module")
+def prices() -> PriceTable:
+    return load_table()
+
+
+def _same(path: Path, prices: PriceTable) -> rows.WorkerRows:
+    fast = summary_and_rows_fast(path, prices)
+    read = summary_and_rows_read("claude-code", path, prices)
+    assert fast is not None
+    assert fast[0] == read[0]  # the Sources summary
+    assert fast[1] == read[1]  # the rows (calls, tool results, the session row) and the damaged lines
+    return fast[1]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: "/".join(p.relative_to(CLAUDE).parts)[-40:])
+def test_the_pass_gives_the_readers_rows_on_every_shared_session(path: Path, prices: PriceTable) -> None:
+    done = _same(path, prices)
+    assert done is not None and done[0].calls and done[0].session["calls"]
+
+
+def test_the_pass_gives_the_readers_rows_on_files_shaped_as_the_benchmarks(tmp_path: Path,
+                                                                         prices: PriceTable) -> None:
+    """Copies of the shared sessions with fresh ids, one or two to a file, without their subagent files (the
+    benchmark's folder: the subagents' calls come from the progress lines)."""
+    for i, source in enumerate(sorted(CLAUDE.glob("????????-*.jsonl"))):
+        gen = ClaudeCopies(source, seed=100 + i)
+        gen.copy()
+        for copies in (1, 2):
+            _claude_file(gen, copies, tmp_path / "new.jsonl", f"/home/dev/work/project-{i}")
+            done = _same(tmp_path / f"{gen.last_sid.decode()}.jsonl", prices)  # type: ignore[attr-defined]
+            assert done is not None and len(done[0].tool_results) > 100
+            assert {c["kind"] for c in done[0].calls} >= {"main", "task"}
+
+
+def _planted(tmp_path: Path, lines: list[bytes], *, end: bytes = b"") -> Path:
+    """The shared session MAIN with ``lines`` put among its own (every 50 lines), ``end`` after its last newline."""
+    own = MAIN.read_bytes().splitlines(keepends=True)
+    out: list[bytes] = []
+    for i, raw in enumerate(own):
+        out.append(raw)
+        if i % 50 == 25 and lines:
+            out.append(lines.pop(0))
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / MAIN.name
+    path.write_bytes(b"".join(out + lines) + end)
+    shutil.copytree(MAIN.with_suffix(""), tmp_path / MAIN.stem)
+    return path
+
+
+def _user(text: str, uid: str, **more: object) -> bytes:
+    line = {"parentUuid": None, "isSidechain": False, "type": "user", "uuid": uid, "sessionId": "planted",
+            "timestamp": "2026-02-11T22:00:00.000Z", "message": {"role": "user", "content": text}, **more}
+    return json.dumps(line).encode() + b"\n"
+
+
+PLANTED = [
+    b"not json at all\n",  # damaged
+    b"[1, 2]\n",  # JSON, not an object
+    b"\n", b"   \t\n", b"\r\n",  # blank lines (counted, passed over)
+    b'{"type":"user","uuid":"ctl","message":{"role":"user","content":"a\ttab"}}\n',  # a raw tab: the standard module
+    _user("\ud800 a lone surrogate", "lone"),  # orjson refuses it, the standard module reads it
+    b'{"type":"progress","uuid":"nan","parentUuid":null,"data":{"x":NaN},"timestamp":"2026-02-11T22:00:01.000Z"}\n',
+    _user("a huge number", "big", extra=2**70),  # a run of 19 digits: the block read by the standard module
+    b'{"type":"no-such-kind","uuid":"odd","timestamp":"2026-02-11T22:00:02.000Z"}\n',  # a kind the reader does not know
+    b'{"type":"user","uuid":"bad-utf8","message":{"content":"\xff\xfe"}}\n',  # not UTF-8: damaged
+    b'{"type":"user","uuid":"r","message":{"content":"a line ending with a carriage return"}}\r\n',
+]
+
+
+@pytest.mark.parametrize("block", [claude_pass.BLOCK, 4096, 7], ids=["8MB", "4KB", "7B"])
+def test_planted_lines_and_blocks_of_any_size_give_the_readers_rows(tmp_path: Path, prices: PriceTable,
+                                                                   monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    monkeypatch.setattr(claude_pass, "BLOCK", block)
+    path = _planted(tmp_path, list(PLANTED))
+    done = _same(path, prices)
+    assert done is not None and done[1] is not None and done[1][0] >= 3  # the damaged lines said, as the reader says
+
+
+def test_a_torn_last_line_gives_the_summary_and_no_rows_yet(tmp_path: Path, prices: PriceTable) -> None:
+    for end in (b'{"type":"user","uuid":"torn","message":{"content":"half', b'{"type":"user","uuid":"whole"}'):
+        path = _planted(tmp_path / end[-4:].decode(), [], end=end)
+        fast = summary_and_rows_fast(path, prices)
+        read = summary_and_rows_read("claude-code", path, prices)
+        assert fast is not None and fast == read and fast[1] is None
+
+
+def test_a_line_longer_than_the_reader_holds_is_left_to_the_reader(tmp_path: Path, prices: PriceTable,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(source_model, "MAX_LINE_BYTES", 20_000)
+    path = _planted(tmp_path, [_user("x" * 30_000, "long")])
+    assert summary_and_rows_fast(path, prices) is None
+    rows.worker_start(prices)
+    try:  # what a worker runs: the reader's pass, the long line said as damaged
+        entry, done = rows.summary_and_rows(("claude-code", str(path)))
+    finally:
+        rows.worker_start(None)
+    assert (entry, done) == summary_and_rows_read("claude-code", path, prices)
+    assert done is not None and done[1] is not None and "more than" in done[1][1]
+
+
+def test_a_worker_imports_only_what_the_rows_need() -> None:
+    """Issue 28, "nothing imported that the command does not use": a first index's worker makes a file's rows without
+    the cost and tool-cost modules (and the event records, archive and diff they import)."""
+    code = ("import sys; from pathlib import Path; from engine.usage.prices import load_table; "
+            "from engine.usage.rows import summary_and_rows_fast; "
+            f"assert summary_and_rows_fast(Path({str(MAIN)!r}), load_table())[1]; "
+            "print(' '.join(m for m in ('engine.usage.costs', 'engine.usage.tool_costs', 'engine.context.diff', "
+            "'engine.store.archive', 'engine.model.records') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if "subagents" not in p.parts], ids=lambda p: p.name[:12])
+def test_a_file_the_scan_summarised_gets_the_readers_rows(path: Path, prices: PriceTable) -> None:
+    """A first index after ``sources`` (its summaries known): a worker's rows_of_file reads a Claude Code file by the
+    pass too, and gives the rows the reader's session gives."""
+    entry = session_summary.summarize("claude-code", path)
+    fid = rows.file_id(entry.path)
+    rows.worker_start(prices)
+    try:
+        done = rows.rows_of_file((entry, fid))
+    finally:
+        rows.worker_start(None)
+    session = read_source(path, "claude-code")
+    assert done == (rows.rows_of(entry, session, prices, fid), rows.bad_said(session))
