@@ -10,7 +10,11 @@ calibre's collectors).
 
 :func:`give_back` collects everything and hands the C heap's free memory back to the system (glibc's
 ``malloc_trim``): after a whole session was replaced by another (a load, a followed file rewritten at a
-compaction), the old one's memory is free but would stay in the process's resident size.
+compaction), the old one's memory is free but would stay in the process's resident size. :class:`Reclaimer` runs
+it once the window has settled after a load (not between a large file's first screen and its whole view, nor in
+the middle of drawing either): the whole collection (a third of a second with litellm loaded: it walks every
+object) only when a large session was replaced — what a small one leaves is found by the usual collections — and
+else only the trim (milliseconds), which hands back what reading the file left free.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import gc
 from PySide6.QtCore import QObject, QTimer
 
 INTERVAL_MS = 250  # how often the main thread looks whether a collection is due
+SETTLE_MS = 1500  # a load's memory is handed back this long after the last load (a first screen, then the whole)
+LARGE_ROWS = 2000  # a replaced session with this many messages and calls: every generation is collected
 
 
 class MainThreadCollector(QObject):
@@ -65,6 +71,12 @@ def give_back() -> bool:
     """Collect every generation, then return the C heap's free pages to the system (glibc; elsewhere only the
     collection); whether memory was handed back."""
     gc.collect()
+    return trim()
+
+
+def trim() -> bool:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere nothing); whether memory
+    was handed back."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return bool(libc.malloc_trim(0))
@@ -72,4 +84,36 @@ def give_back() -> bool:
         return False
 
 
-__all__ = ["INTERVAL_MS", "MainThreadCollector", "give_back"]
+class Reclaimer(QObject):
+    """Memory handed back once loads have settled: :meth:`replaced` after each session shown (with the size of the
+    one it replaced) starts (again) a single-shot timer; when it fires, :func:`give_back` if the sessions replaced
+    since held :data:`LARGE_ROWS` rows or more, else :func:`trim`."""
+
+    def __init__(self, parent: QObject | None = None, delay_ms: int = SETTLE_MS) -> None:
+        super().__init__(parent)
+        self._rows = 0
+        self.runs: list[str] = []  # "give_back" / "trim", in order (tests)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(delay_ms)
+        self._timer.timeout.connect(self.run)
+
+    def replaced(self, rows: int) -> None:
+        """A session was shown in place of one with ``rows`` messages and calls (0: none)."""
+        self._rows += max(0, rows)
+        self._timer.start()
+
+    def pending(self) -> bool:
+        return self._timer.isActive()
+
+    def run(self) -> None:
+        self._timer.stop()
+        large, self._rows = self._rows >= LARGE_ROWS, 0
+        self.runs.append("give_back" if large else "trim")
+        if large:
+            give_back()
+        else:
+            trim()
+
+
+__all__ = ["INTERVAL_MS", "LARGE_ROWS", "SETTLE_MS", "MainThreadCollector", "Reclaimer", "give_back", "trim"]

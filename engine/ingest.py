@@ -25,7 +25,6 @@ into place at the end: nothing partial is left behind.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -59,7 +58,7 @@ from engine.sources.model import (
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.fsutil import fsync_dir, json_loads
+from engine.store.fsutil import fingerprint, fsync_dir, json_loads
 from engine.store.staging import collection_paused, staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
@@ -636,7 +635,7 @@ def _last_record_offset(path: Path, call_index: int) -> int:
 
 
 def _signature(msg: Message) -> int:
-    return hash(json.dumps(msg, sort_keys=True, default=str))
+    return fingerprint(msg)
 
 
 class LiveImport:

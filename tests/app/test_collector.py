@@ -78,3 +78,20 @@ def test_give_back_collects_cycles_and_returns_free_memory() -> None:
     finally:
         if was:
             gc.enable()
+
+
+def test_reclaimer_hands_memory_back_once_loads_settle(qtbot) -> None:
+    """A first screen then its whole view: one run, after the last; the whole collection only when what was
+    replaced was large (else the trim alone)."""
+    from app.collector import LARGE_ROWS, Reclaimer
+
+    rec = Reclaimer(delay_ms=50)
+    rec.replaced(0)  # the empty session shown at start
+    rec.replaced(90)  # the first screen of a large file
+    assert rec.pending() and rec.runs == []
+    qtbot.waitUntil(lambda: not rec.pending(), timeout=2000)
+    assert rec.runs == ["trim"]
+    rec.replaced(LARGE_ROWS - 1)
+    rec.replaced(1)
+    qtbot.waitUntil(lambda: not rec.pending(), timeout=2000)
+    assert rec.runs == ["trim", "give_back"]

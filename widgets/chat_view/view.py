@@ -132,8 +132,11 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         messages: Sequence[dict[str, Any]],
         tokens_by_id: dict[str, int] | None = None,
         markers: Iterable[dict[str, Any]] = (),
+        placed: Iterable[tuple[dict[str, Any], bool, str | None]] = (),
     ) -> None:
-        """Replace the conversation. ``markers`` are compaction event dicts placed by timestamp."""
+        """Replace the conversation. ``markers`` are compaction event dicts placed by timestamp; ``placed`` are
+        (event, undoable, after message id) placed as :meth:`add_compaction_marker` one after the other would
+        place them (a session's markers: one reset of the model, not one insertion each)."""
         tokens_by_id = tokens_by_id or {}
         items: list[ChatItem] = []
         seen: set[str] = set()
@@ -151,6 +154,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
                 continue
             seen.add(mk.key)
             items.insert(self._position_by_ts(items, ev.get("ts")), mk)
+        self._place_markers(items, placed)
         self._current = None
         self._model.reset(items)
         self.scroll_to_bottom()
@@ -273,6 +277,20 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         it = ChatItem("marker", key, event=dict(event))
         it.undoable = undoable
         return it
+
+    def _place_markers(self, items: list[ChatItem], placed: Iterable[tuple[dict[str, Any], bool, str | None]]) -> None:
+        by_key = {it.key: it for it in items}
+        for event, undoable, after in placed:
+            mk = self._marker_item(event, undoable)
+            known = by_key.get(mk.key)
+            if known is not None:  # as add_compaction_marker: the marker already there is updated
+                if known.kind == "marker":
+                    known.event, known.undoable = dict(event), undoable
+                    known.touch()
+                continue
+            anchor = by_key.get(after) if after is not None else None
+            items.insert(items.index(anchor) + 1 if anchor is not None else len(items), mk)
+            by_key[mk.key] = mk
 
     @staticmethod
     def _position_by_ts(items: Sequence[ChatItem], ts: Any) -> int:

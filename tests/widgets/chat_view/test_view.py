@@ -279,3 +279,29 @@ def test_an_imported_compaction_marker_says_the_agents_own_figures(view):
     view.update_compaction_marker("cc", {k: v for k, v in ev.items() if k not in ("post_tokens", "cost_usd",
                                                                                    "placed_by", "source_format")})
     assert texts(view, "cc")[1].endswith("1 kept · 0.0 s") and len(texts(view, "cc")) == 3  # title, line, link
+
+
+def test_markers_placed_on_loading_land_where_one_insertion_each_puts_them(view, qtbot):
+    """set_messages(placed=…) — a session's markers in one reset of the model — gives the rows, events and undo
+    flags that add_compaction_marker one marker after the other gives (two after one message: the later first; an
+    unknown or no message: at the end; a marker given twice: the first updated in place)."""
+    messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 9)]
+    ev = {i: {"id": f"c{i}", "trigger": "auto", "tokens_before": 100 * i, "tokens_after": 10 * i} for i in range(7)}
+    placed = [(ev[0], False, "m2"), (ev[1], True, "m2"), (ev[2], False, "m7"), (ev[3], False, None),
+              (ev[4], True, "gone"), (ev[5], False, "c2"), ({**ev[0], "tokens_after": 3}, True, "m5"),
+              ({"trigger": "manual", "tokens_before": 9, "tokens_after": 1}, False, "m1")]
+    one_by_one = ChatView(pal=DARK)
+    qtbot.addWidget(one_by_one)
+    one_by_one.set_messages(messages)
+    for event, undoable, after in placed:
+        one_by_one.add_compaction_marker(event, undoable, after)
+    view.set_messages(messages, placed=placed)
+
+    def rows(v: ChatView) -> list[tuple[str, dict | None, bool]]:
+        return [(it.key if not it.key.startswith("compaction-") else "generated", it.event, it.undoable)
+                for it in v.chat_model().items()]
+
+    assert rows(view) == rows(one_by_one)
+    assert [k for k, _, _ in rows(view)][:5] == ["m1", "generated", "m2", "c1", "c0"]
+    assert view.item("c0").event["tokens_after"] == 3 and view.item("c0").undoable
+    assert view.message_ids() == one_by_one.message_ids()
