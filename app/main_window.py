@@ -577,7 +577,7 @@ class MainWindow(WindowBase):
         self.export_menu.set_session(view)
         self._streaming.clear()
         self.setWindowTitle(f"{view.title} — Context Workbench")
-        self.chat.set_messages(view.messages, view.state.tokens,
+        self.chat.set_messages(view.messages, view.state.tokens, live=set(view.state.live_ids),
                                placed=[(marker.event, marker.undoable, marker.after_id) for marker in view.markers])
         if view.id not in self.sessions.session_ids():
             self.sessions.update_session({"id": view.id, "title": view.title})

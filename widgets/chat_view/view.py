@@ -8,7 +8,7 @@ conversation costs O(log n), not a relayout of every row. See :mod:`widgets.chat
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QPointF, QRect, QRectF, Qt, QTimer, QUrl, Signal
@@ -133,10 +133,12 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         tokens_by_id: dict[str, int] | None = None,
         markers: Iterable[dict[str, Any]] = (),
         placed: Iterable[tuple[dict[str, Any], bool, str | None]] = (),
+        live: Collection[str] | None = None,
     ) -> None:
         """Replace the conversation. ``markers`` are compaction event dicts placed by timestamp; ``placed`` are
         (event, undoable, after message id) placed as :meth:`add_compaction_marker` one after the other would
-        place them (a session's markers: one reset of the model, not one insertion each)."""
+        place them (a session's markers: one reset of the model, not one insertion each); ``live``: the ids in
+        the context, every other message shown out of it from the start (as :meth:`set_out_of_context` after)."""
         tokens_by_id = tokens_by_id or {}
         items: list[ChatItem] = []
         seen: set[str] = set()
@@ -155,6 +157,9 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
             seen.add(mk.key)
             items.insert(self._position_by_ts(items, ev.get("ts")), mk)
         self._place_markers(items, placed)
+        if live is not None:
+            for it in items:
+                it.out_of_context = it.kind == "message" and it.key not in live
         self._current = None
         self._model.reset(items)
         self.scroll_to_bottom()

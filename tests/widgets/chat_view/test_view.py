@@ -305,3 +305,22 @@ def test_markers_placed_on_loading_land_where_one_insertion_each_puts_them(view,
     assert [k for k, _, _ in rows(view)][:5] == ["m1", "generated", "m2", "c1", "c0"]
     assert view.item("c0").event["tokens_after"] == 3 and view.item("c0").undoable
     assert view.message_ids() == one_by_one.message_ids()
+
+
+def test_messages_out_of_the_context_flagged_on_loading_as_after_it(view, qtbot):
+    """set_messages(live=…) flags the messages not in the context as set_out_of_context after the load does (the
+    window then finds nothing to flip: no row measured again)."""
+    messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 40)]
+    live = {f"m{i}" for i in range(25, 40)}
+    after = ChatView(pal=DARK)
+    qtbot.addWidget(after)
+    after.set_messages(messages)
+    after.set_out_of_context([k for k in after.message_ids() if k not in live])
+    view.set_messages(messages, live=live)
+    flags = [(it.key, it.out_of_context) for it in view.chat_model().items()]
+    assert flags == [(it.key, it.out_of_context) for it in after.chat_model().items()]
+    assert sum(out for _, out in flags) == 24
+    told: list[int] = []
+    view.chat_model().dataChanged.connect(lambda top, _bottom, *_: told.append(top.row()))
+    view.set_out_of_context([k for k in view.message_ids() if k not in live])
+    assert told == []
