@@ -457,7 +457,8 @@ def _chunks(path: Path) -> Any:
 
 def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
            model_info: ModelInfo | None, title: str | None,
-           recorder_out: list[ContextRecorder] | None = None) -> SourceImportReport:
+           recorder_out: list[ContextRecorder] | None = None,
+           records_out: list[Record] | None = None) -> SourceImportReport:
     win = _window(src, settings, model_info)
     ctx = _Ctx(settings, estimator, win, estimator.text(src.system_prompt) if src.system_prompt else 0,
                estimator.tools(src.tools) if src.tools else 0)
@@ -476,7 +477,10 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
         if archived:
             archive.append(folder, archived, dedupe=False)
         session.extend(src.messages[src.live_start:])
-        session.append_records([parse_record(e) for e in events])
+        records = [parse_record(e) for e in events]
+        session.append_records(records)
+        if records_out is not None:
+            records_out.extend(records)
         report = SourceImportReport(
             format=src.format, session_id=folder.name, path=folder, source=src.path, messages=len(src.messages),
             live_messages=len(src.messages) - src.live_start, archived_messages=src.live_start, calls=len(src.calls),
@@ -655,8 +659,10 @@ class LiveImport:
 
     def _write_folder(self, folder: Path) -> SourceImportReport:
         kept: list[ContextRecorder] = []
-        report = _write(self.src, folder, self.settings, self.estimator, self.model_info, self.title, kept)
+        written: list[Record] = []
+        report = _write(self.src, folder, self.settings, self.estimator, self.model_info, self.title, kept, written)
         self.recorder = kept[0]
+        self.written: list[Record] | None = written  # events.jsonl's records as written (until a session reads them)
         self.signatures = [_signature(m) for m in self.src.messages]
         self.calls = len(self.src.calls)
         self.live_start = self.src.live_start
@@ -670,6 +676,7 @@ class LiveImport:
         """Write the view again into ``folder`` (new) from the reader's session as it is now."""
         self.folder = folder
         self.report = self._write_folder(folder)
+        self.written = None  # (a view read again reads its records)
         return self.report
 
     def _facts(self) -> tuple[Any, ...]:
