@@ -5,8 +5,9 @@ thread (the Sources scan, a reader, litellm's import) then runs the finalizers o
 the main thread, and the main thread may collect in the middle of a Qt call (a resize of the chart's view) —
 both seen to hang the window for good (the main thread asleep inside the collector, a worker waiting for the
 GIL). So automatic collection is switched off and :class:`MainThreadCollector` collects from a timer of the
-main thread's event loop, with the thresholds the interpreter would use (the pattern of pyqtgraph's and
-calibre's collectors).
+main thread's event loop, with the thresholds the interpreter would use and its rule for a whole collection (the
+objects moved to the oldest generation since the last one a quarter of those it left) (the pattern of pyqtgraph's
+and calibre's collectors).
 
 :func:`give_back` collects everything and hands the C heap's free memory back to the system (glibc's
 ``malloc_trim``): after a whole session was replaced by another (a load, a followed file rewritten at a
@@ -38,6 +39,10 @@ class MainThreadCollector(QObject):
         self._threshold = gc.get_threshold()
         self._was_enabled = gc.isenabled()
         self.collections = 0  # collections run (tests)
+        self._full_seen = -1  # whole collections counted when the oldest generation was last measured
+        self._long_lived = 0  # the objects a whole collection left in the oldest generation
+        self._checked = -1  # the oldest generation's count when it was last measured
+        self._pending_due = False
         gc.disable()
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
@@ -48,9 +53,22 @@ class MainThreadCollector(QObject):
         """The oldest generation whose count passed its threshold (as the interpreter decides), or -1."""
         counts = gc.get_count()
         for gen in (2, 1, 0):
-            if self._threshold[gen] and counts[gen] > self._threshold[gen]:
+            if self._threshold[gen] and counts[gen] > self._threshold[gen] and (gen < 2 or self._full_due(counts[2])):
                 return gen
         return -1
+
+    def _full_due(self, count: int) -> bool:
+        """The interpreter's rule for a whole collection beyond the threshold: only once the objects that reached
+        the oldest generation since the last whole collection are a quarter of those it left there (else each
+        whole collection — a third of a second with a session and litellm loaded — would come every ten younger
+        ones, however few objects they moved up). Looked at again only when a younger collection moved some up."""
+        full = gc.get_stats()[2]["collections"]
+        if full != self._full_seen:  # a whole collection since (this one's, give_back's): what it left is the base
+            self._full_seen, self._long_lived, self._checked = full, len(gc.get_objects(2)), -1
+        if count != self._checked:
+            self._checked = count
+            self._pending_due = len(gc.get_objects(2)) - self._long_lived > self._long_lived // 4
+        return self._pending_due
 
     def collect(self) -> int:
         """Collect the generation that is due, if any; the objects found unreachable."""
