@@ -638,10 +638,6 @@ def _last_record_offset(path: Path, call_index: int) -> int:
     return start if isinstance(last, ContextRecord) and last.snapshot.call_index == call_index else -1
 
 
-def _signature(msg: Message) -> int:
-    return fingerprint(msg)
-
-
 class LiveImport:
     """A followed source imported once into a view folder, then kept up to date from its incremental
     reader's :class:`SourceChanges`: new messages appended, a grown response replaced in place, one record
@@ -663,7 +659,7 @@ class LiveImport:
         report = _write(self.src, folder, self.settings, self.estimator, self.model_info, self.title, kept, written)
         self.recorder = kept[0]
         self.written: list[Record] | None = written  # events.jsonl's records as written (until a session reads them)
-        self.signatures = [_signature(m) for m in self.src.messages]
+        self.signatures = [fingerprint(m) for m in self.src.messages]
         self.calls = len(self.src.calls)
         self.live_start = self.src.live_start
         self.compactions = [(c.message_index, c.summary, c.tokens_after) for c in self.src.compactions]
@@ -721,14 +717,14 @@ class LiveImport:
             return None  # an older call changed: not the way files grow
         plan = LivePlan()
         for i in range(start, known):
-            sig = _signature(src.messages[i])
+            sig = fingerprint(src.messages[i])
             if sig != self.signatures[i]:
                 self.signatures[i] = sig
                 plan.replaced.append(dict(src.messages[i]))
         if plan.replaced:
             self.recorder.changed_from(start)
         for msg in src.messages[known:]:
-            self.signatures.append(_signature(msg))
+            self.signatures.append(fingerprint(msg))
             plan.added.append(dict(msg))
         if self.calls and self.calls - 1 in changes.calls_updated and self.recorder.last is not None:
             self.recorder.last.update(call_figures(src.calls[self.calls - 1], self.recorder.ctx.win.context_window))
