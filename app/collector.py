@@ -5,12 +5,17 @@ thread (the Sources scan, a reader, litellm's import) then runs the finalizers o
 the main thread, and the main thread may collect in the middle of a Qt call (a resize of the chart's view) —
 both seen to hang the window for good (the main thread asleep inside the collector, a worker waiting for the
 GIL). So automatic collection is switched off and :class:`MainThreadCollector` collects from a timer of the
-main thread's event loop, with the thresholds the interpreter would use (the pattern of pyqtgraph's and
-calibre's collectors).
+main thread's event loop, with the thresholds the interpreter would use and its rule for a whole collection (the
+objects moved to the oldest generation since the last one a quarter of those it left) (the pattern of pyqtgraph's
+and calibre's collectors).
 
 :func:`give_back` collects everything and hands the C heap's free memory back to the system (glibc's
 ``malloc_trim``): after a whole session was replaced by another (a load, a followed file rewritten at a
-compaction), the old one's memory is free but would stay in the process's resident size.
+compaction), the old one's memory is free but would stay in the process's resident size. :class:`Reclaimer` runs
+it once the window has settled after a load (not between a large file's first screen and its whole view, nor in
+the middle of drawing either): the whole collection (a third of a second with litellm loaded: it walks every
+object) only when a large session was replaced — what a small one leaves is found by the usual collections — and
+else only the trim (milliseconds), which hands back what reading the file left free.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import gc
 from PySide6.QtCore import QObject, QTimer
 
 INTERVAL_MS = 250  # how often the main thread looks whether a collection is due
+SETTLE_MS = 1500  # a load's memory is handed back this long after the last load (a first screen, then the whole)
+LARGE_ROWS = 2000  # a replaced session with this many messages and calls: every generation is collected
 
 
 class MainThreadCollector(QObject):
@@ -32,6 +39,10 @@ class MainThreadCollector(QObject):
         self._threshold = gc.get_threshold()
         self._was_enabled = gc.isenabled()
         self.collections = 0  # collections run (tests)
+        self._full_seen = -1  # whole collections counted when the oldest generation was last measured
+        self._long_lived = 0  # the objects a whole collection left in the oldest generation
+        self._checked = -1  # the oldest generation's count when it was last measured
+        self._pending_due = False
         gc.disable()
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
@@ -42,9 +53,22 @@ class MainThreadCollector(QObject):
         """The oldest generation whose count passed its threshold (as the interpreter decides), or -1."""
         counts = gc.get_count()
         for gen in (2, 1, 0):
-            if self._threshold[gen] and counts[gen] > self._threshold[gen]:
+            if self._threshold[gen] and counts[gen] > self._threshold[gen] and (gen < 2 or self._full_due(counts[2])):
                 return gen
         return -1
+
+    def _full_due(self, count: int) -> bool:
+        """The interpreter's rule for a whole collection beyond the threshold: only once the objects that reached
+        the oldest generation since the last whole collection are a quarter of those it left there (else each
+        whole collection — a third of a second with a session and litellm loaded — would come every ten younger
+        ones, however few objects they moved up). Looked at again only when a younger collection moved some up."""
+        full = gc.get_stats()[2]["collections"]
+        if full != self._full_seen:  # a whole collection since (this one's, give_back's): what it left is the base
+            self._full_seen, self._long_lived, self._checked = full, len(gc.get_objects(2)), -1
+        if count != self._checked:
+            self._checked = count
+            self._pending_due = len(gc.get_objects(2)) - self._long_lived > self._long_lived // 4
+        return self._pending_due
 
     def collect(self) -> int:
         """Collect the generation that is due, if any; the objects found unreachable."""
@@ -65,6 +89,12 @@ def give_back() -> bool:
     """Collect every generation, then return the C heap's free pages to the system (glibc; elsewhere only the
     collection); whether memory was handed back."""
     gc.collect()
+    return trim()
+
+
+def trim() -> bool:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere nothing); whether memory
+    was handed back."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return bool(libc.malloc_trim(0))
@@ -72,4 +102,36 @@ def give_back() -> bool:
         return False
 
 
-__all__ = ["INTERVAL_MS", "MainThreadCollector", "give_back"]
+class Reclaimer(QObject):
+    """Memory handed back once loads have settled: :meth:`replaced` after each session shown (with the size of the
+    one it replaced) starts (again) a single-shot timer; when it fires, :func:`give_back` if the sessions replaced
+    since held :data:`LARGE_ROWS` rows or more, else :func:`trim`."""
+
+    def __init__(self, parent: QObject | None = None, delay_ms: int = SETTLE_MS) -> None:
+        super().__init__(parent)
+        self._rows = 0
+        self.runs: list[str] = []  # "give_back" / "trim", in order (tests)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(delay_ms)
+        self._timer.timeout.connect(self.run)
+
+    def replaced(self, rows: int) -> None:
+        """A session was shown in place of one with ``rows`` messages and calls (0: none)."""
+        self._rows += max(0, rows)
+        self._timer.start()
+
+    def pending(self) -> bool:
+        return self._timer.isActive()
+
+    def run(self) -> None:
+        self._timer.stop()
+        large, self._rows = self._rows >= LARGE_ROWS, 0
+        self.runs.append("give_back" if large else "trim")
+        if large:
+            give_back()
+        else:
+            trim()
+
+
+__all__ = ["INTERVAL_MS", "LARGE_ROWS", "SETTLE_MS", "MainThreadCollector", "Reclaimer", "give_back", "trim"]

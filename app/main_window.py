@@ -26,7 +26,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence, QShowEvent
 from PySide6.QtWidgets import QApplication, QDockWidget, QHeaderView, QLabel, QSplitter, QVBoxLayout, QWidget
 
-from app.collector import give_back
+from app.collector import Reclaimer, give_back
 from app.controller import ContextState, Controller, Marker, SessionView
 from app.export_menu import ExportMenu
 from app.window_base import ChartData, WindowBase
@@ -87,6 +87,7 @@ class MainWindow(WindowBase):
         self.settings_dialog: Any = None
         self._model_names: list[str] = []
         self._session: SessionView | None = None
+        self._reclaimer = Reclaimer(self)
         self._streaming: set[str] = set()
         self._closing = False
 
@@ -575,13 +576,12 @@ class MainWindow(WindowBase):
             self.sessions.set_current(self._session.id)
 
     def _on_controller_session_loaded(self, view: SessionView) -> None:
-        self._session = view
+        old, self._session = self._session, view
         self.export_menu.set_session(view)
         self._streaming.clear()
         self.setWindowTitle(f"{view.title} — Context Workbench")
-        self.chat.set_messages(view.messages, view.state.tokens)
-        for marker in view.markers:
-            self.chat.add_compaction_marker(marker.event, marker.undoable, marker.after_id)
+        self.chat.set_messages(view.messages, view.state.tokens, live=set(view.state.live_ids),
+                               placed=[(marker.event, marker.undoable, marker.after_id) for marker in view.markers])
         if view.id not in self.sessions.session_ids():
             self.sessions.update_session(SessionRow(view.id, view.title))
         self.sessions.set_current(view.id)
@@ -600,7 +600,7 @@ class MainWindow(WindowBase):
         self.status.set_state(self.controller.state)
         self.chat.scroll_to_bottom()
         self.notice_bar.hide()
-        QTimer.singleShot(0, give_back)  # the session shown before is garbage now: its memory back to the system
+        self._reclaimer.replaced(len(old.messages) + len(old.timeline) if old is not None else 0)  # its memory back
 
     def _on_controller_context_state(self, state: ContextState) -> None:
         self._apply_state(state)

@@ -25,7 +25,6 @@ into place at the end: nothing partial is left behind.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -60,7 +59,7 @@ from engine.sources.model import (
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.fsutil import fsync_dir, json_loads
+from engine.store.fsutil import fingerprint, fsync_dir, json_loads
 from engine.store.staging import collection_paused, staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
@@ -459,7 +458,8 @@ def _chunks(path: Path) -> Any:
 
 def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Estimator,
            model_info: ModelInfo | None, title: str | None,
-           recorder_out: list[ContextRecorder] | None = None) -> SourceImportReport:
+           recorder_out: list[ContextRecorder] | None = None,
+           records_out: list[Record] | None = None) -> SourceImportReport:
     win = _window(src, settings, model_info)
     ctx = _Ctx(settings, estimator, win, estimator.text(src.system_prompt) if src.system_prompt else 0,
                estimator.tools(src.tools) if src.tools else 0)
@@ -478,7 +478,10 @@ def _write(src: SourceSession, folder: Path, settings: Settings, estimator: Esti
         if archived:
             archive.append(folder, archived, dedupe=False)
         session.extend(src.messages[src.live_start:])
-        session.append_records([parse_record(e) for e in events])
+        records = [parse_record(e) for e in events]
+        session.append_records(records)
+        if records_out is not None:
+            records_out.extend(records)
         report = SourceImportReport(
             format=src.format, session_id=folder.name, path=folder, source=src.path, messages=len(src.messages),
             live_messages=len(src.messages) - src.live_start, archived_messages=src.live_start, calls=len(src.calls),
@@ -636,10 +639,6 @@ def _last_record_offset(path: Path, call_index: int) -> int:
     return start if isinstance(last, ContextRecord) and last.snapshot.call_index == call_index else -1
 
 
-def _signature(msg: Message) -> int:
-    return hash(json.dumps(msg, sort_keys=True, default=str))
-
-
 class LiveImport:
     """A followed source imported once into a view folder, then kept up to date from its incremental
     reader's :class:`SourceChanges`: new messages appended, a grown response replaced in place, one record
@@ -657,9 +656,11 @@ class LiveImport:
 
     def _write_folder(self, folder: Path) -> SourceImportReport:
         kept: list[ContextRecorder] = []
-        report = _write(self.src, folder, self.settings, self.estimator, self.model_info, self.title, kept)
+        written: list[Record] = []
+        report = _write(self.src, folder, self.settings, self.estimator, self.model_info, self.title, kept, written)
         self.recorder = kept[0]
-        self.signatures = [_signature(m) for m in self.src.messages]
+        self.written: list[Record] | None = written  # events.jsonl's records as written (until a session reads them)
+        self.signatures = [fingerprint(m) for m in self.src.messages]
         self.calls = len(self.src.calls)
         self.live_start = self.src.live_start
         self.compactions = [(c.message_index, c.summary, c.tokens_after) for c in self.src.compactions]
@@ -672,6 +673,7 @@ class LiveImport:
         """Write the view again into ``folder`` (new) from the reader's session as it is now."""
         self.folder = folder
         self.report = self._write_folder(folder)
+        self.written = None  # (a view read again reads its records)
         return self.report
 
     def _facts(self) -> tuple[Any, ...]:
@@ -716,14 +718,14 @@ class LiveImport:
             return None  # an older call changed: not the way files grow
         plan = LivePlan()
         for i in range(start, known):
-            sig = _signature(src.messages[i])
+            sig = fingerprint(src.messages[i])
             if sig != self.signatures[i]:
                 self.signatures[i] = sig
                 plan.replaced.append(dict(src.messages[i]))
         if plan.replaced:
             self.recorder.changed_from(start)
         for msg in src.messages[known:]:
-            self.signatures.append(_signature(msg))
+            self.signatures.append(fingerprint(msg))
             plan.added.append(dict(msg))
         if self.calls and self.calls - 1 in changes.calls_updated and self.recorder.last is not None:
             self.recorder.last.update(call_figures(src.calls[self.calls - 1], self.recorder.ctx.win.context_window))

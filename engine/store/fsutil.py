@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -65,10 +66,25 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 _DIGITS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 _LONG_RUN = b"0" * 19
 _orjson_loads: Any
+_orjson_dumps: Any
 try:
+    from orjson import (
+        OPT_NON_STR_KEYS,
+        OPT_PASSTHROUGH_DATACLASS,
+        OPT_PASSTHROUGH_DATETIME,
+        OPT_PASSTHROUGH_SUBCLASS,
+        OPT_SORT_KEYS,
+    )
+    from orjson import dumps as _orjson_dumps
     from orjson import loads as _orjson_loads
+
+    # only what the standard module writes itself (str, int, float, bool, None, dict, list, tuple): a dataclass, a
+    # datetime or a subclass (an enum's str) make orjson raise, and the standard module says what it makes of them
+    _DUMPS_OPTS = OPT_PASSTHROUGH_DATACLASS | OPT_PASSTHROUGH_DATETIME | OPT_PASSTHROUGH_SUBCLASS
+    _KEY_OPTS = OPT_SORT_KEYS | OPT_NON_STR_KEYS
 except ImportError:  # pragma: no cover - orjson is in the lock; without it the standard module reads everything
-    _orjson_loads = None
+    _orjson_loads = _orjson_dumps = None
+    _DUMPS_OPTS = _KEY_OPTS = 0
 
 
 def fast_json(raw: bytes) -> tuple[bool, Any]:
@@ -98,8 +114,50 @@ def json_loads(data: bytes | str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
+def _non_finite(obj: Any) -> bool:
+    """Whether ``obj`` holds a NaN or an infinity (at any depth; dicts, lists and tuples of exactly those types:
+    orjson refused their subclasses)."""
+    stack = [obj]
+    pop, push_all = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            push_all(item.values())
+        elif kind is list or kind is tuple:
+            push_all(item)
+        elif kind is float and not math.isfinite(item):
+            return True
+    return False
+
+
+def fingerprint(obj: Any) -> int:
+    """A hash of ``obj``'s JSON form with sorted keys (anything JSON does not know as its ``str``): equal for equal
+    values, to compare one value with what it was (never written anywhere). orjson's bytes where it can, the
+    standard module's where it cannot (an integer past 64 bits, a lone surrogate)."""
+    if _orjson_dumps is not None:
+        try:
+            return hash(_orjson_dumps(obj, default=str, option=_KEY_OPTS))
+        except TypeError:  # orjson.JSONEncodeError
+            pass
+    return hash(json.dumps(obj, sort_keys=True, default=str))
+
+
 def dumps_line(obj: Any) -> bytes:
-    """One JSON Lines record: compact, UTF-8, newline-terminated, no raw newlines inside."""
+    """One JSON Lines record: compact, UTF-8, newline-terminated, no raw newlines inside — the standard module's
+    ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``, written by orjson (about 5× faster) wherever it
+    gives the same value: not for a key that is not a string, an integer past 64 bits, a lone surrogate, a type
+    the standard module does not write itself (orjson raises: the standard module writes it or says why not), nor
+    for NaN and infinities (orjson writes ``null`` where the standard module writes ``NaN``: looked for only when
+    the line holds a ``null``). Floats may be spelt otherwise (``0.00001`` for ``1e-05``): the same number."""
+    if _orjson_dumps is not None:
+        try:
+            out: bytes = _orjson_dumps(obj, option=_DUMPS_OPTS)
+        except TypeError:  # orjson.JSONEncodeError
+            pass
+        else:
+            if b"null" not in out or not _non_finite(obj):
+                return out + b"\n"
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 

@@ -534,6 +534,12 @@ class StoredSession:
             problems.extend(self._records[1])
         return list(self._records[0])
 
+    def prime_records(self, records: Sequence[Record]) -> None:
+        """``records`` are what events.jsonl was just written with, whole (by the writer that made this folder, an
+        import in a worker thread): :meth:`read_records` returns them without reading the file again. Only for a
+        file nothing has changed since."""
+        self._records = (list(records), [])
+
     def read_events(self, problems: list[str] | None = None) -> list[dict[str, Any]]:
         """Every record as its JSON line (:meth:`read_records`), oldest first."""
         return records_json(self.read_records(problems))

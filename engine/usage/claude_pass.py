@@ -36,7 +36,7 @@ from engine.sources.model import LINE_ERRORS, SourceError, SourceSession, json_l
 from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
 
 if TYPE_CHECKING:
-    from engine.sources.session_summary import SourceEntry
+    from engine.sources.entry import SourceEntry
 
 BLOCK = 8 * 2**20
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() takes away

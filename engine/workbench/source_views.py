@@ -175,6 +175,14 @@ class LiveSource:
         self.importer = LiveImport(src, folder, self.settings, _estimator(), self.model_info)
         return self.format
 
+    def prime(self, session: Any) -> None:
+        """``session`` was loaded from the folder :meth:`open` wrote (nothing written since): its records are the
+        ones written, not parsed again from events.jsonl (once)."""
+        written = getattr(self.importer, "written", None)
+        if written is not None:
+            session.prime_records(written)
+            self.importer.written = None
+
     def poll(self) -> Any:
         """Read what was appended: the :class:`engine.ingest.LivePlan` to apply (empty when nothing came),
         or None when the view folder must be written again (:meth:`rewrite`)."""

@@ -192,6 +192,8 @@ class SourcesPart:
                 fmt = await asyncio.to_thread(sv.import_view, path, folder, prefix, self.core.settings,
                                           self.runtime.model_info())
             session = await asyncio.to_thread(Session.load, folder, estimator=self.runtime.estimator(imported=True))
+            if live is not None:
+                live.prime(session)
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
             log.warning("opening %s failed", path, exc_info=exc)
             sv.remove_view(folder)

@@ -78,3 +78,42 @@ def test_give_back_collects_cycles_and_returns_free_memory() -> None:
     finally:
         if was:
             gc.enable()
+
+
+def test_reclaimer_hands_memory_back_once_loads_settle(qtbot) -> None:
+    """A first screen then its whole view: one run, after the last; the whole collection only when what was
+    replaced was large (else the trim alone)."""
+    from app.collector import LARGE_ROWS, Reclaimer
+
+    rec = Reclaimer(delay_ms=50)
+    rec.replaced(0)  # the empty session shown at start
+    rec.replaced(90)  # the first screen of a large file
+    assert rec.pending() and rec.runs == []
+    qtbot.waitUntil(lambda: not rec.pending(), timeout=2000)
+    assert rec.runs == ["trim"]
+    rec.replaced(LARGE_ROWS - 1)
+    rec.replaced(1)
+    qtbot.waitUntil(lambda: not rec.pending(), timeout=2000)
+    assert rec.runs == ["trim", "give_back"]
+
+
+def test_a_whole_collection_waits_for_a_quarter_more_long_lived_objects(qapp: Any) -> None:
+    """As the interpreter decides: past the oldest generation's threshold, a whole collection is due only once the
+    objects moved up since the last one are a quarter of those it left (not every ten younger collections)."""
+    was = gc.isenabled()
+    collector = MainThreadCollector(qapp, interval_ms=3_600_000)  # its timer never fires here: due() asked directly
+    try:
+        gc.collect()
+        for _ in range(gc.get_threshold()[2] + 1):
+            gc.collect(1)  # the oldest generation's count past its threshold, few objects moved up
+        assert gc.get_count()[2] > gc.get_threshold()[2]
+        assert collector.due() != 2
+        kept = [[i] for i in range(len(gc.get_objects(2)) // 3 + 1)]  # a third more objects, moved up by a younger
+        gc.collect(1)  # collection
+        assert collector.due() == 2
+        collector.collect()
+        assert collector.due() != 2 and kept
+    finally:
+        collector.stop()
+        if was:
+            gc.enable()

@@ -11,6 +11,8 @@ from engine.store.fsutil import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
+    dumps_line,
+    fingerprint,
     write_lines_atomic,
 )
 
@@ -96,3 +98,36 @@ def test_json_loads_gives_what_the_standard_module_gives() -> None:
     for bad in (b'{"a": "raw\ttab"}', b"{", b'{"a": 1} x', b"[" * 100_000 + b"]" * 100_000):
         with pytest.raises(ValueError):
             json_loads(bad)
+
+
+def _stdlib_line(obj: object) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def test_dumps_line_writes_what_the_standard_module_writes() -> None:
+    """orjson writes the line where it gives the standard module's value; NaN and infinities (orjson: null), keys
+    that are not strings, integers past 64 bits and an enum's str are written by the standard module, as before."""
+    import enum
+    import math
+
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    values = [{"a": 1, "b": "é\n\u2028\x1b\"", "c": [None, True, 1.5, -0.0], "d": {}},
+              {"cost": float("nan"), "x": None}, [float("inf"), None], {"deep": [[{"v": -math.inf, "n": None}]]},
+              {1: "int key", "s": None}, {"big": 2**70}, {"e": Colour.RED, "n": None}, "null", None, 0.1]
+    for value in values:
+        assert dumps_line(value) == _stdlib_line(value)
+        assert json.loads(dumps_line(value)) == json.loads(_stdlib_line(value)) or value != value
+    assert json.loads(dumps_line({"f": 1e-05})) == {"f": 1e-05}  # spelt 0.00001: the same number
+    with pytest.raises(TypeError):
+        dumps_line({"set": {1}})  # what the standard module cannot write still raises
+    with pytest.raises(UnicodeEncodeError):
+        dumps_line({"s": "\ud800"})
+
+
+def test_fingerprint_tells_equal_values_from_different_ones() -> None:
+    a = {"id": "m1", "role": "user", "content": [{"type": "text", "text": "hi"}], "n": None}
+    assert fingerprint(a) == fingerprint(dict(reversed(list(a.items()))))  # key order does not matter
+    assert fingerprint(a) != fingerprint({**a, "content": [{"type": "text", "text": "hi!"}]})
+    assert fingerprint({"n": 2**70}) == fingerprint({"n": 2**70}) != fingerprint({"n": 2**70 + 1})

@@ -8,7 +8,7 @@ conversation costs O(log n), not a relayout of every row. See :mod:`widgets.chat
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QPointF, QRect, QRectF, Qt, QTimer, QUrl, Signal
@@ -133,8 +133,13 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         messages: Sequence[dict[str, Any]],
         tokens_by_id: dict[str, int] | None = None,
         markers: Iterable[CompactionRecord] = (),
+        placed: Iterable[tuple[CompactionRecord, bool, str | None]] = (),
+        live: Collection[str] | None = None,
     ) -> None:
-        """Replace the conversation. ``markers`` are compaction records placed by timestamp."""
+        """Replace the conversation. ``markers`` are compaction records placed by timestamp; ``placed`` are
+        (record, undoable, after message id) placed as :meth:`add_compaction_marker` one after the other would
+        place them (a session's markers: one reset of the model, not one insertion each); ``live``: the ids in
+        the context, every other message shown out of it from the start (as :meth:`set_out_of_context` after)."""
         tokens_by_id = tokens_by_id or {}
         items: list[ChatItem] = []
         seen: set[str] = set()
@@ -152,6 +157,10 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
                 continue
             seen.add(mk.key)
             items.insert(self._position_by_ts(items, ev.ts), mk)
+        self._place_markers(items, placed)
+        if live is not None:
+            for it in items:
+                it.out_of_context = it.kind == "message" and it.key not in live
         self._current = None
         self._model.reset(items)
         self.scroll_to_bottom()
@@ -274,6 +283,21 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         it = ChatItem("marker", key, event=event)
         it.undoable = undoable
         return it
+
+    def _place_markers(self, items: list[ChatItem],
+                       placed: Iterable[tuple[CompactionRecord, bool, str | None]]) -> None:
+        by_key = {it.key: it for it in items}
+        for event, undoable, after in placed:
+            mk = self._marker_item(event, undoable)
+            known = by_key.get(mk.key)
+            if known is not None:  # as add_compaction_marker: the marker already there is updated
+                if known.kind == "marker":
+                    known.event, known.undoable = event, undoable
+                    known.touch()
+                continue
+            anchor = by_key.get(after) if after is not None else None
+            items.insert(items.index(anchor) + 1 if anchor is not None else len(items), mk)
+            by_key[mk.key] = mk
 
     @staticmethod
     def _position_by_ts(items: Sequence[ChatItem], ts: Any) -> int:

@@ -118,3 +118,24 @@ def test_a_claude_code_compaction_that_preserves_an_answer_is_applied_in_place(s
     assert [{k: v for k, v in m.items() if k != "id"} for m in live] == [
         {k: v for k, v in m.items() if k != "id"} for m in full]
     assert _archived(folder) == _archived(whole)
+
+
+@pytest.mark.parametrize("source", FILES[:3], ids=lambda p: p.name[:16])
+def test_a_view_primed_with_the_records_written_reads_what_the_file_holds(source: Path, tmp_path: Path) -> None:
+    """LiveSource.prime gives the session loaded from the folder open wrote the records written (no second parse
+    of events.jsonl): the very records a read of the file gives, once."""
+    if not source.exists():
+        pytest.skip("shared session missing")
+    live = LiveSource(source, "claude-code" if source.parent.name == "claude-code" else "codex", new_prefix(),
+                      Settings(), None)
+    live.open(tmp_path / "view")
+    primed, read = Session.load(tmp_path / "view"), Session.load(tmp_path / "view")
+    try:
+        live.prime(primed)
+        assert live.importer.written is None
+        assert primed.read_records() == read.read_records()
+        assert len(read.read_records()) >= 4
+        assert primed.read_events() == read.read_events()
+    finally:
+        primed.close()
+        read.close()

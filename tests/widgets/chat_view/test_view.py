@@ -281,3 +281,52 @@ def test_an_imported_compaction_marker_says_the_agents_own_figures(view):
     view.update_compaction_marker("cc", CompactionRecord.from_json(
         {k: v for k, v in ev.items() if k not in ("post_tokens", "cost_usd", "placed_by", "source_format")}))
     assert texts(view, "cc")[1].endswith("1 kept · 0.0 s") and len(texts(view, "cc")) == 3  # title, line, link
+
+
+def test_markers_placed_on_loading_land_where_one_insertion_each_puts_them(view, qtbot):
+    """set_messages(placed=…) — a session's markers in one reset of the model — gives the rows, events and undo
+    flags that add_compaction_marker one marker after the other gives (two after one message: the later first; an
+    unknown or no message: at the end; a marker given twice: the first updated in place)."""
+    messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 9)]
+    raw = {i: {"id": f"c{i}", "trigger": "auto", "tokens_before": 100 * i, "tokens_after": 10 * i, "result": "summarized"}
+           for i in range(7)}
+    ev = {i: CompactionRecord.from_json(r) for i, r in raw.items()}
+    placed = [(ev[0], False, "m2"), (ev[1], True, "m2"), (ev[2], False, "m7"), (ev[3], False, None),
+              (ev[4], True, "gone"), (ev[5], False, "c2"),
+              (CompactionRecord.from_json({**raw[0], "tokens_after": 3}), True, "m5"),
+              (CompactionRecord.from_json({"trigger": "manual", "tokens_before": 9, "tokens_after": 1,
+                                          "result": "summarized"}), False, "m1")]
+    one_by_one = ChatView(pal=DARK)
+    qtbot.addWidget(one_by_one)
+    one_by_one.set_messages(messages)
+    for event, undoable, after in placed:
+        one_by_one.add_compaction_marker(event, undoable, after)
+    view.set_messages(messages, placed=placed)
+
+    def rows(v: ChatView) -> list[tuple[str, CompactionRecord | None, bool]]:
+        return [(it.key if not it.key.startswith("compaction-") else "generated", it.event, it.undoable)
+                for it in v.chat_model().items()]
+
+    assert rows(view) == rows(one_by_one)
+    assert [k for k, _, _ in rows(view)][:5] == ["m1", "generated", "m2", "c1", "c0"]
+    assert view.item("c0").event.tokens_after == 3 and view.item("c0").undoable
+    assert view.message_ids() == one_by_one.message_ids()
+
+
+def test_messages_out_of_the_context_flagged_on_loading_as_after_it(view, qtbot):
+    """set_messages(live=…) flags the messages not in the context as set_out_of_context after the load does (the
+    window then finds nothing to flip: no row measured again)."""
+    messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 40)]
+    live = {f"m{i}" for i in range(25, 40)}
+    after = ChatView(pal=DARK)
+    qtbot.addWidget(after)
+    after.set_messages(messages)
+    after.set_out_of_context([k for k in after.message_ids() if k not in live])
+    view.set_messages(messages, live=live)
+    flags = [(it.key, it.out_of_context) for it in view.chat_model().items()]
+    assert flags == [(it.key, it.out_of_context) for it in after.chat_model().items()]
+    assert sum(out for _, out in flags) == 24
+    told: list[int] = []
+    view.chat_model().dataChanged.connect(lambda top, _bottom, *_: told.append(top.row()))
+    view.set_out_of_context([k for k in view.message_ids() if k not in live])
+    assert told == []
