@@ -10,7 +10,10 @@ calibre's collectors).
 
 :func:`give_back` collects everything and hands the C heap's free memory back to the system (glibc's
 ``malloc_trim``): after a whole session was replaced by another (a load, a followed file rewritten at a
-compaction), the old one's memory is free but would stay in the process's resident size.
+compaction), the old one's memory is free but would stay in the process's resident size. While a followed session
+grows, the C heap's free pages are handed back the same way every :data:`TRIM_INTERVAL_S` seconds (no collection:
+the collector's own ones run as they are due): each line read, each chat row laid out leaves free memory in glibc's
+heap that it keeps, and a ten-minute follow at 20 lines a second kept +50 MB of it resident.
 """
 
 from __future__ import annotations
@@ -18,17 +21,23 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import time
 
 from PySide6.QtCore import QObject, QTimer
 
 INTERVAL_MS = 250  # how often the main thread looks whether a collection is due
+TRIM_INTERVAL_S = 30.0  # how often the C heap's free pages are handed back to the system
 
 
 class MainThreadCollector(QObject):
     """Automatic collection off while it lives; :meth:`collect` on the main thread's timer instead."""
 
-    def __init__(self, parent: QObject | None = None, interval_ms: int = INTERVAL_MS) -> None:
+    def __init__(self, parent: QObject | None = None, interval_ms: int = INTERVAL_MS,
+                 trim_interval_s: float = TRIM_INTERVAL_S) -> None:
         super().__init__(parent)
+        self._trim_interval = trim_interval_s
+        self._trimmed = time.monotonic()
+        self.trims = 0  # times the C heap's free pages were handed back (tests)
         self._threshold = gc.get_threshold()
         self._was_enabled = gc.isenabled()
         self.collections = 0  # collections run (tests)
@@ -47,7 +56,12 @@ class MainThreadCollector(QObject):
         return -1
 
     def collect(self) -> int:
-        """Collect the generation that is due, if any; the objects found unreachable."""
+        """Collect the generation that is due, if any; the objects found unreachable. The C heap's free pages
+        handed back when :data:`TRIM_INTERVAL_S` passed since the last time."""
+        now = time.monotonic()
+        if now - self._trimmed >= self._trim_interval:
+            self._trimmed = now
+            self.trims += trim()
         gen = self.due()
         if gen < 0:
             return 0
@@ -65,6 +79,12 @@ def give_back() -> bool:
     """Collect every generation, then return the C heap's free pages to the system (glibc; elsewhere only the
     collection); whether memory was handed back."""
     gc.collect()
+    return trim()
+
+
+def trim() -> bool:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere nothing); whether memory
+    was handed back."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return bool(libc.malloc_trim(0))
@@ -72,4 +92,4 @@ def give_back() -> bool:
         return False
 
 
-__all__ = ["INTERVAL_MS", "MainThreadCollector", "give_back"]
+__all__ = ["INTERVAL_MS", "TRIM_INTERVAL_S", "MainThreadCollector", "give_back", "trim"]

@@ -126,4 +126,16 @@ def across(values: np.ndarray, after: float) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-__all__ = ["FAR", "across", "column_tooltip", "timeline_header", "timeline_legend"]
+def thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same line with fewer points: a point between two neighbours at its own y (inside a level run of
+    :func:`across`'s line: the window and the threshold rarely change) left out, as it lies on the segment that
+    joins them (x only grows). Drawn alike, dashes included (a pen's dashes run on over a path's points): a
+    line of two points instead of 10,000 at 5,000 calls."""
+    if len(y) < 3:
+        return x, y
+    inner = (y[1:-1] == y[:-2]) & (y[1:-1] == y[2:])  # (NaN is equal to nothing: gaps and their ends kept)
+    keep = np.concatenate(([True], ~inner, [True]))
+    return x[keep], y[keep]
+
+
+__all__ = ["FAR", "across", "column_tooltip", "thin", "timeline_header", "timeline_legend"]

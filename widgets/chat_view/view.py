@@ -306,6 +306,8 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         it = self._model.item(marker_id)
         if it is None or it.kind != "marker":
             return
+        if event is None and (undoable is None or undoable == it.undoable):
+            return  # as drawn (the window says every marker's state with each context state: a few a second)
         if event is not None:
             it.event = dict(event)
         if undoable is not None:

@@ -91,6 +91,14 @@ def test_compaction_marker_links_and_undo(view, qtbot):
     with qtbot.waitSignal(view.undo_requested) as blocker:
         view.click("cmp1", hotspot(view, "cmp1", "undo"))
     assert blocker.args == ["cmp1"]
+    changes: list[int] = []
+    view.chat_model().dataChanged.connect(lambda a, b: changes.append(a.row()))
+    view.update_compaction_marker("cmp1", undoable=True)  # as drawn (the window says it with each state)
+    assert changes == []
+    view.update_compaction_marker("cmp1", undoable=False)
+    assert changes == [2] and [a for _, a, _ in view.hotspots("cmp1")] == ["summary"]
+    view.update_compaction_marker("cmp1", undoable=True)
+    assert [a for _, a, _ in view.hotspots("cmp1")] == ["summary", "undo"]
     view.update_compaction_marker("cmp1", {**ev, "result": "undone"}, undoable=False)
     assert [a for _, a, _ in view.hotspots("cmp1")] == ["summary"]
     assert view.remove_compaction_marker("cmp1")
