@@ -138,6 +138,13 @@ def test_out_of_context_told_once_per_run_of_rows(view):
     notices.clear()
     view.set_out_of_context([f"m{i}" for i in range(1, 1501)])  # two put back
     assert notices == [(1799, 1800)] and not view.item("m1800").out_of_context
+    notices.clear()
+    view.set_in_context({f"m{i}" for i in range(1401, 2001)})  # the live ones: every other message out
+    assert notices == [(1400, 1499)] and not view.item("m1401").out_of_context
+    assert view.item("m1400").out_of_context and not view.item("m2000").out_of_context
+    notices.clear()
+    view.set_in_context({f"m{i}" for i in range(1401, 2001)})  # as drawn: nothing told
+    assert notices == []
 
 def test_copy_item(view):
     view.set_messages(conversation())
