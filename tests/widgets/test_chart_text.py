@@ -56,8 +56,9 @@ def test_a_line_across_the_chart_thinned_to_the_points_where_it_turns() -> None:
     values = np.array([100.0] * 3000 + [math.nan, math.nan] + [200.0] * 2000 + [300.0])
     x, y = across(values, 400.0)
     tx, ty = thin(x, y)
-    assert len(x) == 2 * 5003 + 3 and len(tx) == 12  # each level run: its two ends; each gap: its points; each step
+    assert len(x) == 2 * 5003 + 3 and len(tx) == 13  # each level run: its two ends; each gap: its points; each step
     assert (tx[0], ty[0], tx[-1], ty[-1]) == (-FAR, 100.0, FAR, 400.0)
+    assert (tx[1], tx[-2]) == (0.5, 5003.5)  # the ends from and to FAR apart from the columns' part (dashed)
     assert list(tx[np.isnan(ty)]) == list(x[np.isnan(y)])  # the gaps kept where they were
     ends = np.isfinite(ty)
     for a, b in zip(x[np.isfinite(y)], y[np.isfinite(y)], strict=True):  # every point left out is on the line
