@@ -521,7 +521,7 @@ def test_a_new_call_is_drawn_with_one_paint_of_the_timeline(chart, qtbot):
     class Paints(QObject):
         count = 0
 
-        def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+        def eventFilter(self, watched, event):
             if event.type() == QEvent.Type.Paint:
                 self.count += 1
             return False
