@@ -387,8 +387,7 @@ class MainWindow(WindowBase):
         self.undo_action.setEnabled(undo_id is not None)
 
     def _apply_state(self, state: ContextState) -> None:
-        live = set(state.live_ids)
-        self.chat.set_out_of_context([k for k in self.chat.message_ids() if k not in live])
+        self.chat.set_in_context(set(state.live_ids))
         self.chat.set_tokens(state.tokens)
         self.inspector.set_summary(state.summary, state.summary_tokens if state.summary else None)
         self.inspector.set_archive_days(state.archive_days)

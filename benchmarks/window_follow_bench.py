@@ -14,7 +14,8 @@ CPU of the whole process while following (``time.process_time`` over wall time: 
 included); write → painted (from the write of a line that starts a call to the chart having drawn that call's
 column: its ``append_call`` returned; p50 / p95); the chart's column count and the chat's messages at the end
 against a whole read of the file (nothing lost, nothing twice); RSS after the first 5 s and at the end.
-``--seconds`` sets the following time (600: the issue's ten minutes).
+``--seconds`` sets the following time (600: the issue's ten minutes). ``CTXBENCH_WINFOLLOW_PROBE=<folder>``: where
+the time and memory go (:mod:`benchmarks.window_follow_probe`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.engine_bench import MB, Figure
+from benchmarks.window_follow_probe import from_env
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES_MB = (30, 100)
@@ -63,6 +65,13 @@ def _call_starts(path: Path, tail: list[bytes]) -> tuple[int, list[int]]:
     return first, out
 
 
+def _isolate(home: Path, tmp: Path) -> None:
+    """The window's HOME, data and config folders in ``tmp`` (no agent folder of this machine's user)."""
+    os.environ.update(HOME=str(home), CTXBENCH_DATA_DIR=str(tmp / "data"), CTXBENCH_CONFIG_DIR=str(tmp / "config"))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_DIR"):
+        os.environ.pop(name, None)
+
+
 def _child(mb: int, seconds: float) -> dict[str, Any]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from benchmarks.bigsession import cached_claude_session
@@ -76,10 +85,7 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
         live = project / src.name
         shutil.copyfile(src, live)
         held, counts = _call_starts(live, tail[:n])
-        os.environ.update(HOME=str(home), CTXBENCH_DATA_DIR=str(Path(tmp) / "data"),
-                          CTXBENCH_CONFIG_DIR=str(Path(tmp) / "config"))
-        for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_DIR"):
-            os.environ.pop(name, None)
+        _isolate(home, Path(tmp))
         import asyncio
 
         import qasync
@@ -131,6 +137,7 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
             written: dict[int, float] = {}  # call count -> when the line that made it was written
             start = time.perf_counter()
             c0 = time.process_time()
+            probe = from_env().start()  # (CTXBENCH_WINFOLLOW_PROBE unset: nothing)
             with open(live, "ab") as fh:
                 for i in range(n):
                     due = start + i / RATE
@@ -142,8 +149,10 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
                     written.setdefault(counts[i], time.perf_counter())
                     if not rss or time.perf_counter() - start - rss[-1][0] >= 0.5:
                         rss.append((time.perf_counter() - start, _rss_mb()))
+                    probe.tick(rss[-1][0], _rss_mb)
             wall = time.perf_counter() - start
             cpu = time.process_time() - c0
+            probe.finish(_rss_mb())
             deadline = time.perf_counter() + 60
             final = read_source(live, "claude-code")
             while time.perf_counter() < deadline and chart.column_count() < len(final.calls):

@@ -126,4 +126,19 @@ def across(values: np.ndarray, after: float) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-__all__ = ["FAR", "across", "column_tooltip", "timeline_header", "timeline_legend"]
+def thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same line with fewer points: a point between two neighbours at its own y (inside a level run of
+    :func:`across`'s line: the window and the threshold rarely change) left out, as it lies on the segment that
+    joins them (x only grows). Drawn alike, dashes included (a pen's dashes run on over a path's points): a
+    line of four points instead of 10,000 at 5,000 calls. The first and last segments (from −FAR, on to FAR)
+    are not joined to the ones on the columns: a dashed segment of more than some thousands of dashes is drawn
+    solid by Qt, and the columns' part would be."""
+    if len(y) < 5:
+        return x, y
+    inner = (y[1:-1] == y[:-2]) & (y[1:-1] == y[2:])  # (NaN is equal to nothing: gaps and their ends kept)
+    keep = np.concatenate(([True], ~inner, [True]))
+    keep[[1, -2]] = True  # the segments from −FAR and to FAR kept apart: Qt draws a dashed line that long solid
+    return x[keep], y[keep]
+
+
+__all__ = ["FAR", "across", "column_tooltip", "thin", "timeline_header", "timeline_legend"]

@@ -120,7 +120,7 @@ from widgets.chart_parts import (
     short_tokens,
 )
 from widgets.chart_parts import Timeline as _Timeline
-from widgets.chart_text import across, column_tooltip, timeline_header, timeline_legend
+from widgets.chart_text import across, column_tooltip, thin, timeline_header, timeline_legend
 from widgets.compaction_text import compaction_tooltip as _compaction_tip
 from widgets.compaction_text import subagent_tooltip as _subagent_tip
 from widgets.theme import REGION_LABELS, Palette, palette
@@ -323,7 +323,9 @@ class ContextChart(QWidget):
         self.flush()
 
     def flush(self) -> None:
-        """Redraw the parts that changed."""
+        """Redraw the parts that changed. The timeline's x range (auto: every column and the next request's)
+        is computed here, at once: pyqtgraph would compute it when the view is painted, and a range set in the
+        paint asks for a second paint of the whole plot (two paints a new call)."""
         if self._dirty_timeline or (self._dirty_bar and self._snapshot is not self._lines_of):  # (not a draft)
             fitted = self._fit_now()
             if fitted != self._fitted:  # both scales follow
@@ -336,6 +338,7 @@ class ContextChart(QWidget):
         if self._dirty_timeline:
             self._update_timeline()
             self._dirty_timeline = False
+        self._tl_plot.getPlotItem().getViewBox().updateAutoRange()  # the x range of what was just set, now
         self.redraws += 1
 
     # ----------------------------------------------------------------- introspection
@@ -669,8 +672,8 @@ class ContextChart(QWidget):
         tl, s = self._timeline, self._snapshot
         n = tl.n
         self._lines_of = s
-        self._window_curve.setData(*across(tl.window[:n], float(s.window) if s else math.nan))
-        self._threshold_curve.setData(*across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan))
+        self._window_curve.setData(*thin(*across(tl.window[:n], float(s.window) if s else math.nan)))
+        self._threshold_curve.setData(*thin(*across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan)))
         top = self._scale_top()
         vb = self._tl_plot.getPlotItem().getViewBox()
         vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=False)

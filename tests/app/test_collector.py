@@ -39,6 +39,33 @@ def test_cycles_are_collected_on_the_main_thread_never_in_a_worker(qtbot: Any, m
     assert set(log) == {threading.main_thread().name} and main_thread_gc.collections > before
 
 
+def test_the_heaps_free_pages_are_handed_back_every_trim_interval(qtbot: Any, main_thread_gc: Any) -> None:
+    """While a followed session grows, the C heap's free memory is handed back on the collector's timer (glibc's
+    malloc_trim), every TRIM_INTERVAL_S; not before."""
+    import app.collector as collector
+
+    assert collector.TRIM_INTERVAL_S >= 10  # not on every tick: a trim gives pages back that the next reads fault in
+    calls: list[float] = []
+    real = collector.trim
+
+    def counted() -> bool:
+        calls.append(1.0)
+        return real()
+
+    collector.trim = counted  # type: ignore[assignment]
+    try:
+        mine = MainThreadCollector(trim_interval_s=0.2)
+        mine.collect()
+        assert calls == []  # not yet: the interval starts when the collector does
+        blocks = [bytearray(700) for _ in range(20_000)]  # ~14 MB in small blocks of the C heap, then freed
+        del blocks
+        qtbot.waitUntil(lambda: len(calls) >= 2, timeout=5_000)
+        assert mine.trims >= 1  # the freed blocks' pages were handed back
+        mine.stop()
+    finally:
+        collector.trim = real  # type: ignore[assignment]
+
+
 def test_stop_gives_the_automatic_collection_back(qapp: Any) -> None:
     was = gc.isenabled()
     gc.enable()

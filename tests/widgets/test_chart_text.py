@@ -9,7 +9,7 @@ import numpy as np
 from engine.model.timeline import TimelineCall
 from tests.widgets.test_context_chart import record
 from widgets.chart_parts import Timeline
-from widgets.chart_text import FAR, across, column_tooltip, timeline_header, timeline_legend
+from widgets.chart_text import FAR, across, column_tooltip, thin, timeline_header, timeline_legend
 from widgets.theme import LIGHT
 
 
@@ -50,6 +50,21 @@ def test_a_line_across_the_chart() -> None:
     assert list(x[1:7]) == [0.5, 1.5, 1.5, 2.5, 2.5, 3.5] and math.isnan(y[3])  # a gap where no figure
     x, y = across(np.array([]), 500.0)
     assert list(y) == [500.0, 500.0, 500.0]
+
+
+def test_a_line_across_the_chart_thinned_to_the_points_where_it_turns() -> None:
+    values = np.array([100.0] * 3000 + [math.nan, math.nan] + [200.0] * 2000 + [300.0])
+    x, y = across(values, 400.0)
+    tx, ty = thin(x, y)
+    assert len(x) == 2 * 5003 + 3 and len(tx) == 13  # each level run: its two ends; each gap: its points; each step
+    assert (tx[0], ty[0], tx[-1], ty[-1]) == (-FAR, 100.0, FAR, 400.0)
+    assert (tx[1], tx[-2]) == (0.5, 5003.5)  # the ends from and to FAR apart from the columns' part (dashed)
+    assert list(tx[np.isnan(ty)]) == list(x[np.isnan(y)])  # the gaps kept where they were
+    ends = np.isfinite(ty)
+    for a, b in zip(x[np.isfinite(y)], y[np.isfinite(y)], strict=True):  # every point left out is on the line
+        near = np.flatnonzero(ends & (tx <= a))[-1]
+        assert ty[near] == b or a in tx
+    assert thin(np.array([1.0, 2.0]), np.array([5.0, 5.0]))[0].tolist() == [1.0, 2.0]
 
 
 def test_a_calls_tooltip_gives_the_providers_cache_miss_reason() -> None:

@@ -468,8 +468,9 @@ def test_the_window_and_threshold_lines_run_across_the_chart(chart):
         assert chart.line_span(name) == (-FAR, FAR)  # from the left edge on past the next request's column
     x, y = chart._threshold_curve.getData()
     assert y[0] == 80_000 and y[-1] == 90_000 and x[-2] == 3.5  # the next request's from after the last call
-    on_columns = [(a, b) for a, b in zip(x, y, strict=True) if 0 < a < 3.6]
-    assert (0.5, 80_000) in on_columns and (3.5, 80_000) in on_columns  # every column covered
+    points = list(zip(x, y, strict=True))
+    assert (0.5, 80_000) in points and (3.5, 80_000) in points  # every column covered (between: one segment)
+    assert points[points.index((0.5, 80_000)) + 1] == (3.5, 80_000)
     chart.clear()
     chart.set_snapshot(snap())  # no call yet: the next request's lines, still across
     assert chart.line_span("threshold") == (-FAR, FAR)
@@ -517,3 +518,32 @@ def test_a_call_tooltip_stays_while_the_pointer_rests_on_the_column(chart, qtbot
     outside = QPoint(2, 2)  # off every column: the rest there hides it
     QApplication.sendEvent(plot.viewport(), QHelpEvent(QEvent.Type.ToolTip, outside, plot.mapToGlobal(outside)))
     qtbot.waitUntil(lambda: not QToolTip.isVisible(), timeout=3_000)
+
+
+def test_a_new_call_is_drawn_with_one_paint_of_the_timeline(chart, qtbot):
+    """The x range that takes the new column in is set with the data, not in the paint (pyqtgraph's auto range,
+    computed when the view is painted, asks for a second paint of the whole plot: two paints a call)."""
+    from PySide6.QtCore import QEvent, QObject
+
+    class Paints(QObject):
+        count = 0
+
+        def eventFilter(self, watched, event):
+            if event.type() == QEvent.Type.Paint:
+                self.count += 1
+            return False
+
+    set_calls(chart, [record(i) for i in range(200)])
+    chart.set_snapshot(snap())
+    qtbot.wait(50)
+    paints = Paints()
+    chart._tl_plot.viewport().installEventFilter(paints)
+    for i in range(200, 205):
+        before = paints.count
+        chart.append_call(TimelineCall.from_json(record(i)))
+        chart.set_snapshot(snap(history_tool=5_000 + i))
+        qtbot.waitUntil(lambda before=before: paints.count > before, timeout=2_000)
+        qtbot.wait(60)
+        assert paints.count == before + 1
+    x_lo, x_hi = chart._tl_plot.getPlotItem().getViewBox().viewRange()[0]
+    assert x_lo < 1 and x_hi > 206  # every column and the next request's in view

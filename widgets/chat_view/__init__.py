@@ -57,6 +57,7 @@ Methods:
     update_compaction_marker(marker_id, event=None, undoable=None)
     remove_compaction_marker(marker_id)
     set_out_of_context(message_ids)      shown dimmed with an "archived" tag (no longer sent)
+    set_in_context(live_ids)             every message not in ``live_ids`` out of the context
     set_tool_expanded(message_id, expanded)
     set_call_running(call_id, running)   "(running…)" on the call while its tool runs
     scroll_to_message(message_id) / scroll_to_bottom()

@@ -8,7 +8,7 @@ conversation costs O(log n), not a relayout of every row. See :mod:`widgets.chat
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QPointF, QRect, QRectF, Qt, QTimer, QUrl, Signal
@@ -241,11 +241,19 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
 
     def set_out_of_context(self, message_ids: Iterable[str]) -> None:
         ids = set(message_ids)
+        self._flag_out_of_context(lambda key: key in ids)
+
+    def set_in_context(self, live_ids: Collection[str]) -> None:
+        """Every message not in ``live_ids`` out of the context (one pass over the rows: the window says it with
+        each context state, a few times a second while a session is followed)."""
+        self._flag_out_of_context(lambda key: key not in live_ids)
+
+    def _flag_out_of_context(self, out: Callable[[str], bool]) -> None:
         flipped = []
         for it in self._model.items():
             if it.kind != "message":
                 continue
-            flag = it.key in ids
+            flag = out(it.key)
             if it.out_of_context != flag:
                 it.out_of_context = flag
                 it.touch()
@@ -331,6 +339,8 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         it = self._model.item(marker_id)
         if it is None or it.kind != "marker":
             return
+        if event is None and (undoable is None or undoable == it.undoable):
+            return  # as drawn (the window says every marker's state with each context state: a few a second)
         if event is not None:
             it.event = event
         if undoable is not None:

@@ -92,6 +92,14 @@ def test_compaction_marker_links_and_undo(view, qtbot):
     with qtbot.waitSignal(view.undo_requested) as blocker:
         view.click("cmp1", hotspot(view, "cmp1", "undo"))
     assert blocker.args == ["cmp1"]
+    changes: list[int] = []
+    view.chat_model().dataChanged.connect(lambda a, b: changes.append(a.row()))
+    view.update_compaction_marker("cmp1", undoable=True)  # as drawn (the window says it with each state)
+    assert changes == []
+    view.update_compaction_marker("cmp1", undoable=False)
+    assert changes == [2] and [a for _, a, _ in view.hotspots("cmp1")] == ["summary"]
+    view.update_compaction_marker("cmp1", undoable=True)
+    assert [a for _, a, _ in view.hotspots("cmp1")] == ["summary", "undo"]
     view.update_compaction_marker("cmp1", CompactionRecord.from_json({**ev, "result": "undone"}), undoable=False)
     assert [a for _, a, _ in view.hotspots("cmp1")] == ["summary"]
     assert view.remove_compaction_marker("cmp1")
@@ -132,6 +140,13 @@ def test_out_of_context_told_once_per_run_of_rows(view):
     notices.clear()
     view.set_out_of_context([f"m{i}" for i in range(1, 1501)])  # two put back
     assert notices == [(1799, 1800)] and not view.item("m1800").out_of_context
+    notices.clear()
+    view.set_in_context({f"m{i}" for i in range(1401, 2001)})  # the live ones: every other message out
+    assert notices == [(1400, 1499)] and not view.item("m1401").out_of_context
+    assert view.item("m1400").out_of_context and not view.item("m2000").out_of_context
+    notices.clear()
+    view.set_in_context({f"m{i}" for i in range(1401, 2001)})  # as drawn: nothing told
+    assert notices == []
 
 def test_copy_item(view):
     view.set_messages(conversation())
@@ -288,8 +303,8 @@ def test_markers_placed_on_loading_land_where_one_insertion_each_puts_them(view,
     flags that add_compaction_marker one marker after the other gives (two after one message: the later first; an
     unknown or no message: at the end; a marker given twice: the first updated in place)."""
     messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 9)]
-    raw = {i: {"id": f"c{i}", "trigger": "auto", "tokens_before": 100 * i, "tokens_after": 10 * i, "result": "summarized"}
-           for i in range(7)}
+    raw = {i: {"id": f"c{i}", "trigger": "auto", "tokens_before": 100 * i, "tokens_after": 10 * i,
+               "result": "summarized"} for i in range(7)}
     ev = {i: CompactionRecord.from_json(r) for i, r in raw.items()}
     placed = [(ev[0], False, "m2"), (ev[1], True, "m2"), (ev[2], False, "m7"), (ev[3], False, None),
               (ev[4], True, "gone"), (ev[5], False, "c2"),
