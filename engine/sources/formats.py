@@ -102,6 +102,12 @@ class AgentFormat:
     ``listed``: Sources looks for its sessions, where ``place`` says, each file summarised by ``summary`` (its light
     pass; a polled database is summarised session by session by :mod:`engine.sources.opencode_summary`);
     ``light_pass_kept``: the light pass of a growing file is kept for what is appended (Claude Code's);
+    ``subagents_beside``: its subagents' files lie beside it and are read with it (``read_beside``);
+    ``cache_hours_in_lines``: its lines say how much of a call's cache write is kept an hour (Claude Code's
+    ``ephemeral_1h``), read by the usage index's one-hour pass where the call does not carry it; ``usage_pass``:
+    the usage index has a pass of its own for its files (:mod:`engine.usage.claude_pass`: the same rows, less work);
+    ``first_screen``: a large file is shown first as its context since the last compaction, read from its end
+    (:func:`engine.workbench.source_views.preview_view`), while the whole file is read;
     ``reasoning_in_output``: the output figure includes reasoning; ``in_usage``: the usage index counts its sessions
     (a proxy's capture is not: the calls it recorded are the ones the agent's own file holds, and would be counted
     twice)."""
@@ -118,6 +124,10 @@ class AgentFormat:
     place: Place | None = None
     summary: Callable[[Path], SourceEntry] | None = None
     light_pass_kept: bool = False
+    subagents_beside: bool = False
+    cache_hours_in_lines: bool = False
+    usage_pass: bool = False
+    first_screen: bool = False
     reasoning_in_output: bool = True
     in_usage: bool = True
 
@@ -127,6 +137,7 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 read_lines=lambda path, lines: claude_code.read_claude_code(path, lines=lines),
                 appended=lambda path, bulk: claude_code.ClaudeCodeReader(path, bulk=bulk),
                 growth="appended", follow_open_last=True, listed=True, light_pass_kept=True,
+                subagents_beside=True, cache_hours_in_lines=True, usage_pass=True, first_screen=True,
                 place=Place(places.claude_code_roots, "~/.claude/projects", "*/*.jsonl", places.not_a_subagent_file,
                             by_first_line=True),
                 summary=lambda path: session_summary._summary_claude(path)),

@@ -253,17 +253,16 @@ class UsageIndex(IndexFiles):
         cut = lines.rfind(b"\n") + 1
         kept.partial = lines[cut:][:_model.MAX_LINE_BYTES + 1]
         one_hour: dict[str, int] | None = None
-        if entry.agent != "claude-code":
-            kept.reader.feed(data)
+        spec = formats.agent_format(entry.agent)
+        if getattr(kept.reader, "bulk", False):  # the whole file, complete lines: scanned, then built once
+            end = data.rfind(b"\n") + 1
+            kept.reader.feed(data[:end])
+            kept.reader.settle()
+            if end < len(data):
+                kept.reader.feed(data[end:])
         else:
-            if kept.reader.bulk:  # the whole file, complete lines: scanned, then built once
-                end = data.rfind(b"\n") + 1
-                kept.reader.feed(data[:end])
-                kept.reader.settle()
-                if end < len(data):
-                    kept.reader.feed(data[end:])
-            else:
-                kept.reader.feed(data)
+            kept.reader.feed(data)
+        if spec.cache_hours_in_lines:
             one_hour_of_lines(lines[:cut].splitlines(), kept.one_hour)
             one_hour = dict(kept.one_hour)
             if kept.partial:  # the last line so far counts in this read, and is read whole next time
@@ -273,7 +272,7 @@ class UsageIndex(IndexFiles):
             settled = time.time() - st.st_mtime >= SETTLED_SECONDS
             if settled or _whole_object(kept.partial):
                 return kept.reader.finish(), one_hour, not settled  # (the reader is spent: not kept)
-        session: SourceSession = (kept.reader.read_beside(subagents=True) if entry.agent == "claude-code"
+        session: SourceSession = (kept.reader.read_beside(subagents=True) if spec.subagents_beside
                                   else kept.reader.session)
         self._followed[entry.path] = kept
         while len(self._followed) > FOLLOWED:

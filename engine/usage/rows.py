@@ -28,6 +28,7 @@ from typing import Any
 
 from engine.context.tokens import estimate_message_tokens
 from engine.model.text import printable
+from engine.sources import formats
 from engine.sources import model as _model
 from engine.sources.discovery import Agent, SourceEntry
 from engine.sources.model import (
@@ -228,7 +229,7 @@ def rows_of_file(job: tuple[SourceEntry, str]) -> WorkerRows:
     if not _ends_with_newline(path):  # a last line without its newline: left to the index's process
         return None
     done = None
-    if entry.agent == "claude-code":
+    if formats.agent_format(entry.agent).usage_pass:
         from engine.usage.claude_pass import summary_and_session
 
         done = summary_and_session(path, _nothing)  # (the one-hour writes: read by rows_of, as before)
@@ -248,7 +249,7 @@ def summary_and_rows(job: tuple[Agent, str]) -> tuple[SourceEntry, WorkerRows]:
     agent, name = job
     path = Path(name)
     prices = _WORKER_PRICES[0]
-    if agent == "claude-code":
+    if formats.agent_format(agent).usage_pass:
         done = summary_and_rows_fast(path, prices)
         if done is not None:
             return done
@@ -281,7 +282,8 @@ def summary_and_rows_read(agent: Agent, path: Path, prices: PriceTable | None) -
     if not _ends_with_newline(path):
         return entry, None
     fid = file_id(entry.path)
-    return entry, (rows_of(entry, session, prices, fid, one_hour if agent == "claude-code" else None),
+    return entry, (rows_of(entry, session, prices, fid,
+                           one_hour if formats.agent_format(agent).cache_hours_in_lines else None),
                    bad_said(session))
 
 
@@ -304,6 +306,7 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
     out = FileRows()
     fmt: SourceFormat = session.format
     reasoning_in_output = fmt not in REASONING_SEPARATE
+    hours_in_lines = fmt in formats.FORMATS and formats.FORMATS[fmt].cache_hours_in_lines
     fallback = session.started or entry.started or session.last_activity or entry.last_activity
     base = {"agent": entry.agent, "project": project_of(entry, session), "session_id": entry.session_id,
             "file_id": fid}
@@ -319,7 +322,7 @@ def rows_of(entry: SourceEntry, session: SourceSession, prices: PriceTable | Non
     # every call the session paid for, once: the one list engine.usage.costs.source_cost prices too
     for sub_id, kind, part, call in session_parts(session):
         write_1h = call.cache_write_1h_tokens
-        if write_1h is None and fmt == "claude-code":
+        if write_1h is None and hours_in_lines:
             if id(part) not in hours:
                 hours[id(part)] = (one_hour_main if sub_id == "" and one_hour_main is not None else
                                    claude_one_hour_writes(part.path) if part.path.is_file() else {})

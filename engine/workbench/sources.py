@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 from engine.context.conversation import Session
 from engine.model.events import AgentState, MessageAdded, StateChanged
 from engine.model.records import ContextRecord, context_records
-from engine.sources.formats import display_name
-from engine.sources.model import shown_path
+from engine.sources.formats import agent_format, display_name
+from engine.sources.model import SourceError, shown_path
 from engine.store.session import SessionError
 from engine.usage.costs import priced_call
 from engine.workbench import source_views as sv
@@ -183,8 +183,8 @@ class SourcesPart:
         live: sv.LiveSource | None = None
         try:
             fmt = await asyncio.to_thread(sv.format_of, path)
-            if fmt == "claude-code" and path.stat().st_size > sv.PROGRESSIVE_BYTES:
-                await self._first_screen(path, root, prefix)
+            if agent_format(fmt).first_screen and path.stat().st_size > sv.PROGRESSIVE_BYTES:
+                await self._first_screen(path, root, prefix, fmt)
             if fmt in sv.LIVE_FORMATS:  # read once through the format's incremental reader, then what is appended
                 live = sv.LiveSource(path, fmt, prefix, self.core.settings, self.runtime.model_info())
                 await asyncio.to_thread(live.open, folder)
@@ -210,7 +210,7 @@ class SourcesPart:
             self.core.tasks.spawn("follow", self._follow(view), replace=True)
             self.core.emit(FollowChanged(True, view.source, view.live))
 
-    async def _first_screen(self, path: Path, root: Path, prefix: str) -> None:
+    async def _first_screen(self, path: Path, root: Path, prefix: str, fmt: str) -> None:
         """A large file: its current context is shown first (read from the end of the file), while the whole
         file is read; the full view replaces it when ready."""
         folder = sv.new_view_folder(root)
@@ -226,7 +226,7 @@ class SourcesPart:
         if session is None:
             sv.remove_view(folder)
             return
-        self._show_view(sv.SourceView(folder, folder, str(path), "claude-code", prefix, live=sv.is_live(path)), session)
+        self._show_view(sv.SourceView(folder, folder, str(path), fmt, prefix, live=sv.is_live(path)), session)
         self.core.notice("info", f"{path.name}: the context since its last compaction; reading the whole file…")
         await asyncio.sleep(0)  # let the window paint it
 
@@ -410,8 +410,9 @@ class SourcesPart:
             sv.remove_view(root)
             self.core.notice("error", f"cannot open the subagent {rel}: {one_line(str(exc))}")
             return
-        # a subagent's file is of its parent's format (a Claude Code Task's, a Codex spawn_agent thread's)
-        fmt = (old.format if old is not None and old.format else "claude-code") if source else ""
+        # a subagent's file is of its parent's format (a Claude Code Task's, a Codex spawn_agent thread's), else its own
+        fmt = (old.format if old is not None and old.format else await asyncio.to_thread(_format_or_none, source)
+               ) if source else ""
         view = sv.SourceView(root, folder, source, fmt, "", parent=parent, subagent=rel)
         self._show_view(view, child)
 
@@ -428,3 +429,12 @@ class SourcesPart:
 
 
 __all__ = ["FOLLOW_INTERVAL", "READ_ONLY", "SCAN_INTERVAL", "SourcesPart", "problem_row", "source_row"]
+
+
+def _format_or_none(path: str) -> str:
+    """The format of the file at ``path``, "" when none fits (or it cannot be read)."""
+    try:
+        return sv.format_of(Path(path))
+    except (SourceError, OSError):
+        return ""
+
