@@ -3,6 +3,11 @@ estimator a session counts with, the model's window, the workspace, and the agen
 
 :class:`LlmRuntime` is given what it uses (the settings as they are now, the task group, the events out, the
 service's state setter); :class:`engine.workbench.document.OpenDocument` asks it for the open session's agent.
+
+litellm's import takes 2–3 s of the interpreter: the warm-up starts it only once no session or source has been
+opening for :data:`QUIET_BEFORE_IMPORT` seconds (a large file opened just after start-up reached its first screen in
+0.57 s with the import running beside it, 0.26 s without), at most :data:`DEFER_LIMIT` seconds after it was asked,
+and at once when something needs the model (:meth:`LlmRuntime.await_llm`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from engine.model.text import one_line
 from engine.store.config import LOCAL_MODEL, Settings, data_dir
 from engine.workbench.events import LlmReady, ModelSuggestions, NoticeLevel
 from engine.workbench.tasks import TaskGroup
+
+QUIET_BEFORE_IMPORT = 1.5  # seconds without an open before litellm's import starts
+DEFER_LIMIT = 15.0  # seconds the import waits for opens at most
 
 if TYPE_CHECKING:
     from engine.agent import Agent
@@ -80,6 +88,7 @@ class LlmRuntime:
         self.llm_ready = False
         self.agent_stale = False  # the settings changed during a turn: the agent is built again after it
         self.ready_hooks: list[Callable[[], None]] = []
+        self._wanted = asyncio.Event()  # something needs the model now: the warm-up waits no longer
 
     # ------------------------------------------------------------------ litellm warm-up
 
@@ -103,6 +112,7 @@ class LlmRuntime:
         from engine.llm import client as llm
 
         await self.prepare_counting()  # llama_cpp first (quick): a session opening needs it, not litellm
+        await self._quiet()
         try:
             await asyncio.to_thread(llm._lib)
             names = await asyncio.to_thread(llm.model_suggestions)
@@ -116,6 +126,27 @@ class LlmRuntime:
         self._emit(LlmReady())
         for hook in list(self.ready_hooks):
             hook()
+
+    async def _quiet(self) -> None:
+        """Wait until no session or source has been opening for :data:`QUIET_BEFORE_IMPORT` s (see the module
+        docstring), :data:`DEFER_LIMIT` s at most, or until something needs the model."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEFER_LIMIT
+        quiet_since = loop.time()
+        wanted = asyncio.ensure_future(self._wanted.wait())
+        try:
+            while not self._wanted.is_set() and (left := deadline - loop.time()) > 0:
+                opening = self._tasks.get("open")
+                if opening is not None and not opening.done() and opening is not asyncio.current_task():
+                    await asyncio.wait([opening, wanted], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                    quiet_since = loop.time()
+                    continue
+                rest = QUIET_BEFORE_IMPORT - (loop.time() - quiet_since)
+                if rest <= 0:
+                    return
+                await asyncio.wait([wanted], timeout=min(rest, left, 0.1))
+        finally:
+            wanted.cancel()
 
     def model_info(self) -> ModelInfo | None:
         """litellm's model lookup once litellm is loaded (None before: an import then settles on the
@@ -131,6 +162,7 @@ class LlmRuntime:
         once breaks its (circular) imports, and every model call imports it."""
         warm = self._tasks.get("warmup")
         if warm is not None and warm is not asyncio.current_task():
+            self._wanted.set()  # a warm-up waiting for opens to settle starts the import now
             self._set_state(AgentState.LOADING)
             await asyncio.wait([warm])
 

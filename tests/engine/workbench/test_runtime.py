@@ -49,3 +49,44 @@ async def test_the_warm_up_runs_once_then_the_ready_hooks_in_order(tmp_path: Pat
     await task
     assert runtime.llm_ready and called == ["first", "second"]
     assert [type(e) for e in events] == [ModelSuggestions, LlmReady] and runtime.model_info() is llm.model_info
+
+
+@pytest.mark.asyncio
+async def test_litellms_import_waits_for_opens_to_settle_unless_the_model_is_needed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up starts litellm's import only once no open has run for QUIET_BEFORE_IMPORT s (an open just after
+    start-up then has the interpreter to itself), and at once when a turn needs the model (await_llm)."""
+    import asyncio
+    import time
+
+    from engine.llm import client as llm
+    from engine.workbench import runtime as rt
+
+    monkeypatch.setattr(rt, "QUIET_BEFORE_IMPORT", 0.3)
+    started: list[float] = []
+    monkeypatch.setattr(llm, "_lib", lambda: started.append(time.monotonic()))
+    monkeypatch.setattr(llm, "model_suggestions", lambda: [])
+    runtime, events, _ = _runtime(Settings(model="openai/gpt-4o-mini", estimator="heuristic"), tmp_path)
+    tasks = runtime._tasks
+    opened = asyncio.Event()
+    tasks.spawn("open", opened.wait())
+    t0 = time.monotonic()
+    warm = runtime.warm_up()
+    await asyncio.sleep(0.5)
+    assert started == []  # an open is running: the import waits
+    opened.set()
+    done = time.monotonic()
+    await asyncio.wait_for(warm, 5)
+    assert len(started) == 1 and started[0] - done >= 0.25  # then the quiet time
+    assert any(isinstance(e, LlmReady) for e in events)
+
+    runtime2, _, _ = _runtime(Settings(model="openai/gpt-4o-mini", estimator="heuristic"), tmp_path)
+    started.clear()
+    hold = asyncio.Event()
+    runtime2._tasks.spawn("open", hold.wait())
+    runtime2.warm_up()
+    await asyncio.sleep(0.2)
+    t0 = time.monotonic()
+    await asyncio.wait_for(runtime2.await_llm(), 5)  # a turn needs the model: the import starts now
+    assert len(started) == 1 and started[0] - t0 < 0.25
+    hold.set()
