@@ -20,6 +20,7 @@ the time and memory go (:mod:`benchmarks.window_follow_probe`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -72,6 +73,14 @@ def _isolate(home: Path, tmp: Path) -> None:
         os.environ.pop(name, None)
 
 
+async def _following_settled(window: Any, controller: Any) -> float:
+    """When the window follows the file and litellm's one-time import (deferred while the file opened,
+    engine.workbench.runtime) is done: the follow is measured after both."""
+    while "live" not in window.sources_wiring.live_label.text() or controller.task("warmup") is not None:
+        await asyncio.sleep(0.05)
+    return time.perf_counter()
+
+
 def _child(mb: int, seconds: float) -> dict[str, Any]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from benchmarks.bigsession import cached_claude_session
@@ -86,7 +95,6 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
         shutil.copyfile(src, live)
         held, counts = _call_starts(live, tail[:n])
         _isolate(home, Path(tmp))
-        import asyncio
 
         import qasync
         from PySide6.QtWidgets import QApplication
@@ -121,11 +129,7 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
             while chart.column_count() < held:  # the whole view (after the first screen: the context since the
                 await asyncio.sleep(0.01)  # last compaction)
             out["whole_s"] = time.perf_counter() - t0
-            while "live" not in window.sources_wiring.live_label.text():  # type: ignore[attr-defined]
-                await asyncio.sleep(0.05)
-            while controller.task("warmup") is not None:  # litellm's one-time import (deferred while the file
-                await asyncio.sleep(0.05)  # opened, engine.workbench.runtime) done before the follow is measured
-            out["warmup_done_s"] = time.perf_counter() - t0
+            out["warmup_done_s"] = await _following_settled(window, controller) - t0
             await asyncio.sleep(2.0)  # settled
             base = chart.column_count()
             painted: dict[int, float] = {}  # call count -> when the chart drew that call's column
