@@ -110,7 +110,7 @@ def source_roots(settings: Settings | None = None, env: Mapping[str, str] | None
     files)."""
     env, home = places.environment(env, home)
     roots: list[tuple[Agent | None, Path]] = [
-        (cast(Agent, spec.name), folder) for spec in formats.FORMATS.values() if spec.listed and spec.place
+        (cast(Agent, spec.name), folder) for spec in formats.FORMATS.values() if spec.place
         for folder in spec.place.roots(env, home)]
     for item in (settings.source_dirs if settings else "").split(os.pathsep):
         if item.strip():
@@ -141,12 +141,12 @@ def _files(agent: Agent | None, folder: Path,
                     yield agent, path
         return
     for spec in formats.FORMATS.values():
-        if spec.listed and spec.place and spec.place.anywhere:
+        if spec.place and spec.place.anywhere:
             for path in _walk(folder.glob(spec.place.anywhere), folder, problems):
                 if spec.place.is_source is None or spec.place.is_source(path):
                     yield cast(Agent, spec.name), path
     by_first_line = {spec.name: spec.place for spec in formats.FORMATS.values()
-                     if spec.listed and spec.place and spec.place.by_first_line}
+                     if spec.place and spec.place.by_first_line}
     for path in _walk(folder.glob("**/*.jsonl"), folder, problems):
         if not places.not_a_subagent_file(path):
             continue
@@ -412,7 +412,7 @@ def format_table(entries: list[SourceEntry]) -> str:
     """A plain-text table for the terminal."""
     if not entries:
         looked = ", ".join(f"{spec.display}: {spec.place.shown}" for spec in formats.FORMATS.values()
-                           if spec.listed and spec.place and spec.in_usage)
+                           if spec.place and spec.in_usage)
         return f"No agent sessions found ({looked})."
     head = ("agent", "project", "session", "started", "last activity", "calls", "last prompt", "window",
             "% full", "path")

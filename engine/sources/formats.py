@@ -99,8 +99,9 @@ class AgentFormat:
     read whole again; with an ``appended`` reader, a :class:`RewrittenReader`, it is followed: fed the whole file
     after each change); ``follow_open_last``: following starts from the call open at the end of the file;
     ``polled``: a new polled reader of a path (``subagents``: its child sessions read too);
-    ``listed``: Sources looks for its sessions, where ``place`` says, each file summarised by ``summary`` (its light
-    pass; a polled database is summarised session by session by :mod:`engine.sources.opencode_summary`);
+    ``place``: where the agent keeps its sessions (``listed``: it has one, and Sources looks there), each file
+    summarised by ``summary`` (its light pass; a polled database is summarised session by session by
+    :mod:`engine.sources.opencode_summary`);
     ``light_pass_kept``: the light pass of a growing file is kept for what is appended (Claude Code's);
     ``subagents_beside``: its subagents' files lie beside it and are read with it (``read_beside``);
     ``cache_hours_in_lines``: its lines say how much of a call's cache write is kept an hour (Claude Code's
@@ -120,7 +121,6 @@ class AgentFormat:
     polled: Callable[[Path, bool], opencode.OpenCodeReader] | None = None
     growth: Growth = "rewritten"
     follow_open_last: bool = False
-    listed: bool = False
     place: Place | None = None
     summary: Callable[[Path], SourceEntry] | None = None
     light_pass_kept: bool = False
@@ -131,12 +131,17 @@ class AgentFormat:
     reasoning_in_output: bool = True
     in_usage: bool = True
 
+    @property
+    def listed(self) -> bool:
+        """Sources looks for its sessions (the format has a place)."""
+        return self.place is not None
+
 
 FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
     AgentFormat("claude-code", "Claude Code", lambda path: claude_code.read_claude_code(path),
                 read_lines=lambda path, lines: claude_code.read_claude_code(path, lines=lines),
                 appended=lambda path, bulk: claude_code.ClaudeCodeReader(path, bulk=bulk),
-                growth="appended", follow_open_last=True, listed=True, light_pass_kept=True,
+                growth="appended", follow_open_last=True, light_pass_kept=True,
                 subagents_beside=True, cache_hours_in_lines=True, usage_pass=True, first_screen=True,
                 place=Place(places.claude_code_roots, "~/.claude/projects", "*/*.jsonl", places.not_a_subagent_file,
                             by_first_line=True),
@@ -144,45 +149,45 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
     AgentFormat("codex", "Codex", lambda path: codex.read_codex(path),
                 read_lines=lambda path, lines: codex.read_codex(path, lines=lines),
                 appended=lambda path, _bulk: codex.CodexReader(path),
-                growth="appended", listed=True,
+                growth="appended",
                 place=Place(places.codex_roots, "~/.codex/sessions", "**/rollout-*.jsonl",
                             anywhere="**/rollout-*.jsonl"),
                 summary=lambda path: session_summary._summary_codex(path)),
     AgentFormat("gemini-cli", "Gemini CLI", lambda path: gemini_cli.read_gemini_cli(path),
                 read_lines=lambda path, lines: gemini_cli.read_gemini_cli(path, lines=lines),
                 appended=lambda path, _bulk: gemini_cli.GeminiCliReader(path),
-                growth="appended", follow_open_last=True, listed=True, reasoning_in_output=False,
+                growth="appended", follow_open_last=True, reasoning_in_output=False,
                 place=Place(places.gemini_cli_roots, "~/.gemini/tmp", "*/chats/session-*.jsonl", by_first_line=True),
                 summary=lambda path: session_summary._summary_gemini(path)),
     AgentFormat("opencode", "OpenCode", lambda path: opencode.read_opencode(path),
                 polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
-                growth="polled", listed=True, reasoning_in_output=False,
+                growth="polled", reasoning_in_output=False,
                 place=Place(places.data_home_roots("opencode"), "~/.local/share/opencode", "opencode*.db",
                             anywhere="**/opencode*.db", is_source=lambda path: opencode.is_opencode_source(path))),
     AgentFormat("kilo", "Kilo CLI", lambda path: kilo.read_kilo(path),  # OpenCode's reader in Kilo's dialect
                 polled=lambda path, subagents: kilo.open_kilo(path, subagents=subagents),
-                growth="polled", listed=True, reasoning_in_output=False,
+                growth="polled", reasoning_in_output=False,
                 place=Place(places.data_home_roots("kilo"), "~/.local/share/kilo", "kilo*.db",
                             anywhere="**/kilo*.db", is_source=lambda path: kilo.is_kilo_source(path))),
     AgentFormat("pi", "Pi", lambda path: pi.read_pi(path),
                 read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
-                appended=lambda path, _bulk: pi.PiReader(path), growth="appended", listed=True,
+                appended=lambda path, _bulk: pi.PiReader(path), growth="appended",
                 place=Place(places.pi_roots, "~/.pi/agent/sessions", "*/*.jsonl", by_first_line=True),
                 summary=lambda path: session_summary._summary_pi(path)),
     AgentFormat("copilot-cli", "Copilot CLI", lambda path: copilot.read_copilot(path),
                 read_lines=lambda path, lines: copilot.read_copilot(path, lines=lines),
-                appended=lambda path, _bulk: copilot.CopilotReader(path), growth="appended", listed=True,
+                appended=lambda path, _bulk: copilot.CopilotReader(path), growth="appended",
                 place=Place(places.copilot_roots, "~/.copilot/session-state", "*/events.jsonl", by_first_line=True),
                 summary=lambda path: session_summary._summary_copilot(path)),
     AgentFormat("cline", "Cline", lambda path: cline.read_cline(path),
                 read_lines=lambda path, lines: cline.read_cline_lines(path, lines),
-                appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten", listed=True,
+                appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten",
                 place=Place(places.cline_roots, "~/.cline/data/sessions", "*/*.messages.json",
                             anywhere="**/*.messages.json"),
                 summary=lambda path: session_summary._summary_cline(path)),
     AgentFormat("qwen-code", "Qwen Code", lambda path: qwen_code.read_qwen_code(path),
                 read_lines=lambda path, lines: qwen_code.read_qwen_code(path, lines=lines),
-                appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended", listed=True,
+                appended=lambda path, _bulk: qwen_code.QwenCodeReader(path), growth="appended",
                 place=Place(places.qwen_code_roots, "~/.qwen/projects", "*/chats/*.jsonl", by_first_line=True),
                 summary=lambda path: session_summary._summary_qwen_code(path)),
     AgentFormat("openhands", "OpenHands", lambda path: openhands.read_openhands(path)),
@@ -190,7 +195,7 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
     AgentFormat("atif", "ATIF trajectory (Harbor)", lambda path: atif.read_atif(path)),
     AgentFormat("proxy-capture", "Recorded (proxy)", lambda path: capture.read_capture(path),  # engine.capture's files
                 read_lines=lambda path, lines: capture.read_capture(path, lines=lines),
-                appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended", listed=True,
+                appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended",
                 place=Place(places.capture_roots, "<data dir>/captures", "capture-*.jsonl", places.first_capture_part,
                             by_first_line=True),
                 summary=lambda path: session_summary._summary_capture(path), in_usage=False),

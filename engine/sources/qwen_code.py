@@ -183,17 +183,11 @@ def _summed(calls: list[ProviderCall]) -> ProviderCall | None:
 SUBAGENTS_DIR = "subagents"  # beside the chats folder: <session id>/agent-<subagent id>.jsonl (+ .meta.json)
 
 
-def subagent_files(path: Path, session_id: str, *, quiet: bool = True) -> list[Path]:
+def subagent_files(path: Path, session_id: str) -> list[Path]:
     """The subagents' own files of the session ``session_id`` whose main file is ``path`` (``<project>/subagents/
-    <session id>/agent-<id>.jsonl``), in name order; a folder that cannot be listed is none (OSError when not
-    ``quiet``)."""
+    <session id>/agent-<id>.jsonl``), in name order (OSError when the folder cannot be listed)."""
     folder = path.parent.parent / SUBAGENTS_DIR / session_id
-    try:
-        return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
-    except OSError:
-        if quiet:
-            return []
-        raise
+    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
 
 
 def _figures(call: ProviderCall) -> tuple[int | None, int | None, int | None]:
@@ -329,7 +323,7 @@ class QwenCodeReader:
         them as it goes): each subagent's messages, its calls placed among them; a file no event named yet is a
         subagent too. The main file is not read again."""
         try:
-            files = subagent_files(self.path, self.session.session_id or self.path.stem, quiet=False)
+            files = subagent_files(self.path, self.session.session_id or self.path.stem)
         except OSError as exc:
             files = []
             self.session.notes.append(f"the subagents' folder cannot be listed: {exc}")

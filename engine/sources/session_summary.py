@@ -416,7 +416,10 @@ def _summary_qwen_code(path: Path) -> SourceEntry:
     project = Path(found.cwd).name if found.cwd else path.parent.parent.name
     entry = _entry("qwen-code", project, found.session_id, path, found.started, found.calls, found.last_prompt, None,
                    found.model, _one_line(found.title))
-    entry.subagents = len(qwen_code.subagent_files(path, found.session_id or path.stem))
+    try:
+        entry.subagents = len(qwen_code.subagent_files(path, found.session_id or path.stem))
+    except OSError:  # a subagents' folder that cannot be listed: the reader says so when the session is opened
+        pass
     return entry
 
 
