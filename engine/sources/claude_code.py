@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.sources.claude_code_build import Build, Line, tool_ids
+from engine.sources.claude_code_calls import SYNTHETIC_MODEL as SYNTHETIC_MODEL  # (one definition, for all)
 from engine.sources.claude_code_calls import compaction_costs, merge_meta, merge_usage
 from engine.sources.claude_code_calls import usage_prompt as usage_prompt  # (discovery reads a line's prompt by it)
 from engine.sources.model import (
@@ -126,7 +127,6 @@ SYSTEM_SUBTYPES: dict[str, str] = {
 PERSISTED_RE = re.compile(r"<persisted-output>.*?Full output saved to:\s*(\S+)", re.DOTALL)
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
-SYNTHETIC_MODEL = "<synthetic>"
 RECENT = 16  # the newest calls a feed may still change (later lines of their responses)
 # the first request after a compaction, in a file that does not hold its requests: Claude Code re-attaches the files
 # read last (and the todo list) after the summary, which such a file does not record (ProviderCall.prompt_unlike_file)

@@ -22,6 +22,7 @@ class CostLines(Protocol):
     call_lines: dict[tuple[str, str], int]
 
 
+SYNTHETIC_MODEL = "<synthetic>"  # the model of a line Claude Code made itself (no provider call)
 PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.sources import model as source_model
+from engine.sources.claude_code_calls import SYNTHETIC_MODEL, usage_prompt
 from engine.sources.entry import Agent, SourceEntry
 from engine.sources.lazy import LazyModule
 from engine.sources.model import (
@@ -41,6 +42,7 @@ else:  # each imported when a summary first needs it (engine.sources.lazy)
     copilot, gemini_cli, pi, qwen_code = (LazyModule(n) for n in ("copilot", "gemini_cli", "pi", "qwen_code"))
 
 TAIL_BYTES = 65536
+_COST_STATE, _ASSISTANT = b'"cost-state"', b'"assistant"'
 
 
 def _last_ts(path: Path) -> str:
@@ -77,12 +79,10 @@ class _ClaudeScan:
     cost: float | None = None
 
     def feed(self, lines: Iterable[bytes]) -> None:
-        """Take raw lines: those that may hold something :meth:`take` learns from (their bytes hold a key it
-        asks for) are decoded, once, and taken; the others are passed over."""
+        """Take raw lines: those that may hold something :meth:`take` learns from (their bytes hold one of
+        :meth:`_needles`) are decoded, once, and taken; the others are passed over."""
         for raw in lines:
-            if (b'"cost-state"' in raw or (b'"usage"' in raw and b'"assistant"' in raw)
-                    or (not self.title and b'"user"' in raw) or (not self.started and b'"timestamp"' in raw)
-                    or (not self.session_id and b'"sessionId"' in raw)):
+            if any(needle in raw for needle in self._needles()):
                 self.take(_loads(raw))
 
     def take(self, obj: dict[str, Any]) -> None:
@@ -100,12 +100,14 @@ class _ClaudeScan:
             self.cwd = self.cwd or str(obj.get("cwd") or "")
         if kind != "assistant":
             return
-        msg = dict_at(obj, "message")
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            return
         usage = msg.get("usage")
-        if not isinstance(usage, dict) or msg.get("model") == claude_code.SYNTHETIC_MODEL:
+        if not isinstance(usage, dict) or msg.get("model") == SYNTHETIC_MODEL:
             return
         key = (str(msg.get("id") or obj.get("uuid")), str(obj.get("requestId") or ""))
-        prompt = claude_code.usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
+        prompt = usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
         if key not in self.keys:
             self.keys.add(key)
             self.model = str(msg.get("model") or self.model)
@@ -113,32 +115,41 @@ class _ClaudeScan:
         self.largest = max(self.largest, prompt or 0)
 
     def _needles(self) -> tuple[bytes, ...]:
-        """What a line must hold for :meth:`feed` to learn anything from it now (a line holding none of these is
-        passed over by :meth:`feed` untouched)."""
-        return ((b'"cost-state"', b'"usage"') + ((b'"user"',) if not self.title else ())
+        """What a line's bytes must hold for :meth:`take` to learn anything from it now (a line holding none of these
+        is passed over untouched): a ``cost-state`` or an ``assistant`` record (the calls), and, until found, a
+        ``user`` record (the title), a timestamp, a session id. (A JSON string holds a quote only escaped, so these
+        quoted words are found only as a key or a whole value.)"""
+        return ((_COST_STATE, _ASSISTANT) + ((b'"user"',) if not self.title else ())
                 + ((b'"timestamp"',) if not self.started else ()) + ((b'"sessionId"',) if not self.session_id else ()))
 
     def feed_block(self, data: bytes) -> None:
         """Take ``data``, complete lines (it ends with a newline), as :meth:`feed` would take them one by one, but
-        only the lines holding one of :meth:`_needles` are handed to it: the others are passed over at the speed
-        of a byte search (most of a session's bytes are tool results that say nothing here). Each needle is
-        searched once per stretch of ``data`` (its next place kept until passed), so the work is linear."""
+        only the lines holding one of :meth:`_needles` are looked at: the others are passed over at the speed
+        of a byte search (most of a session's bytes are tool results and progress lines that say nothing here). Each
+        needle is searched once per stretch of ``data`` (its next place kept until passed), so the work is linear; a
+        line found is decoded and taken at once (it holds a needle: what :meth:`feed` asks)."""
         pos, end = 0, len(data)
         found: dict[bytes, int] = {}
+        needles = self._needles()
+        limit = source_model.MAX_LINE_BYTES + 1
+        take, find, rfind = self.take, data.find, data.rfind
         while pos < end:
             hit = end
-            for needle in self._needles():
+            for needle in needles:
                 at = found.get(needle, -1)
                 if at < pos:
-                    at = data.find(needle, pos)
+                    at = find(needle, pos)
                     found[needle] = at = end if at < 0 else at
-                hit = min(hit, at)
+                if at < hit:
+                    hit = at
             if hit >= end:
                 return
-            start = data.rfind(b"\n", pos, hit) + 1 or pos
-            stop = data.find(b"\n", hit) + 1 or end
-            if stop - start <= source_model.MAX_LINE_BYTES + 1:  # (a longer line was cut short: not read)
-                self.feed((data[start:stop],))
+            start = rfind(b"\n", pos, hit) + 1 or pos
+            stop = find(b"\n", hit) + 1 or end
+            if stop - start <= limit:  # (a longer line was cut short: not read)
+                take(_loads(data[start:stop]))
+                if len(needles) > 2:  # a title, a start or a session id found: no longer looked for
+                    needles = self._needles()
             pos = stop
 
     def entry(self, path: Path) -> SourceEntry:
@@ -188,7 +199,8 @@ def _scan_blocks(fh: Any, scan: _ClaudeScan, name: str) -> bytes:
     time, moving ``scan.offset`` and ``scan.tail`` past them; a line longer than
     :data:`engine.sources.model.MAX_LINE_BYTES` is passed over unread (never held whole). The partial last line
     (no newline yet) is returned, not fed. Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises
-    SourceError naming ``name`` (checked after each block once 4,096 lines were read, as :func:`capped_lines` does)."""
+    SourceError naming ``name`` (checked after each block once 4,096 lines were counted, in the first MiB of each
+    block: a small file is never stopped, as :func:`capped_lines` does)."""
     started = time.monotonic()
     carry, skipping, lines = b"", False, 0
     while block := fh.read(SCAN_BLOCK):
@@ -203,7 +215,8 @@ def _scan_blocks(fh: Any, scan: _ClaudeScan, name: str) -> bytes:
         if cut:
             scan.feed_block(data[:cut])
             _passed(scan, data[:cut])
-            lines += data.count(b"\n", 0, cut)
+            if lines < 4096:  # (counted until there are enough, in a block's first MiB: counting costs)
+                lines += data.count(b"\n", 0, min(cut, 2**20))
             if lines >= 4096 and time.monotonic() - started > source_model.FILE_SECONDS:
                 raise SourceError(f"{name}: reading took more than {source_model.FILE_SECONDS:.0f} s: stopped")
         carry = data[cut:]
