@@ -417,10 +417,23 @@ def same_total(total: Any, last_total: Any) -> bool:
     written the same (a NaN in both is never ``==`` itself, but is the same repeat)."""
     if total == last_total:
         return True
+    if not _holds_nan(total):  # written the same but not equal: only a NaN (never == itself) makes that so
+        return False
     try:
         return json.dumps(total, sort_keys=True) == json.dumps(last_total, sort_keys=True)
     except (TypeError, ValueError, RecursionError):
         return False
+
+
+def _holds_nan(value: Any) -> bool:
+    """Whether ``value`` (a decoded JSON value) holds a NaN anywhere."""
+    if isinstance(value, float):
+        return value != value
+    if isinstance(value, dict):
+        return any(_holds_nan(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_nan(v) for v in value)
+    return False
 
 
 def read_token_count(payload: dict[str, Any], last_total: Any) -> TokenCount | None:

@@ -437,3 +437,17 @@ def test_a_forked_subagent_rollout_keeps_its_own_id_and_answers_the_aborted_call
     assert (aborted["role"], aborted["tool_call_id"], aborted["content"]) == ("tool", "c9", "aborted")
     (call,) = src.calls
     assert call.prompt_unlike_file == ""  # instructions again before the thread's first call: no resume
+
+
+def test_a_repeated_total_is_the_same_even_with_a_nan_and_a_new_one_never_is() -> None:
+    """Codex writes each call's token_count twice: the repeat is the same total (a NaN in both, never == itself,
+    still a repeat); a total that differs in any figure is a new call."""
+    from engine.sources.codex import same_total
+
+    nan = float("nan")
+    first = {"input_tokens": 10, "output_tokens": 5}
+    assert same_total(first, dict(first)) and same_total({"a": 1}, {"a": 1.0})
+    assert same_total({"input_tokens": nan, "output_tokens": 5}, {"input_tokens": nan, "output_tokens": 5})
+    assert same_total({"x": [1, {"y": nan}]}, {"x": [1, {"y": nan}]})
+    assert not same_total({"input_tokens": nan, "output_tokens": 5}, {"input_tokens": nan, "output_tokens": 6})
+    assert not same_total(first, {"input_tokens": 11, "output_tokens": 5}) and not same_total(first, None)
