@@ -90,6 +90,7 @@ def test_the_diff_of_two_calls_picked_on_the_timeline(qtbot: Any, win: MainWindo
 
 def test_the_tools_tab_equals_ctxbench_tools(qtbot: Any, win: MainWindow) -> None:
     tools = win.inspector.tools
+    win.inspector.setCurrentWidget(tools)  # (attributed when on screen)
     qtbot.waitUntil(lambda: tools.attribution is not None, timeout=20_000)
     folder = win.controller.session.path
     cli = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "tools", str(folder), "--json"], cwd=ROOT,
@@ -178,6 +179,7 @@ def test_the_tools_tab_is_refreshed_after_a_turn(qtbot: Any, fake_settings: Sett
     try:
         open_transcript(qtbot, win, PARENT)
         tools = win.inspector.tools
+        win.inspector.setCurrentWidget(tools)  # (attributed when on screen)
         qtbot.waitUntil(lambda: tools.attribution is not None, timeout=20_000)
         before = tools.attribution
         assert before is not None

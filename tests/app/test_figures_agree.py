@@ -100,6 +100,7 @@ def _check_cost(win: MainWindow, path: Path, cli: dict[str, Any]) -> SessionCost
 
 def _check_tool_results(qtbot: Any, win: MainWindow, cli: dict[str, Any]) -> int:
     tools = win.inspector.tools
+    win.inspector.setCurrentWidget(tools)  # (attributed when on screen)
     qtbot.waitUntil(lambda: tools.attribution is not None, timeout=30_000)
     assert tools.attribution is not None
     # the window's session and the CLI's are each a reading of the file: a message is the same by its place

@@ -268,8 +268,9 @@ def test_a_claude_code_2_1_file_its_tools_cost_attachments_and_compaction(qtbot:
 
 def test_the_tools_tab_is_attributed_again_only_when_it_is_on_screen(qtbot: Any, win: MainWindow,
                                                                      tmp_path: Path) -> None:
-    """A followed file's new calls ask for the Tools tab's attribution (a read of the whole session folder) only
-    while the Tools tab is on screen; the calls added while it was hidden are attributed once, when it shows."""
+    """The Tools tab's attribution (a read of the whole session folder) is asked for only while the tab is on
+    screen: not when a session opens behind another tab, nor for a followed file's new calls; what changed while it
+    was hidden is attributed once, when it shows, and again as calls come while it is on screen."""
     lines = _need(BIG).read_bytes().splitlines(keepends=True)
     live = tmp_path / "live.jsonl"
     start = len(lines) // 2
@@ -278,10 +279,15 @@ def test_the_tools_tab_is_attributed_again_only_when_it_is_on_screen(qtbot: Any,
     inspector.setCurrentWidget(inspector.files)  # another tab of the inspector in front
     analysis = win.controller.service.analysis
     open_source(qtbot, win, live)
-    qtbot.waitUntil(lambda: analysis.tools_computed >= 1, timeout=10_000)  # the opened session: once
+    chart = win.ensure_chart()
+    qtbot.waitUntil(lambda: chart.column_count() > 0, timeout=10_000)
+    qtbot.wait(500)
+    assert analysis.tools_computed == 0  # opened behind another tab: not attributed
+    inspector.setCurrentWidget(inspector.tools)
+    qtbot.waitUntil(lambda: analysis.tools_computed == 1, timeout=10_000)  # shown: the opened session, once
     qtbot.wait(300)
     before = analysis.tools_computed
-    chart = win.ensure_chart()
+    inspector.setCurrentWidget(inspector.files)
     columns = chart.column_count()
     with open(live, "ab") as fh:
         fh.write(b"".join(lines[start:start + 60]))
