@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.model.messages import Message
+from engine.sources import model as source_model
 from engine.sources.model import (
     LINE_ERRORS,
     Compaction,
@@ -42,16 +43,16 @@ from engine.sources.model import (
     RequestPrefix,
     Skipped,
     SourceChanges,
+    SourceError,
     SourceSession,
-    capped_lines,
     int_or_none,
     json_args,
     json_lines,
     line_problem,
     open_regular,
-    read_on,
     text_of,
 )
+from engine.sources.tail import Tail
 
 GENERATION = ("anthropic", "openai-chat", "openai-responses", "gemini")
 
@@ -667,16 +668,10 @@ class CaptureSummary:
     titled: bool = False  # the first call with tools (else the first call) gave the title
 
 
-@dataclass
-class _PartScan:
-    inode: int = 0
-    offset: int = 0
-    tail: bytes = b""
-
-
-_SCANS: OrderedDict[str, tuple[dict[str, _PartScan], CaptureSummary]] = OrderedDict()  # by first part, newest last
+_SCANS: OrderedDict[str, tuple[dict[str, Tail], CaptureSummary]] = OrderedDict()  # by first part, newest last
 _SCANS_LOCK = threading.Lock()
 SCANS_KEPT = 32
+SCAN_BLOCK = 8 * 2**20  # bytes a scan of a part reads at a time
 
 
 def _summary_line(s: CaptureSummary, obj: dict[str, Any]) -> None:
@@ -744,19 +739,20 @@ class _Rewritten(Exception):
     pass
 
 
-def _scan_parts(parts: Sequence[Path], scans: dict[str, _PartScan], summary: CaptureSummary) -> None:
+def _scan_parts(parts: Sequence[Path], scans: dict[str, Tail], summary: CaptureSummary) -> None:
+    """Take the lines appended to each part since the last scan (each part's :class:`engine.sources.tail.Tail`; a
+    line being written waits for its newline); _Rewritten when a part was replaced, truncated or rewritten."""
     for part in parts:
-        scan = scans.get(str(part))
+        tail = scans.get(str(part))
+        if tail is None:
+            tail = scans[str(part)] = Tail(part)
+        started, more = time.monotonic(), True
         with open_regular(part) as fh:
-            if scan is not None and not read_on(fh, scan.inode, scan.offset, scan.tail):
-                raise _Rewritten
-            if scan is None:
-                scan = scans[str(part)] = _PartScan(inode=os.fstat(fh.fileno()).st_ino)
-            fh.seek(scan.offset)
-            for raw in capped_lines(fh, name=part.name):
-                if not raw.endswith(b"\n"):
-                    break  # a line being written: read whole next time
-                scan.offset += len(raw)
-                scan.tail = raw[-64:] if len(raw) >= 64 else (scan.tail + raw)[-64:]
-                for _, obj in json_lines([raw], []):
+            while more:
+                block, reset, more = tail.read_from(fh, SCAN_BLOCK)
+                if reset is not None:
+                    raise _Rewritten
+                for _, obj in json_lines([line + b"\n" for line in block[:-1].split(b"\n")] if block else [], []):
                     _summary_line(summary, obj)
+                if more and time.monotonic() - started > source_model.FILE_SECONDS:
+                    raise SourceError(f"{part.name}: reading took more than {source_model.FILE_SECONDS:.0f} s: stopped")

@@ -3,7 +3,8 @@ they appear, read incrementally.
 
 Three layers, none of them holding the file's lines:
 
-- :class:`Tail` remembers the byte offset and reads only what was appended. A partial last line waits
+- :class:`Tail` (:mod:`engine.sources.tail`, the one follower of a file every loop that reads appended lines uses)
+  remembers the byte offset and reads only what was appended. A partial last line waits
   (its bytes are kept) until its newline arrives. A file that was replaced (another inode), truncated
   (smaller than the offset) or rewritten in place (its first bytes, or the bytes just before the
   offset, changed) is read again from the start, and the reset is reported. The file is opened for
@@ -57,7 +58,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.sources import formats
-from engine.sources import model as source_model
 from engine.sources.detect import HEAD_BYTES, detect_format
 from engine.sources.formats import AppendedReader, RewrittenReader
 from engine.sources.model import (
@@ -66,13 +66,13 @@ from engine.sources.model import (
     SourceChanges,
     SourceError,
     SourceFormat,
-    open_regular,
 )
 from engine.sources.opencode import OpenCodeReader
+from engine.sources.tail import CHUNK as CHUNK
+from engine.sources.tail import ResetReason as ResetReason
+from engine.sources.tail import Tail as Tail
 
 POLL_INTERVAL = 0.2  # seconds between two looks at the file
-CHUNK = 1 << 20  # bytes read at a time
-SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
 # files written by appending, and those rewritten whole whose reader is fed the whole file again (Cline)
 FOLLOWABLE: tuple[SourceFormat, ...] = tuple(name for name in formats.names() if name not in formats.names(
     growth="polled") and formats.FORMATS[name].appended is not None)
@@ -81,7 +81,6 @@ POLLED: tuple[SourceFormat, ...] = formats.names(growth="polled")  # database ro
 FOLLOWED: tuple[SourceFormat, ...] = FOLLOWABLE + POLLED  # what a Follower follows
 
 EventKind = Literal["call", "call_update", "compaction", "compaction_update", "reset", "missing", "problem"]
-ResetReason = Literal["truncated", "replaced", "rewritten"]
 
 
 @dataclass(frozen=True)
@@ -95,123 +94,6 @@ class FollowEvent:
 
 
 # --------------------------------------------------------------------------- the file
-
-
-class Tail:
-    """The complete lines appended to one file since the last :meth:`read`. Only a regular file is opened (a FIFO
-    or a device put at the path is not read), and a line is never held longer than ``limit`` bytes: a longer one
-    comes out as its first ``limit + 1`` bytes (which the readers skip as too long, saying so)."""
-
-    def __init__(self, path: Path, limit: int | None = None) -> None:
-        self.path = Path(path)
-        self.limit = source_model.MAX_LINE_BYTES if limit is None else limit
-        self.offset = 0  # bytes consumed, the partial line included
-        self.partial = bytearray()
-        self._overlong = False  # the partial line passed the limit: the rest of it, up to its newline, is dropped
-        self._ident: tuple[int, int] | None = None
-        self._stamp: tuple[int, int] = (-1, -1)  # (size, mtime_ns) at the last read
-        self._head = b""  # the file's first bytes, as read
-        self._last = b""  # the last bytes read (just before ``offset``)
-        self.gone = ""  # why the file cannot be read now (deleted, not a regular file…); "" while it can
-        self._told = ""  # the ``gone`` reason :meth:`notice` already gave
-
-    def _reset(self) -> None:
-        self.offset = 0
-        self.partial.clear()
-        self._overlong = False
-        self._head = self._last = b""
-
-    def notice(self) -> str | None:
-        """Why the file cannot be read, once each time it stops being readable; None otherwise (and again None
-        until it has come back and gone again)."""
-        if not self.gone or self.gone == self._told:
-            return None
-        self._told = self.gone
-        return self.gone
-
-    def _changed_under_us(self, fh: Any, st: os.stat_result) -> ResetReason | None:
-        ident = (st.st_dev, st.st_ino)
-        if self._ident is not None and ident != self._ident:
-            return "replaced"
-        if st.st_size < self.offset:
-            return "truncated"
-        if self.offset and (st.st_size, st.st_mtime_ns) != self._stamp:
-            head = fh.read(len(self._head))
-            fh.seek(self.offset - len(self._last))
-            if head != self._head or fh.read(len(self._last)) != self._last:
-                return "rewritten"
-        return None
-
-    def _open(self) -> Any:
-        """The file opened for reading, or None (``gone`` says why) when there is none to read at the path."""
-        try:
-            fh = open_regular(self.path)  # closed by the caller: never held between reads
-        except FileNotFoundError:
-            self.gone = "deleted: no file at this path now" if self._ident is not None else "no file at this path"
-            return None
-        except SourceError as exc:  # a FIFO, a device, a folder put in its place
-            self.gone = str(exc).removeprefix(f"{self.path.name}: ")
-            return None
-        except OSError as exc:
-            self.gone = f"cannot be read: {exc.strerror or exc}"
-            return None
-        self.gone = self._told = ""
-        return fh
-
-    def read(self, limit: int = CHUNK) -> tuple[list[bytes], ResetReason | None, bool]:
-        """(complete lines, why the file was re-read from its start or None, whether more is waiting).
-
-        A missing file (or one that is not a regular file) reads as nothing (it may be being replaced); ``gone``
-        says why, :meth:`notice` once."""
-        fh = self._open()
-        if fh is None:
-            return [], None, False
-        with fh:
-            st = os.fstat(fh.fileno())
-            reason = self._changed_under_us(fh, st)
-            if reason is not None:
-                self._reset()
-            self._ident = (st.st_dev, st.st_ino)
-            fh.seek(self.offset)
-            data = fh.read(limit)
-            self._stamp = (st.st_size, st.st_mtime_ns)
-        if not data:
-            return [], reason, False
-        if len(self._head) < SIGNATURE:
-            self._head = (self._head + data)[:SIGNATURE]
-        self.offset += len(data)
-        self._last = (self._last + data)[-SIGNATURE:]
-        return self._lines(data), reason, self.offset < st.st_size
-
-    def _lines(self, data: bytes) -> list[bytes]:
-        """The lines ``data`` completes (without their newlines; split at ``\\n`` only, as the agents write
-        them: a carriage return inside a line is the line's); the rest waits in ``partial``, never more than
-        ``limit + 1`` bytes of it."""
-        out: list[bytes] = []
-        if self._overlong:
-            end = data.find(b"\n")
-            if end < 0:
-                return out  # still the over-long line: dropped
-            out.append(bytes(self.partial))  # its first limit + 1 bytes: skipped as too long by the reader
-            self.partial.clear()
-            self._overlong = False
-            data = data[end + 1:]
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._keep(data)
-            return out
-        block = bytes(self.partial) + data[:cut] if self.partial else data[:cut]
-        self.partial = bytearray()
-        self._keep(data[cut + 1:])
-        return out + block.split(b"\n")
-
-    def _keep(self, data: bytes) -> None:
-        room = self.limit + 1 - len(self.partial)
-        if len(data) > room:
-            self.partial += data[:room]
-            self._overlong = True
-        else:
-            self.partial += data
 
 
 # --------------------------------------------------------------------------- parsers

@@ -345,19 +345,6 @@ class LineBuffer:
             yield raw
 
 
-def read_on(fh: Any, inode: int, offset: int, tail: bytes) -> bool:
-    """Whether the open file ``fh`` is the one read before up to ``offset`` and only grew since: the same inode,
-    not shorter, and ``tail`` (the last bytes read) still just before ``offset`` (a file rewritten in place has
-    other bytes there). Then reading may go on at ``offset``."""
-    st = os.fstat(fh.fileno())
-    if st.st_ino != inode or st.st_size < offset:
-        return False
-    if not tail:
-        return offset == 0
-    fh.seek(offset - len(tail))
-    return bool(fh.read(len(tail)) == tail)
-
-
 @dataclass
 class SourceChanges:
     """What one feed of an incremental reader changed in its :class:`SourceSession` (lines or rows in,

@@ -32,8 +32,8 @@ from engine.sources.model import (
     int_or_none,
     iso,
     open_regular,
-    read_on,
 )
+from engine.sources.tail import Tail
 
 if TYPE_CHECKING:
     from engine.sources import capture, claude_code, cline, codex, copilot, gemini_cli, pi, qwen_code
@@ -61,13 +61,11 @@ def _last_ts(path: Path) -> str:
 
 @dataclass
 class _ClaudeScan:
-    """The light pass over a Claude Code file, resumable: what it found so far and where it stopped (the end
-    of the last complete line). Kept per file by a long-lived process (:data:`_CLAUDE_SCANS`), so that a file
-    that grew is read from there, not whole."""
+    """The light pass over a Claude Code file, resumable: what it found so far and where it stopped (its
+    ``source``, the file's :class:`engine.sources.tail.Tail`). Kept per file by a long-lived process
+    (:data:`_CLAUDE_SCANS`), so that a file that grew is read from there, not whole."""
 
-    inode: int = 0
-    offset: int = 0
-    tail: bytes = b""  # the bytes just before ``offset``: a file rewritten in place does not match them
+    source: Tail | None = None  # (None: a pass over lines another reader decoded, which reads no file itself)
     keys: set[tuple[str, str]] = field(default_factory=set)
     started: str = ""
     cwd: str = ""
@@ -167,20 +165,20 @@ _CLAUDE_SCANS_LOCK = threading.Lock()
 
 
 def _summary_claude(path: Path) -> SourceEntry:
-    """The summary of a Claude Code file; a file summarised before in this process that only grew (same
-    inode, the bytes before where the last pass stopped unchanged) is read from where that pass stopped."""
+    """The summary of a Claude Code file; a file summarised before in this process that only grew (its Tail: the
+    same file, not shorter, the bytes at its start and where the last pass stopped unchanged) is read from where that
+    pass stopped."""
     key = str(path)
     with _CLAUDE_SCANS_LOCK:
         scan = _CLAUDE_SCANS.pop(key, None)
+    tail = scan.source if scan is not None else None
+    if scan is None or tail is None:
+        tail = Tail(path)
+        scan = _ClaudeScan(source=tail)
     with open_regular(path) as fh:
-        if scan is not None and not read_on(fh, scan.inode, scan.offset, scan.tail):
-            scan = None
-        if scan is None:
-            scan = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
-        fh.seek(scan.offset)
-        rest = _scan_blocks(fh, scan, path.name)  # a partial last line: counted here, read again whole next time
+        scan = _scan_blocks(fh, scan, tail, path.name)
     entry = scan.entry(path)
-    if rest:
+    if rest := tail.waiting:  # a partial last line: counted here, read again whole next time
         partial = _ClaudeScan(**{**scan.__dict__, "keys": set(scan.keys)})
         partial.feed([rest])
         entry = partial.entry(path)
@@ -194,42 +192,28 @@ def _summary_claude(path: Path) -> SourceEntry:
 SCAN_BLOCK = 8 * 2**20  # bytes a light pass reads at a time (cut at the last newline; a line's rest waits for more)
 
 
-def _scan_blocks(fh: Any, scan: _ClaudeScan, name: str) -> bytes:
-    """Feed the complete lines of ``fh`` from where it is to ``scan`` (:meth:`_ClaudeScan.feed_block`), a block at a
-    time, moving ``scan.offset`` and ``scan.tail`` past them; a line longer than
-    :data:`engine.sources.model.MAX_LINE_BYTES` is passed over unread (never held whole). The partial last line
-    (no newline yet) is returned, not fed. Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises
-    SourceError naming ``name`` (checked after each block once 4,096 lines were counted, in the first MiB of each
-    block: a small file is never stopped, as :func:`capped_lines` does)."""
+def _scan_blocks(fh: Any, scan: _ClaudeScan, tail: Tail, name: str) -> _ClaudeScan:
+    """Feed the lines appended to the file ``fh`` since ``scan`` stopped to it (:meth:`_ClaudeScan.feed_block`), read
+    by its ``tail`` a block at a time; the scan that holds them is returned (a new one when the file was replaced,
+    truncated or rewritten: read again from its start). A line longer than :data:`engine.sources.model.MAX_LINE_BYTES`
+    is passed over unread (never held whole); the partial last line (no newline yet) waits in the Tail. Reading for
+    longer than :data:`engine.sources.model.FILE_SECONDS` raises SourceError naming ``name`` (checked after each block
+    once 4,096 lines were counted, in the first MiB of each block: a small file is never stopped, as
+    :func:`capped_lines` does)."""
     started = time.monotonic()
-    carry, skipping, lines = b"", False, 0
-    while block := fh.read(SCAN_BLOCK):
-        if skipping:  # the rest of an over-long line
-            cut = block.find(b"\n") + 1
-            _passed(scan, block[:cut] if cut else block)
-            if not cut:
-                continue
-            block, skipping = block[cut:], False
-        data = carry + block if carry else block
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            scan.feed_block(data[:cut])
-            _passed(scan, data[:cut])
-            if lines < 4096:  # (counted until there are enough, in a block's first MiB: counting costs)
-                lines += data.count(b"\n", 0, min(cut, 2**20))
-            if lines >= 4096 and time.monotonic() - started > source_model.FILE_SECONDS:
-                raise SourceError(f"{name}: reading took more than {source_model.FILE_SECONDS:.0f} s: stopped")
-        carry = data[cut:]
-        if len(carry) > source_model.MAX_LINE_BYTES:
-            _passed(scan, carry)
-            carry, skipping = b"", True
-    return b"" if skipping else carry
-
-
-def _passed(scan: _ClaudeScan, data: bytes) -> None:
-    """``data`` was read past: the scan's offset and the bytes just before it move on."""
-    scan.offset += len(data)
-    scan.tail = data[-64:] if len(data) >= 64 else (scan.tail + data)[-64:]
+    lines, more = 0, True
+    while more:
+        block, reset, more = tail.read_from(fh, SCAN_BLOCK)
+        if reset is not None:
+            scan = _ClaudeScan(source=tail)
+        if not block:
+            continue
+        scan.feed_block(block)
+        if lines < 4096:  # (counted until there are enough, in a block's first MiB: counting costs)
+            lines += block.count(b"\n", 0, 2**20)
+        if lines >= 4096 and time.monotonic() - started > source_model.FILE_SECONDS:
+            raise SourceError(f"{name}: reading took more than {source_model.FILE_SECONDS:.0f} s: stopped")
+    return scan
 
 
 def _cost_state(obj: dict[str, Any], previous: float | None) -> float | None:
@@ -464,8 +448,8 @@ def summarize_read(agent: Agent, path: Path, observe: Callable[[dict[str, Any]],
 
     if agent != "claude-code":
         return summarize(agent, path), read_source(path, agent)
-    with open_regular(path) as fh:
-        scan = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
+    with open_regular(path):  # (what cannot be opened, or is no regular file, said as the light pass says it)
+        scan = _ClaudeScan()
     try:
         session = read_claude_code(path, observe=scan.take if observe is None else _both(scan.take, observe))
     except OSError as exc:

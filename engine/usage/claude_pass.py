@@ -109,7 +109,7 @@ def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
     scan = reader.scan
     count = [0]
     with open_regular(path) as fh:
-        summary = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
+        summary = _ClaudeScan()
         try:
             for n, obj in objects(fh, scan.skipped, count, path.name):
                 kind = obj.get("type")

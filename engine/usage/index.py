@@ -48,8 +48,9 @@ from engine.model.text import printable
 from engine.sources import formats
 from engine.sources import model as _model
 from engine.sources.discovery import Agent, ScanProblem, SourceEntry, scan_sources
-from engine.sources.model import SourceError, SourceSession, open_regular, read_on, shown_path
+from engine.sources.model import SourceError, SourceSession, open_regular, shown_path
 from engine.sources.readers import read_source
+from engine.sources.tail import Tail
 from engine.store.config import Settings, data_dir
 from engine.usage import queries
 from engine.usage.prices import PriceTable, PriceTableError, litellm_version, load_table
@@ -145,14 +146,12 @@ def _reason(exc: BaseException) -> str:
 @dataclass
 class _Followed:
     """A grown session file's incremental reader, kept by a long-lived :class:`UsageIndex` so that the next
-    growth is read from where it stopped (only the appended bytes)."""
+    growth is read from where it stopped (only the appended bytes: the file's :class:`engine.sources.follow.Tail`,
+    the one follower of a file every loop that reads appended lines uses)."""
 
     reader: Any  # ClaudeCodeReader, CodexReader or GeminiCliReader
-    offset: int  # bytes of the file fed to the reader (its partial last line waits inside it)
-    inode: int
-    tail: bytes = b""  # the last bytes fed: a file rewritten in place does not have them there any more
+    tail: Tail  # where the reader stopped; its last line so far, when it has no newline yet, waits in it
     one_hour: dict[str, int] = field(default_factory=dict)  # Claude Code: request id -> one-hour cache writes
-    partial: bytes = b""  # the last line so far, when it has no newline yet
 
 
 def _stamp(entry: SourceEntry) -> list[Any] | None:
@@ -237,47 +236,36 @@ class UsageIndex(IndexFiles):
             self._followed.pop(entry.path, None)
             return read_source(path, entry.agent), None, False
         kept = self._followed.pop(entry.path, None)
+        if kept is None:
+            kept = _Followed(_reader(entry.agent, path), Tail(path))
         with open_regular(path) as fh:
-            if kept is not None and not read_on(fh, kept.inode, kept.offset, kept.tail):
-                kept = None
+            block, reset, _ = kept.tail.read_from(fh, None)  # all there is: complete lines, the last one waiting
             st = os.fstat(fh.fileno())
-            if kept is None:
-                kept = _Followed(_reader(entry.agent, path), 0, st.st_ino)
-            fh.seek(kept.offset)
-            data = fh.read()
-        kept.offset += len(data)
-        if data:
-            kept.tail = (kept.tail + data)[-64:]
-        # the last line so far when it has no newline yet (never more than a line's cap)
-        lines = kept.partial + data
-        cut = lines.rfind(b"\n") + 1
-        kept.partial = lines[cut:][:_model.MAX_LINE_BYTES + 1]
-        one_hour: dict[str, int] | None = None
+        if reset is not None:  # replaced, truncated or rewritten in place: read again from its start
+            kept = _Followed(_reader(entry.agent, path), kept.tail)
+        partial = bytes(kept.tail.partial)  # (an over-long one cut: the reader skips it as such)
         spec = formats.agent_format(entry.agent)
+        kept.reader.feed(block)
         if getattr(kept.reader, "bulk", False):  # the whole file, complete lines: scanned, then built once
-            end = data.rfind(b"\n") + 1
-            kept.reader.feed(data[:end])
             kept.reader.settle()
-            if end < len(data):
-                kept.reader.feed(data[end:])
-        else:
-            kept.reader.feed(data)
+        one_hour: dict[str, int] | None = None
         if spec.cache_hours_in_lines:
-            one_hour_of_lines(lines[:cut].splitlines(), kept.one_hour)
+            one_hour_of_lines(block.splitlines(), kept.one_hour)
             one_hour = dict(kept.one_hour)
-            if kept.partial:  # the last line so far counts in this read, and is read whole next time
-                one_hour_of_lines([kept.partial], one_hour)
-        if kept.partial:  # a last line without its newline: read as it is when the file has settled or the line is
+            if partial:  # the last line so far counts in this read, and is read whole next time
+                one_hour_of_lines([partial], one_hour)
+        if partial:  # a last line without its newline: read as it is when the file has settled or the line is
             # a whole JSON object already (only its newline missing); the file is read again next time unless settled
             settled = time.time() - st.st_mtime >= SETTLED_SECONDS
-            if settled or _whole_object(kept.partial):
+            if settled or _whole_object(partial):
+                kept.reader.feed(partial)  # (held by the reader until finish reads it as the torn last line)
                 return kept.reader.finish(), one_hour, not settled  # (the reader is spent: not kept)
         session: SourceSession = (kept.reader.read_beside(subagents=True) if spec.subagents_beside
                                   else kept.reader.session)
         self._followed[entry.path] = kept
         while len(self._followed) > FOLLOWED:
             self._followed.pop(next(iter(self._followed)))
-        return session, one_hour, bool(kept.partial)
+        return session, one_hour, bool(partial)
 
     def prices(self) -> PriceTable | None:
         if self._prices is None:

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from engine.sources import model, session_summary
+from engine.sources.tail import Tail
 from tests.engine.sources.conftest import BIG_CLAUDE, CLAUDE
+
+
+def _kept(path: Path) -> Tail:
+    """The Tail of the light pass kept for ``path``."""
+    tail = session_summary._CLAUDE_SCANS[str(path)].source
+    assert tail is not None
+    return tail
 
 
 def test_a_grown_claude_code_file_is_summarised_from_where_the_last_pass_stopped(
@@ -32,15 +40,14 @@ def test_a_grown_claude_code_file_is_summarised_from_where_the_last_pass_stopped
             session_summary._CLAUDE_SCANS[str(path)] = kept
         return entry
 
-    fed: list[int] = []
-    real_feed = session_summary._ClaudeScan.feed
+    fed: list[int] = []  # a line decoded and taken: 1
+    real_take = session_summary._ClaudeScan.take
 
-    def counting(self: session_summary._ClaudeScan, chunk: Any) -> None:
-        chunk = list(chunk)
-        fed.append(len(chunk))
-        real_feed(self, chunk)
+    def counting(self: session_summary._ClaudeScan, obj: Any) -> None:
+        fed.append(1)
+        real_take(self, obj)
 
-    monkeypatch.setattr(session_summary._ClaudeScan, "feed", counting)
+    monkeypatch.setattr(session_summary._ClaudeScan, "take", counting)
     cuts = [0, 7, 60, len(lines) // 2, len(lines) - 3, len(lines)]
     path.write_bytes(b"".join(lines[:cuts[1]]))
     session_summary._summary_claude(path)
@@ -52,12 +59,12 @@ def test_a_grown_claude_code_file_is_summarised_from_where_the_last_pass_stopped
         assert half == fresh()
         with open(path, "ab") as fh:
             fh.write(chunk[len(chunk) - 40:])
-        offset = session_summary._CLAUDE_SCANS[str(path)].offset
+        offset = _kept(path).offset
         fed.clear()
         whole = session_summary._summary_claude(path)
         assert sum(fed) <= end - start + 1  # the appended lines (and the one cut in two), not the file
         assert whole == fresh() and offset > 0
-        assert session_summary._CLAUDE_SCANS[str(path)].offset == path.stat().st_size
+        assert _kept(path).offset == path.stat().st_size and _kept(path).waiting == b""
     assert whole.calls > 100 and whole.agent_cost_usd is None and whole.title
     # rewritten in place (same inode), longer: read whole again, not from the old offset
     other = (CLAUDE / "tool_heavy.jsonl").read_bytes()
@@ -133,5 +140,4 @@ def test_the_light_pass_by_blocks_finds_what_a_pass_line_by_line_finds(
             every.feed([raw])
     every.feed([data.splitlines(keepends=True)[-1]])
     assert session_summary._summary_claude(path) == every.entry(path) and every.entry(path).calls > 100
-    kept = session_summary._CLAUDE_SCANS[str(path)]
-    assert kept.offset == len(data) - len(lines[-1][:-20]) and kept.tail == data[:kept.offset][-64:]
+    assert _kept(path).offset == len(data) and _kept(path).waiting == lines[-1][:-20]  # (read, waits for its end)
