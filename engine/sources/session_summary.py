@@ -34,6 +34,7 @@ from engine.sources.model import (
     open_regular,
 )
 from engine.sources.tail import Tail
+from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
 
 if TYPE_CHECKING:
     from engine.sources import capture, claude_code, cline, codex, copilot, gemini_cli, pi, qwen_code
@@ -145,7 +146,14 @@ class _ClaudeScan:
             start = rfind(b"\n", pos, hit) + 1 or pos
             stop = find(b"\n", hit) + 1 or end
             if stop - start <= limit:  # (a longer line was cut short: not read)
-                take(_loads(data[start:stop]))
+                raw = data[start:stop]
+                obj: Any = None
+                if _orjson_loads is not None and _LONG_RUN not in raw.translate(_DIGITS):  # (fast_json, inline)
+                    try:
+                        obj = _orjson_loads(raw)
+                    except ValueError:  # (orjson.JSONDecodeError) the standard module says what it makes of it
+                        obj = None
+                take(obj if obj.__class__ is dict else _loads(raw))
                 if len(needles) > 2:  # a title, a start or a session id found: no longer looked for
                     needles = self._needles()
             pos = stop

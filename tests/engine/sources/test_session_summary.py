@@ -141,3 +141,27 @@ def test_the_light_pass_by_blocks_finds_what_a_pass_line_by_line_finds(
     every.feed([data.splitlines(keepends=True)[-1]])
     assert session_summary._summary_claude(path) == every.entry(path) and every.entry(path).calls > 100
     assert _kept(path).offset == len(data) and _kept(path).waiting == lines[-1][:-20]  # (read, waits for its end)
+
+
+def test_the_light_pass_reads_lines_orjson_reads_otherwise_as_the_standard_module(tmp_path: Path) -> None:
+    """A call line the block pass decodes with orjson directly, unless orjson would read it otherwise than the
+    standard module (a NaN, a count past 64 bits, a raw control character): those lines give the figures of a
+    pass that decodes every line with the standard module."""
+    def call(n: int, usage: str, text: str = "ok") -> bytes:
+        return (b'{"type":"assistant","uuid":"a%d","requestId":"r%d","timestamp":"2026-11-01T10:00:0%d.000Z",'
+                b'"sessionId":"s","message":{"id":"m%d","model":"claude-sonnet-4-5","content":[{"type":"text",'
+                b'"text":"%s"}],"usage":%s}}\n' % (n, n, n, n, text.encode(), usage.encode()))
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(
+        call(1, '{"input_tokens":10,"cache_read_input_tokens":90}')
+        + call(2, '{"input_tokens":NaN,"cache_read_input_tokens":90}')  # orjson refuses it: no prompt figure
+        + call(3, '{"input_tokens":12345678901234567890123,"cache_read_input_tokens":1}')  # past 64 bits
+        + call(4, '{"input_tokens":7,"cache_read_input_tokens":3}', text="tab\there")  # a raw tab in a string
+        + call(5, '{"input_tokens":20,"cache_read_input_tokens":5}'))
+    every = session_summary._ClaudeScan()
+    for raw in path.read_bytes().splitlines(keepends=True):
+        every.take(json.JSONDecoder(strict=False).decode(raw.decode()))
+    entry = session_summary._summary_claude(path)
+    assert entry == every.entry(path) and entry.calls == 5 and entry.last_prompt_tokens == 25
+    assert every.largest == 100  # (the count past 64 bits is no figure: MAX_COUNT)
