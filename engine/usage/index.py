@@ -226,8 +226,9 @@ class UsageIndex(IndexFiles):
         """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code,
         Codex or Gemini CLI file that grew, or that changed in the last :data:`ACTIVE_SECONDS` (a session in
         progress), is read by an incremental reader kept for it (at most :data:`FOLLOWED` of them, the most
-        recently read): whole the first time, then only what was appended since (same inode, not shorter,
-        the bytes where the last read stopped unchanged). A file whose last line has no
+        recently read): whole the first time, then only what was appended since (its
+        :class:`engine.sources.tail.Tail`: the same file, not shorter, its first bytes and those where the last read
+        stopped unchanged). A file whose last line has no
         newline: while the file changed in the last :data:`SETTLED_SECONDS` (the agent may be writing that line)
         the line waits in the reader and the third value is True (the read is not final: read the file again
         next time); else the line is read as it is and the reader is not kept (the next read is whole)."""
