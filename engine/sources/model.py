@@ -532,35 +532,6 @@ def feed_whole(reader: Any, path: Path, lines: Iterable[bytes] | None = None) ->
         reader.feed_lines(capped_lines(fh, name=Path(path).name))
 
 
-def lines_holding(fh: Any, needle: bytes, *, name: str = "", block: int = 8 * 2**20) -> Iterator[bytes]:
-    """The complete lines of the binary file ``fh`` (from where it is) that hold ``needle``, found by byte search
-    a block at a time (the other lines are passed over at memchr speed, never split into lines); a line longer than
-    :data:`MAX_LINE_BYTES` is passed over unread, a partial last line (no newline) is not given. Reading for
-    longer than :data:`FILE_SECONDS` raises SourceError naming ``name``."""
-    started = time.monotonic()
-    carry, skipping = b"", False
-    while chunk := fh.read(block):
-        if time.monotonic() - started > FILE_SECONDS:
-            raise SourceError(f"{name or 'the file'}: reading took more than {FILE_SECONDS:.0f} s: stopped")
-        if skipping:  # the rest of an over-long line
-            cut = chunk.find(b"\n") + 1
-            if not cut:
-                continue
-            chunk, skipping = chunk[cut:], False
-        data = carry + chunk if carry else chunk
-        end = data.rfind(b"\n") + 1
-        at = data.find(needle, 0, end)
-        while at >= 0:
-            start = data.rfind(b"\n", 0, at) + 1
-            stop = data.find(b"\n", at) + 1
-            if stop - start <= MAX_LINE_BYTES + 1:
-                yield data[start:stop]
-            at = data.find(needle, stop, end)
-        carry = data[end:]
-        if len(carry) > MAX_LINE_BYTES:
-            carry, skipping = b"", True
-
-
 def byte_size(n: int) -> str:
     """``64 MiB``, ``4 KiB``, ``100 bytes``."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):

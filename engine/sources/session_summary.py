@@ -33,7 +33,7 @@ from engine.sources.model import (
     iso,
     open_regular,
 )
-from engine.sources.tail import Tail
+from engine.sources.tail import Tail, holding, lines_holding
 from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
 
 if TYPE_CHECKING:
@@ -122,41 +122,19 @@ class _ClaudeScan:
                 + ((b'"timestamp"',) if not self.started else ()) + ((b'"sessionId"',) if not self.session_id else ()))
 
     def feed_block(self, data: bytes) -> None:
-        """Take ``data``, complete lines (it ends with a newline), as :meth:`feed` would take them one by one, but
-        only the lines holding one of :meth:`_needles` are looked at: the others are passed over at the speed
-        of a byte search (most of a session's bytes are tool results and progress lines that say nothing here). Each
-        needle is searched once per stretch of ``data`` (its next place kept until passed), so the work is linear; a
-        line found is decoded and taken at once (it holds a needle: what :meth:`feed` asks)."""
-        pos, end = 0, len(data)
-        found: dict[bytes, int] = {}
-        needles = self._needles()
-        limit = source_model.MAX_LINE_BYTES + 1
-        take, find, rfind = self.take, data.find, data.rfind
-        while pos < end:
-            hit = end
-            for needle in needles:
-                at = found.get(needle, -1)
-                if at < pos:
-                    at = find(needle, pos)
-                    found[needle] = at = end if at < 0 else at
-                if at < hit:
-                    hit = at
-            if hit >= end:
-                return
-            start = rfind(b"\n", pos, hit) + 1 or pos
-            stop = find(b"\n", hit) + 1 or end
-            if stop - start <= limit:  # (a longer line was cut short: not read)
-                raw = data[start:stop]
-                obj: Any = None
-                if _orjson_loads is not None and _LONG_RUN not in raw.translate(_DIGITS):  # (fast_json, inline)
-                    try:
-                        obj = _orjson_loads(raw)
-                    except ValueError:  # (orjson.JSONDecodeError) the standard module says what it makes of it
-                        obj = None
-                take(obj if obj.__class__ is dict else _loads(raw))
-                if len(needles) > 2:  # a title, a start or a session id found: no longer looked for
-                    needles = self._needles()
-            pos = stop
+        """Take ``data``, complete lines (it ends with a newline), as :meth:`feed` would take them one by one: only
+        the lines holding one of :meth:`_needles` are looked at (:func:`engine.sources.tail.holding`: the others are
+        passed over at the speed of a byte search; most of a session's bytes are tool results and progress lines that
+        say nothing here), each decoded and taken at once."""
+        take = self.take
+        for raw in holding(data, self._needles):
+            obj: Any = None
+            if _orjson_loads is not None and _LONG_RUN not in raw.translate(_DIGITS):  # (fast_json, inline)
+                try:
+                    obj = _orjson_loads(raw)
+                except ValueError:  # (orjson.JSONDecodeError) the standard module says what it makes of it
+                    obj = None
+            take(obj if obj.__class__ is dict else _loads(raw))
 
     def entry(self, path: Path) -> SourceEntry:
         window, _ = claude_code.window_for_model(self.model, self.largest)
@@ -257,8 +235,14 @@ def _summary_codex(path: Path) -> SourceEntry:
     last_total: Any = None
     last_prompt: int | None = None
     window: int | None = None
+
+    def needles() -> tuple[bytes, ...]:  # what a line must hold for a branch below to take it now
+        return ((b'"token_count"', b'"turn_context"') + ((b'"session_meta"',) if not session_id else ())
+                + ((b'"user_message"', b'"response_item"') if not title else ()) + ((b'"world_state"',) if not cwd
+                                                                                    else ()))
+
     with open_regular(path) as fh:
-        for raw in capped_lines(fh, name=path.name):
+        for raw in lines_holding(fh, needles, name=path.name, partial=True):
             if b'"session_meta"' in raw and not session_id:
                 payload = _loads(raw).get("payload") or {}
                 parent = _codex_parent(payload)

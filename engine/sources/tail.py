@@ -13,6 +13,8 @@ closed again: never written, locked or held open.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +22,7 @@ from engine.sources import model as source_model
 from engine.sources.model import SourceError, open_regular
 
 CHUNK = 1 << 20  # bytes read at a time
+BLOCK = 8 * 2**20  # bytes a pass that searches a whole file reads at a time
 SIGNATURE = 64  # bytes compared at the start of the file and before the offset to notice a rewrite
 ResetReason = Literal["truncated", "replaced", "rewritten"]
 
@@ -156,3 +159,58 @@ class Tail:
             self._overlong = True
         else:
             self.partial += data
+
+
+Needles = Callable[[], tuple[bytes, ...]]  # what a line must hold to be given now (asked again after each line)
+
+
+def holding(data: bytes, needles: Needles) -> Iterator[bytes]:
+    """The lines of ``data`` (complete lines, each ending with its newline) holding one of ``needles()`` (asked again
+    after each line given: a pass that found what it looked for looks for less), found by byte search: the other lines
+    are passed over at memchr speed, never split out. Each needle is searched once per stretch of ``data`` (its next
+    place kept until passed), so the work is linear. A line longer than :data:`engine.sources.model.MAX_LINE_BYTES`
+    (an over-long one the Tail cut) is passed over."""
+    pos, end = 0, len(data)
+    found: dict[bytes, int] = {}
+    limit = source_model.MAX_LINE_BYTES + 1
+    find, rfind = data.find, data.rfind
+    wanted = needles()
+    while pos < end and wanted:
+        hit = end
+        for needle in wanted:
+            at = found.get(needle, -1)
+            if at < pos:
+                at = find(needle, pos)
+                found[needle] = at = end if at < 0 else at
+            if at < hit:
+                hit = at
+        if hit >= end:
+            return
+        start = rfind(b"\n", pos, hit) + 1 or pos
+        stop = find(b"\n", hit) + 1 or end
+        if stop - start <= limit:
+            yield data[start:stop]
+            wanted = needles()
+        pos = stop
+
+
+def lines_holding(fh: Any, needles: Needles | bytes, *, name: str = "", block: int = BLOCK,
+                  partial: bool = False) -> Iterator[bytes]:
+    """The complete lines of the binary file ``fh`` (from its start) holding one of ``needles`` (:func:`holding`),
+    read a block at a time by a :class:`Tail`; a line longer than :data:`engine.sources.model.MAX_LINE_BYTES` is
+    passed over unread. With ``partial``, the last line without its newline yet too (when it holds one and is not
+    over-long), after the others. Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises SourceError
+    naming ``name`` (checked between blocks)."""
+    wanted: Needles = needles if callable(needles) else (lambda: (needles,))
+    tail = Tail(Path(name or "file"))
+    started, more = time.monotonic(), True
+    while more:
+        data, _, more = tail.read_from(fh, block)
+        if data:
+            yield from holding(data, wanted)
+        if more and time.monotonic() - started > source_model.FILE_SECONDS:
+            raise SourceError(f"{name or 'the file'}: reading took more than {source_model.FILE_SECONDS:.0f} s: "
+                              "stopped")
+    last = tail.waiting
+    if partial and last and any(needle in last for needle in wanted()):
+        yield last

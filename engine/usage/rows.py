@@ -42,6 +42,7 @@ from engine.sources.model import (
 )
 from engine.sources.readers import read_source
 from engine.sources.session_summary import summarize_read
+from engine.sources.tail import lines_holding
 from engine.usage.prices import REASONING_SEPARATE, PriceTable
 
 UNKNOWN_DAY = "1970-01-01"  # a call without any time (rare): kept, under this day
@@ -118,7 +119,7 @@ def claude_one_hour_writes(path: Path) -> dict[str, int]:
     found: dict[str, int] = {}
     try:
         with open_regular(path) as fh:  # (only the lines holding the figure are split out and read)
-            one_hour_of_lines(_model.lines_holding(fh, b"ephemeral_1h_input_tokens", name=path.name), found)
+            one_hour_of_lines(lines_holding(fh, b"ephemeral_1h_input_tokens", name=path.name), found)
     except (OSError, SourceError):
         pass
     return found

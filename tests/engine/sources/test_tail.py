@@ -8,7 +8,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from engine.sources.tail import Tail
+import pytest
+
+from engine.sources import model
+from engine.sources.tail import Tail, lines_holding
+from tests.engine.sources.conftest import BIG_CLAUDE
 
 
 def _appends(rng: random.Random, limit: int) -> list[bytes]:
@@ -64,3 +68,36 @@ def test_a_rewritten_file_is_read_again_from_its_start_in_the_block_form(tmp_pat
         with path.open("ab") as out:
             out.write(b'{"y": 8}\n' * 3)
         assert tail.read_from(fh, None) == (b'{"y": 8}\n' * 3, None, False)
+
+
+@pytest.mark.parametrize("block", [5, 333, 65_536, 8 * 2**20])
+def test_the_lines_holding_a_needle_are_the_ones_a_pass_line_by_line_finds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    monkeypatch.setattr(model, "MAX_LINE_BYTES", 50_000)
+    lines = BIG_CLAUDE.read_bytes().splitlines(keepends=True)
+    long_line = b'{"usage": "' + b"u" * 60_000 + b'"}\n'  # over the cap: passed over unread
+    data = b"".join(lines[:3]) + long_line + b"".join(lines[3:]) + b'{"usage": 1'  # a partial last line
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    needle = b'"usage"'
+    want = [ln for ln in data.splitlines(keepends=True) if needle in ln and ln.endswith(b"\n") and len(ln) <= 50_001]
+    with path.open("rb") as fh:
+        assert list(lines_holding(fh, needle, block=block)) == want and len(want) > 100
+    with path.open("rb") as fh:  # the partial last line too, when asked
+        assert list(lines_holding(fh, needle, block=block, partial=True)) == [*want, b'{"usage": 1']
+
+
+def test_needles_asked_again_after_each_line_look_for_less(tmp_path: Path) -> None:
+    """A pass that found what a needle was for stops looking for it: the lines holding only that needle, after the
+    first, are not given (what the light passes' titles and starts rely on)."""
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b'{"title": 1}\n{"n": 1}\n{"title": 2}\n{"usage": 3}\n{"title": 4, "usage": 5}\n')
+    seen: list[bytes] = []
+
+    def needles() -> tuple[bytes, ...]:
+        return (b'"usage"',) + (() if seen else (b'"title"',))
+
+    with path.open("rb") as fh:
+        for line in lines_holding(fh, needles):
+            seen.append(line)
+    assert seen == [b'{"title": 1}\n', b'{"usage": 3}\n', b'{"title": 4, "usage": 5}\n']
