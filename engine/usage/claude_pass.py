@@ -124,8 +124,9 @@ def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
                         ) -> tuple[SourceEntry, SourceSession, bool] | None:
     """What :func:`engine.usage.rows.summary_and_rows_read` reads of a Claude Code file, read as the module's doc says:
     its Sources summary, its session (no tool call's arguments made) and whether its last line is complete;
-    ``observe`` is handed each line's object that holds a ``message`` (the one-hour cache pass). None when a line is
-    longer than the reader holds (the caller reads the file as before)."""
+    ``observe`` is handed each line's object whose ``message`` holds a ``usage`` (the one-hour cache pass: no other
+    line teaches it anything). None when a line is longer than the reader holds (the caller reads the file as
+    before)."""
     from engine.sources.claude_code import ClaudeCodeReader, _scan_line
     from engine.sources.session_summary import _ClaudeScan
 
@@ -148,7 +149,7 @@ def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
                             parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
                             parents[uid] = parent if isinstance(parent, str) else None
                         stamps.append(obj.get("timestamp"))
-                        if "message" in obj:
+                        if isinstance(msg := obj.get("message"), dict) and "usage" in msg:
                             observe(obj)
                         continue
                 if stamps:
@@ -156,7 +157,7 @@ def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
                 if (kind == "assistant" or kind == "cost-state" or (kind == "user" and not summary.title)
                         or not summary.started or not summary.session_id):
                     summary.take(obj)  # (a line of no other kind teaches it anything: take's own conditions)
-                if "message" in obj:
+                if isinstance(msg := obj.get("message"), dict) and "usage" in msg:
                     observe(obj)
                 try:
                     _scan_line(scan, n, obj)
