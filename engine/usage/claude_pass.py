@@ -17,7 +17,7 @@ The reader's own scan, build and derive make the session (:class:`engine.sources
 - a ``progress`` line (70 % of a session's lines) without a string ``data.agentId``, once the scan and the summary
   know the first time, the working folder and the session id, is all ``_scan_line`` does with it: its uuid's parent
   kept (the chain runs through such lines), its raw timestamp kept, not turned into ISO — the scan's last time is
-  the last of these that is a time, worked out when the next other line comes or the file ends
+  the last of these that is a time, worked out when the next other line has none or the file ends
   (:func:`_last_time`); a progress line with an agent id (a subagent's call streamed into the file) and every
   line before that point go through ``_scan_line``;
 - tool calls' arguments are not made into JSON text (``ClaudeCodeReader(arguments=False)``): no row reads them (a
@@ -135,6 +135,7 @@ def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
     parents = scan.parents
     count = [0]
     stamps: list[Any] = []  # the raw timestamps of the progress lines passed since scan.last_ts was last set
+    held = ""  # scan.last_ts before the line after some progress lines
     ready = False  # the first time, cwd and session id known to the scan and the summary (the module's doc)
     with open_regular(path) as fh:
         summary = _ClaudeScan(inode=os.fstat(fh.fileno()).st_ino)
@@ -152,8 +153,8 @@ def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
                         if isinstance(msg := obj.get("message"), dict) and "usage" in msg:
                             observe(obj)
                         continue
-                if stamps:
-                    _last_time(scan, stamps)
+                if stamps:  # this line's own time, if it has one, is the last: the stamps need no look then
+                    held, scan.last_ts = scan.last_ts, ""
                 if (kind == "assistant" or kind == "cost-state" or (kind == "user" and not summary.title)
                         or not summary.started or not summary.session_id):
                     summary.take(obj)  # (a line of no other kind teaches it anything: take's own conditions)
@@ -163,6 +164,12 @@ def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
                     _scan_line(scan, n, obj)
                 except LINE_ERRORS as exc:  # as the reader: this line skipped, said
                     scan.skipped.append(line_problem(n, exc))
+                if stamps:
+                    if scan.last_ts:
+                        stamps.clear()
+                    else:
+                        scan.last_ts = held
+                        _last_time(scan, stamps)
                 ready = ready or bool(scan.first_ts and scan.cwd and scan.session_id and summary.started
                                       and summary.session_id)
         except _TooLong:

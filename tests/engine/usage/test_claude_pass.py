@@ -5,6 +5,7 @@ lines made to take each way through it (orjson, the standard module, damaged, to
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -39,6 +40,11 @@ def _same(path: Path, prices: PriceTable) -> rows.WorkerRows:
     assert fast is not None
     assert fast[0] == read[0]  # the Sources summary
     assert fast[1] == read[1]  # the rows (calls, tool results, the session row) and the damaged lines
+    done = claude_pass.summary_and_session(path, lambda obj: None)
+    assert done is not None
+    mine, theirs = done[1], read_source(path, "claude-code")  # what the rows may fall back from, too
+    assert ((mine.session_id, mine.cwd, mine.started, mine.last_activity, mine.lines, mine.ignored)
+            == (theirs.session_id, theirs.cwd, theirs.started, theirs.last_activity, theirs.lines, theirs.ignored))
     return fast[1]
 
 
@@ -141,8 +147,11 @@ def test_progress_lines_of_every_shape_give_the_readers_rows(tmp_path: Path, pri
                                                              monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     monkeypatch.setattr(claude_pass, "BLOCK", block)
     _same(_planted(tmp_path / "among", list(PROGRESS)), prices)
-    for last in ([PROGRESS[5]], [PROGRESS[3], PROGRESS[5], PROGRESS[8]], [PROGRESS[6]], [PROGRESS[7], PROGRESS[5]]):
-        path = _planted(tmp_path / str(len(last)) / last[-1][-60:-50].hex(), [], end=b"".join(last))
+    late, timeless = _progress("p-2030", "2030-01-01T00:00:00.000Z"), _user("no time", "u-timeless", timestamp=None)
+    for last in ([PROGRESS[5]], [PROGRESS[3], PROGRESS[5], PROGRESS[8]], [PROGRESS[6]], [PROGRESS[7], PROGRESS[5]],
+                 [late, timeless], [late, PROGRESS[5], timeless], [late, PROGRESS[2]],
+                 [_user("timed", "u-timed", timestamp="2030-01-02T00:00:00.000Z"), PROGRESS[5], timeless]):
+        path = _planted(tmp_path / hashlib.sha1(b"".join(last)).hexdigest(), [], end=b"".join(last))
         fast = _same(path, prices)  # the file's last lines: progress lines, the last time among them or before
         assert fast is not None
 
