@@ -392,8 +392,9 @@ def _chain(scan: _Scan) -> set[str]:
     return seen
 
 
-def _kept(scan: _Scan) -> set[int]:
-    """Line numbers of the conversation: the chain plus the parallel-call siblings hanging off it."""
+def _kept(scan: _Scan) -> tuple[set[int], set[str]]:
+    """Line numbers of the conversation: the chain plus the parallel-call siblings hanging off it; and the ids of
+    the tool calls its assistant lines make."""
     chain = _chain(scan)
     keys = {ln.key for ln in scan.lines if ln.uuid in chain and ln.key is not None}
     kept = {ln.n for ln in scan.lines if ln.uuid in chain or (ln.key is not None and ln.key in keys)}
@@ -406,7 +407,7 @@ def _kept(scan: _Scan) -> set[int]:
             results = tool_ids(ln.content, "tool_result", "tool_use_id")
             if results and all(r in uses for r in results):
                 kept.add(ln.n)
-    return kept
+    return kept, uses
 
 
 def _offloaded(session: SourceSession, folder: Path) -> None:
@@ -712,12 +713,14 @@ class ClaudeCodeReader:
         session.off_chain = 0
         placed = _place_orphan_boundaries(scan)
         self._build = Build(session, scan.calls, placed, arguments=self.arguments)
-        kept = _kept(scan)
-        self._keys, self._uses = set(), set()
+        kept, uses = _kept(scan)
+        self._keys, self._uses = set(), uses  # (the tool calls _keep would gather from the kept lines, once)
         for line in scan.lines:
             self._build.take(line, line.n in kept)
             if line.n in kept:
-                self._keep(line)
+                self._tip = line.uuid
+                if line.key is not None:
+                    self._keys.add(line.key)
         main = [ln for ln in scan.lines if ln.kind != "boundary" and not ln.sidechain]
         self._tip = main[-1].uuid if main else (scan.lines[-1].uuid if scan.lines else None)
         self._last_main = next((ln.uuid for ln in reversed(scan.lines) if not ln.sidechain), None)

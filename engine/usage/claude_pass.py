@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from engine.sources.entry import SourceEntry
 
 BLOCK = 8 * 2**20
-_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() takes away
 
 
 class _TooLong(Exception):
@@ -88,26 +87,24 @@ def _blocks(fh: Any, name: str) -> Iterator[tuple[bytes, list[bytes]]]:
 def objects(fh: Any, skipped: list[Any], count: list[int], name: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every JSON-object line of the file ``fh``, as ``json_lines`` over the reader's lines
     gives them (numbered from 1, blank lines passed over, the lines it cannot read said in ``skipped``); ``count[0]``:
-    the lines passed so far, blank ones included (as the reader counts them)."""
+    the lines passed so far, blank ones included (as the reader counts them), a block at a time."""
     n = 0
     for block, lines in _blocks(fh, name or "the file"):
         # no run of 19 digits in the block: a line's orjson value is the standard module's (see loads_line)
         plain = bool(block) and _orjson_loads is not None and _LONG_RUN not in block.translate(_DIGITS)
         for raw in lines:
             n += 1
-            count[0] = n
-            if not raw or (raw[0] in _WHITESPACE and not raw.strip()):
-                continue
             if plain:
                 try:
                     obj = _orjson_loads(raw)
-                except ValueError:  # (orjson.JSONDecodeError) read by json_lines below, which says why if it must
-                    obj = None
+                except ValueError:  # (orjson.JSONDecodeError; a blank line too) read by json_lines below, which
+                    obj = None  # passes over a blank line and says why it cannot read another
                 if obj.__class__ is dict:
                     yield n, obj
                     continue
             for _, whole in json_lines((raw + b"\n" if block else raw,), skipped, start=n):
                 yield n, whole
+        count[0] = n
 
 
 def _last_time(scan: Any, stamps: list[Any]) -> None:
