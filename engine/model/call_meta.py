@@ -123,7 +123,11 @@ class UsageIteration:
 
 def attribution_of(obj: Mapping[str, Any]) -> CallAttribution | None:
     """The attribution fields of a Claude Code ``assistant`` record; None when it has none."""
-    if not any(isinstance(obj.get(k), str) and obj.get(k) for k in ATTRIBUTION_KEYS):
+    for key in ATTRIBUTION_KEYS:  # (a loop, not any() over a generator: it runs for every assistant line)
+        value = obj.get(key)
+        if value and isinstance(value, str):
+            break
+    else:
         return None
     skill, agent, plugin, server, tool = (_name(obj.get(k)) for k in ATTRIBUTION_KEYS)
     return CallAttribution(skill, agent, plugin, server, tool)

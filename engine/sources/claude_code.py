@@ -229,8 +229,42 @@ def _boundary(scan: _Scan, n: int, obj: dict[str, Any], uid: str, ts: str) -> No
         dropped=int_or_none(meta.get("cumulativeDroppedTokens"))))
 
 
+def _scan_other(scan: _Scan, n: int, obj: dict[str, Any], kind: str, uid: Any, ts: str) -> bool:
+    """A line of :func:`_scan_line` that is no ``user`` or ``assistant`` line, taken; False when its kind is one
+    read as a conversation line."""
+    if kind not in KNOWN_TYPES:
+        scan.skipped.append(Skipped(n, f"record type {kind!r} is not one this reader knows"))
+    elif kind in IGNORED_TYPES:
+        _ignore(scan, kind)
+    elif kind == "progress":
+        data = obj.get("data")
+        if isinstance(data, dict) and isinstance(data.get("agentId"), str):
+            tool = obj.get("parentToolUseID")
+            if isinstance(tool, str):
+                scan.agent_links.setdefault(data["agentId"], tool)
+            _progress_call(scan, data)
+    elif kind == "api-request-shape":
+        _shape(scan, obj)
+    elif kind == "api-request":
+        _request(scan, obj)
+    elif kind == "cost-state":
+        _cost(scan, n, obj)
+    elif kind == "attachment":
+        _attachment(scan, n, obj, uid, ts)
+    elif kind == "system":
+        if obj.get("subtype") == "compact_boundary" and isinstance(uid, str):
+            _boundary(scan, n, obj, uid, ts)
+        else:
+            _ignore(scan, f"system:{obj.get('subtype') or '?'}")  # notices of the terminal, not sent to the model
+    else:
+        return False
+    return True
+
+
 def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
-    kind = obj.get("type") if isinstance(obj.get("type"), str) else repr(obj.get("type"))
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        kind = repr(kind)
     uid = obj.get("uuid")
     if isinstance(uid, str):
         parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
@@ -243,38 +277,8 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
         scan.cwd = obj["cwd"]
     if not scan.session_id and isinstance(obj.get("sessionId"), str):
         scan.session_id = obj["sessionId"]
-    if kind not in KNOWN_TYPES:
-        scan.skipped.append(Skipped(n, f"record type {kind!r} is not one this reader knows"))
-        return
-    if kind in IGNORED_TYPES:
-        _ignore(scan, kind)
-        return
-    if kind == "progress":
-        data = obj.get("data")
-        if isinstance(data, dict) and isinstance(data.get("agentId"), str):
-            tool = obj.get("parentToolUseID")
-            if isinstance(tool, str):
-                scan.agent_links.setdefault(data["agentId"], tool)
-            _progress_call(scan, data)
-        return
-    if kind == "api-request-shape":
-        _shape(scan, obj)
-        return
-    if kind == "api-request":
-        _request(scan, obj)
-        return
-    if kind == "cost-state":
-        _cost(scan, n, obj)
-        return
-    if kind == "attachment":
-        _attachment(scan, n, obj, uid, ts)
-        return
-    if kind == "system":
-        if obj.get("subtype") == "compact_boundary" and isinstance(uid, str):
-            _boundary(scan, n, obj, uid, ts)
-        else:
-            _ignore(scan, f"system:{obj.get('subtype') or '?'}")  # notices of the terminal, not sent to the model
-        return
+    if kind != "user" and kind != "assistant" and _scan_other(scan, n, obj, kind, uid, ts):
+        return  # (the conversation's lines below)
     msg = obj.get("message")
     if not isinstance(uid, str) or not isinstance(msg, dict):
         scan.skipped.append(Skipped(n, f"a {kind} line without uuid or message"))
@@ -388,8 +392,9 @@ def _chain(scan: _Scan) -> set[str]:
     return seen
 
 
-def _kept(scan: _Scan) -> set[int]:
-    """Line numbers of the conversation: the chain plus the parallel-call siblings hanging off it."""
+def _kept(scan: _Scan) -> tuple[set[int], set[str]]:
+    """Line numbers of the conversation: the chain plus the parallel-call siblings hanging off it; and the ids of
+    the tool calls its assistant lines make."""
     chain = _chain(scan)
     keys = {ln.key for ln in scan.lines if ln.uuid in chain and ln.key is not None}
     kept = {ln.n for ln in scan.lines if ln.uuid in chain or (ln.key is not None and ln.key in keys)}
@@ -402,7 +407,7 @@ def _kept(scan: _Scan) -> set[int]:
             results = tool_ids(ln.content, "tool_result", "tool_use_id")
             if results and all(r in uses for r in results):
                 kept.add(ln.n)
-    return kept
+    return kept, uses
 
 
 def _offloaded(session: SourceSession, folder: Path) -> None:
@@ -708,12 +713,14 @@ class ClaudeCodeReader:
         session.off_chain = 0
         placed = _place_orphan_boundaries(scan)
         self._build = Build(session, scan.calls, placed, arguments=self.arguments)
-        kept = _kept(scan)
-        self._keys, self._uses = set(), set()
+        kept, uses = _kept(scan)
+        self._keys, self._uses = set(), uses  # (the tool calls _keep would gather from the kept lines, once)
         for line in scan.lines:
             self._build.take(line, line.n in kept)
             if line.n in kept:
-                self._keep(line)
+                self._tip = line.uuid
+                if line.key is not None:
+                    self._keys.add(line.key)
         main = [ln for ln in scan.lines if ln.kind != "boundary" and not ln.sidechain]
         self._tip = main[-1].uuid if main else (scan.lines[-1].uuid if scan.lines else None)
         self._last_main = next((ln.uuid for ln in reversed(scan.lines) if not ln.sidechain), None)

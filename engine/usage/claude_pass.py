@@ -14,6 +14,12 @@ The reader's own scan, build and derive make the session (:class:`engine.sources
   is not an object, a torn last line and every line of a block with such a run go through ``json_lines`` as before
   (the lines it cannot read said in the session's ``skipped``, as before);
 - the summary's ``take`` and the one-hour pass are handed only the lines they can learn from (their own conditions);
+- a ``progress`` line (70 % of a session's lines) without a string ``data.agentId``, once the scan and the summary
+  know the first time, the working folder and the session id, is all ``_scan_line`` does with it: its uuid's parent
+  kept (the chain runs through such lines), its raw timestamp kept, not turned into ISO — the scan's last time is
+  the last of these that is a time, worked out when the next other line has none or the file ends
+  (:func:`_last_time`); a progress line with an agent id (a subagent's call streamed into the file) and every
+  line before that point go through ``_scan_line``;
 - tool calls' arguments are not made into JSON text (``ClaudeCodeReader(arguments=False)``): no row reads them (a
   call's ``tools`` are the names of its response's tool calls, a tool result's tokens its own text's).
 
@@ -32,14 +38,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.sources import model as _model
-from engine.sources.model import LINE_ERRORS, SourceError, SourceSession, json_lines, line_problem, open_regular
+from engine.sources.model import (
+    LINE_ERRORS,
+    SourceError,
+    SourceSession,
+    iso,
+    json_lines,
+    line_problem,
+    open_regular,
+)
 from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
 
 if TYPE_CHECKING:
     from engine.sources.entry import SourceEntry
 
 BLOCK = 8 * 2**20
-_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() takes away
 
 
 class _TooLong(Exception):
@@ -74,56 +87,92 @@ def _blocks(fh: Any, name: str) -> Iterator[tuple[bytes, list[bytes]]]:
 def objects(fh: Any, skipped: list[Any], count: list[int], name: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every JSON-object line of the file ``fh``, as ``json_lines`` over the reader's lines
     gives them (numbered from 1, blank lines passed over, the lines it cannot read said in ``skipped``); ``count[0]``:
-    the lines passed so far, blank ones included (as the reader counts them)."""
+    the lines passed so far, blank ones included (as the reader counts them), a block at a time."""
     n = 0
     for block, lines in _blocks(fh, name or "the file"):
         # no run of 19 digits in the block: a line's orjson value is the standard module's (see loads_line)
         plain = bool(block) and _orjson_loads is not None and _LONG_RUN not in block.translate(_DIGITS)
         for raw in lines:
             n += 1
-            count[0] = n
-            if not raw or (raw[0] in _WHITESPACE and not raw.strip()):
-                continue
             if plain:
                 try:
                     obj = _orjson_loads(raw)
-                except ValueError:  # (orjson.JSONDecodeError) read by json_lines below, which says why if it must
-                    obj = None
+                except ValueError:  # (orjson.JSONDecodeError; a blank line too) read by json_lines below, which
+                    obj = None  # passes over a blank line and says why it cannot read another
                 if obj.__class__ is dict:
                     yield n, obj
                     continue
             for _, whole in json_lines((raw + b"\n" if block else raw,), skipped, start=n):
                 yield n, whole
+        count[0] = n
+
+
+def _last_time(scan: Any, stamps: list[Any]) -> None:
+    """``scan.last_ts`` as :func:`engine.sources.claude_code._scan_line` leaves it after the lines whose raw
+    timestamps are ``stamps`` (the last one that is a time; ``iso`` raises nothing); ``stamps`` emptied."""
+    for value in reversed(stamps):
+        if ts := iso(value):
+            scan.last_ts = ts
+            break
+    stamps.clear()
 
 
 def summary_and_session(path: Path, observe: Callable[[dict[str, Any]], None]
                         ) -> tuple[SourceEntry, SourceSession, bool] | None:
     """What :func:`engine.usage.rows.summary_and_rows_read` reads of a Claude Code file, read as the module's doc says:
     its Sources summary, its session (no tool call's arguments made) and whether its last line is complete;
-    ``observe`` is handed each line's object that holds a ``message`` (the one-hour cache pass). None when a line is
-    longer than the reader holds (the caller reads the file as before)."""
+    ``observe`` is handed each line's object whose ``message`` holds a ``usage`` (the one-hour cache pass: no other
+    line teaches it anything). None when a line is longer than the reader holds (the caller reads the file as
+    before)."""
     from engine.sources.claude_code import ClaudeCodeReader, _scan_line
     from engine.sources.session_summary import _ClaudeScan
 
     reader = ClaudeCodeReader(path, bulk=True, arguments=False)  # (no row reads a tool call's arguments)
     scan = reader.scan
+    parents = scan.parents
     count = [0]
+    stamps: list[Any] = []  # the raw timestamps of the progress lines passed since scan.last_ts was last set
+    held = ""  # scan.last_ts before the line after some progress lines
+    ready = False  # the first time, cwd and session id known to the scan and the summary (the module's doc)
     with open_regular(path) as fh:
         summary = _ClaudeScan()
         try:
             for n, obj in objects(fh, scan.skipped, count, path.name):
                 kind = obj.get("type")
+                if kind == "progress" and ready:
+                    data = obj.get("data")
+                    if not isinstance(data, dict) or not isinstance(data.get("agentId"), str):
+                        uid = obj.get("uuid")  # all _scan_line does with such a line once ``ready``
+                        if isinstance(uid, str):
+                            parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
+                            parents[uid] = parent if isinstance(parent, str) else None
+                        stamps.append(obj.get("timestamp"))
+                        if isinstance(msg := obj.get("message"), dict) and "usage" in msg:
+                            observe(obj)
+                        continue
+                if stamps:  # this line's own time, if it has one, is the last: the stamps need no look then
+                    held, scan.last_ts = scan.last_ts, ""
                 if (kind == "assistant" or kind == "cost-state" or (kind == "user" and not summary.title)
                         or not summary.started or not summary.session_id):
                     summary.take(obj)  # (a line of no other kind teaches it anything: take's own conditions)
-                if "message" in obj:
+                if isinstance(msg := obj.get("message"), dict) and "usage" in msg:
                     observe(obj)
                 try:
                     _scan_line(scan, n, obj)
                 except LINE_ERRORS as exc:  # as the reader: this line skipped, said
                     scan.skipped.append(line_problem(n, exc))
+                if stamps:
+                    if scan.last_ts:
+                        stamps.clear()
+                    else:
+                        scan.last_ts = held
+                        _last_time(scan, stamps)
+                ready = ready or bool(scan.first_ts and scan.cwd and scan.session_id and summary.started
+                                      and summary.session_id)
         except _TooLong:
             return None
+        if stamps:
+            _last_time(scan, stamps)
         size = fh.seek(0, os.SEEK_END)
         complete = not size or (fh.seek(size - 1) >= 0 and fh.read(1) == b"\n")
     scan.count = count[0]

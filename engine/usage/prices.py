@@ -129,6 +129,12 @@ def _count(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0
 
 
+# the prices per token :meth:`PriceTable.cost` reads, in the order :meth:`PriceTable._rates` gives them
+_RATE_KEYS = ("input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost",
+              "cache_creation_input_token_cost", "cache_creation_input_token_cost_above_1hr",
+              "output_cost_per_reasoning_token")
+
+
 def _rate(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -142,6 +148,7 @@ class PriceTable:
         self._lower = {k.lower(): k for k in self.entries}
         self._found: dict[str, str | None] = {}
         self._tier_cache: dict[str, tuple[int, ...]] = {}
+        self._rate_cache: dict[tuple[str, int], tuple[float | None, ...]] = {}
 
     @classmethod
     def load(cls, path: Path | None = None) -> PriceTable:
@@ -205,6 +212,24 @@ class PriceTable:
                                                   if (m := _TIER_RE.match(k)))
         return found
 
+    def _rates(self, key: str, tier: int) -> tuple[float | None, ...]:
+        """Entry ``key``'s prices per token at prompt tier ``tier`` (its ``…_above_<tier>k_tokens`` price where it has
+        one), in the order of :data:`_RATE_KEYS`; None where the table has no such price. Found once per entry and
+        tier (every call of a model asks the same)."""
+        found = self._rate_cache.get((key, tier))
+        if found is None:
+            entry = self.entries[key]
+
+            def rate(base: str) -> float | None:
+                if tier:
+                    tiered = _rate(entry.get(f"{base}_above_{tier // 1000}k_tokens"))
+                    if tiered is not None:
+                        return tiered
+                return _rate(entry.get(base))
+
+            found = self._rate_cache[(key, tier)] = tuple(rate(base) for base in _RATE_KEYS)
+        return found
+
     def call_cost(self, call: ProviderCall, *, cache_write_1h_tokens: int | None = None,
                   reasoning_in_output: bool = True) -> CallCost:
         """The cost of ``call`` (see the module's doc), its iterations billed beside the top-level usage included."""
@@ -246,36 +271,23 @@ class PriceTable:
         if key is None:
             shown = model or "(no model name)"
             return CallCost(None, problem=f"no price for {shown!r} in litellm's price table ({litellm_version()})")
-        entry = self.entries[key]
         prompt, completion = prompt or 0, completion or 0
         read, write = cache_read or 0, cache_write or 0
         write_1h = min(max(cache_write_1h or 0, 0), write)
         result = CallCost(None, price_key=key)
         tier = max((t for t in self._tiers(key) if prompt > t), default=0)
         result.tier = tier
-
-        def rate(base: str) -> float | None:
-            if tier:
-                tiered = _rate(entry.get(f"{base}_above_{tier // 1000}k_tokens"))
-                if tiered is not None:
-                    return tiered
-            return _rate(entry.get(base))
-
-        price_in = rate("input_cost_per_token") or 0.0
-        price_out = rate("output_cost_per_token") or 0.0
-        price_read = rate("cache_read_input_token_cost")
+        price_in, price_out, price_read, price_write, price_write_1h, price_reason = self._rates(key, tier)
+        price_in, price_out = price_in or 0.0, price_out or 0.0
         if price_read is None and read:
             price_read = price_in
             result.notes.append("cache reads at the input price (the table has no cache-read price)")
-        price_write = rate("cache_creation_input_token_cost")
         if price_write is None and write:
             price_write = price_in
             result.notes.append("cache writes at the input price (the table has no cache-write price)")
-        price_write_1h = rate("cache_creation_input_token_cost_above_1hr")
         if price_write_1h is None and write_1h:
             price_write_1h = price_write
             result.notes.append("1-hour cache writes at the 5-minute price (the table has no 1-hour price)")
-        price_reason = rate("output_cost_per_reasoning_token")
         price_reason = price_out if price_reason is None else price_reason
 
         uncached = prompt - read - write

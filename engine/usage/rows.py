@@ -105,6 +105,14 @@ def _ts(ts: str) -> str | None:
         return None
     if len(ts) == 24 and ts[-1] == "Z" and ts[10] == "T" and ts[19] == ".":  # 2026-03-01T10:00:05.123Z (most)
         return f"{ts[:10]} {ts[11:23]}"
+    if (len(ts) == 29 and ts[4] == ts[7] == "-" and ts[13] == ts[16] == ":" and ts[19] == "."
+            and ts.endswith("+00:00") and ts.isascii()):  # 2026-03-01T10:00:05.123+00:00, what iso() makes (the rest)
+        try:  # (a check: the digits below are the parsed figures' own)
+            datetime.fromisoformat(ts)
+        except ValueError:
+            return None
+        ms = ts[20:23]  # as isoformat prints them: microseconds, none when 0
+        return f"{ts[:10]} {ts[11:19]}.{ms}000" if ms != "000" else f"{ts[:10]} {ts[11:19]}"
     try:
         parsed = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:

@@ -5,6 +5,7 @@ lines made to take each way through it (orjson, the standard module, damaged, to
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -39,6 +40,11 @@ def _same(path: Path, prices: PriceTable) -> rows.WorkerRows:
     assert fast is not None
     assert fast[0] == read[0]  # the Sources summary
     assert fast[1] == read[1]  # the rows (calls, tool results, the session row) and the damaged lines
+    done = claude_pass.summary_and_session(path, lambda obj: None)
+    assert done is not None
+    mine, theirs = done[1], read_source(path, "claude-code")  # what the rows may fall back from, too
+    assert ((mine.session_id, mine.cwd, mine.started, mine.last_activity, mine.lines, mine.ignored)
+            == (theirs.session_id, theirs.cwd, theirs.started, theirs.last_activity, theirs.lines, theirs.ignored))
     return fast[1]
 
 
@@ -104,6 +110,82 @@ def test_planted_lines_and_blocks_of_any_size_give_the_readers_rows(tmp_path: Pa
     path = _planted(tmp_path, list(PLANTED))
     done = _same(path, prices)
     assert done is not None and done[1] is not None and done[1][0] >= 3  # the damaged lines said, as the reader says
+
+
+def _progress(uid: object, ts: object, **more: object) -> bytes:
+    line = {"parentUuid": "p-parent", "isSidechain": False, "type": "progress", "uuid": uid, "timestamp": ts,
+            "data": {"type": "hook_progress"}, **more}
+    return json.dumps(line).encode() + b"\n"
+
+
+_AGENT_CALL = {"type": "assistant", "requestId": "req-planted", "timestamp": "2026-02-11T22:00:03.000Z",
+               "message": {"id": "msg-planted", "model": "claude-opus-4-5", "role": "assistant", "content": [],
+                           "usage": {"input_tokens": 5, "output_tokens": 2, "cache_read_input_tokens": 7}}}
+# progress lines, the most of a file's lines, each way through the pass's own path for them (claude_pass._progress)
+PROGRESS = [
+    _progress("p-agent", "2026-02-11T22:00:03.000Z", parentToolUseID="toolu-planted",
+              data={"type": "agent_progress", "agentId": "a-planted", "message": _AGENT_CALL}),  # a subagent's call
+    _progress("p-agent-2", "2026-02-11T22:00:03.500Z", data={"agentId": 12}),  # an agentId that is no string
+    _progress(7, "2026-02-11T22:00:04.000Z"),  # a uuid that is no string
+    _progress("p-odd-parent", "2026-02-11T22:00:05.000Z", parentUuid=5, logicalParentUuid="p-logical"),
+    _progress("p-no-parent", "2026-02-11T22:00:05.500Z", parentUuid=None, logicalParentUuid=None),
+    _progress("p-bad-time", "yesterday"),  # not a time: the last time stays the line's before
+    _progress("p-epoch", 1770850000),  # epoch seconds
+    _progress("p-offset", "2026-02-11T23:00:06+01:00"),  # another zone
+    _progress("p-no-time", None, data=None),
+    json.dumps({"type": "assistant", "uuid": "a-1h", "parentUuid": None, "requestId": "req-1h",  # no 1h figure
+                "timestamp": "2026-02-11T22:00:06.500Z", "message": {**_AGENT_CALL["message"], "id": "msg-1h"}}
+               ).encode() + b"\n",
+    _progress("p-message", "2026-02-11T22:00:07.000Z", requestId="req-1h", message={  # the one-hour pass sees it
+        "usage": {"cache_creation": {"ephemeral_1h_input_tokens": 99}}}),
+    _progress("p-late", "2026-02-11T22:00:08.000Z", cwd="/elsewhere", sessionId="other"),  # known by now: kept
+]
+
+
+@pytest.mark.parametrize("block", [claude_pass.BLOCK, 4096], ids=["8MB", "4KB"])
+def test_progress_lines_of_every_shape_give_the_readers_rows(tmp_path: Path, prices: PriceTable,
+                                                             monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    monkeypatch.setattr(claude_pass, "BLOCK", block)
+    _same(_planted(tmp_path / "among", list(PROGRESS)), prices)
+    late, timeless = _progress("p-2030", "2030-01-01T00:00:00.000Z"), _user("no time", "u-timeless", timestamp=None)
+    for last in ([PROGRESS[5]], [PROGRESS[3], PROGRESS[5], PROGRESS[8]], [PROGRESS[6]], [PROGRESS[7], PROGRESS[5]],
+                 [late, timeless], [late, PROGRESS[5], timeless], [late, PROGRESS[2]],
+                 [_user("timed", "u-timed", timestamp="2030-01-02T00:00:00.000Z"), PROGRESS[5], timeless]):
+        path = _planted(tmp_path / hashlib.sha1(b"".join(last)).hexdigest(), [], end=b"".join(last))
+        fast = _same(path, prices)  # the file's last lines: progress lines, the last time among them or before
+        assert fast is not None
+
+
+def test_a_progress_line_in_the_chain_links_it_as_the_reader_links_it(tmp_path: Path, prices: PriceTable) -> None:
+    """A conversation line whose parent is a progress line linked by ``parentUuid`` or, without one, by
+    ``logicalParentUuid``: the conversation (and so its rows) is the reader's either way."""
+    for field in ("parentUuid", "logicalParentUuid"):
+        own = MAIN.read_bytes().splitlines(keepends=True)
+        at = next(i for i, raw in enumerate(own) if i > len(own) // 3 and b'"type":"user"' in raw
+                  and json.loads(raw).get("parentUuid"))
+        line = json.loads(own[at])
+        link = _progress("p-link", line["timestamp"], **{"parentUuid": None, field: line["parentUuid"]})
+        line["parentUuid"] = "p-link"
+        path = tmp_path / field / MAIN.name
+        path.parent.mkdir()
+        path.write_bytes(b"".join([*own[:at], link, json.dumps(line).encode() + b"\n", *own[at + 1:]]))
+        shutil.copytree(MAIN.with_suffix(""), path.with_suffix(""))
+        _same(path, prices)
+
+
+def test_a_file_opening_with_progress_lines_gives_the_readers_summary(tmp_path: Path, prices: PriceTable) -> None:
+    """The first time, the working folder and the session id may come from progress lines, or after them."""
+    heads = [
+        [_progress("h1", "not a time"), _progress("h2", "2026-02-11T21:00:00.000Z"),
+         _progress("h3", "2026-02-11T21:00:01.000Z", cwd="/first", sessionId="sid-first")],
+        [_progress("h1", "2026-02-11T21:00:00.000Z", cwd=3, sessionId=None), _progress("h2", 5, cwd="/second")],
+        [_progress("h1", "2026-02-11T21:00:00.000Z", cwd="", sessionId="")],
+    ]
+    for i, head in enumerate(heads):
+        folder = tmp_path / str(i)
+        path = _planted(folder, [])
+        path.write_bytes(b"".join(head) + path.read_bytes())
+        _same(path, prices)
 
 
 def test_a_torn_last_line_gives_the_summary_and_no_rows_yet(tmp_path: Path, prices: PriceTable) -> None:
