@@ -7,10 +7,11 @@
   → ``controller.diff_calls(a, b)`` → ``diff_ready`` → the non-modal :class:`widgets.diff_view.DiffDialog`;
   its message rows scroll the chat (``chat.scroll_to_message``), its summary row opens the compaction
   in the Compactions tab.
-- A loaded session, a finished turn and a compaction → ``controller.tool_attribution()`` →
-  ``tools_ready`` → the inspector's Tools tab, tokens and dollars by tool (its links scroll the chat;
-  archived results also open the Archive tab at their day). A call a followed file adds asks again only
-  while the Tools tab is on screen; calls added while it is hidden are attributed when it is next shown.
+- A loaded session and a finished turn → ``controller.tool_attribution()`` → ``tools_ready`` → the inspector's
+  Tools tab, tokens and dollars by tool (its links scroll the chat; archived results also open the Archive tab at
+  their day). A compaction and a call a followed file adds ask again only while the Tools tab is on screen; what
+  came while it was hidden is attributed when it is next shown (the attribution reads the whole session folder:
+  25–40 MB of objects for a while at 30 MB, once for each compaction of a followed file, for a hidden tab).
 - ``SessionView.imported`` (an imported session's system prompt and tool definitions) → the Tools tab's
   definitions section (again on ``imported_changed`` while a followed file grows).
 - ``SessionView.subagents`` → ◆ marks on the chart; a click re-emits ``subagent_requested(str)``
@@ -48,8 +49,8 @@ class AnalysisWiring(QObject):
         c = self.controller
         c.session_loaded.connect(self._on_session_loaded)
         c.turn_finished.connect(lambda _event: c.tool_attribution())
-        c.compaction_finished.connect(lambda _marker: c.tool_attribution())
-        c.call_recorded.connect(self._on_call_recorded)  # a followed view grew
+        c.compaction_finished.connect(self._on_grown)
+        c.call_recorded.connect(self._on_grown)  # a followed view grew
         self._tools_stale = False  # calls recorded while the Tools tab was hidden: attributed when it shows
         window.inspector.currentChanged.connect(self._on_tools_maybe_shown)
         window.inspector_dock.visibilityChanged.connect(self._on_tools_maybe_shown)
@@ -81,9 +82,10 @@ class AnalysisWiring(QObject):
         inspector = self.window.inspector
         return inspector.currentWidget() is inspector.tools and inspector.tools.isVisible()
 
-    def _on_call_recorded(self, _record: Any) -> None:
-        """A followed session grew by a call: the Tools tab attributed again now when it is on screen, else when it
-        is next shown (the attribution reads the whole session folder: not for a tab nobody looks at)."""
+    def _on_grown(self, _record_or_marker: Any) -> None:
+        """A call or a compaction (a followed session's, the user's): the Tools tab attributed again now when it is
+        on screen, else when it is next shown (the attribution reads the whole session folder: not for a tab nobody
+        looks at)."""
         if self.tools_shown():
             self.controller.tool_attribution()
         else:
