@@ -10,8 +10,9 @@
 - A loaded session, a finished turn, a compaction and a call a followed file adds →
   ``controller.tool_attribution()`` → ``tools_ready`` → the inspector's Tools tab, tokens and dollars by
   tool (its links scroll the chat; archived results also open the Archive tab at their day). The
-  attribution reads the whole session folder, so it is asked for only while the Tools tab is on screen
-  (its dock shown, the tab current); what changed while it was hidden is attributed when it is next shown.
+  attribution reads the whole session folder (25–40 MB of objects for a while at 30 MB), so it is asked for
+  only while the Tools tab is on screen (its dock shown, the tab current); what changed while it was hidden
+  is attributed when it is next shown.
 - ``SessionView.imported`` (an imported session's system prompt and tool definitions) → the Tools tab's
   definitions section (again on ``imported_changed`` while a followed file grows).
 - ``SessionView.subagents`` → ◆ marks on the chart; a click re-emits ``subagent_requested(str)``

@@ -171,7 +171,8 @@ def _child(mb: int, seconds: float) -> dict[str, Any]:
             early = [v for s, v in rss if s <= 5.0] or [rss[0][1]]
             out.update(cpu=cpu / wall, wall=wall, lat_ms=lat, columns=chart.column_count(), calls=len(final.calls),
                        chat=len(window.chat.message_ids()), messages=len(final.messages),
-                       unique=len(set(window.chat.message_ids())), rss_early=max(early), rss_end=rss[-1][1])
+                       unique=len(set(window.chat.message_ids())), rss_early=max(early), rss_end=rss[-1][1],
+                       rss_every_5s=[round(v, 1) for s, v in rss if int(s * 2) % 10 == 0])
 
         try:
             loop.run_until_complete(run())

@@ -257,8 +257,10 @@ class TokenCache:
         self.hits = 0
         self.misses = 0
 
-    def count(self, msg: Message) -> int:
-        key = message_key(msg)
+    def count(self, msg: Message, key: tuple[Any, ...] | None = None) -> int:
+        """``msg``'s tokens; ``key``: its :func:`message_key` when the caller made it already (one key a message,
+        not two equal ones held apart)."""
+        key = message_key(msg) if key is None else key
         tokens = self._memo.get(key)
         if tokens is not None:
             self.hits += 1
@@ -298,9 +300,10 @@ class TokenLedger:
         return len(self.counts)
 
     def append(self, msg: Message) -> int:
-        tokens = self.cache.count(msg)
+        key = message_key(msg)  # the memo's key and this list's: one object (each a copy of the message's shape)
+        tokens = self.cache.count(msg, key)
         self._msgs.append(msg)
-        self._keys.append(message_key(msg))
+        self._keys.append(key)
         self.counts.append(tokens)
         self.total += tokens
         return tokens
@@ -311,10 +314,11 @@ class TokenLedger:
 
     def replace(self, index: int, msg: Message) -> None:
         self.revision += 1
-        tokens = self.cache.count(msg)
+        key = message_key(msg)
+        tokens = self.cache.count(msg, key)
         self.total += tokens - self.counts[index]
         self._msgs[index] = msg
-        self._keys[index] = message_key(msg)
+        self._keys[index] = key
         self.counts[index] = tokens
 
     def delete(self, start: int, stop: int | None = None) -> None:

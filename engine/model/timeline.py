@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from engine.model.records import ContextRecord
@@ -67,18 +66,14 @@ class TimelineCall:
         """The agent's own cost of this call, where its file records one."""
         return _usd(self.record.extra.get("agent_cost_usd"))
 
-    @cached_property
-    def _json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The record's line with its price (``cost_usd``, ``cost_problem``) when priced: made at each call (4 µs),
+        not kept — kept, every column of a followed timeline held a second copy of its record (1.2 KB a call)."""
         data = self.record.to_json()
         if self.price is not None:
             data["cost_usd"] = self.price.usd
             data["cost_problem"] = self.price.problem
         return data
-
-    def to_json(self) -> dict[str, Any]:
-        """The record's line with its price (``cost_usd``, ``cost_problem``) when priced; built once (do not
-        change it)."""
-        return self._json
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TimelineCall:

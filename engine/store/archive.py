@@ -84,7 +84,7 @@ def append(session_dir: Path, messages: Iterable[Message], *, dedupe: bool = Tru
             present = _ids_in(path)
             batch = [m for m in batch if not (isinstance(m.get("id"), str) and m["id"] in present)]
         if batch:
-            append_lines(path, [_record(m) for m in batch])
+            append_lines(path, [_record(m) for m in batch], once=True)  # (the messages stay in memory: the reader's)
             written.append(day)
     return written
 

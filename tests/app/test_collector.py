@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from app.collector import MainThreadCollector
 
@@ -144,3 +150,45 @@ def test_a_whole_collection_waits_for_a_quarter_more_long_lived_objects(qapp: An
         collector.stop()
         if was:
             gc.enable()
+
+
+_ARENAS_CHILD = """
+import re, sys, threading, ctypes, tempfile
+from pathlib import Path
+from PySide6.QtCore import QCoreApplication
+from app.collector import MainThreadCollector
+app = QCoreApplication([])
+collector = MainThreadCollector(app)
+barrier = threading.Barrier(8)
+def work():
+    barrier.wait()
+    held = [bytearray(20_000) for _ in range(50)]  # glibc's (not Python's small-object) memory, in each thread
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+libc = ctypes.CDLL("libc.so.6")
+libc.fopen.restype = ctypes.c_void_p
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+with tempfile.NamedTemporaryFile(suffix=".xml") as tmp:
+    fp = libc.fopen(tmp.name.encode(), b"w")
+    libc.malloc_info(0, fp)
+    libc.fclose(fp)
+    print(len(re.findall('<heap nr=', Path(tmp.name).read_text())))
+collector.stop()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heaps")
+def test_threads_share_at_most_two_heaps(tmp_path: Any) -> None:
+    """Eight threads allocating at once share the glibc heaps the collector allows (each would get its own, each
+    keeping its own free memory)."""
+    from app.collector import ARENAS
+
+    out = subprocess.run([sys.executable, "-c", _ARENAS_CHILD], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2], env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert out.returncode == 0, out.stderr
+    assert ARENAS == 2 and int(out.stdout.split()[-1]) <= ARENAS

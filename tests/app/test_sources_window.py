@@ -301,3 +301,29 @@ def test_the_tools_tab_is_attributed_again_only_when_it_is_on_screen(qtbot: Any,
         fh.write(b"".join(lines[start + 60:start + 120]))
     qtbot.waitUntil(lambda: chart.column_count() > columns, timeout=10_000)
     qtbot.waitUntil(lambda: analysis.tools_computed >= before + 2, timeout=10_000)  # on screen: as calls come
+
+
+def test_a_compaction_of_a_followed_file_attributes_the_tools_only_when_the_tab_is_on_screen(
+        qtbot: Any, win: MainWindow, tmp_path: Path) -> None:
+    """A compaction the followed file gains is drawn (chart, chat) without the Tools tab's attribution (a read of the
+    whole session folder: 25–40 MB for a while at 30 MB) while the tab is hidden; attributed once when it shows."""
+    lines = _need(BIG).read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if b'"compact_boundary"' in line)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"".join(lines[:at - 20]))
+    inspector = win.inspector
+    inspector.setCurrentWidget(inspector.files)
+    analysis = win.controller.service.analysis
+    open_source(qtbot, win, live)
+    chart = win.ensure_chart()
+    qtbot.waitUntil(lambda: chart.column_count() > 0, timeout=10_000)
+    qtbot.wait(300)
+    before, markers = analysis.tools_computed, len(win.chat.marker_ids())
+    assert before == 0  # opened behind another tab: not attributed either
+    with open(live, "ab") as fh:
+        fh.write(b"".join(lines[at - 20:at + 40]))
+    qtbot.waitUntil(lambda: len(win.chat.marker_ids()) > markers, timeout=10_000)  # the compaction is drawn
+    qtbot.wait(1500)
+    assert analysis.tools_computed == before  # hidden: not attributed
+    inspector.setCurrentWidget(inspector.tools)
+    qtbot.waitUntil(lambda: analysis.tools_computed == before + 1, timeout=10_000)

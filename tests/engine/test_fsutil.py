@@ -131,3 +131,18 @@ def test_fingerprint_tells_equal_values_from_different_ones() -> None:
     assert fingerprint(a) == fingerprint(dict(reversed(list(a.items()))))  # key order does not matter
     assert fingerprint(a) != fingerprint({**a, "content": [{"type": "text", "text": "hi!"}]})
     assert fingerprint({"n": 2**70}) == fingerprint({"n": 2**70}) != fingerprint({"n": 2**70 + 1})
+    assert len({fingerprint(v) for v in (1, 1.0, True, "1", [1], (1,), {"1": 1}, None, 0, False)}) == 9  # ((1,): [1])
+    assert fingerprint({"x": float("nan")}) == fingerprint({"x": float("nan")})
+
+
+def test_fingerprint_and_a_line_written_once_leave_the_strings_as_they_are() -> None:
+    """orjson attaches a UTF-8 copy to every non-ASCII string it writes, for as long as the string lives: the
+    fingerprint of a followed file's message and its history line do not (its text held once)."""
+    import sys
+
+    text = json.loads(json.dumps("réponse — " + "é" * 2000))
+    size = sys.getsizeof(text)
+    msg = {"role": "assistant", "content": text, "tool_calls": [{"function": {"arguments": text}}]}
+    fingerprint(msg)
+    assert dumps_line(msg, once=True) == _stdlib_line(msg)
+    assert sys.getsizeof(text) == size

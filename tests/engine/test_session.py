@@ -102,6 +102,26 @@ def test_update_message_persists_and_checks_ids(session: Session) -> None:
         session.update_message(session.messages[0]["id"], dict(m))
 
 
+def test_a_written_message_holds_its_text_once(session: Session) -> None:
+    """Appended, replaced, rewritten and archived, a message's non-ASCII strings stay as they were: orjson would
+    attach a UTF-8 copy to each (as long as the string lives: the text held twice by a followed session)."""
+    import sys
+
+    texts = [json.loads(json.dumps(f"réponse {i} — " + "é" * 2000)) for i in range(4)]  # as a reader makes them
+    sizes = [sys.getsizeof(t) for t in texts]
+    first, second = user(texts[0]), assistant(texts[1])
+    session.append(first)
+    session.extend([second])
+    session.update_messages([{**second, "content": texts[2]}])
+    third = user(texts[3])
+    session.append(third)
+    session.rewrite([third])  # the first two archived
+    assert [sys.getsizeof(t) for t in texts] == sizes
+    assert [m["content"] for m in _reload(session).messages] == [texts[3]]
+    archived = archive.read_day(session.path, archive.list_days(session.path)[0])
+    assert [m["content"] for m in archived] == [texts[0], texts[2]]
+
+
 def test_content_parts_and_images_round_trip(session: Session) -> None:
     parts = [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "data:,x"}}]
     session.append(user(parts))

@@ -207,3 +207,15 @@ def test_responses_namespaces_and_custom_tools_are_counted_with_what_they_hold()
     assert estimate_tool_defs_tokens([custom]) > estimate_tool_defs_tokens([{**custom, "format": None}])
     assert estimate_tool_defs_tokens([namespace]) >= estimate_tool_defs_tokens([custom]) + estimate_tool_defs_tokens(
         [fn])
+
+
+def test_a_ledger_holds_one_key_a_message() -> None:
+    """The key a ledger keeps for a message (a copy of its shape: tuples of its tool calls' and content parts'
+    fields) is the one its cache's memo keeps: one object, not two equal ones."""
+    msgs = [{"role": "assistant", "content": [{"type": "text", "text": f"part {i}"}],
+             "tool_calls": [tool_call(f"c{i}", "read_file", json.dumps({"path": f"f{i}.py"}))]} for i in range(20)]
+    ledger = TokenLedger(TokenCache(HeuristicEstimator()), msgs[:10])
+    ledger.extend(msgs[10:])
+    ledger.replace(3, {**msgs[3], "content": "changed"})
+    memo = {id(k) for k in ledger.cache._memo}
+    assert all(id(k) in memo for k in ledger._keys)

@@ -25,7 +25,10 @@ from widgets.theme import Palette, format_tokens, palette
 RESULT_MAX_LINES = 300
 RESULT_MAX_CHARS = 30_000
 ARGS_MAX_LINES = 80
-LAYOUT_CACHE = 400
+# rows kept laid out (their text documents included: ~7 KB a row in C++ and Python), the most recently drawn: a few
+# screens (a 4K screen shows ~60 one-line rows); a row scrolled back to is laid out again. 400 made a ten-minute
+# follow keep 2–3 MB more as the new rows filled it.
+LAYOUT_CACHE = 150
 COPY_LABEL = "Copy"
 PAD = 10
 MARGIN_X = 10

@@ -60,3 +60,12 @@ def test_the_imports_figures_are_read_with_their_types() -> None:
 def test_a_line_that_is_not_a_context_record_is_refused() -> None:
     with pytest.raises(RecordError, match="is missing"):
         TimelineCall.from_json({"type": "context", "max_tokens": 10, "cost_usd": 0.1})
+
+
+def test_a_call_does_not_keep_its_line() -> None:
+    """The line is made when asked (the cost of the last call, the cache analysis): a followed timeline's columns
+    do not each hold a second copy of their record."""
+    call = TimelineCall(ContextRecord.from_json(_line()), Price(0.25))
+    first = call.to_json()
+    assert first == call.to_json() and first is not call.to_json()
+    assert first["cost_usd"] == 0.25 and "_json" not in vars(call)

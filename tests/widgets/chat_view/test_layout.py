@@ -98,3 +98,22 @@ def test_font_change_remeasures_rows(view):
     view.setFont(font)
     view.viewport().repaint()
     assert view.row_rect("m1").height() > before + 15  # text lines doubled, padding did not
+
+
+def test_a_long_follow_keeps_a_few_screens_of_rows_laid_out(view):
+    """Each new row at the bottom is laid out and drawn; only the most recent few screens' layouts (with their text
+    documents) are kept, and a row scrolled back to is laid out again, the same."""
+    from widgets.chat_view.layout import LAYOUT_CACHE
+
+    view.set_messages([msg(0, "user", "start")])
+    first = texts(view, "m0")
+    for i in range(1, 300):
+        view.append_message(msg(i, "assistant" if i % 2 else "user", f"**answer** {i}\n\n" + "word " * 40))
+        view.scroll_to_bottom()
+        view.viewport().repaint()
+    layouter = view.layouter()
+    assert LAYOUT_CACHE <= 150 and len(layouter._cache) <= LAYOUT_CACHE
+    assert sum(len(lay.docs) for _, lay in layouter._cache.values()) <= LAYOUT_CACHE
+    assert "m0" not in layouter._cache
+    assert texts(view, "m0") == first  # laid out again as it was
+    assert doc_texts(view, "m299")[0].startswith("answer 299")
