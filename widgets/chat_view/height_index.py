@@ -57,6 +57,21 @@ class HeightIndex:
         i = len(self.a)
         self.t.append(height + self.prefix(i - 1) - self.prefix(i - (i & -i)))
 
+    def remove(self, first: int, last: int) -> None:
+        """Take rows ``first``..``last`` out: the sums of the rows before ``first`` stand as they are (a node holds
+        only rows at or before its own), those after are made again one by one — O((n - first) log n), a few rows
+        when they go from the end (a followed session's last message taken back); the whole index made again when
+        most of it would be."""
+        del self.a[first:last + 1]
+        n = len(self.a)
+        if (n - first) * 8 > n:
+            self.reset(self.a)
+            return
+        t = self.t
+        del t[first + 1:]
+        for i in range(first + 1, n + 1):
+            t.append(self.a[i - 1] + self.prefix(i - 1) - self.prefix(i - (i & -i)))
+
     def find(self, y: int) -> int:
         """The row that contains offset ``y`` (clamped to the rows that exist)."""
         n = len(self.a)

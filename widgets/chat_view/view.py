@@ -455,8 +455,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
 
     def _on_rows_removed(self, _parent: QModelIndex, first: int, last: int) -> None:
         self._selection.shift_rows(first, first - last - 1)
-        a = self._heights.a
-        self._heights.reset(a[:first] + a[last + 1:])
+        self._heights.remove(first, last)  # (rows taken from the end, as while following: a few sums made again)
         if self._current is not None and self._model.item(self._current) is None:
             self._current = None
         self._update_scrollbar()

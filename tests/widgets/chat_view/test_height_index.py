@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from widgets.chat_view import HeightIndex
 
@@ -26,3 +27,36 @@ def test_height_index_matches_a_plain_list():
         else:
             assert row == len(heights) - 1
     assert HeightIndex().find(10) == 0
+
+
+def test_rows_taken_out_leave_the_sums_a_fresh_index_has() -> None:
+    """Rows taken out anywhere (a run from the end, as a followed session's last message taken back, or from the
+    middle) leave the very tree a fresh index of the rows left has; a few rows from the end of many are taken out
+    without making the whole index again (no pass over every row for each message a follow takes back)."""
+    rng = random.Random(28)
+    heights = [rng.randint(1, 400) for _ in range(3_000)]
+    idx = HeightIndex(heights)
+    for _ in range(300):
+        n = len(heights)
+        first = rng.randrange(n) if rng.random() < 0.2 else max(0, n - rng.randint(1, 3))
+        last = min(n - 1, first + rng.randint(0, 2))
+        idx.remove(first, last)
+        del heights[first:last + 1]
+        fresh = HeightIndex(heights)
+        assert idx.a == fresh.a and idx.t == fresh.t
+        y = rng.randrange(max(1, fresh.total()))
+        assert idx.find(y) == fresh.find(y) and idx.total() == sum(heights)
+    made_again: list[int] = []
+    real = HeightIndex.reset
+
+    def counted(self: HeightIndex, rows: Any) -> None:
+        made_again.append(1)
+        real(self, rows)
+
+    big = HeightIndex([rng.randint(1, 400) for _ in range(10_000)])
+    HeightIndex.reset = counted  # type: ignore[method-assign]
+    try:
+        big.remove(9_998, 9_999)
+    finally:
+        HeightIndex.reset = real  # type: ignore[method-assign]
+    assert made_again == [] and len(big) == 9_998
