@@ -25,7 +25,6 @@ import hashlib
 import json
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.model.messages import Message
-from engine.sources import model as source_model
 from engine.sources.model import (
     LINE_ERRORS,
     Compaction,
@@ -43,7 +41,6 @@ from engine.sources.model import (
     RequestPrefix,
     Skipped,
     SourceChanges,
-    SourceError,
     SourceSession,
     int_or_none,
     json_args,
@@ -52,7 +49,7 @@ from engine.sources.model import (
     open_regular,
     text_of,
 )
-from engine.sources.tail import Tail
+from engine.sources.tail import Tail, appended_blocks
 
 GENERATION = ("anthropic", "openai-chat", "openai-responses", "gemini")
 
@@ -671,7 +668,6 @@ class CaptureSummary:
 _SCANS: OrderedDict[str, tuple[dict[str, Tail], CaptureSummary]] = OrderedDict()  # by first part, newest last
 _SCANS_LOCK = threading.Lock()
 SCANS_KEPT = 32
-SCAN_BLOCK = 8 * 2**20  # bytes a scan of a part reads at a time
 
 
 def _summary_line(s: CaptureSummary, obj: dict[str, Any]) -> None:
@@ -746,13 +742,9 @@ def _scan_parts(parts: Sequence[Path], scans: dict[str, Tail], summary: CaptureS
         tail = scans.get(str(part))
         if tail is None:
             tail = scans[str(part)] = Tail(part)
-        started, more = time.monotonic(), True
         with open_regular(part) as fh:
-            while more:
-                block, reset, more = tail.read_from(fh, SCAN_BLOCK)
+            for block, reset in appended_blocks(tail, fh, name=part.name):
                 if reset is not None:
                     raise _Rewritten
                 for _, obj in json_lines([line + b"\n" for line in block[:-1].split(b"\n")] if block else [], []):
                     _summary_line(summary, obj)
-                if more and time.monotonic() - started > source_model.FILE_SECONDS:
-                    raise SourceError(f"{part.name}: reading took more than {source_model.FILE_SECONDS:.0f} s: stopped")

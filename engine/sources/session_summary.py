@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from engine.sources.model import (
     iso,
     open_regular,
 )
-from engine.sources.tail import Tail, holding, lines_holding
+from engine.sources.tail import Tail, appended_blocks, holding, lines_holding
 from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
 
 if TYPE_CHECKING:
@@ -180,25 +179,15 @@ SCAN_BLOCK = 8 * 2**20  # bytes a light pass reads at a time (cut at the last ne
 
 def _scan_blocks(fh: Any, scan: _ClaudeScan, tail: Tail, name: str) -> _ClaudeScan:
     """Feed the lines appended to the file ``fh`` since ``scan`` stopped to it (:meth:`_ClaudeScan.feed_block`), read
-    by its ``tail`` a block at a time; the scan that holds them is returned (a new one when the file was replaced,
-    truncated or rewritten: read again from its start). A line longer than :data:`engine.sources.model.MAX_LINE_BYTES`
-    is passed over unread (never held whole); the partial last line (no newline yet) waits in the Tail. Reading for
-    longer than :data:`engine.sources.model.FILE_SECONDS` raises SourceError naming ``name`` (checked after each block
-    once 4,096 lines were counted, in the first MiB of each block: a small file is never stopped, as
-    :func:`capped_lines` does)."""
-    started = time.monotonic()
-    lines, more = 0, True
-    while more:
-        block, reset, more = tail.read_from(fh, SCAN_BLOCK)
+    by its ``tail`` a block at a time (:func:`engine.sources.tail.appended_blocks`: its time cap); the scan that holds
+    them is returned (a new one when the file was replaced, truncated or rewritten: read again from its start). A line
+    longer than :data:`engine.sources.model.MAX_LINE_BYTES` is passed over unread (never held whole); the partial last
+    line (no newline yet) waits in the Tail."""
+    for block, reset in appended_blocks(tail, fh, name=name, block=SCAN_BLOCK):
         if reset is not None:
             scan = _ClaudeScan(source=tail)
-        if not block:
-            continue
-        scan.feed_block(block)
-        if lines < 4096:  # (counted until there are enough, in a block's first MiB: counting costs)
-            lines += block.count(b"\n", 0, 2**20)
-        if lines >= 4096 and time.monotonic() - started > source_model.FILE_SECONDS:
-            raise SourceError(f"{name}: reading took more than {source_model.FILE_SECONDS:.0f} s: stopped")
+        if block:
+            scan.feed_block(block)
     return scan
 
 

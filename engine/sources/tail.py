@@ -194,23 +194,35 @@ def holding(data: bytes, needles: Needles) -> Iterator[bytes]:
         pos = stop
 
 
+def appended_blocks(tail: Tail, fh: Any, *, name: str, block: int = BLOCK
+                    ) -> Iterator[tuple[bytes, ResetReason | None]]:
+    """What ``tail`` reads from the open file ``fh`` until it has read all there is: blocks of complete lines (of at
+    most ``block`` bytes read at a time), each with why the file was read again from its start (None when it was
+    not). Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises SourceError naming ``name``
+    (checked after each block once 4,096 lines were counted, in the first MiB of each block: a small file is never
+    stopped, as :func:`engine.sources.model.capped_lines` does)."""
+    started, lines, more = time.monotonic(), 0, True
+    while more:
+        data, reset, more = tail.read_from(fh, block)
+        yield data, reset
+        if lines < 4096:  # (counted until there are enough, in a block's first MiB: counting costs)
+            lines += data.count(b"\n", 0, 2**20)
+        if lines >= 4096 and time.monotonic() - started > source_model.FILE_SECONDS:
+            raise SourceError(f"{name or 'the file'}: reading took more than {source_model.FILE_SECONDS:.0f} s: "
+                              "stopped")
+
+
 def lines_holding(fh: Any, needles: Needles | bytes, *, name: str = "", block: int = BLOCK,
                   partial: bool = False) -> Iterator[bytes]:
     """The complete lines of the binary file ``fh`` (from its start) holding one of ``needles`` (:func:`holding`),
-    read a block at a time by a :class:`Tail`; a line longer than :data:`engine.sources.model.MAX_LINE_BYTES` is
-    passed over unread. With ``partial``, the last line without its newline yet too (when it holds one and is not
-    over-long), after the others. Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises SourceError
-    naming ``name`` (checked between blocks)."""
+    read a block at a time by a :class:`Tail` (:func:`appended_blocks`, its time cap); a line longer than
+    :data:`engine.sources.model.MAX_LINE_BYTES` is passed over unread. With ``partial``, the last line without its
+    newline yet too (when it holds one and is not over-long), after the others."""
     wanted: Needles = needles if callable(needles) else (lambda: (needles,))
     tail = Tail(Path(name or "file"))
-    started, more = time.monotonic(), True
-    while more:
-        data, _, more = tail.read_from(fh, block)
+    for data, _ in appended_blocks(tail, fh, name=name, block=block):
         if data:
             yield from holding(data, wanted)
-        if more and time.monotonic() - started > source_model.FILE_SECONDS:
-            raise SourceError(f"{name or 'the file'}: reading took more than {source_model.FILE_SECONDS:.0f} s: "
-                              "stopped")
     last = tail.waiting
     if partial and last and any(needle in last for needle in wanted()):
         yield last
