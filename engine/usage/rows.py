@@ -113,6 +113,11 @@ def _ts(ts: str) -> str | None:
             return None
         ms = ts[20:23]  # as isoformat prints them: microseconds, none when 0
         return f"{ts[:10]} {ts[11:19]}.{ms}000" if ms != "000" else f"{ts[:10]} {ts[11:19]}"
+    return _ts_parsed(ts)
+
+
+def _ts_parsed(ts: str) -> str | None:
+    """:func:`_ts` without its shortcuts: the datetime parse, as naive UTC (what the shortcuts must give)."""
     try:
         parsed = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:

@@ -9,18 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engine.usage.rows import _ts
-
-
-def _parsed(ts: str) -> str | None:
-    """What _ts gives without its shortcuts: the datetime parse, naive UTC."""
-    try:
-        parsed = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
-    return parsed.isoformat(sep=" ")
-
+from engine.usage.rows import _ts_parsed as _parsed  # (what _ts gives without its shortcuts)
 
 ODD = ["2026-02-12T01:41:40.000+00:00", "2026-02-30T01:41:40.277+00:00", "2026-02-12 01:41:40.277+00:00",
        "2026-02-12X01:41:40.277+00:00", "2026-02-12T24:41:40.277+00:00", "2026-02-12T01:41:40,277+00:00",
