@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import time
 
@@ -107,14 +108,44 @@ class MainThreadCollector(QObject):
             gc.enable()
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library (looked for once: ``find_library`` asks ``ldconfig``), None when there is none to load."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
 def limit_arenas(count: int = ARENAS) -> bool:
     """At most ``count`` glibc heaps from now on (threads that have none yet share them); whether it was set (not
     on another C library). Best called before threads start: a thread keeps the heap it has."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(_M_ARENA_MAX, count))
-    except (OSError, AttributeError):
+        return bool(libc.mallopt(_M_ARENA_MAX, count)) if (libc := _libc()) is not None else False
+    except AttributeError:
         return False
+
+
+def heaps_report() -> str | None:
+    """glibc's own report of its heaps (``malloc_info``'s XML: one ``<heap nr=…>`` each, what it holds and has free);
+    None on another C library. What the window-follow probe prints and a test counts the heaps by."""
+    import tempfile
+    from pathlib import Path
+
+    libc = _libc()
+    if libc is None:
+        return None
+    try:
+        libc.fopen.restype = ctypes.c_void_p
+        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
+        with tempfile.NamedTemporaryFile(suffix=".xml") as tmp:
+            fp = libc.fopen(tmp.name.encode(), b"w")
+            libc.malloc_info(0, fp)
+            libc.fclose(fp)
+            return Path(tmp.name).read_text()
+    except (OSError, AttributeError):
+        return None
 
 
 def give_back() -> bool:
@@ -128,9 +159,8 @@ def trim() -> bool:
     """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere nothing); whether memory
     was handed back."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.malloc_trim(0))
-    except (OSError, AttributeError):
+        return bool(libc.malloc_trim(0)) if (libc := _libc()) is not None else False
+    except AttributeError:
         return False
 
 

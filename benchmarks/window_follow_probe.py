@@ -71,18 +71,11 @@ def resident() -> str:
 def _arenas() -> str:
     """glibc's arenas (``malloc_info``: the main one and the threads'): MB each holds from the system, MB free."""
     import re
-    import tempfile
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.fopen.restype = ctypes.c_void_p
-        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
-        libc.fclose.argtypes = [ctypes.c_void_p]
-        with tempfile.NamedTemporaryFile(suffix=".xml") as tmp:
-            fp = libc.fopen(tmp.name.encode(), b"w")
-            libc.malloc_info(0, fp)
-            libc.fclose(fp)
-            xml = Path(tmp.name).read_text()
-    except (OSError, AttributeError):
+
+    from app.collector import heaps_report
+
+    xml = heaps_report()
+    if xml is None:
         return "malloc_info n/a"
     out = []
     for heap in re.findall(r'<heap nr="\d+">(.*?)</heap>', xml, re.S):
