@@ -33,7 +33,7 @@ from engine.sources.model import (
     open_regular,
 )
 from engine.sources.tail import Tail, appended_blocks, holding, lines_holding
-from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
+from engine.store.fsutil import fast_json
 
 if TYPE_CHECKING:
     from engine.sources import capture, claude_code, cline, codex, copilot, gemini_cli, pi, qwen_code
@@ -127,13 +127,8 @@ class _ClaudeScan:
         say nothing here), each decoded and taken at once."""
         take = self.take
         for raw in holding(data, self._needles):
-            obj: Any = None
-            if _orjson_loads is not None and _LONG_RUN not in raw.translate(_DIGITS):  # (fast_json, inline)
-                try:
-                    obj = _orjson_loads(raw)
-                except ValueError:  # (orjson.JSONDecodeError) the standard module says what it makes of it
-                    obj = None
-            take(obj if obj.__class__ is dict else _loads(raw))
+            done, obj = fast_json(raw)  # (else the standard module says what it makes of the line)
+            take(obj if done and obj.__class__ is dict else _loads(raw))
 
     def entry(self, path: Path) -> SourceEntry:
         window, _ = claude_code.window_for_model(self.model, self.largest)
