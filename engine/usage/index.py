@@ -146,7 +146,7 @@ def _reason(exc: BaseException) -> str:
 @dataclass
 class _Followed:
     """A grown session file's incremental reader, kept by a long-lived :class:`UsageIndex` so that the next
-    growth is read from where it stopped (only the appended bytes: the file's :class:`engine.sources.follow.Tail`,
+    growth is read from where it stopped (only the appended bytes: the file's :class:`engine.sources.tail.Tail`,
     the one follower of a file every loop that reads appended lines uses)."""
 
     reader: Any  # ClaudeCodeReader, CodexReader or GeminiCliReader
