@@ -170,7 +170,8 @@ def dumps_line(obj: Any, *, once: bool = False) -> bytes:
 
     ``once``: by the standard module, for a value that stays in memory after it is written (a message appended to
     an open session): orjson attaches to every non-ASCII string it writes a UTF-8 copy that lives as long as the
-    string, so the text would be held twice (written in bulk — a whole history — orjson's speed is worth it)."""
+    string, so the text would be held twice (a session's history and archive are written so, in bulk too; records
+    that are not kept after they are written keep orjson's speed)."""
     if _orjson_dumps is not None and not once:
         try:
             out: bytes = _orjson_dumps(obj, option=_DUMPS_OPTS)
