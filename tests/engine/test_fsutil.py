@@ -3,7 +3,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
 from engine.store.fsutil import (
@@ -13,6 +15,7 @@ from engine.store.fsutil import (
     atomic_write_text,
     dumps_line,
     fingerprint,
+    typed_json,
     write_lines_atomic,
 )
 
@@ -98,6 +101,39 @@ def test_json_loads_gives_what_the_standard_module_gives() -> None:
     for bad in (b'{"a": "raw\ttab"}', b"{", b'{"a": 1} x', b"[" * 100_000 + b"]" * 100_000):
         with pytest.raises(ValueError):
             json_loads(bad)
+
+
+class _Inner(msgspec.Struct):
+    n: Any = None
+
+
+class _Line(msgspec.Struct):
+    type: Any = None
+    inner: _Inner | None = None
+
+
+def test_typed_json_gives_the_standard_modules_values_or_nothing() -> None:
+    """A typed decode (only the fields a Struct names) is taken where each field holds the standard module's value
+    (integers past 64 bits exact, a repeated key's last value, any whitespace around); None — the caller reads the
+    line as before — where the standard module would read the line otherwise or not at all: NaN and infinities, a
+    number past a double, a raw control character (the readers take it; msgspec does not), a lone surrogate escape,
+    bytes that are not UTF-8 in a field the Struct passes over, another top-level value, a field of another shape,
+    nesting too deep."""
+    decode = msgspec.json.Decoder(_Line).decode
+    for text in (b'{"type": "a", "inner": {"n": 18446744073709551616}, "skip": [1, {"x": "\\u00e9"}]}',
+                 b'{"type": -123456789012345678901234567890, "inner": null}', b'{"type": 1, "type": [2.5e-320]}',
+                 b'{"inner": {"n": 1, "n": {"deep": [true, false]}}}', b' \t{"skipped": "\\u2028"}\r\n',
+                 '{"type": "é ✓ 𝄞", "other": "ü"}'.encode()):
+        line = typed_json(decode, text)
+        whole = json.loads(text)
+        assert line is not None, text
+        assert line.type == whole.get("type") and (line.inner is None) == (whole.get("inner") is None), text
+        assert line.inner is None or line.inner.n == whole["inner"].get("n"), text
+    for bad in (b'{"type": NaN}', b'{"type": Infinity}', b'{"inner": {"n": 1e400}}', b'{"x": "raw\ttab"}',
+                b'{"type": "\\ud800"}', b'{"x": "\\ud800"}', b'{"x": "\xff\xfe"}', b'{"type": "a", "x": "\xc3"}',
+                b"[1]", b'"s"', b'{"inner": "a string"}', b'{"inner": [1]}', b'{"x": ' + b"[" * 100_000 + b"]" * 100_000
+                + b"}", b"{", b'{"a": 1} x', b"\xef\xbb\xbf{}", b""):
+        assert typed_json(decode, bad) is None, bad[:40]
 
 
 def _stdlib_line(obj: object) -> bytes:

@@ -165,3 +165,63 @@ def test_the_light_pass_reads_lines_orjson_reads_otherwise_as_the_standard_modul
     entry = session_summary._summary_claude(path)
     assert entry == every.entry(path) and entry.calls == 5 and entry.last_prompt_tokens == 25
     assert every.largest == 100  # (the count past 64 bits is no figure: MAX_COUNT)
+
+
+def test_a_call_line_read_from_its_named_fields_gives_what_the_whole_line_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the start and the session id are known, an ``assistant`` or ``cost-state`` line is read from only the
+    fields the light pass uses (msgspec: its content passed over); every line msgspec would read otherwise than the
+    standard module — or that is another kind, or not UTF-8 — is read whole as before. The summary equals the one of
+    every line decoded whole, and only those lines were."""
+    monkeypatch.setattr(session_summary, "_CLAUDE_SCANS", OrderedDict())
+
+    def line(**fields: Any) -> bytes:
+        return json.dumps({"sessionId": "s", "timestamp": "2026-11-01T10:00:00.000Z", **fields}).encode() + b"\n"
+
+    def call(n: int, usage: str = '{"input_tokens":10,"cache_read_input_tokens":90}', model: str = "claude-opus-4-5",
+             text: bytes = b"ok", extra: bytes = b"") -> bytes:
+        return (b'{"type":"assistant","uuid":"a%d","requestId":"r%d","timestamp":"2026-11-01T10:00:0%d.000Z",'
+                b'"sessionId":"s","message":{"id":"m%d","model":"%s","content":[{"type":"text","text":"%s"}],'
+                b'"usage":%s}%s}\n' % (n, n, n % 10, n, model.encode(), text, usage.encode(), extra))
+
+    whole_lines = [
+        call(3, text=b"caf\xc3"),  # not UTF-8 in the content: the standard module refuses the line
+        call(4, usage='{"input_tokens":1e400,"cache_read_input_tokens":1}'),  # past a double: inf, no figure
+        call(5, usage='{"input_tokens":NaN,"cache_read_input_tokens":1}'),
+        call(6, text=b"\\ud800 lone"),  # a lone surrogate escape
+        call(7, text=b"raw\ttab"),  # a raw control character: read as it is by the readers
+        b'{"type":"assistant","uuid":"a8","message":"a string"}\n',
+        line(type="user", message={"role": "user", "content": "assistant"}),  # another kind holding "assistant"
+        line(type="result", totalCostUSD=9.0),  # another kind holding the cost's key
+        b'[{"type":"assistant"}]\n',
+        line(type="cost-state", totalCostUSD=float("nan")),  # NaN: the last figure kept
+    ]
+    typed_lines = [
+        call(1), call(2, model="<synthetic>"), call(9, usage='{"input_tokens":12345678901234567890123}'),
+        call(10, usage='{"input_tokens":1}', extra=b',"message":{"id":"m10b","model":"claude-sonnet-4-5",'
+             b'"usage":{"input_tokens":40,"cache_read_input_tokens":2}}'),  # a repeated key: the last value
+        b'{"type":"assistant","uuid":"a11","requestId":null,"message":null}\n',
+        b'{"type":"assistant","uuid":"a12","message":{"model":"claude-opus-4-5","usage":{"input_tokens":3}}}\n',
+        line(type="cost-state", totalCostUSD=0.25), line(type="cost-state", totalCostUSD="0.5"),
+        line(type="cost-state", totalCostUSD=-1), line(type="cost-state", totalCostUSD=None),
+        call(13, text="caf\u00e9 \u2713".encode()),  # UTF-8: read from its fields
+    ]
+    first = line(type="user", message={"role": "user", "content": "fix the parser"})
+    lines = [first, *whole_lines, *typed_lines, call(14)]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(lines))
+    every = session_summary._ClaudeScan()
+    for raw in lines:
+        every.take(session_summary._loads(raw))
+    decoded: list[bytes] = []
+    fast_json = session_summary.fast_json
+
+    def counted(raw: bytes) -> tuple[bool, Any]:
+        decoded.append(raw)
+        return fast_json(raw)
+
+    monkeypatch.setattr(session_summary, "fast_json", counted)
+    entry = session_summary._summary_claude(path)
+    assert entry == every.entry(path)
+    assert (entry.calls, entry.agent_cost_usd, entry.title) == (10, 0.25, "fix the parser")
+    assert decoded == [first, *whole_lines]  # the others were read from their named fields only
