@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from engine.sources import model as source_model
-from engine.sources.claude_code_calls import SYNTHETIC_MODEL, usage_prompt
+from engine.sources.claude_code_calls import SYNTHETIC_MODEL, prompt_of, usage_prompt
 from engine.sources.entry import Agent, SourceEntry
 from engine.sources.lazy import LazyModule
 from engine.sources.model import (
@@ -50,10 +50,16 @@ TAIL_BYTES = 65536
 _COST_STATE, _ASSISTANT = b'"totalCostUSD"', b'"assistant"'
 
 
+class _Usage(msgspec.Struct):
+    input_tokens: Any = None  # (engine.sources.claude_code_calls.PROMPT_FIELDS)
+    cache_creation_input_tokens: Any = None
+    cache_read_input_tokens: Any = None
+
+
 class _CallMessage(msgspec.Struct):
     id: Any = None
     model: Any = None
-    usage: Any = None
+    usage: _Usage | None = None  # (not an object: the line is read whole)
 
 
 class _CallLine(msgspec.Struct):
@@ -125,15 +131,15 @@ class _ClaudeScan:
         if kind != "assistant":
             return
         msg = obj.get("message")
-        if isinstance(msg, dict):
-            self._call(msg.get("usage"), msg.get("model"), msg.get("id"), obj.get("uuid"), obj.get("requestId"))
+        if isinstance(msg, dict) and isinstance(usage := msg.get("usage"), dict):
+            self._call(usage_prompt(usage), msg.get("model"), msg.get("id"), obj.get("uuid"), obj.get("requestId"))
 
-    def _call(self, usage: Any, model: Any, message_id: Any, uuid: Any, request_id: Any) -> None:
-        """Learn from an ``assistant`` line's message: its usage, model and id, the line's uuid and request id."""
-        if not isinstance(usage, dict) or model == SYNTHETIC_MODEL:
+    def _call(self, prompt: int | None, model: Any, message_id: Any, uuid: Any, request_id: Any) -> None:
+        """Learn from an ``assistant`` line whose message holds a usage: its prompt (None: a count of the line is no
+        figure: NaN, negative, …), the message's model and id, the line's uuid and request id."""
+        if model == SYNTHETIC_MODEL:
             return
         key = (str(message_id or uuid), str(request_id or ""))
-        prompt = usage_prompt(usage)  # None: a count of the line is no figure (NaN, negative, …)
         if key not in self.keys:
             self.keys.add(key)
             self.model = str(model or self.model)
@@ -142,17 +148,20 @@ class _ClaudeScan:
 
     def _take_typed(self, raw: bytes) -> bool:
         """Take ``raw`` from only the fields :class:`_CallLine` names, when that is all :meth:`take` would read of it:
-        an ``assistant`` or ``cost-state`` line once the start and the session id are known. False when the line is
-        to be read whole (another kind, the start or the id still wanted, a line msgspec does not read as the
-        standard module)."""
+        any line once the start and the session id are known, but a ``user`` line while the title is wanted (of
+        another kind than ``assistant`` and ``cost-state`` — a subagent's progress naming its assistant — nothing is
+        learnt then). False when the line is to be read whole (the title, the start or the id still wanted, a line
+        msgspec does not read as the standard module)."""
         if not (self.started and self.session_id) or (line := typed_json(_CALL_LINE, raw)) is None:
             return False
-        if line.type == "cost-state":
+        kind = line.type
+        if kind == "assistant":
+            if (msg := line.message) is not None and (usage := msg.usage) is not None:
+                self._call(prompt_of(usage.input_tokens, usage.cache_creation_input_tokens,
+                                     usage.cache_read_input_tokens), msg.model, msg.id, line.uuid, line.requestId)
+        elif kind == "cost-state":
             self.cost = _cost_total(line.totalCostUSD, self.cost)
-        elif line.type == "assistant":
-            if (msg := line.message) is not None:
-                self._call(msg.usage, msg.model, msg.id, line.uuid, line.requestId)
-        else:
+        elif kind == "user" and not self.title:
             return False
         return True
 

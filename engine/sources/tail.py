@@ -198,18 +198,18 @@ def appended_blocks(tail: Tail, fh: Any, *, name: str, block: int = BLOCK
                     ) -> Iterator[tuple[bytes, ResetReason | None]]:
     """What ``tail`` reads from the open file ``fh`` until it has read all there is: blocks of complete lines (of at
     most ``block`` bytes read at a time), each with why the file was read again from its start (None when it was
-    not). Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises SourceError naming ``name``
-    (checked after each block once 4,096 lines were counted, in the first MiB of each block: a small file is never
-    stopped, as :func:`engine.sources.model.capped_lines` does)."""
+    not). Reading for longer than :data:`engine.sources.model.FILE_SECONDS` raises SourceError naming ``name``: after
+    the block that brings the lines counted since that time (in each block's first MiB) to 4,096, so that a small file
+    is never stopped, as :func:`engine.sources.model.capped_lines` does."""
     started, lines, more = time.monotonic(), 0, True
     while more:
         data, reset, more = tail.read_from(fh, block)
         yield data, reset
-        if lines < 4096:  # (counted until there are enough, in a block's first MiB: counting costs)
+        if time.monotonic() - started > source_model.FILE_SECONDS:  # (only then are lines counted: counting costs)
             lines += data.count(b"\n", 0, 2**20)
-        if lines >= 4096 and time.monotonic() - started > source_model.FILE_SECONDS:
-            raise SourceError(f"{name or 'the file'}: reading took more than {source_model.FILE_SECONDS:.0f} s: "
-                              "stopped")
+            if lines >= 4096:
+                raise SourceError(f"{name or 'the file'}: reading took more than "
+                                  f"{source_model.FILE_SECONDS:.0f} s: stopped")
 
 
 def lines_holding(fh: Any, needles: Needles | bytes, *, name: str = "", block: int = BLOCK,

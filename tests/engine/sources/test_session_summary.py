@@ -169,9 +169,9 @@ def test_the_light_pass_reads_lines_orjson_reads_otherwise_as_the_standard_modul
 
 def test_a_call_line_read_from_its_named_fields_gives_what_the_whole_line_gives(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Once the start and the session id are known, an ``assistant`` or ``cost-state`` line is read from only the
-    fields the light pass uses (msgspec: its content passed over); every line msgspec would read otherwise than the
-    standard module — or that is another kind, or not UTF-8 — is read whole as before. The summary equals the one of
+    """Once the start and the session id are known, a line is read from only the fields the light pass uses
+    (msgspec: its content passed over); a ``user`` line while the title is wanted, and every line msgspec would read
+    otherwise than the standard module or that is not UTF-8, are read whole as before. The summary equals the one of
     every line decoded whole, and only those lines were."""
     monkeypatch.setattr(session_summary, "_CLAUDE_SCANS", OrderedDict())
 
@@ -191,8 +191,7 @@ def test_a_call_line_read_from_its_named_fields_gives_what_the_whole_line_gives(
         call(6, text=b"\\ud800 lone"),  # a lone surrogate escape
         call(7, text=b"raw\ttab"),  # a raw control character: read as it is by the readers
         b'{"type":"assistant","uuid":"a8","message":"a string"}\n',
-        line(type="user", message={"role": "user", "content": "assistant"}),  # another kind holding "assistant"
-        line(type="result", totalCostUSD=9.0),  # another kind holding the cost's key
+        line(type="user", message={"role": "user", "content": "assistant"}),  # the title, still wanted
         b'[{"type":"assistant"}]\n',
         line(type="cost-state", totalCostUSD=float("nan")),  # NaN: the last figure kept
     ]
@@ -205,8 +204,11 @@ def test_a_call_line_read_from_its_named_fields_gives_what_the_whole_line_gives(
         line(type="cost-state", totalCostUSD=0.25), line(type="cost-state", totalCostUSD="0.5"),
         line(type="cost-state", totalCostUSD=-1), line(type="cost-state", totalCostUSD=None),
         call(13, text="caf\u00e9 \u2713".encode()),  # UTF-8: read from its fields
+        line(type="user", message={"role": "user", "content": "assistant"}),  # the title known: nothing to learn
+        line(type="result", totalCostUSD=9.0),  # another kind holding the cost's key
+        line(type="progress", data={"message": {"message": {"role": "assistant", "usage": {"input_tokens": 5}}}}),
     ]
-    first = line(type="user", message={"role": "user", "content": "fix the parser"})
+    first = line(type="user", isMeta=True, message={"role": "user", "content": "fix the parser"})  # no title
     lines = [first, *whole_lines, *typed_lines, call(14)]
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"".join(lines))
@@ -223,5 +225,5 @@ def test_a_call_line_read_from_its_named_fields_gives_what_the_whole_line_gives(
     monkeypatch.setattr(session_summary, "fast_json", counted)
     entry = session_summary._summary_claude(path)
     assert entry == every.entry(path)
-    assert (entry.calls, entry.agent_cost_usd, entry.title) == (10, 0.25, "fix the parser")
+    assert (entry.calls, entry.agent_cost_usd, entry.title) == (10, 0.25, "assistant")
     assert decoded == [first, *whole_lines]  # the others were read from their named fields only
