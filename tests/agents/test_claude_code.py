@@ -33,6 +33,7 @@ from engine.sources.claude_code import (
 from engine.sources.claude_code_build import ROW_SOURCES
 from engine.sources.discovery import SourceEntry
 from engine.sources.model import SourceSession
+from engine.sources.session_summary import summarize, summarize_read
 from engine.usage.costs import price_table, records_cost, source_cost
 from engine.usage.rows import rows_of
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
@@ -185,6 +186,12 @@ def test_tool_calls_read_exactly(agent_home: AgentHome, tmp_path: Path) -> None:
     assert src.model == MODEL and src.window == result["modelUsage"][MODEL]["contextWindow"] == 1_000_000
     assert src.agent_cost_usd == pytest.approx(result["total_cost_usd"])
     assert src.agent_cost_by_model == pytest.approx({MODEL: result["total_cost_usd"]})
+    # the Sources scan's light pass (its call lines and cost-state totals read from their named fields) and the
+    # reader's pass give the same summary of the file the pinned version wrote
+    light = summarize("claude-code", session_file(agent_home))
+    assert light == summarize_read("claude-code", session_file(agent_home))[0]
+    assert (light.calls, light.model) == (len(main), MODEL)
+    assert light.agent_cost_usd == pytest.approx(result["total_cost_usd"])
     tools = [m for m in src.messages if m["role"] == "tool"]
     assert [m["content"] for m in tools] == ["step0", "step1", "step2"]
     kinds = {m.get("attachment") for m in src.messages if m.get("attachment")}
