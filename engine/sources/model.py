@@ -59,11 +59,12 @@ _decode = json.JSONDecoder(strict=False).decode
 
 
 def loads_line(raw: bytes) -> Any:
-    """One JSON line (bytes) as the standard module reads it with ``strict=False``, decoded by orjson (about twice
-    as fast) wherever orjson gives the very same value: a line orjson refuses (a raw control character, a lone
-    surrogate, NaN, nested too deeply, not UTF-8) or that may hold an integer past 64 bits is read by the standard
-    module, whose exceptions (ValueError, UnicodeDecodeError, RecursionError) are the ones raised."""
-    done, value = fast_json(raw)  # (engine.store.fsutil: the one check of when orjson reads as the stdlib does)
+    """One JSON line (bytes) as the standard module reads it with ``strict=False``, decoded by msgspec (about twice
+    as fast) wherever it reads the line (:func:`engine.store.fsutil.fast_json`: then its value is the standard
+    module's): a line it refuses (a raw control character, a lone surrogate, NaN, nested too deeply, not UTF-8) is
+    read by the standard module, whose exceptions (ValueError, UnicodeDecodeError, RecursionError) are the ones
+    raised."""
+    done, value = fast_json(raw)  # (engine.store.fsutil: the one place that decides when the fast decoder reads)
     if done:
         return value
     return _decode(raw.decode("utf-8"))

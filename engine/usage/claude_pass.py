@@ -8,11 +8,9 @@ The reader's own scan, build and derive make the session (:class:`engine.sources
 
 - the file is read in blocks of :data:`BLOCK` and cut into lines at C speed, not by a ``readline`` and three
   generators per line (:func:`engine.sources.model.capped_lines`, ``LineBuffer.counted``, ``json_lines``);
-- a block is searched once for a run of 19 digits (an integer orjson would not keep exact, which
-  :func:`engine.sources.model.loads_line` reads with the standard module): in a block without one, a line is decoded
-  by orjson directly (what ``loads_line`` does after the same search line by line); a line orjson refuses, one that
-  is not an object, a torn last line and every line of a block with such a run go through ``json_lines`` as before
-  (the lines it cannot read said in the session's ``skipped``, as before);
+- a line is decoded by :func:`engine.store.fsutil.fast_json` directly (what
+  :func:`engine.sources.model.loads_line` does); a line it refuses, one that is not an object and a torn last line go
+  through ``json_lines`` as before (the lines it cannot read said in the session's ``skipped``, as before);
 - the summary's ``take`` and the one-hour pass are handed only the lines they can learn from (their own conditions);
 - a ``progress`` line (70 % of a session's lines) without a string ``data.agentId``, once the scan and the summary
   know the first time, the working folder and the session id, is all ``_scan_line`` does with it: its uuid's parent
@@ -47,7 +45,7 @@ from engine.sources.model import (
     line_problem,
     open_regular,
 )
-from engine.store.fsutil import _DIGITS, _LONG_RUN, _orjson_loads
+from engine.store.fsutil import fast_json
 
 if TYPE_CHECKING:
     from engine.sources.entry import SourceEntry
@@ -90,16 +88,11 @@ def objects(fh: Any, skipped: list[Any], count: list[int], name: str = "") -> It
     the lines passed so far, blank ones included (as the reader counts them), a block at a time."""
     n = 0
     for block, lines in _blocks(fh, name or "the file"):
-        # no run of 19 digits in the block: a line's orjson value is the standard module's (see loads_line)
-        plain = bool(block) and _orjson_loads is not None and _LONG_RUN not in block.translate(_DIGITS)
         for raw in lines:
             n += 1
-            if plain:
-                try:
-                    obj = _orjson_loads(raw)
-                except ValueError:  # (orjson.JSONDecodeError; a blank line too) read by json_lines below, which
-                    obj = None  # passes over a blank line and says why it cannot read another
-                if obj.__class__ is dict:
+            if block:  # (not the torn last line)
+                done, obj = fast_json(raw)  # (a line it refuses, a blank one too, read by json_lines below, which
+                if done and obj.__class__ is dict:  # passes over a blank line and says why it cannot read another)
                     yield n, obj
                     continue
             for _, whole in json_lines((raw + b"\n" if block else raw,), skipped, start=n):

@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.store.fsutil import (
     append_lines,
@@ -14,6 +16,7 @@ from engine.store.fsutil import (
     atomic_write_json,
     atomic_write_text,
     dumps_line,
+    fast_json,
     fingerprint,
     typed_json,
     write_lines_atomic,
@@ -97,7 +100,10 @@ def test_json_loads_gives_what_the_standard_module_gives() -> None:
                  '{"u": "é ✓ 𝄞"}'.encode(), b'{"a": 1, "a": 2}', b"  [ ]  "):
         assert json_loads(text) == json.loads(text), text
     assert math.isnan(json_loads(b'{"x": NaN}')["x"])
-    assert fast_json(b'{"n": 12345678901234567890123}') == (False, None)  # past 64 bits: the standard module's
+    assert fast_json(b'{"n": 12345678901234567890123}') == (True, {"n": 12345678901234567890123})  # exact
+    for refused in (b'{"x": NaN}', b"[Infinity]", b"[1e400]", b'["\\ud800"]', b'["raw\ttab"]', b'["\xff"]',
+                    b"[" + b"1" * 5000 + b"]", b"[" * 1200 + b"]" * 1200, b"", b"[1] x"):
+        assert fast_json(refused) == (False, None), refused[:30]  # the standard module says what it makes of it
     for bad in (b'{"a": "raw\ttab"}', b"{", b'{"a": 1} x', b"[" * 100_000 + b"]" * 100_000):
         with pytest.raises(ValueError):
             json_loads(bad)
@@ -182,3 +188,31 @@ def test_fingerprint_and_a_line_written_once_leave_the_strings_as_they_are() -> 
     fingerprint(msg)
     assert dumps_line(msg, once=True) == _stdlib_line(msg)
     assert sys.getsizeof(text) == size
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**40), 10**40) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=20)
+_number_texts = st.from_regex(r"-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+
+
+@settings(max_examples=400)
+@given(_json_values, st.lists(_number_texts, min_size=1, max_size=5), st.sampled_from([(",", ":"), (", ", ": ")]),
+       st.booleans())
+def test_fast_json_reads_what_the_standard_module_reads(value: Any, numbers: list[str], separators: tuple[str, str],
+                                                        ascii_only: bool) -> None:
+    """Whatever JSON the fast decoder reads, its value is the standard module's, to the bit: floats (random doubles
+    and number texts of up to 30 digits and any exponent), integers past 64 bits, any text (escaped or as UTF-8), a
+    repeated key's last value; what it refuses the standard module reads (or refuses) itself."""
+    for text in (json.dumps(value, separators=separators, ensure_ascii=ascii_only).encode("utf-8"),
+                 ("[" + ",".join(numbers) + "]").encode(), b'{"k": 1, "k": %s}' % numbers[0].encode()):
+        done, got = fast_json(text)
+        try:
+            expected = json.loads(text)
+        except (ValueError, RecursionError):
+            assert not done, text
+            continue
+        if done:
+            assert repr(got) == repr(expected), text  # (repr: -0.0 and 0.0, 1 and 1.0 told apart)
