@@ -296,9 +296,9 @@ class ContextChart(QWidget):
         tp.addItem(self._inferred_label)
         # Kept as drawn (a pixmap) until they change: a new call or the next request's column repaints the part of
         # the plot it changes, and what lies under it need not be drawn again (the left axis draws the grid across
-        # the plot; thousands of bars and line segments).
+        # the plot; thousands of bars and line segments; the dashed window and threshold lines).
         for cached in (self._tl_axis_left, self._tl_axis_right, *self._tl_bars.values(), self._raw_curve.curve,
-                       self._provider_curve.curve):
+                       self._provider_curve.curve, self._window_curve.curve, self._threshold_curve.curve):
             cached.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         layout.addWidget(self._tl_plot, 1)
         self._tl_legend = QLabel()
