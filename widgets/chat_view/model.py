@@ -108,6 +108,7 @@ class ChatModel(QAbstractListModel):
         # an item's ``out_of_context`` moves its key (:meth:`set_out`)
         self.in_keys: set[str] = set()
         self.out_keys: set[str] = set()
+        self.marker_keys: set[str] = set()  # the compaction markers' rows
 
     # --- Qt model API
     def rowCount(self, parent: Index = QModelIndex()) -> int:
@@ -174,6 +175,7 @@ class ChatModel(QAbstractListModel):
         self.running = set()
         self.in_keys = {it.key for it in items if it.kind == "message" and not it.out_of_context}
         self.out_keys = {it.key for it in items if it.kind == "message" and it.out_of_context}
+        self.marker_keys = {it.key for it in items if it.kind == "marker"}
         for it in items:
             if it.msg is not None:
                 self._note(it.msg)
@@ -193,6 +195,8 @@ class ChatModel(QAbstractListModel):
             self._note(item.msg)
         if item.kind == "message":
             (self.out_keys if item.out_of_context else self.in_keys).add(item.key)
+        elif item.kind == "marker":
+            self.marker_keys.add(item.key)
         self.endInsertRows()
 
     def remove(self, key: str) -> bool:
@@ -204,6 +208,7 @@ class ChatModel(QAbstractListModel):
         del self._rows[key]
         self.in_keys.discard(key)
         self.out_keys.discard(key)
+        self.marker_keys.discard(key)
         self._reindex(row)
         self.endRemoveRows()
         return True

@@ -362,7 +362,10 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         return self._model.remove(marker_id)
 
     def marker_ids(self) -> list[str]:
-        return [it.key for it in self._model.items() if it.kind == "marker"]
+        """The compaction markers' ids in row order (the window asks with every context state: the model's few
+        marker keys sorted, not a pass over every row)."""
+        model = self._model
+        return sorted(model.marker_keys, key=model.row_of)
 
     # --- scrolling
     def scroll_to_message(self, message_id: str) -> bool:
