@@ -247,9 +247,13 @@ class Timeline:
         self.records: list[CallRecord] = []
         self.cached = 0  # calls with the provider's cache-read figure
         self.times: list[datetime | None] = []
+        self.version = 0  # changes with every change of the calls (what is derived from them is kept until then)
+        self._peaks: tuple[int, tuple[float, float, float]] | None = None
 
     def clear(self) -> None:
+        version = self.version
         self.__init__()  # type: ignore[misc]
+        self.version = version + 1
 
     def _grow(self, need: int) -> None:
         if need <= self.cap:
@@ -278,6 +282,7 @@ class Timeline:
         self.cached += rec.record.cache_read_tokens is not None
         self.times.append(parse_ts(snap.ts))
         self.n += 1
+        self.version += 1
 
     def replace_last(self, rec: CallRecord) -> None:
         """The last column again, with ``rec`` (a followed call whose figures grew)."""
@@ -289,6 +294,26 @@ class Timeline:
         self.times.pop()
         self.cached -= old.record.cache_read_tokens is not None
         self.append(rec)
+
+    def peaks(self) -> tuple[float, float, float]:
+        """The highest thing the calls draw (column tops, provider and raw figures; 0 when none), the highest
+        window and the highest threshold (0 when none): worked out once per change of the calls (the next
+        request changes a few times a second while a session is followed, the calls far less often)."""
+        if self._peaks is not None and self._peaks[0] == self.version:
+            return self._peaks[1]
+        n = self.n
+        out = []
+        for group in ((self.provider[:n], self.raw[:n]), (self.window[:n],), (self.threshold[:n],)):
+            values = [0.0]
+            for series in group:
+                if np.isfinite(series).any():
+                    values.append(float(np.nanmax(series)))
+            out.append(max(values))
+        if n:
+            out[0] = max(out[0], float(self.values[:, :n].sum(axis=0).max()))
+        peaks = (out[0], out[1], out[2])
+        self._peaks = (self.version, peaks)
+        return peaks
 
     def total(self, i: int) -> float:
         return float(self.values[:, i].sum())

@@ -203,6 +203,7 @@ class ContextChart(QWidget):
         self._fit: bool | None = None  # the user's choice; None: by itself (FIT_BELOW)
         self._fitted = False  # the scale fits the data now
         self._offscale = ""
+        self._offscale_html = ""  # the label's HTML as last set
         self._lines_of: ContextSnapshot | None = None  # the next request the lines were last drawn with
         self._x_target: tuple[float, float] | None = None  # the timeline's x range as set (x_range)
         self.redraws = 0  # number of applied updates (tests, soak)
@@ -507,30 +508,17 @@ class ContextChart(QWidget):
     def _data_peak(self) -> float:
         """The highest thing drawn but the window and threshold lines: columns, provider and raw lines,
         compaction markers, the next request's column."""
-        tl = self._timeline
-        n = tl.n
-        peaks = [0.0]
-        if n:
-            peaks.append(float(tl.values[:, :n].sum(axis=0).max()))
-            for series in (tl.provider[:n], tl.raw[:n]):
-                if np.isfinite(series).any():
-                    peaks.append(float(np.nanmax(series)))
-        peaks += self._compaction_marks.peaks()
+        peaks = [self._timeline.peaks()[0], *self._compaction_marks.peaks()]
         if self._snapshot is not None:
             peaks.append(float(self._snapshot.prompt))
         return max(peaks)
 
     def _lines(self) -> tuple[float, float]:
         """The highest window and threshold drawn (0 when none)."""
-        tl, s = self._timeline, self._snapshot
-        out = []
-        for series, now in ((tl.window[: tl.n], s.window if s else 0),
-                            (tl.threshold[: tl.n], s.threshold_tokens if s else 0)):
-            values = [float(now or 0)]
-            if np.isfinite(series).any():
-                values.append(float(np.nanmax(series)))
-            out.append(max(values))
-        return out[0], out[1]
+        _, window, threshold = self._timeline.peaks()
+        s = self._snapshot
+        return max(window, float(s.window or 0) if s else 0.0), max(threshold, float(s.threshold_tokens or 0) if s
+                                                                    else 0.0)
 
     def _fit_now(self) -> bool:
         peak, (window, threshold) = self._data_peak(), self._lines()
@@ -569,8 +557,10 @@ class ContextChart(QWidget):
             if threshold > top and not self._cache.visible:
                 parts.append((pal.threshold, f"threshold {short_tokens(threshold)} ↑"))
         self._offscale = " · ".join(t for _, t in parts)
-        self._offscale_label.setHtml(" &nbsp; ".join(
-            f"<span style='color:{c}'>{html.escape(t)}</span>" for c, t in parts))
+        shown = " &nbsp; ".join(f"<span style='color:{c}'>{html.escape(t)}</span>" for c, t in parts)
+        if shown != self._offscale_html:  # (the same names in the same colours: not laid out again)
+            self._offscale_html = shown
+            self._offscale_label.setHtml(shown)
         self._offscale_label.setVisible(bool(parts))
         self._place_offscale()
 

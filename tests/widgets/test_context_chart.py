@@ -663,3 +663,24 @@ def test_a_line_of_more_calls_than_pixels_is_drawn_by_its_extremes(qtbot):
     x, y = c._provider_curve.getData()
     assert len(x) == 4000 and np.isnan(y[10])
     assert len(c._raw_curve.getData()[0]) < 2000
+
+
+def test_the_names_above_a_fitted_scale_are_not_set_again_while_they_stay(chart):
+    """The fitted scale's "window 1M ↑" label (a rich-text item, laid out when set) is set when its names or colours
+    change, not with each next request."""
+    set_calls(chart, _small_session())
+    nxt = dict(window=1_000_000, threshold_tokens=800_000, max_tokens=4_000, system=2_000, summary=0,
+               history_user=1_300, history_assistant=2_600, tools=1_500, draft=0)
+    chart.set_snapshot(snap(history_tool=6_000, **nxt))
+    assert chart.fit_to_data() and "window 1M ↑" in chart.offscale_text()
+    label = chart._offscale_label
+    sets = []
+    real = label.setHtml
+    label.setHtml = lambda text: (sets.append(text), real(text))
+    for i in range(5):
+        chart.set_snapshot(snap(history_tool=6_100 + i, **nxt))
+    assert sets == [] and label.isVisible()
+    chart.set_palette(DARK)  # new colours: set again
+    assert len(sets) == 1 and DARK.limit in sets[0]
+    chart.set_fit_to_data(False)  # the whole window: no names, hidden
+    assert not label.isVisible() and chart.offscale_text() == ""
