@@ -102,7 +102,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QFont
-from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QMenu, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QVBoxLayout, QWidget
 
 from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
@@ -117,7 +117,11 @@ from widgets.chart_parts import (
     CallRecord,
     SceneTips,
     TokenAxis,
+    downsample_when_dense,
+    kept_as_drawn,
+    set_line,
     short_tokens,
+    x_range,
 )
 from widgets.chart_parts import Timeline as _Timeline
 from widgets.chart_text import across, column_tooltip, thin, timeline_header, timeline_legend
@@ -125,7 +129,6 @@ from widgets.compaction_text import compaction_tooltip as _compaction_tip
 from widgets.compaction_text import subagent_tooltip as _subagent_tip
 from widgets.theme import REGION_LABELS, Palette, palette
 
-MIN_TIMELINE_SLOTS = 12  # the timeline's x-axis spans at least this many calls
 CACHE_ON_TIP = "Split each call into cache read / cache write / uncached input, with the cache hit rate"
 CACHE_OFF_TIP = "No provider cache figures in these calls"
 INFERRED_LABEL = "System prompt + tools (inferred)"
@@ -133,53 +136,6 @@ FIT_BELOW = 0.2  # fit to the data by itself while everything drawn is under thi
 FIT_TIP = ("Scale the chart to the calls and the next request instead of the whole window (lines above the scale "
            "are named at the top right); untick to see the whole window")
 FIT_ROOM = 1.08  # the y axis reaches this much above the highest thing drawn
-
-
-X_PAD = 0.02  # the timeline's x range: at least this share of its span free after the next request's column …
-X_ROOM = 0.08  # … and, from X_STEPS_FROM calls, this much when the range is set again (the columns reached it)
-X_STEPS_FROM = 100  # fewer calls: the range fits them (a new one with each call: a short axis is quickly drawn)
-
-
-def x_range(n: int, current: tuple[float, float] | None = None) -> tuple[float, float]:
-    """The timeline's x range for ``n`` calls (columns at x = 1..n, the next request's at n + 1): ``current`` while
-    it still holds every column with :data:`X_PAD` of the span free on the right and no more than :data:`X_ROOM`,
-    else a range with :data:`X_ROOM` free. The range (so the axis, its ticks and labels) changes every few calls
-    of a long session, not at each one (at 5,000 calls: once in 300). Under :data:`X_STEPS_FROM` calls, the range
-    fits the columns with :data:`X_PAD` on either side (no empty slots after a short session's next request);
-    under :data:`MIN_TIMELINE_SLOTS`, a fixed range: narrow columns rather than stretched ones. The left edge is
-    never below x = -1 (the view's limit)."""
-    if n + 1 < MIN_TIMELINE_SLOTS:
-        return (0.4, MIN_TIMELINE_SLOTS + 0.6)
-    left, right = 1 - COLUMN_WIDTH / 2, n + 1 + COLUMN_WIDTH / 2
-    span = right - left
-    room = X_ROOM if n >= X_STEPS_FROM else X_PAD
-    if current is not None:
-        lo, hi = current
-        if lo <= left - min(X_PAD * span, 1.0) + 1e-9 and right + X_PAD * span <= hi <= right + room * span:
-            return current
-    return (max(-1.0, left - X_PAD * span), right + room * span)
-
-
-DOWNSAMPLE_PER_PIXEL = 1.0  # a line of more calls than this per pixel is drawn by its extremes (pyqtgraph's "peak")
-
-
-def _downsample(curve: pg.PlotDataItem, y: np.ndarray) -> None:
-    """Draw ``curve`` (the provider's figures, the raw estimate) downsampled by its extremes when it has more
-    points than pixels (pyqtgraph's auto "peak": per group of points, its highest and lowest, joined): the same
-    strokes on screen from a few hundred segments instead of thousands. Only when every point is finite: pyqtgraph
-    takes a group holding a gap for a gap, which would widen the line's gaps."""
-    auto = bool(len(y)) and bool(np.isfinite(y).all())
-    if curve.opts["autoDownsample"] != auto:
-        curve.setDownsampling(auto=auto, method="peak")
-
-
-def _set_line(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
-    """``curve.setData(x, y)`` unless it holds these points already (a line whose data is set again is drawn again,
-    and the whole plot with it: it spans the plot)."""
-    old_x, old_y = curve.getData()
-    if old_x is not None and np.array_equal(old_x, x) and np.array_equal(old_y, y, equal_nan=True):
-        return
-    curve.setData(x, y)
 
 
 class ContextChart(QWidget):
@@ -283,7 +239,6 @@ class ContextChart(QWidget):
             tp.addItem(item, ignoreBounds=True)
         for item in (self._raw_curve, self._provider_curve):
             tp.addItem(item)
-            item.opts["autoDownsampleFactor"] = DOWNSAMPLE_PER_PIXEL  # (no setter: setDownsampling turns it on)
         self._compaction_marks = CompactionLayer(tp)
         self._offscale_label = pg.TextItem("", anchor=(1, 0))  # fitted: the lines above the scale, named
         self._offscale_label.setVisible(False)
@@ -295,12 +250,8 @@ class ContextChart(QWidget):
         self._inferred_label = pg.TextItem("inferred", anchor=(0, 0.5))
         self._inferred_label.setVisible(False)
         tp.addItem(self._inferred_label)
-        # Kept as drawn (a pixmap) until they change: a new call or the next request's column repaints the part of
-        # the plot it changes, and what lies under it need not be drawn again (the left axis draws the grid across
-        # the plot; thousands of bars and line segments; the dashed window and threshold lines).
-        for cached in (self._tl_axis_left, self._tl_axis_right, *self._tl_bars.values(), self._raw_curve.curve,
-                       self._provider_curve.curve, self._window_curve.curve, self._threshold_curve.curve):
-            cached.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        kept_as_drawn(self._tl_axis_left, self._tl_axis_right, *self._tl_bars.values(), self._raw_curve.curve,
+                      self._provider_curve.curve, self._window_curve.curve, self._threshold_curve.curve)
         layout.addWidget(self._tl_plot, 1)
         self._tl_legend = QLabel()
         self._tl_legend.setWordWrap(True)
@@ -692,9 +643,9 @@ class ContextChart(QWidget):
         provider = tl.provider[:n].copy()
         dots = want_symbols and bool(np.isfinite(provider).any())  # no figure at all (SWE-agent): no dots to bound
         raw = tl.raw[:n].copy()
-        _downsample(self._provider_curve, provider)
+        downsample_when_dense(self._provider_curve, provider)
         self._provider_curve.setData(x, provider, symbol="o" if dots else None, symbolSize=5)
-        _downsample(self._raw_curve, raw)
+        downsample_when_dense(self._raw_curve, raw)
         self._raw_curve.setData(x, raw)
         self._compaction_marks.draw()
         tops = np.fmax(values.sum(axis=0), tl.provider[:n])
@@ -726,8 +677,8 @@ class ContextChart(QWidget):
         tl, s = self._timeline, self._snapshot
         n = tl.n
         self._lines_of = s
-        _set_line(self._window_curve, *thin(*across(tl.window[:n], float(s.window) if s else math.nan)))
-        _set_line(self._threshold_curve, *thin(*across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan)))
+        set_line(self._window_curve, *thin(*across(tl.window[:n], float(s.window) if s else math.nan)))
+        set_line(self._threshold_curve, *thin(*across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan)))
         top = self._scale_top()
         vb = self._tl_plot.getPlotItem().getViewBox()
         if vb.state["autoRange"][1] is not False:

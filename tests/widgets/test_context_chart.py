@@ -575,7 +575,7 @@ def test_the_x_range_grows_in_steps_not_with_every_call(chart):
 
 
 def test_x_range_keeps_its_range_while_it_holds_the_columns_with_room():
-    from widgets.context_chart import MIN_TIMELINE_SLOTS, X_PAD, X_ROOM, x_range
+    from widgets.chart_parts import MIN_TIMELINE_SLOTS, X_PAD, X_ROOM, x_range
 
     assert x_range(3) == x_range(3, (0.0, 1000.0)) == (0.4, MIN_TIMELINE_SLOTS + 0.6)  # a few calls: fixed
     r = x_range(5000)
