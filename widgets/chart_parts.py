@@ -4,6 +4,9 @@
 - ``Legend``: rows of swatch · label · how it was obtained · tokens · % of the window, in two columns;
 - ``Timeline``: growing numpy columns for the per-call series (amortised O(1) append);
 - ``SceneTips``: a plot's tooltips, shown on the move and kept while the pointer rests;
+- how the timeline is drawn cheaply: its x range taken in steps (``x_range``), lines of more calls than pixels
+  drawn by their extremes (``downsample_when_dense``), lines set only when their points change (``set_line``),
+  items kept as drawn (``kept_as_drawn``);
 - small parsers of record values (``num``, ``opt_num``, ``parse_ts``) and ``swatch`` pixmaps.
 """
 
@@ -18,7 +21,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt
 from PySide6.QtGui import QColor, QFont, QHelpEvent, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import QGridLayout, QLabel, QToolTip, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QLabel, QToolTip, QWidget
 
 from engine.model.snapshot import PROMPT_REGIONS, REGION_ACCURACY_LABELS
 from engine.model.timeline import TimelineCall
@@ -33,6 +36,63 @@ COLUMN_WIDTH = 0.8  # a timeline column's width, in calls
 # a region's accuracy (engine.model.snapshot.region_accuracy) as the legend marks it: a short word
 ACCURACY_MARKS: dict[str, str] = {"exact": "exact", "estimated": "est.", "calibrated": "cal.", "inferred": "inferred",
                                   "set": "set"}
+
+MIN_TIMELINE_SLOTS = 12  # the timeline's x-axis spans at least this many calls
+X_PAD = 0.02  # the timeline's x range: at least this share of its span free after the next request's column …
+X_ROOM = 0.08  # … and, from X_STEPS_FROM calls, this much when the range is set again (the columns reached it)
+X_STEPS_FROM = 100  # fewer calls: the range fits them (a new one with each call: a short axis is quickly drawn)
+
+
+def x_range(n: int, current: tuple[float, float] | None = None) -> tuple[float, float]:
+    """The timeline's x range for ``n`` calls (columns at x = 1..n, the next request's at n + 1): ``current`` while
+    it still holds every column with :data:`X_PAD` of the span free on the right and no more than :data:`X_ROOM`,
+    else a range with :data:`X_ROOM` free. The range (so the axis, its ticks and labels) changes every few calls
+    of a long session, not at each one (at 5,000 calls: once in 300). Under :data:`X_STEPS_FROM` calls, the range
+    fits the columns with :data:`X_PAD` on either side (no empty slots after a short session's next request);
+    under :data:`MIN_TIMELINE_SLOTS`, a fixed range: narrow columns rather than stretched ones. The left edge is
+    never below x = -1 (the view's limit)."""
+    if n + 1 < MIN_TIMELINE_SLOTS:
+        return (0.4, MIN_TIMELINE_SLOTS + 0.6)
+    left, right = 1 - COLUMN_WIDTH / 2, n + 1 + COLUMN_WIDTH / 2
+    span = right - left
+    room = X_ROOM if n >= X_STEPS_FROM else X_PAD
+    if current is not None:
+        lo, hi = current
+        if lo <= left - min(X_PAD * span, 1.0) + 1e-9 and right + X_PAD * span <= hi <= right + room * span:
+            return current
+    return (max(-1.0, left - X_PAD * span), right + room * span)
+
+
+DOWNSAMPLE_PER_PIXEL = 1.0  # a line of more calls than this per pixel is drawn by its extremes (pyqtgraph's "peak")
+
+
+def downsample_when_dense(curve: pg.PlotDataItem, y: np.ndarray) -> None:
+    """Draw ``curve`` (the provider's figures, the raw estimate) downsampled by its extremes when it has more
+    points than pixels (pyqtgraph's auto "peak": per group of points, its highest and lowest, joined): the same
+    strokes on screen from a few hundred segments instead of thousands. Only when every point is finite: pyqtgraph
+    takes a group holding a gap for a gap, which would widen the line's gaps."""
+    auto = bool(len(y)) and bool(np.isfinite(y).all())
+    curve.opts["autoDownsampleFactor"] = DOWNSAMPLE_PER_PIXEL  # (no setter; setDownsampling turns it on or off)
+    if curve.opts["autoDownsample"] != auto:
+        curve.setDownsampling(auto=auto, method="peak")
+
+
+def set_line(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+    """``curve.setData(x, y)`` unless it holds these points already (a line whose data is set again is drawn again,
+    and the whole plot with it: it spans the plot)."""
+    old_x, old_y = curve.getData()
+    if old_x is not None and np.array_equal(old_x, x) and np.array_equal(old_y, y, equal_nan=True):
+        return
+    curve.setData(x, y)
+
+
+def kept_as_drawn(*items: QGraphicsItem) -> None:
+    """Keep these plot items as drawn (a pixmap: ``DeviceCoordinateCache``) until they change: a new call or the
+    next request's column repaints the part of the plot it changes, and what lies under it need not be drawn again
+    (the left axis draws the grid across the plot; thousands of bars and line segments; dashed lines)."""
+    for item in items:
+        item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
 
 class SceneTips(QObject):
     """A plot's tooltips: ``text_at(scene_pos)`` (None: nothing there) shown as the pointer moves, and again
@@ -247,9 +307,13 @@ class Timeline:
         self.records: list[CallRecord] = []
         self.cached = 0  # calls with the provider's cache-read figure
         self.times: list[datetime | None] = []
+        self.version = 0  # changes with every change of the calls (what is derived from them is kept until then)
+        self._peaks: tuple[int, tuple[float, float, float]] | None = None
 
     def clear(self) -> None:
+        version = self.version
         self.__init__()  # type: ignore[misc]
+        self.version = version + 1
 
     def _grow(self, need: int) -> None:
         if need <= self.cap:
@@ -278,6 +342,7 @@ class Timeline:
         self.cached += rec.record.cache_read_tokens is not None
         self.times.append(parse_ts(snap.ts))
         self.n += 1
+        self.version += 1
 
     def replace_last(self, rec: CallRecord) -> None:
         """The last column again, with ``rec`` (a followed call whose figures grew)."""
@@ -289,6 +354,26 @@ class Timeline:
         self.times.pop()
         self.cached -= old.record.cache_read_tokens is not None
         self.append(rec)
+
+    def peaks(self) -> tuple[float, float, float]:
+        """The highest thing the calls draw (column tops, provider and raw figures; 0 when none), the highest
+        window and the highest threshold (0 when none): worked out once per change of the calls (the next
+        request changes a few times a second while a session is followed, the calls far less often)."""
+        if self._peaks is not None and self._peaks[0] == self.version:
+            return self._peaks[1]
+        n = self.n
+        out = []
+        for group in ((self.provider[:n], self.raw[:n]), (self.window[:n],), (self.threshold[:n],)):
+            values = [0.0]
+            for series in group:
+                if np.isfinite(series).any():
+                    values.append(float(np.nanmax(series)))
+            out.append(max(values))
+        if n:
+            out[0] = max(out[0], float(self.values[:, :n].sum(axis=0).max()))
+        peaks = (out[0], out[1], out[2])
+        self._peaks = (self.version, peaks)
+        return peaks
 
     def total(self, i: int) -> float:
         return float(self.values[:, i].sum())

@@ -117,7 +117,11 @@ from widgets.chart_parts import (
     CallRecord,
     SceneTips,
     TokenAxis,
+    downsample_when_dense,
+    kept_as_drawn,
+    set_line,
     short_tokens,
+    x_range,
 )
 from widgets.chart_parts import Timeline as _Timeline
 from widgets.chart_text import across, column_tooltip, thin, timeline_header, timeline_legend
@@ -125,7 +129,6 @@ from widgets.compaction_text import compaction_tooltip as _compaction_tip
 from widgets.compaction_text import subagent_tooltip as _subagent_tip
 from widgets.theme import REGION_LABELS, Palette, palette
 
-MIN_TIMELINE_SLOTS = 12  # the timeline's x-axis spans at least this many calls
 CACHE_ON_TIP = "Split each call into cache read / cache write / uncached input, with the cache hit rate"
 CACHE_OFF_TIP = "No provider cache figures in these calls"
 INFERRED_LABEL = "System prompt + tools (inferred)"
@@ -156,7 +159,9 @@ class ContextChart(QWidget):
         self._fit: bool | None = None  # the user's choice; None: by itself (FIT_BELOW)
         self._fitted = False  # the scale fits the data now
         self._offscale = ""
+        self._offscale_html = ""  # the label's HTML as last set
         self._lines_of: ContextSnapshot | None = None  # the next request the lines were last drawn with
+        self._x_target: tuple[float, float] | None = None  # the timeline's x range as set (x_range)
         self.redraws = 0  # number of applied updates (tests, soak)
 
         layout = QVBoxLayout(self)
@@ -245,6 +250,8 @@ class ContextChart(QWidget):
         self._inferred_label = pg.TextItem("inferred", anchor=(0, 0.5))
         self._inferred_label.setVisible(False)
         tp.addItem(self._inferred_label)
+        kept_as_drawn(self._tl_axis_left, self._tl_axis_right, *self._tl_bars.values(), self._raw_curve.curve,
+                      self._provider_curve.curve, self._window_curve.curve, self._threshold_curve.curve)
         layout.addWidget(self._tl_plot, 1)
         self._tl_legend = QLabel()
         self._tl_legend.setWordWrap(True)
@@ -323,9 +330,9 @@ class ContextChart(QWidget):
         self.flush()
 
     def flush(self) -> None:
-        """Redraw the parts that changed. The timeline's x range (auto: every column and the next request's)
-        is computed here, at once: pyqtgraph would compute it when the view is painted, and a range set in the
-        paint asks for a second paint of the whole plot (two paints a new call)."""
+        """Redraw the parts that changed. The timeline's ranges are set here, at once (:func:`x_range`, the y
+        scale): pyqtgraph's auto range would compute them when the view is painted, and a range set in the paint
+        asks for a second paint of the whole plot (two paints a new call)."""
         if self._dirty_timeline or (self._dirty_bar and self._snapshot is not self._lines_of):  # (not a draft)
             fitted = self._fit_now()
             if fitted != self._fitted:  # both scales follow
@@ -338,7 +345,6 @@ class ContextChart(QWidget):
         if self._dirty_timeline:
             self._update_timeline()
             self._dirty_timeline = False
-        self._tl_plot.getPlotItem().getViewBox().updateAutoRange()  # the x range of what was just set, now
         self.redraws += 1
 
     # ----------------------------------------------------------------- introspection
@@ -453,30 +459,17 @@ class ContextChart(QWidget):
     def _data_peak(self) -> float:
         """The highest thing drawn but the window and threshold lines: columns, provider and raw lines,
         compaction markers, the next request's column."""
-        tl = self._timeline
-        n = tl.n
-        peaks = [0.0]
-        if n:
-            peaks.append(float(tl.values[:, :n].sum(axis=0).max()))
-            for series in (tl.provider[:n], tl.raw[:n]):
-                if np.isfinite(series).any():
-                    peaks.append(float(np.nanmax(series)))
-        peaks += self._compaction_marks.peaks()
+        peaks = [self._timeline.peaks()[0], *self._compaction_marks.peaks()]
         if self._snapshot is not None:
             peaks.append(float(self._snapshot.prompt))
         return max(peaks)
 
     def _lines(self) -> tuple[float, float]:
         """The highest window and threshold drawn (0 when none)."""
-        tl, s = self._timeline, self._snapshot
-        out = []
-        for series, now in ((tl.window[: tl.n], s.window if s else 0),
-                            (tl.threshold[: tl.n], s.threshold_tokens if s else 0)):
-            values = [float(now or 0)]
-            if np.isfinite(series).any():
-                values.append(float(np.nanmax(series)))
-            out.append(max(values))
-        return out[0], out[1]
+        _, window, threshold = self._timeline.peaks()
+        s = self._snapshot
+        return max(window, float(s.window or 0) if s else 0.0), max(threshold, float(s.threshold_tokens or 0) if s
+                                                                    else 0.0)
 
     def _fit_now(self) -> bool:
         peak, (window, threshold) = self._data_peak(), self._lines()
@@ -515,8 +508,10 @@ class ContextChart(QWidget):
             if threshold > top and not self._cache.visible:
                 parts.append((pal.threshold, f"threshold {short_tokens(threshold)} ↑"))
         self._offscale = " · ".join(t for _, t in parts)
-        self._offscale_label.setHtml(" &nbsp; ".join(
-            f"<span style='color:{c}'>{html.escape(t)}</span>" for c, t in parts))
+        shown = " &nbsp; ".join(f"<span style='color:{c}'>{html.escape(t)}</span>" for c, t in parts)
+        if shown != self._offscale_html:  # (the same names in the same colours: not laid out again)
+            self._offscale_html = shown
+            self._offscale_label.setHtml(shown)
         self._offscale_label.setVisible(bool(parts))
         self._place_offscale()
 
@@ -647,8 +642,11 @@ class ContextChart(QWidget):
             self._provider_symbols = want_symbols
         provider = tl.provider[:n].copy()
         dots = want_symbols and bool(np.isfinite(provider).any())  # no figure at all (SWE-agent): no dots to bound
+        raw = tl.raw[:n].copy()
+        downsample_when_dense(self._provider_curve, provider)
         self._provider_curve.setData(x, provider, symbol="o" if dots else None, symbolSize=5)
-        self._raw_curve.setData(x, tl.raw[:n].copy())
+        downsample_when_dense(self._raw_curve, raw)
+        self._raw_curve.setData(x, raw)
         self._compaction_marks.draw()
         tops = np.fmax(values.sum(axis=0), tl.provider[:n])
         self._subagents.update(tops)
@@ -657,13 +655,20 @@ class ContextChart(QWidget):
             self._set_ghost(self._snapshot)
         self._update_view_mode()
         self._tl_header.setText(self._timeline_header())
-        vb = self._tl_plot.getPlotItem().getViewBox()
-        if n + 1 < MIN_TIMELINE_SLOTS:  # a few calls: keep columns narrow instead of stretching them
-            vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=False)
-            vb.setXRange(0.4, MIN_TIMELINE_SLOTS + 0.6, padding=0)
-        else:
-            vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=True)
+        self._set_x_range(n)
         self._update_lines()
+
+    def _set_x_range(self, n: int) -> None:
+        """The timeline's x range: every column and the next request's, with room on the right that is taken in
+        steps (:func:`x_range`), so that the axis and its ticks stay as they are for most new calls."""
+        self._x_target = x_range(n, self._x_target)
+        vb = self._tl_plot.getPlotItem().getViewBox()
+        if vb.state["autoRange"][0] is not False:
+            vb.enableAutoRange(axis=pg.ViewBox.XAxis, enable=False)
+        lo, hi = self._x_target
+        (now_lo, now_hi), _ = vb.viewRange()
+        if not (math.isclose(now_lo, lo, abs_tol=1e-9) and math.isclose(now_hi, hi, abs_tol=1e-9)):
+            vb.setXRange(lo, hi, padding=0)  # (a pan or zoom of the user's: back to every column, as before)
 
     def _update_lines(self) -> None:
         """The window and threshold lines across the chart (the calls', then the next request's) and the y axis
@@ -672,12 +677,14 @@ class ContextChart(QWidget):
         tl, s = self._timeline, self._snapshot
         n = tl.n
         self._lines_of = s
-        self._window_curve.setData(*thin(*across(tl.window[:n], float(s.window) if s else math.nan)))
-        self._threshold_curve.setData(*thin(*across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan)))
+        set_line(self._window_curve, *thin(*across(tl.window[:n], float(s.window) if s else math.nan)))
+        set_line(self._threshold_curve, *thin(*across(tl.threshold[:n], float(s.threshold_tokens) if s else math.nan)))
         top = self._scale_top()
         vb = self._tl_plot.getPlotItem().getViewBox()
-        vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=False)
-        vb.setYRange(0, top, padding=0)
+        if vb.state["autoRange"][1] is not False:
+            vb.enableAutoRange(axis=pg.ViewBox.YAxis, enable=False)
+        if vb.state["targetRange"][1] != [0, top]:
+            vb.setYRange(0, top, padding=0)
         self._set_offscale(top)
 
     def _timeline_header(self) -> str:

@@ -547,3 +547,140 @@ def test_a_new_call_is_drawn_with_one_paint_of_the_timeline(chart, qtbot):
         assert paints.count == before + 1
     x_lo, x_hi = chart._tl_plot.getPlotItem().getViewBox().viewRange()[0]
     assert x_lo < 1 and x_hi > 206  # every column and the next request's in view
+
+
+def test_the_x_range_grows_in_steps_not_with_every_call(chart):
+    """A long session's x range (so the axis, its ticks and labels) stays as it is for most new calls: it keeps room
+    on the right and is set again only when the columns reach it. Every column and the next request's stay in view."""
+    set_calls(chart, [record(i) for i in range(1000)])
+    chart.set_snapshot(snap())
+    vb = chart._tl_plot.getPlotItem().getViewBox()
+    ranges = []
+    for i in range(1000, 1040):
+        chart.append_call(TimelineCall.from_json(record(i)))
+        chart.set_snapshot(snap(history_tool=5_000 + i))
+        lo, hi = vb.viewRange()[0]
+        assert lo < 1 - 0.4 and hi > chart.column_count() + 1 + 0.4  # every column and the next request's
+        ranges.append((lo, hi))
+    assert len(set(ranges)) == 1  # 40 new calls, one range (before: a new range with each call)
+    for i in range(1040, 1200):  # the columns reach the room on the right: a new range, with room again
+        chart.append_call(TimelineCall.from_json(record(i)))
+        lo, hi = vb.viewRange()[0]
+        assert hi > chart.column_count() + 1 + 0.4 + 0.01 * chart.column_count()
+        ranges.append((lo, hi))
+    assert 2 <= len(set(ranges)) <= 4
+    set_calls(chart, [record(i) for i in range(30)])  # fewer calls: the range fits them again
+    lo, hi = vb.viewRange()[0]
+    assert hi < 30 * 1.2
+
+
+def test_x_range_keeps_its_range_while_it_holds_the_columns_with_room():
+    from widgets.chart_parts import MIN_TIMELINE_SLOTS, X_PAD, X_ROOM, x_range
+
+    assert x_range(3) == x_range(3, (0.0, 1000.0)) == (0.4, MIN_TIMELINE_SLOTS + 0.6)  # a few calls: fixed
+    r = x_range(5000)
+    assert r[0] == -1.0 and r[1] == pytest.approx(5001.4 + X_ROOM * 5000.8)
+    for n in range(5000, 5250):
+        assert x_range(n, r) == r  # (X_ROOM - X_PAD) of the span: some 300 calls on one range
+    later = x_range(5400, r)
+    assert later != r and later[1] > 5401.4 + X_PAD * 5400.8
+    assert x_range(100, r) != r  # far too wide for 100 calls: set again
+    lo, hi = x_range(50)  # a short session: the range fits its columns, no empty slots after the next request
+    assert lo < 0.6 and hi == pytest.approx(51.4 + X_PAD * 50.8)
+    assert x_range(51, (lo, hi)) != (lo, hi)
+
+
+def test_a_next_request_alone_does_not_set_the_lines_again(chart, qtbot):
+    """The window and threshold lines span the plot: set again, the whole plot is drawn again. A new next request
+    with the same window and threshold (the follow's polls) leaves them as they are."""
+    set_calls(chart, [record(i) for i in range(50)])
+    chart.set_snapshot(snap())
+    changes = []
+    chart._window_curve.sigPlotChanged.connect(lambda *_: changes.append("window"))
+    chart._threshold_curve.sigPlotChanged.connect(lambda *_: changes.append("threshold"))
+    for i in range(5):
+        chart.set_snapshot(snap(history_tool=6_000 + i))
+    assert changes == []
+    chart.set_snapshot(snap(threshold_tokens=90_000))  # the next request's threshold moves: drawn again
+    assert changes == ["threshold"]
+    assert chart._threshold_curve.getData()[1][-1] == 90_000
+
+
+def test_the_calls_are_kept_drawn_while_only_the_next_request_changes(qtbot):
+    """The columns, the lines through them and the left axis (the grid) are cached as drawn: a new next request
+    (its faint column) repaints that column's part of the plot without drawing the thousands of bars again."""
+    import pyqtgraph as pg
+
+    painted = []
+    real = pg.BarGraphItem.paint
+
+    def counting(self, *args):
+        painted.append(self)
+        return real(self, *args)
+
+    pg.BarGraphItem.paint = counting
+    try:
+        c = ContextChart(pal=LIGHT)
+        qtbot.addWidget(c)
+        c.resize(420, 640)
+        c.show()
+        qtbot.waitExposed(c)
+        set_calls(c, [record(i) for i in range(300)])
+        c.set_snapshot(snap())
+        qtbot.waitUntil(lambda: c._ghost in painted, timeout=2_000)
+        qtbot.wait(50)
+        regions = set(map(id, c._tl_bars.values()))
+        for i in range(3):
+            painted.clear()
+            c.set_snapshot(snap(history_tool=6_000 + 500 * i))
+            qtbot.waitUntil(lambda: c._ghost in painted, timeout=2_000)
+            assert not regions & set(map(id, painted))  # the ghost drawn, the 300 columns under it not
+        painted.clear()
+        c.append_call(TimelineCall.from_json(record(300)))  # a new call: the columns drawn again
+        qtbot.waitUntil(lambda: regions <= set(map(id, painted)), timeout=2_000)
+    finally:
+        pg.BarGraphItem.paint = real
+
+
+def test_a_line_of_more_calls_than_pixels_is_drawn_by_its_extremes(qtbot):
+    """The provider's and the raw estimate's lines over thousands of calls are drawn from their extremes per pixel
+    (pyqtgraph's "peak" downsampling): far fewer segments, the same highs and lows; not with a gap in the line."""
+    c = ContextChart(pal=LIGHT)
+    qtbot.addWidget(c)
+    c.resize(420, 640)
+    c.show()
+    qtbot.waitExposed(c)
+    recs = [record(i % 400) for i in range(4000)]
+    set_calls(c, recs)
+    c.set_snapshot(snap())
+    x, y = c._provider_curve.getData()
+    assert len(x) < 2000
+    series = c.provider_series()
+    assert y.max() == series.max() and y.min() == series.min()
+    assert len(c._raw_curve.getData()[0]) < 2000
+    recs[10]["provider_prompt_tokens"] = None  # a gap: every point drawn (a group with a gap would be a gap)
+    set_calls(c, recs)
+    x, y = c._provider_curve.getData()
+    assert len(x) == 4000 and np.isnan(y[10])
+    assert len(c._raw_curve.getData()[0]) < 2000
+
+
+def test_the_names_above_a_fitted_scale_are_not_set_again_while_they_stay(chart):
+    """The fitted scale's "window 1M ↑" label (a rich-text item, laid out when set) is set when its names or colours
+    change, not with each next request."""
+    set_calls(chart, _small_session())
+    nxt = dict(window=1_000_000, threshold_tokens=800_000, max_tokens=4_000, system=2_000, summary=0,
+               history_user=1_300, history_assistant=2_600, tools=1_500, draft=0)
+    chart.set_snapshot(snap(history_tool=6_000, **nxt))
+    assert chart.fit_to_data() and "window 1M ↑" in chart.offscale_text()
+    label = chart._offscale_label
+    sets = []
+    real = label.setHtml
+    label.setHtml = lambda text: (sets.append(text), real(text))
+    for i in range(5):
+        chart.set_snapshot(snap(history_tool=6_100 + i, **nxt))
+    assert sets == [] and label.isVisible()
+    chart.set_palette(DARK)  # new colours: set again
+    assert len(sets) == 1 and DARK.limit in sets[0]
+    chart.set_fit_to_data(False)  # the whole window: no names, hidden
+    assert not label.isVisible() and chart.offscale_text() == ""

@@ -104,6 +104,11 @@ class ChatModel(QAbstractListModel):
         self._calls: dict[str, tuple[str, str]] = {}
         self._results: set[str] = set()
         self.running: set[str] = set()
+        # the message rows by their flag: shown in the context (``in_keys``) or out of it (``out_keys``); who sets
+        # an item's ``out_of_context`` moves its key (:meth:`set_out`)
+        self.in_keys: set[str] = set()
+        self.out_keys: set[str] = set()
+        self.marker_keys: set[str] = set()  # the compaction markers' rows
 
     # --- Qt model API
     def rowCount(self, parent: Index = QModelIndex()) -> int:
@@ -168,6 +173,9 @@ class ChatModel(QAbstractListModel):
         self._calls = {}
         self._results = set()
         self.running = set()
+        self.in_keys = {it.key for it in items if it.kind == "message" and not it.out_of_context}
+        self.out_keys = {it.key for it in items if it.kind == "message" and it.out_of_context}
+        self.marker_keys = {it.key for it in items if it.kind == "marker"}
         for it in items:
             if it.msg is not None:
                 self._note(it.msg)
@@ -185,6 +193,10 @@ class ChatModel(QAbstractListModel):
             self._reindex(row)
         if item.msg is not None:
             self._note(item.msg)
+        if item.kind == "message":
+            (self.out_keys if item.out_of_context else self.in_keys).add(item.key)
+        elif item.kind == "marker":
+            self.marker_keys.add(item.key)
         self.endInsertRows()
 
     def remove(self, key: str) -> bool:
@@ -194,8 +206,21 @@ class ChatModel(QAbstractListModel):
         self.beginRemoveRows(QModelIndex(), row, row)
         del self._items[row]
         del self._rows[key]
+        self.in_keys.discard(key)
+        self.out_keys.discard(key)
+        self.marker_keys.discard(key)
         self._reindex(row)
         self.endRemoveRows()
+        return True
+
+    def set_out(self, item: ChatItem, out: bool) -> bool:
+        """Flag a message row out of the context (or back in); False when it already was (nothing to draw)."""
+        if item.out_of_context == out:
+            return False
+        item.out_of_context = out
+        item.touch()
+        (self.in_keys if out else self.out_keys).discard(item.key)
+        (self.out_keys if out else self.in_keys).add(item.key)
         return True
 
     def _reindex(self, start: int) -> None:

@@ -244,19 +244,26 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         self._flag_out_of_context(lambda key: key in ids)
 
     def set_in_context(self, live_ids: Collection[str]) -> None:
-        """Every message not in ``live_ids`` out of the context (one pass over the rows: the window says it with
-        each context state, a few times a second while a session is followed)."""
-        self._flag_out_of_context(lambda key: key not in live_ids)
+        """Every message not in ``live_ids`` out of the context. The window says it with each context state, a few
+        times a second while a session is followed: the rows to flip are found from the rows shown in the context
+        and ``live_ids`` (set operations of the context's size), not by a pass over every row (11,000 rows when a
+        long session is followed, most of them out of the context)."""
+        model = self._model
+        live = live_ids if isinstance(live_ids, set | frozenset) else set(live_ids)
+        back_in = model.out_keys & live
+        gone_out = model.in_keys - live
+        flipped = []
+        for keys, out in ((back_in, False), (gone_out, True)):
+            for key in keys:
+                it = model.item(key)
+                if it is not None and model.set_out(it, out):
+                    flipped.append(key)
+        model.changed_many(flipped)
 
     def _flag_out_of_context(self, out: Callable[[str], bool]) -> None:
         flipped = []
         for it in self._model.items():
-            if it.kind != "message":
-                continue
-            flag = out(it.key)
-            if it.out_of_context != flag:
-                it.out_of_context = flag
-                it.touch()
+            if it.kind == "message" and self._model.set_out(it, out(it.key)):
                 flipped.append(it.key)
         self._model.changed_many(flipped)
 
@@ -355,7 +362,10 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         return self._model.remove(marker_id)
 
     def marker_ids(self) -> list[str]:
-        return [it.key for it in self._model.items() if it.kind == "marker"]
+        """The compaction markers' ids in row order (the window asks with every context state: the model's few
+        marker keys sorted, not a pass over every row)."""
+        model = self._model
+        return sorted(model.marker_keys, key=model.row_of)
 
     # --- scrolling
     def scroll_to_message(self, message_id: str) -> bool:
