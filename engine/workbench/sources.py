@@ -78,10 +78,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FOLLOW_INTERVAL = 0.25  # seconds between two looks at a followed file
-# at most 4.5 looks a second when the file watcher wakes the loop on every written line: a line written just after
-# a look waits this long for the next, and the window's target for a followed call on the chart is 250 ms (with
-# 0.25, the wait alone reached it: p95 write → drawn 215-259 ms at 100 MB, 186-216 with 0.22, the same CPU)
-MIN_POLL_GAP = 0.22
+MIN_POLL_GAP = 0.25  # at most 4 looks a second when the file watcher wakes the loop on every written line
 FAILING_INTERVAL = 5.0  # seconds between two polls at most, while every poll of a followed file fails
 SCAN_INTERVAL = 30.0  # seconds between two scans of the sources
 
