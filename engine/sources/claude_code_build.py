@@ -234,7 +234,8 @@ class Build:
     placed: set[str] = field(default_factory=set)
     open_assistant: dict[tuple[str, str], int] = field(default_factory=dict)  # response -> its message's index
     calls_seen: set[tuple[str, str]] = field(default_factory=set)
-    by_uuid: dict[str, list[int]] = field(default_factory=dict)  # the messages each line became (indices)
+    # the messages each line became: an index, or a list of them for a line of several (one int a line, mostly)
+    by_uuid: dict[str, int | list[int]] = field(default_factory=dict)
     talk_since_boundary: bool = False  # a user or assistant message came after the last boundary
     touched: int = -1  # the lowest index of an existing message changed since the last look (-1: none)
     comp_touched: int = -1  # the same for compactions (a summary line completing its boundary)
@@ -242,8 +243,22 @@ class Build:
     def add(self, msg: Message, line: Line) -> None:
         msg["id"] = self.session.make_id()
         msg["ts"] = line.ts or self.session.last_activity
-        self.by_uuid.setdefault(line.uuid, []).append(len(self.session.messages))
+        self._became(line.uuid, len(self.session.messages))
         self.session.messages.append(msg)
+
+    def _became(self, uuid: str, index: int) -> None:
+        held = self.by_uuid.get(uuid)
+        if held is None:
+            self.by_uuid[uuid] = index
+        elif isinstance(held, int):
+            self.by_uuid[uuid] = [held, index]
+        else:
+            held.append(index)
+
+    def became(self, uuid: str) -> list[int]:
+        """The indices of the messages the line ``uuid`` became, in the order they were made."""
+        held = self.by_uuid.get(uuid)
+        return [] if held is None else [held] if isinstance(held, int) else held
 
     def take(self, line: Line, kept: bool) -> None:
         session = self.session
@@ -290,7 +305,7 @@ class Build:
             else:
                 if self.touched < 0 or at < self.touched:
                     self.touched = at
-                self.by_uuid.setdefault(line.uuid, []).append(at)
+                self._became(line.uuid, at)
             _merge_assistant(session.messages[at], line.content)
 
     def _compaction_at(self, line: Line) -> None:
@@ -304,7 +319,7 @@ class Build:
         session.compactions.append(comp)
         self.open_assistant.clear()
         self.talk_since_boundary = False
-        indices = dict.fromkeys(i for uid in line.preserved for i in self.by_uuid.get(uid, []))
+        indices = dict.fromkeys(i for uid in line.preserved for i in self.became(uid))
         for i in indices:
             if i < len(session.messages):
                 kept = {k: v for k, v in session.messages[i].items() if k not in ("id", "subagent")}

@@ -86,3 +86,37 @@ def test_a_line_keeps_what_the_build_takes_not_the_file_s_blocks(tmp_path: Path)
     assert "S" * 400 not in held and edit["old_string"] not in held
     arguments = next(v for v in held if isinstance(v, str) and v.startswith('{"file_path"'))
     assert any(arguments is c["function"]["arguments"] for m in fed.messages for c in m.get("tool_calls", []))
+
+
+def test_a_line_s_messages_are_noted_as_an_index_and_a_list_only_for_several(tmp_path: Path) -> None:
+    """The build notes which messages each line became (a compaction's preserved lines are found by it): one int a
+    line that became one message (a list object per line held for ten minutes of following was 0.5 MB), a list for a
+    line of several; the preserved messages come back after the boundary as before."""
+    ts = "2026-11-25T10:00:00.000Z"
+    usage = {"input_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100, "output_tokens": 9}
+    results = [{"type": "tool_result", "tool_use_id": t, "content": f"out {t}"} for t in ("t1", "t2")]
+    rows = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "timestamp": ts,
+         "message": {"role": "user", "content": "go"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "timestamp": ts, "requestId": "r1", "message": {
+            "id": "m1", "model": "claude-opus-5-5", "usage": usage, "content": [
+                {"type": "tool_use", "id": t, "name": "Read", "input": {}} for t in ("t1", "t2")]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "timestamp": ts,
+         "message": {"role": "user", "content": results}},
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None, "logicalParentUuid": "u2",
+         "timestamp": ts, "compactMetadata": {"trigger": "auto", "preTokens": 100,
+                                              "preservedMessages": {"uuids": ["a1", "u2"]}}},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in rows))
+    reader = ClaudeCodeReader(path)
+    for raw in path.read_bytes().splitlines(keepends=True):
+        reader.feed(raw)
+    build = reader._build
+    assert build.by_uuid == {"u1": 0, "a1": 1, "u2": [2, 3]}
+    assert build.became("u2") == [2, 3] and build.became("a1") == [1] and build.became("nope") == []
+    session = reader.finish(subagents=False)
+    kept = session.messages[session.compactions[0].message_index:]
+    assert [(m["role"], m.get("content")) for m in kept] == [
+        ("assistant", None), ("tool", "out t1"), ("tool", "out t2")]
+    assert all(m.get("preserved") for m in kept)
