@@ -230,6 +230,20 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+_CALL = object()  # marks a tool call frozen flat (no JSON value is it: no other key equals one)
+
+
+def _frozen_call(call: Any) -> Any:
+    """A tool call of the usual shape (``id``, ``type``, ``function`` with ``name`` and ``arguments``) as one flat
+    tuple: its four values (the sorted pairs of :func:`_freeze` were eight tuples a call, held by the ledger for every
+    message of a session); any other shape as :func:`_freeze` makes it."""
+    if type(call) is dict and len(call) == 3 and "id" in call and "type" in call:
+        fn = call.get("function")
+        if type(fn) is dict and len(fn) == 2 and "name" in fn and "arguments" in fn:
+            return (_CALL, _freeze(call["id"]), _freeze(call["type"]), _freeze(fn["name"]), _freeze(fn["arguments"]))
+    return _freeze(call)
+
+
 def message_key(msg: Message) -> tuple[Any, ...]:
     """Everything in a message that can change its token count, as a hashable key.
 
@@ -242,7 +256,7 @@ def message_key(msg: Message) -> tuple[Any, ...]:
         msg.get("role"),
         content if isinstance(content, str | None) else _freeze(content),
         msg.get("reasoning_content"),
-        _freeze(calls) if calls else None,
+        (tuple(_frozen_call(c) for c in calls) if isinstance(calls, list) else _freeze(calls)) if calls else None,
         msg.get("tool_call_id"),
     )
 
