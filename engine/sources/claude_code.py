@@ -57,6 +57,7 @@ from typing import Any
 from engine.sources.claude_code_build import (
     Build,
     Line,
+    LineMore,
     kept_lines,
     parts_of,
     place_orphan_boundaries,
@@ -225,7 +226,7 @@ def _attachment(scan: _Scan, n: int, obj: dict[str, Any], uid: Any, ts: str) -> 
     if not isinstance(uid, str) or not text or role not in ("system", "user"):
         _ignore(scan, f"attachment:{atype or '?'}")  # IGNORED_ATTACHMENTS, or nothing rendered to the model
         return
-    scan.lines.append(Line(n, uid, "attachment", ts, content=text, role=str(role), attachment=atype,
+    scan.lines.append(Line(n, uid, "attachment", ts, content=text, more=LineMore(role=str(role), attachment=atype),
                             sidechain=bool(obj.get("isSidechain"))))
 
 
@@ -234,11 +235,11 @@ def _boundary(scan: _Scan, n: int, obj: dict[str, Any], uid: str, ts: str) -> No
     kept = dict_at(meta, "preservedMessages").get("uuids")
     logical = obj.get("logicalParentUuid")
     scan.boundary_lines.append(n)
-    scan.lines.append(Line(
-        n, uid, "boundary", ts, trigger=str(meta.get("trigger") or ""), pre_tokens=int_or_none(meta.get("preTokens")),
+    scan.lines.append(Line(n, uid, "boundary", ts, more=LineMore(
+        trigger=str(meta.get("trigger") or ""), pre_tokens=int_or_none(meta.get("preTokens")),
         preserved=tuple(u for u in kept if isinstance(u, str)) if isinstance(kept, list) else (),
         post_tokens=int_or_none(meta.get("postTokens")), logical_parent=logical if isinstance(logical, str) else None,
-        dropped=int_or_none(meta.get("cumulativeDroppedTokens"))))
+        dropped=int_or_none(meta.get("cumulativeDroppedTokens")))))
 
 
 def _scan_other(scan: _Scan, n: int, obj: dict[str, Any], kind: str, uid: Any, ts: str) -> bool:

@@ -29,27 +29,71 @@ ROW_SOURCES: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class LineMore:
+    """What only an attachment or a boundary line holds (every other line shares :data:`PLAIN`)."""
+
+    role: str = ""  # an attachment's role as sent (``renderedRole``)
+    attachment: str = ""  # an attachment's type
+    preserved: tuple[str, ...] = ()  # a boundary's kept messages (uuids)
+    post_tokens: int | None = None
+    logical_parent: str | None = None
+    trigger: str = ""
+    pre_tokens: int | None = None
+    dropped: int | None = None  # a boundary's running total of dropped tokens (``cumulativeDroppedTokens``)
+
+
+PLAIN = LineMore()
+
+
 @dataclass(slots=True)
 class Line:
-    """One line of the file that may become part of the conversation (a message, an attachment, a boundary)."""
+    """One line of the file that may become part of the conversation (a message, an attachment, a boundary). The
+    reader keeps one for every such line (a rewind rebuilds from them): the fields of the rare kinds are in ``more``,
+    one shared :data:`PLAIN` for the user and assistant lines, not eight empty slots each."""
 
     n: int
     uuid: str
     kind: str  # "user" | "assistant" | "boundary" | "attachment"
     ts: str
     content: Any = None
-    role: str = ""  # an attachment's role as sent (``renderedRole``)
-    attachment: str = ""  # an attachment's type
-    preserved: tuple[str, ...] = ()  # a boundary's kept messages (uuids)
-    post_tokens: int | None = None
-    logical_parent: str | None = None
     key: tuple[str, str] | None = None
     sidechain: bool = False
     compact_summary: bool = False
-    trigger: str = ""
-    pre_tokens: int | None = None
-    dropped: int | None = None  # a boundary's running total of dropped tokens (``cumulativeDroppedTokens``)
     row_source: str = ""  # a user line's ``rowSource``: local (typed), harness, hook, recorded
+    more: LineMore = PLAIN
+
+    @property
+    def role(self) -> str:
+        return self.more.role
+
+    @property
+    def attachment(self) -> str:
+        return self.more.attachment
+
+    @property
+    def preserved(self) -> tuple[str, ...]:
+        return self.more.preserved
+
+    @property
+    def post_tokens(self) -> int | None:
+        return self.more.post_tokens
+
+    @property
+    def logical_parent(self) -> str | None:
+        return self.more.logical_parent
+
+    @property
+    def trigger(self) -> str:
+        return self.more.trigger
+
+    @property
+    def pre_tokens(self) -> int | None:
+        return self.more.pre_tokens
+
+    @property
+    def dropped(self) -> int | None:
+        return self.more.dropped
 
 
 def tool_ids(content: Any, block_type: str, key: str) -> list[str]:

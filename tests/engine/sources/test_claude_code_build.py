@@ -120,3 +120,24 @@ def test_a_line_s_messages_are_noted_as_an_index_and_a_list_only_for_several(tmp
     assert [(m["role"], m.get("content")) for m in kept] == [
         ("assistant", None), ("tool", "out t1"), ("tool", "out t2")]
     assert all(m.get("preserved") for m in kept)
+
+
+def test_a_conversation_line_holds_no_slots_of_the_rare_kinds(tmp_path: Path) -> None:
+    """A user or assistant line (most of what the reader keeps) shares one empty :data:`PLAIN` for the fields only an
+    attachment or a boundary has; theirs are read as before."""
+    import sys
+
+    from engine.sources.claude_code_build import PLAIN
+
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in the_lines()))
+    reader = ClaudeCodeReader(path)
+    reader.feed(path.read_bytes())
+    lines = reader.scan.lines
+    talk = [ln for ln in lines if ln.kind in ("user", "assistant")]
+    assert talk and all(ln.more is PLAIN for ln in talk)
+    assert max(sys.getsizeof(ln) for ln in talk) <= 16 + 8 * 10 + 16  # ten slots (seventeen before)
+    boundary = next(ln for ln in lines if ln.kind == "boundary")
+    assert (boundary.trigger, boundary.pre_tokens, boundary.logical_parent) == ("manual", 13088, "u3")
+    src = reader.finish(subagents=False)
+    assert [c.tokens_before for c in src.compactions] == [13088, 12690]
