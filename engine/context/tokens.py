@@ -261,6 +261,10 @@ def message_key(msg: Message) -> tuple[Any, ...]:
     )
 
 
+FOLLOW_MEMO = 256  # the message shapes a followed view's recorder keeps counted (engine.ingest.LiveImport): it counts
+# each new message once, a grown response again; the import's memo of every message's shape is not kept
+
+
 class TokenCache:
     """Memo of per-message token counts for one estimator, keyed by :func:`message_key`."""
 
@@ -291,6 +295,16 @@ class TokenCache:
 
     def clear(self) -> None:
         self._memo.clear()
+
+    def bound(self, entries: int) -> None:
+        """From now on keep at most ``entries`` counts (the memo emptied now, and whenever it fills)."""
+        self._memo.clear()
+        self.max_entries = entries
+
+    def forget(self, key: tuple[Any, ...]) -> None:
+        """Drop ``key``'s count (a message that changed: its old shape is not asked again; an equal message is
+        counted again if it ever is)."""
+        self._memo.pop(key, None)
 
 
 class TokenLedger:
@@ -329,6 +343,9 @@ class TokenLedger:
     def replace(self, index: int, msg: Message) -> None:
         self.revision += 1
         key = message_key(msg)
+        old = self._keys[index]
+        if old != key:  # the memo forgets the replaced shape (a followed response grows line by line: each of its
+            self.cache.forget(old)  # shapes held there for good, with the text they held)
         tokens = self.cache.count(msg, key)
         self.total += tokens - self.counts[index]
         self._msgs[index] = msg

@@ -245,3 +245,20 @@ def test_a_tool_call_s_key_is_one_flat_tuple_and_tells_every_field_apart() -> No
     again = {**msg, "tool_calls": [json.loads(json.dumps(call))]}  # an equal call, other objects: the same key
     assert cache.count(again) == cache.count(msg | {"tool_calls": [call]})
     assert cache.hits == 1
+
+
+def test_a_replaced_message_s_old_shape_leaves_the_memo() -> None:
+    """A followed response grows line by line and is replaced each time: the memo drops the shape it replaced (each
+    was kept for good, with the text it held); a count asked again is made again, the same."""
+    cache = TokenCache(HeuristicEstimator())
+    first = {"role": "assistant", "content": "one"}
+    ledger = TokenLedger(cache, [first, {"role": "user", "content": "hi"}])
+    grown = {"role": "assistant", "content": "one", "tool_calls": [tool_call("c1", "Read", '{"p": 1}')]}
+    ledger.replace(0, grown)
+    assert len(cache._memo) == 2 and message_key(first) not in cache._memo
+    assert ledger.total == cache.count(grown) + cache.count({"role": "user", "content": "hi"})
+    ledger.replace(0, dict(grown))  # an equal message: its shape stays
+    assert message_key(grown) in cache._memo
+    assert cache.count(first) == estimate_message_tokens(first)
+    cache.bound(2)
+    assert not cache._memo and cache.max_entries == 2
