@@ -609,7 +609,8 @@ class MainWindow(WindowBase):
         self.status.set_snapshot(snap)
 
     def _on_controller_message_added(self, event: MessageAdded) -> None:
-        msg = dict(event.message)
+        msg = event.message  # the chat holds the session's message (it never changes a message it holds: a
+        # streamed one is copied): not a copy of every message shown, for as long as a followed file grows
         key = str(msg.get("id"))
         at_bottom = self.chat.is_at_bottom()
         if key in self._streaming:

@@ -3,7 +3,8 @@
 profile, only the threads' CPU and the growth marks; ``CTXBENCH_WINFOLLOW_CPROFILE=1``: the main thread under
 cProfile while following, in ``cprofile.txt``; ``CTXBENCH_WINFOLLOW_TRACE=1``: Python's allocations traced from the
 start of the follow, ``tracemalloc.txt`` the sites that hold the most of what was allocated since and is still held
-at the end, by traceback, and the growth between the first and the last mark).
+at the end, by traceback, and the growth between the first and the last mark; ``CTXBENCH_WINFOLLOW_TOP``: how many
+lines it lists, 40 unless set).
 
 Written into the folder at the end of the run: ``threads.txt`` (CPU seconds of each thread while following, from
 ``/proc/self/task``), ``stacks.txt`` (a sampling profile: every :data:`PERIOD_S` the stacks of every thread, from
@@ -268,7 +269,8 @@ class Probe:
                     for s in by_file]
             for key in ("lineno", "traceback"):
                 out.append(f"== by {key}")
-                for stat in last.compare_to(first, key)[:40 if key == "lineno" else 15]:
+                top = int(os.environ.get("CTXBENCH_WINFOLLOW_TOP", "40")) if key == "lineno" else 15
+                for stat in last.compare_to(first, key)[:top]:
                     out.append(f"{stat.size_diff / 2**10:+10.1f} KiB {stat.count_diff:+8d} blocks")
                     out += [f"      {line}" for line in stat.traceback.format(limit=12 if key == "traceback" else 1)]
         (self.folder / "tracemalloc.txt").write_text("\n".join(out) + "\n")

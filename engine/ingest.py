@@ -36,7 +36,7 @@ from typing import Any
 from engine.context.calibration import SourceCalibrator
 from engine.context.conversation import Session
 from engine.context.snapshots import RunningHistory, build_snapshot, snapshot_from_totals
-from engine.context.tokens import Estimator, HeuristicEstimator, TokenCache
+from engine.context.tokens import FOLLOW_MEMO, Estimator, HeuristicEstimator, TokenCache
 from engine.context.window import ModelInfo, import_window
 from engine.model.call_meta import beside_of
 from engine.model.events import Outcome
@@ -327,8 +327,7 @@ class ContextRecorder:
             prefix_tokens=ctx.prefix if exact is None else system + tools,
             prefix_source=FILE if exact is not None else (INFERRED if ctx.prefix is not None else None),
             prefix_key=call.prefix_key or None, **call_figures(call, ctx.win.context_window),
-            prompt_unlike_file=call.prompt_unlike_file,
-        )
+            prompt_unlike_file=call.prompt_unlike_file)
         if call.cost_usd is not None:  # the agent's own price of the call (ATIF's cost_usd)
             data["agent_cost_usd"] = call.cost_usd
         if isinstance(actual, int) and actual > 0:
@@ -659,6 +658,7 @@ class LiveImport:
         written: list[Record] = []
         report = _write(self.src, folder, self.settings, self.estimator, self.model_info, self.title, kept, written)
         self.recorder = kept[0]
+        self.recorder.cache.bound(FOLLOW_MEMO)  # following counts a message once: not every shape the import counted
         self.written: list[Record] | None = written  # events.jsonl's records as written (until a session reads them)
         self.signatures = [fingerprint(m) for m in self.src.messages]
         self.calls = len(self.src.calls)

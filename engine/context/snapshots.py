@@ -8,6 +8,7 @@ with the counts of a log's own calls).
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -235,9 +236,11 @@ class RunningHistory:
 
     def __init__(self) -> None:
         self.ids: list[str] = []  # str(message.get("id", "")) of each message
-        self._user = [0]  # _user[i]: the user (and other non-assistant, non-tool) tokens of messages[:i]
-        self._assistant = [0]
-        self._tool = [0]
+        # _user[i]: the user (and other non-assistant, non-tool) tokens of messages[:i]; machine integers (8 bytes
+        # a message each, not an int object and its slot: a followed session appends to them for as long as it grows)
+        self._user = array("q", [0])
+        self._assistant = array("q", [0])
+        self._tool = array("q", [0])
         self._no_id: list[int] = []  # positions of the messages without an "id" key, ascending
 
     def __len__(self) -> int:

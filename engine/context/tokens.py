@@ -230,6 +230,20 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+_CALL = object()  # marks a tool call frozen flat (no JSON value is it: no other key equals one)
+
+
+def _frozen_call(call: Any) -> Any:
+    """A tool call of the usual shape (``id``, ``type``, ``function`` with ``name`` and ``arguments``) as one flat
+    tuple: its four values (the sorted pairs of :func:`_freeze` were eight tuples a call, held by the ledger for every
+    message of a session); any other shape as :func:`_freeze` makes it."""
+    if type(call) is dict and len(call) == 3 and "id" in call and "type" in call:
+        fn = call.get("function")
+        if type(fn) is dict and len(fn) == 2 and "name" in fn and "arguments" in fn:
+            return (_CALL, _freeze(call["id"]), _freeze(call["type"]), _freeze(fn["name"]), _freeze(fn["arguments"]))
+    return _freeze(call)
+
+
 def message_key(msg: Message) -> tuple[Any, ...]:
     """Everything in a message that can change its token count, as a hashable key.
 
@@ -242,9 +256,13 @@ def message_key(msg: Message) -> tuple[Any, ...]:
         msg.get("role"),
         content if isinstance(content, str | None) else _freeze(content),
         msg.get("reasoning_content"),
-        _freeze(calls) if calls else None,
+        (tuple(_frozen_call(c) for c in calls) if isinstance(calls, list) else _freeze(calls)) if calls else None,
         msg.get("tool_call_id"),
     )
+
+
+FOLLOW_MEMO = 256  # the message shapes a followed view's recorder keeps counted (engine.ingest.LiveImport): it counts
+# each new message once, a grown response again; the import's memo of every message's shape is not kept
 
 
 class TokenCache:
@@ -277,6 +295,16 @@ class TokenCache:
 
     def clear(self) -> None:
         self._memo.clear()
+
+    def bound(self, entries: int) -> None:
+        """From now on keep at most ``entries`` counts (the memo emptied now, and whenever it fills)."""
+        self._memo.clear()
+        self.max_entries = entries
+
+    def forget(self, key: tuple[Any, ...]) -> None:
+        """Drop ``key``'s count (a message that changed: its old shape is not asked again; an equal message is
+        counted again if it ever is)."""
+        self._memo.pop(key, None)
 
 
 class TokenLedger:
@@ -315,6 +343,9 @@ class TokenLedger:
     def replace(self, index: int, msg: Message) -> None:
         self.revision += 1
         key = message_key(msg)
+        old = self._keys[index]
+        if old != key:  # the memo forgets the replaced shape (a followed response grows line by line: each of its
+            self.cache.forget(old)  # shapes held there for good, with the text they held)
         tokens = self.cache.count(msg, key)
         self.total += tokens - self.counts[index]
         self._msgs[index] = msg

@@ -54,7 +54,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.sources.claude_code_build import Build, Line, tool_ids
+from engine.sources.claude_code_build import (
+    Build,
+    Line,
+    LineMore,
+    kept_lines,
+    parts_of,
+    place_orphan_boundaries,
+    results_of,
+    tool_ids,
+    uses_of,
+)
 from engine.sources.claude_code_calls import SYNTHETIC_MODEL as SYNTHETIC_MODEL  # (one definition, for all)
 from engine.sources.claude_code_calls import compaction_costs, merge_meta, merge_usage
 from engine.sources.claude_code_calls import usage_prompt as usage_prompt  # (discovery reads a line's prompt by it)
@@ -153,6 +163,9 @@ class _Scan:
     costed: set[int] = field(default_factory=set)  # boundaries whose cost the cost-state lines gave
     boundary_lines: list[int] = field(default_factory=list)  # line numbers of the compact_boundary lines
     models: list[str] = field(default_factory=list)
+    arguments: bool = True  # tool calls' arguments made into JSON text when a line is scanned (False: "")
+    last_uuid: str = ""  # the last line's uuid: the next line's parent is this string, not another copy of it
+    last_key: tuple[str, str] = ("", "")  # the last assistant line's response: its next line's key is this tuple
     cwd: str = ""
     session_id: str = ""
     first_ts: str = ""
@@ -213,7 +226,7 @@ def _attachment(scan: _Scan, n: int, obj: dict[str, Any], uid: Any, ts: str) -> 
     if not isinstance(uid, str) or not text or role not in ("system", "user"):
         _ignore(scan, f"attachment:{atype or '?'}")  # IGNORED_ATTACHMENTS, or nothing rendered to the model
         return
-    scan.lines.append(Line(n, uid, "attachment", ts, content=text, role=str(role), attachment=atype,
+    scan.lines.append(Line(n, uid, "attachment", ts, content=text, more=LineMore(role=str(role), attachment=atype),
                             sidechain=bool(obj.get("isSidechain"))))
 
 
@@ -222,11 +235,11 @@ def _boundary(scan: _Scan, n: int, obj: dict[str, Any], uid: str, ts: str) -> No
     kept = dict_at(meta, "preservedMessages").get("uuids")
     logical = obj.get("logicalParentUuid")
     scan.boundary_lines.append(n)
-    scan.lines.append(Line(
-        n, uid, "boundary", ts, trigger=str(meta.get("trigger") or ""), pre_tokens=int_or_none(meta.get("preTokens")),
+    scan.lines.append(Line(n, uid, "boundary", ts, more=LineMore(
+        trigger=str(meta.get("trigger") or ""), pre_tokens=int_or_none(meta.get("preTokens")),
         preserved=tuple(u for u in kept if isinstance(u, str)) if isinstance(kept, list) else (),
         post_tokens=int_or_none(meta.get("postTokens")), logical_parent=logical if isinstance(logical, str) else None,
-        dropped=int_or_none(meta.get("cumulativeDroppedTokens"))))
+        dropped=int_or_none(meta.get("cumulativeDroppedTokens")))))
 
 
 def _scan_other(scan: _Scan, n: int, obj: dict[str, Any], kind: str, uid: Any, ts: str) -> bool:
@@ -268,7 +281,9 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
     uid = obj.get("uuid")
     if isinstance(uid, str):
         parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
-        scan.parents[uid] = parent if isinstance(parent, str) else None
+        scan.parents[uid] = (scan.last_uuid if parent == scan.last_uuid else parent) if isinstance(
+            parent, str) else None
+        scan.last_uuid = uid
     ts = iso(obj.get("timestamp"))
     if ts:
         scan.first_ts = scan.first_ts or ts
@@ -283,9 +298,10 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
     if not isinstance(uid, str) or not isinstance(msg, dict):
         scan.skipped.append(Skipped(n, f"a {kind} line without uuid or message"))
         return
-    row_source = obj.get("rowSource")
-    line = Line(n, uid, kind, ts, content=msg.get("content"), sidechain=bool(obj.get("isSidechain")),
-                compact_summary=bool(obj.get("isCompactSummary")),
+    row_source, summary = obj.get("rowSource"), bool(obj.get("isCompactSummary"))
+    content = msg.get("content")  # (kept as the build takes it: engine.sources.claude_code_build.parts_of)
+    line = Line(n, uid, kind, ts, content=text_of(content) if summary else parts_of(kind, content, scan.arguments),
+                sidechain=bool(obj.get("isSidechain")), compact_summary=summary,
                 row_source=row_source if isinstance(row_source, str) else "")
     if kind == "user":
         result = obj.get("toolUseResult")
@@ -295,7 +311,8 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
                 scan.agent_links.setdefault(result["agentId"], answered[0])
     if kind == "assistant":
         request = obj.get("requestId") or obj.get("requestRef")
-        line.key = (str(msg.get("id") or uid), str(request or ""))
+        key = (str(msg.get("id") or uid), str(request or ""))
+        line.key = scan.last_key = scan.last_key if key == scan.last_key else key  # (one tuple a response)
         model = str(msg.get("model") or "")
         usage = msg.get("usage")
         if model != SYNTHETIC_MODEL and isinstance(usage, dict):
@@ -359,55 +376,6 @@ def _add_progress_calls(child: SourceSession, calls: dict[tuple[str, str], Provi
         child.calls.append(call)
     if extra:
         child.notes.append(f"{len(extra)} call(s) read from the parent's progress records (not in this file)")
-
-
-def _place_orphan_boundaries(scan: _Scan) -> set[str]:
-    """A boundary whose ``logicalParentUuid`` names no line of the file (or names none) is linked to the
-    conversation line before it in the file: the file order says where the compaction happened.
-    Returns those boundaries' uuids."""
-    placed: set[str] = set()
-    last: str | None = None
-    for ln in scan.lines:
-        if ln.kind == "boundary":
-            if last is not None and (ln.logical_parent is None or ln.logical_parent not in scan.parents):
-                scan.parents[ln.uuid] = last
-                placed.add(ln.uuid)
-            last = ln.uuid
-        elif not ln.sidechain:
-            last = ln.uuid
-    return placed
-
-
-def _chain(scan: _Scan) -> set[str]:
-    """The uuids on the conversation's chain, from its last message back to the start."""
-    convo = [ln for ln in scan.lines if ln.kind != "boundary"]
-    if not convo:
-        return set()
-    main = [ln for ln in convo if not ln.sidechain]
-    cur: str | None = (main or convo)[-1].uuid
-    seen: set[str] = set()
-    while cur is not None and cur not in seen:
-        seen.add(cur)
-        cur = scan.parents.get(cur)
-    return seen
-
-
-def _kept(scan: _Scan) -> tuple[set[int], set[str]]:
-    """Line numbers of the conversation: the chain plus the parallel-call siblings hanging off it; and the ids of
-    the tool calls its assistant lines make."""
-    chain = _chain(scan)
-    keys = {ln.key for ln in scan.lines if ln.uuid in chain and ln.key is not None}
-    kept = {ln.n for ln in scan.lines if ln.uuid in chain or (ln.key is not None and ln.key in keys)}
-    uses = set()
-    for ln in scan.lines:
-        if ln.n in kept and ln.kind == "assistant":
-            uses.update(tool_ids(ln.content, "tool_use", "id"))
-    for ln in scan.lines:
-        if ln.kind == "user" and ln.n not in kept:
-            results = tool_ids(ln.content, "tool_result", "tool_use_id")
-            if results and all(r in uses for r in results):
-                kept.add(ln.n)
-    return kept, uses
 
 
 def _offloaded(session: SourceSession, folder: Path) -> None:
@@ -547,7 +515,7 @@ class ClaudeCodeReader:
         self.path = Path(path)
         self.arguments = arguments  # False: tool calls' arguments left "" (the usage index's pass reads none)
         self.observe = observe  # handed every line's object too (the sources summary of the same pass)
-        self.scan = _Scan()
+        self.scan = _Scan(arguments=arguments)
         self.session = SourceSession("claude-code", self.path, self.path.stem, skipped=self.scan.skipped,
                                      project=self.path.parent.name,
                                      prefix_label="system prompt and tool definitions")
@@ -558,7 +526,7 @@ class ClaudeCodeReader:
         self.rebuilds = 0  # conversations rebuilt from the scanned lines (rewinds)
         self._buffer = LineBuffer()
         self._done = 0  # scan.lines the build has taken
-        self._build = Build(self.session, self.scan.calls, arguments=arguments)
+        self._build = Build(self.session, self.scan.calls)
         self._tip: str | None = None  # the conversation's last line
         self._last_main: str | None = None  # the last line not on a sidechain (where an orphan boundary goes)
         self._keys: set[tuple[str, str]] = set()  # responses in the conversation
@@ -662,7 +630,7 @@ class ClaudeCodeReader:
         if line.kind == "assistant" and line.key in self._keys:
             return True
         if line.kind == "user" and not line.compact_summary:
-            results = tool_ids(line.content, "tool_result", "tool_use_id")
+            results = results_of(line.content)
             return bool(results) and all(r in self._uses for r in results)
         return False
 
@@ -679,7 +647,7 @@ class ClaudeCodeReader:
         if line.key is not None:
             self._keys.add(line.key)
         if line.kind == "assistant":
-            self._uses.update(tool_ids(line.content, "tool_use", "id"))
+            self._uses.update(uses_of(line.content))
 
     def _take_new(self) -> bool:
         """Add the lines scanned since the last feed; True when the conversation had to be rebuilt."""
@@ -711,9 +679,9 @@ class ClaudeCodeReader:
         session.compactions.clear()
         scan.costed.clear()
         session.off_chain = 0
-        placed = _place_orphan_boundaries(scan)
-        self._build = Build(session, scan.calls, placed, arguments=self.arguments)
-        kept, uses = _kept(scan)
+        placed = place_orphan_boundaries(scan.lines, scan.parents)
+        self._build = Build(session, scan.calls, placed)
+        kept, uses = kept_lines(scan.lines, scan.parents)
         self._keys, self._uses = set(), uses  # (the tool calls _keep would gather from the kept lines, once)
         for line in scan.lines:
             self._build.take(line, line.n in kept)

@@ -223,3 +223,18 @@ def test_archive_tab_lists_days_and_messages(qtbot: Any, win: MainWindow) -> Non
         win.inspector.archive_day_requested.emit(day)
     assert [x["id"] for x in blocker.args[1]] == [x["id"] for x in ids]
     qtbot.waitUntil(lambda: tree.topLevelItem(0).childCount() == len(ids), timeout=5_000)
+
+
+def test_the_chat_holds_the_session_s_message_not_a_copy(qtbot: Any, win: MainWindow) -> None:
+    """A message the engine adds is shown as the object the session holds: no second dict a message for as long as
+    a followed file grows (0.45 MB over ten minutes at 30 MB); the chat never changes a message it holds."""
+    from engine.model.events import MessageAdded
+
+    with qtbot.waitSignal(win.controller.session_loaded, timeout=10_000):
+        win.controller.new_session()
+    msg: dict[str, Any] = {"role": "user", "content": "hello", "id": "held-1"}
+    win._on_controller_message_added(MessageAdded(msg, 3))
+    item = win.chat._model.item("held-1")
+    assert item is not None and item.msg is msg
+    win.chat.viewport().repaint()
+    assert msg == {"role": "user", "content": "hello", "id": "held-1"}

@@ -14,6 +14,7 @@ from engine.context.tokens import (
     estimate_text_tokens,
     estimate_tool_defs_tokens,
     make_estimator,
+    message_key,
 )
 from engine.model.messages import tool_call
 
@@ -219,3 +220,45 @@ def test_a_ledger_holds_one_key_a_message() -> None:
     ledger.replace(3, {**msgs[3], "content": "changed"})
     memo = {id(k) for k in ledger.cache._memo}
     assert all(id(k) in memo for k in ledger._keys)
+
+
+def _tuples(value: Any) -> int:
+    return isinstance(value, tuple) + sum(_tuples(v) for v in value) if isinstance(value, tuple) else 0
+
+
+def test_a_tool_call_s_key_is_one_flat_tuple_and_tells_every_field_apart() -> None:
+    """A message's key is held for every message of a session (the ledger, the cache's memo): a tool call of the
+    usual shape is one tuple of its four values, not eight of sorted pairs; a change of any of them, or a call of
+    another shape, is another key."""
+    call = {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": '{"path": "a"}'}}
+    msg = {"role": "assistant", "content": None, "tool_calls": [call, call]}
+    assert _tuples(message_key(msg)) == 4  # the key, the calls, one a call
+    changed = [json.loads(json.dumps(call)) for _ in range(4)]
+    changed[0]["id"], changed[1]["type"] = "c2", "custom"
+    changed[2]["function"]["name"], changed[3]["function"]["arguments"] = "Write", "{}"
+    keys = {message_key({**msg, "tool_calls": [c]}) for c in [call, *changed]}
+    assert len(keys) == 5
+    odd = [{**call, "extra": 1}, {"id": "c1", "type": "function", "function": {"name": "Read"}}, ["c1", "Read"],
+           {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": {"path": "a"}}}]
+    assert len({message_key({**msg, "tool_calls": [c]}) for c in [call, *odd]}) == 5
+    cache = TokenCache(HeuristicEstimator())
+    again = {**msg, "tool_calls": [json.loads(json.dumps(call))]}  # an equal call, other objects: the same key
+    assert cache.count(again) == cache.count(msg | {"tool_calls": [call]})
+    assert cache.hits == 1
+
+
+def test_a_replaced_message_s_old_shape_leaves_the_memo() -> None:
+    """A followed response grows line by line and is replaced each time: the memo drops the shape it replaced (each
+    was kept for good, with the text it held); a count asked again is made again, the same."""
+    cache = TokenCache(HeuristicEstimator())
+    first = {"role": "assistant", "content": "one"}
+    ledger = TokenLedger(cache, [first, {"role": "user", "content": "hi"}])
+    grown = {"role": "assistant", "content": "one", "tool_calls": [tool_call("c1", "Read", '{"p": 1}')]}
+    ledger.replace(0, grown)
+    assert len(cache._memo) == 2 and message_key(first) not in cache._memo
+    assert ledger.total == cache.count(grown) + cache.count({"role": "user", "content": "hi"})
+    ledger.replace(0, dict(grown))  # an equal message: its shape stays
+    assert message_key(grown) in cache._memo
+    assert cache.count(first) == estimate_message_tokens(first)
+    cache.bound(2)
+    assert not cache._memo and cache.max_entries == 2

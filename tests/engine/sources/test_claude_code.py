@@ -3,6 +3,7 @@ persisted output — each checked against the raw file's own figures."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -337,3 +338,25 @@ def test_every_record_kind_of_the_shared_sessions_is_known(path: Path) -> None:
             assert obj.get("subtype") in SYSTEM_SUBTYPES, obj.get("subtype")
         if obj.get("type") == "attachment":
             assert (obj.get("attachment") or {}).get("type") in KNOWN_ATTACHMENTS
+
+
+@pytest.mark.parametrize("path", claude_files(), ids=lambda p: p.name[:12])
+def test_a_line_s_parent_and_a_response_s_key_are_held_once(path: Path) -> None:
+    """The reader keeps every line's parent (the chain) and every conversation line: a parent that is the line
+    before is that line's uuid string, not a second copy read from the file, and the lines of one response share
+    one key tuple — a followed session's reader grows by what is new, not by copies of it."""
+    from engine.sources.claude_code import ClaudeCodeReader
+
+    reader = ClaudeCodeReader(path)
+    for raw in path.read_bytes().splitlines(keepends=True):
+        reader.feed(raw)
+    scan = reader.scan
+    uids = list(scan.parents)
+    linear = [(uid, before) for before, uid in itertools.pairwise(uids) if scan.parents[uid] == before]
+    assert linear and all(scan.parents[uid] is before for uid, before in linear)
+    keys: dict[tuple[str, str], tuple[str, str]] = {}
+    for before, ln in itertools.pairwise(scan.lines):
+        if ln.key is not None and ln.key == before.key:
+            assert ln.key is before.key
+            keys[ln.key] = ln.key
+    assert keys or not scan.calls

@@ -139,3 +139,28 @@ def test_a_view_primed_with_the_records_written_reads_what_the_file_holds(source
     finally:
         primed.close()
         read.close()
+
+
+def test_a_followed_view_keeps_a_few_message_shapes_counted(tmp_path: Path) -> None:
+    """The import that opens a view counts every message through a memo of their shapes; following counts each new
+    message once (a grown response again): the memo is emptied once the view is written and holds at most
+    FOLLOW_MEMO shapes from then on (it held every message's, for as long as the file grew), the records the same."""
+    from engine.context.tokens import FOLLOW_MEMO
+
+    source = FILES[0]
+    if not source.exists():
+        pytest.skip("shared session missing")
+    data = source.read_bytes()
+    live_file = tmp_path / source.name
+    live_file.write_bytes(data[:len(data) // 4])
+    live = LiveSource(live_file, "claude-code", new_prefix(), Settings(), None)
+    live.open(tmp_path / "view")
+    memo = live.importer.recorder.cache
+    assert not memo._memo and memo.max_entries == FOLLOW_MEMO
+    seen = 0
+    for at in range(len(data) // 4, len(data), 20_000):
+        with open(live_file, "ab") as fh:
+            fh.write(data[at:at + 20_000])
+        live.poll()
+        seen = max(seen, len(memo._memo))
+    assert 0 < seen <= FOLLOW_MEMO
