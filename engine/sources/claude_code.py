@@ -59,11 +59,10 @@ from engine.sources.claude_code_build import (
     Line,
     LineMore,
     kept_lines,
+    part_ids,
     parts_of,
     place_orphan_boundaries,
-    results_of,
     tool_ids,
-    uses_of,
 )
 from engine.sources.claude_code_calls import SYNTHETIC_MODEL as SYNTHETIC_MODEL  # (one definition, for all)
 from engine.sources.claude_code_calls import compaction_costs, merge_meta, merge_usage
@@ -630,7 +629,7 @@ class ClaudeCodeReader:
         if line.kind == "assistant" and line.key in self._keys:
             return True
         if line.kind == "user" and not line.compact_summary:
-            results = results_of(line.content)
+            results = part_ids(line.content, "result")
             return bool(results) and all(r in self._uses for r in results)
         return False
 
@@ -647,7 +646,7 @@ class ClaudeCodeReader:
         if line.key is not None:
             self._keys.add(line.key)
         if line.kind == "assistant":
-            self._uses.update(uses_of(line.content))
+            self._uses.update(part_ids(line.content, "use"))
 
     def _take_new(self) -> bool:
         """Add the lines scanned since the last feed; True when the conversation had to be rebuilt."""

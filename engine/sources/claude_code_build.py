@@ -160,14 +160,10 @@ def parts_of(kind: str, content: Any, arguments: bool = True) -> str | Parts:
     return tuple(p for p in (_block_part(b, arguments) for b in content if isinstance(b, dict)) if p is not None)
 
 
-def uses_of(parts: Any) -> list[str]:
-    """The ids of the tool calls an assistant line's parts make."""
-    return [p[1] for p in parts if p[0] == "use"] if isinstance(parts, tuple) else []
-
-
-def results_of(parts: Any) -> list[str]:
-    """The ids of the tool calls a user line's parts answer."""
-    return [p[1] for p in parts if p[0] == "result"] if isinstance(parts, tuple) else []
+def part_ids(parts: Any, kind: str) -> list[str]:
+    """The tool-call ids of a line's parts of one ``kind``: ``"use"``, the calls an assistant line makes;
+    ``"result"``, those a user line answers."""
+    return [p[1] for p in parts if p[0] == kind] if isinstance(parts, tuple) else []
 
 
 def _result_content(result: str | tuple[tuple[Any, ...], ...]) -> str | list[dict[str, Any]]:
@@ -259,10 +255,10 @@ def kept_lines(lines: list[Line], parents: dict[str, str | None]) -> tuple[set[i
     uses = set()
     for ln in lines:
         if ln.n in kept and ln.kind == "assistant":
-            uses.update(uses_of(ln.content))
+            uses.update(part_ids(ln.content, "use"))
     for ln in lines:
         if ln.kind == "user" and ln.n not in kept:
-            results = results_of(ln.content)
+            results = part_ids(ln.content, "result")
             if results and all(r in uses for r in results):
                 kept.add(ln.n)
     return kept, uses
