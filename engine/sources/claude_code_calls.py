@@ -30,12 +30,11 @@ def usage_prompt(usage: dict[str, Any]) -> int | None:
     """The whole prompt of one line's ``usage`` (input + cache write + cache read; a field that is absent counts
     0); None when one of them is there but no count (NaN, infinite, negative, too large, not a number): a prompt
     of the others alone would be a wrong figure."""
-    return prompt_of(usage.get("input_tokens"), usage.get("cache_creation_input_tokens"),
-                     usage.get("cache_read_input_tokens"))
+    return prompt_of(*map(usage.get, PROMPT_FIELDS))
 
 
 def prompt_of(*values: Any) -> int | None:
-    """:func:`usage_prompt` of the values of :data:`PROMPT_FIELDS` (None: absent)."""
+    """:func:`usage_prompt` of the values of :data:`PROMPT_FIELDS`, in its order (None: absent)."""
     total = 0
     for value in values:
         if value is None:

@@ -51,7 +51,9 @@ _COST_STATE, _ASSISTANT = b'"totalCostUSD"', b'"assistant"'
 
 
 class _Usage(msgspec.Struct):
-    input_tokens: Any = None  # (engine.sources.claude_code_calls.PROMPT_FIELDS)
+    """A usage's :data:`engine.sources.claude_code_calls.PROMPT_FIELDS`, in its order (its values taken as a tuple)."""
+
+    input_tokens: Any = None
     cache_creation_input_tokens: Any = None
     cache_read_input_tokens: Any = None
 
@@ -157,8 +159,7 @@ class _ClaudeScan:
         kind = line.type
         if kind == "assistant":
             if (msg := line.message) is not None and (usage := msg.usage) is not None:
-                self._call(prompt_of(usage.input_tokens, usage.cache_creation_input_tokens,
-                                     usage.cache_read_input_tokens), msg.model, msg.id, line.uuid, line.requestId)
+                self._call(prompt_of(*msgspec.structs.astuple(usage)), msg.model, msg.id, line.uuid, line.requestId)
         elif kind == "cost-state":
             self.cost = _cost_total(line.totalCostUSD, self.cost)
         elif kind == "user" and not self.title:

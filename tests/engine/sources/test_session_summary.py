@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from engine.sources import model, session_summary
+from engine.sources.claude_code_calls import PROMPT_FIELDS
 from engine.sources.tail import Tail
 from tests.engine.sources.conftest import BIG_CLAUDE, CLAUDE
 
@@ -227,3 +228,4 @@ def test_a_call_line_read_from_its_named_fields_gives_what_the_whole_line_gives(
     assert entry == every.entry(path)
     assert (entry.calls, entry.agent_cost_usd, entry.title) == (10, 0.25, "assistant")
     assert decoded == [first, *whole_lines]  # the others were read from their named fields only
+    assert session_summary._Usage.__struct_fields__ == PROMPT_FIELDS  # (its values are the prompt's, in this order)
