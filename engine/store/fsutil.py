@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+T = TypeVar("T")
+
 
 def fsync_dir(path: Path) -> None:
     """fsync a directory so that a rename or a new file in it survives a crash."""
@@ -60,7 +62,6 @@ def atomic_write_json(path: Path, obj: Any) -> None:
         data = (json.dumps(obj, ensure_ascii=True, indent=1) + "\n").encode("ascii")
     atomic_write_bytes(path, data)
 
-T = TypeVar("T")
 
 _orjson_dumps: Any
 _msgspec_decode: Any
