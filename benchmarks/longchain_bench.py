@@ -1,22 +1,28 @@
-"""Opening a long session is linear in its calls (issue 28): ``python -m benchmarks long-chain``.
+"""Import and open linear in calls (issue 28): ``python -m benchmarks long-chain``.
 
-A Claude Code session made of a real shared one copied with fresh ids into **one long chain with one
-compaction** (:class:`LongChainCopies`: the first copy is the real session whole, compaction included; every
-later copy leaves out the ``compact_boundary`` line and its summary and hangs its post-compaction part off the
-line the compaction followed, so the context keeps growing call after call). Sizes 33 MB (~2,600 calls) and
-100 MB (~8,000 calls), made once into ``/tmp/ctxbench-longchain`` and reused. Each figure in a fresh process:
+The issue's target: time per call at 8,000 calls ≤ 1.2× that at 1,000, for Claude Code, Codex and Gemini CLI. Each
+figure in a fresh process:
 
-- import: :func:`engine.ingest.import_source` (what ``ctxbench import`` does), seconds and seconds per call;
+- import: :func:`engine.ingest.import_source` (what ``ctxbench import`` does), seconds;
 - open: the Qt-free service's ``open_source`` → ``SessionLoaded`` (after a warm-up open of a small file);
-- linearity: seconds per call at 100 MB ÷ at 33 MB (target ≤ 1.2: linear).
+- linearity: seconds per call (the calls the figure read) at 8,000 calls ÷ at 1,000 (target ≤ 1.2: linear).
 
-Gemini CLI's reader (``engine.sources.gemini_cli.read_gemini_cli``) on generated sessions of 1,000, 2,000 and
-4,000 turns (a user prompt, a tool call and its result, an answer with tokens per turn), and its time per turn
-at 4,000 ÷ at 1,000.
+Claude Code: a real shared session copied with fresh ids into **one long chain with one compaction**
+(:class:`LongChainCopies`: the first copy is the real session whole, compaction included; every later copy leaves
+out the ``compact_boundary`` line and its summary and hangs its post-compaction part off the line the compaction
+followed, so the context keeps growing call after call), cut before its 1,001st / 8,001st call (about 51 calls a
+MB: 19.5 MB and 156 MB), made once into ``/tmp/ctxbench-longchain`` and reused; and the open of a 100 MB one
+(5,113 calls) against its target (≤ 5 s).
+
+Gemini CLI: generated sessions (:func:`make_gemini_session`: a prompt, a tool call whose record is written again
+with its tokens, the result, an answer with tokens: two calls a turn) of 1,000 and 8,000 calls (500 and 4,000
+turns): import, open and its reader alone (``engine.sources.gemini_cli.read_gemini_cli``, best of three).
+
+Codex: the shared 1 MB rollout copied into one rollout of 1,000 and 8,000 calls (:func:`make_codex_rollout`).
 
 Issue 28's figures on the code before (its own long chain): 33 MB imported in 5.3 s and opened in 6.2 s, 100 MB
 opened in 77 s; Gemini CLI 1,000 / 2,000 / 4,000 turns read in 2.7 / 11 / 55 s. ``docs/BENCHMARKS.md`` has this
-benchmark's figures before → after.
+benchmark's figures before → after. ``python -m benchmarks.longchain_bench bench claude|gemini|codex`` runs one.
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ from benchmarks.engine_bench import MB, Figure
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = Path("/tmp/ctxbench-longchain")
-SIZES_MB = (33, 100)
-GEMINI_TURNS = (1000, 2000, 4000)
+CLAUDE_CALLS = (1000, 8000)  # issue 28: "time per call at 8,000 calls ≤ 1.2× that at 1,000"
+GEMINI_CALLS = (1000, 8000)
+GEMINI_CALLS_PER_TURN = 2  # make_gemini_session: a tool call and an answer a turn
+OPEN_MB = 100.0
 OPEN_TARGET_S = 5.0  # 100 MB opened through the service "within a few seconds"
 LINEAR_TARGET = 1.2  # time per call at the larger size ÷ at the smaller
 
@@ -88,17 +96,44 @@ class LongChainCopies(ClaudeCopies):
         return super().copy()
 
 
-def make_long_chain(dest: Path, size_bytes: int, seed: int = 0, source: Path = CLAUDE_SOURCE) -> Path:
-    """Write a one-compaction long chain of about ``size_bytes`` (cut at a line boundary past it); ``dest``."""
+def _call_key(raw: bytes) -> bytes | None:
+    """The ``message.id`` + ``requestId`` a Claude Code line's call is counted by (what the reader counts once), or
+    None for a line that is no call of the main file (not an ``assistant`` line with ``usage``)."""
+    if b'"requestId"' not in raw or b'"usage"' not in raw:
+        return None
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return None
+    message = obj.get("message") if isinstance(obj, dict) and obj.get("type") == "assistant" else None
+    if not isinstance(message, dict) or not isinstance(message.get("usage"), dict):
+        return None
+    return f"{message.get('id')}/{obj.get('requestId')}".encode()
+
+
+def make_long_chain(dest: Path, size_bytes: int = 0, seed: int = 0, source: Path = CLAUDE_SOURCE,
+                    calls: int = 0) -> Path:
+    """Write a one-compaction long chain of about ``size_bytes`` (cut at a line boundary past it) or, given
+    ``calls``, of that many calls (cut before the line that starts the next call: the last call's response and
+    the tool results after it are in); ``dest``."""
+    if (size_bytes > 0) == (calls > 0):
+        raise ValueError("give size_bytes or calls")
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     written = 0
+    seen: set[bytes] = set()
     part = dest.with_suffix(".part")
     with open(part, "wb") as fh:
         for raw in LongChainCopies(source, seed):
+            if calls:
+                key = _call_key(raw)
+                if key is not None and key not in seen:
+                    if len(seen) == calls:
+                        break
+                    seen.add(key)
             fh.write(raw)
             written += len(raw)
-            if written >= size_bytes:
+            if size_bytes and written >= size_bytes:
                 break
     part.replace(dest)
     return dest
@@ -108,6 +143,15 @@ def cached_long_chain(size_mb: float, seed: int = 0, folder: Path = FOLDER) -> P
     path = folder / f"longchain-{size_mb:g}MB-seed{seed}.jsonl"
     if not path.exists() or path.stat().st_size < size_mb * MB:
         make_long_chain(path, int(size_mb * MB), seed)
+    return path
+
+
+def cached_long_chain_calls(calls: int, seed: int = 0, folder: Path = FOLDER) -> Path:
+    """A long chain of ``calls`` calls, made once into ``folder`` (written whole, then renamed: one that is there
+    is complete)."""
+    path = folder / f"longchain-{calls}calls-seed{seed}.jsonl"
+    if not path.exists():
+        make_long_chain(path, seed=seed, calls=calls)
     return path
 
 
@@ -261,39 +305,56 @@ def _child(kind: str, path: Path, timeout: float = 1200) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- figures
 
 
-def bench_long_chain(sizes: tuple[float, ...] = SIZES_MB, folder: Path = FOLDER) -> list[Figure]:
+def _ratios(label: str, counts: tuple[int, ...], per_call: dict[str, list[float]]) -> list[Figure]:
+    """Seconds per call at the last count ÷ at the first, one figure per kind (target ≤ 1.2: linear)."""
+    figs: list[Figure] = []
+    for kind, values in per_call.items():
+        if len(values) < 2:
+            continue
+        ratio = values[-1] / values[0] if values[0] > 0 else float("nan")
+        figs.append(Figure(f"{label} {kind}: s/call at {counts[-1]:,} ÷ at {counts[0]:,} calls", ratio, "×",
+                           f"≤ {LINEAR_TARGET:g} (linear)", ratio <= LINEAR_TARGET))
+    return figs
+
+
+def bench_long_chain(calls: tuple[int, ...] = CLAUDE_CALLS, folder: Path = FOLDER,
+                     open_mb: float | None = OPEN_MB) -> list[Figure]:
+    """Claude Code: import and open (each in a fresh process) of long chains of ``calls`` calls, the time per call
+    at the last ÷ at the first; and the open of an ``open_mb`` MB long chain against its target."""
     figs: list[Figure] = []
     per_call: dict[str, list[float]] = {"import": [], "open": []}
-    for mb in sizes:
-        path = cached_long_chain(mb, folder=folder)
+    for n in calls:
+        path = cached_long_chain_calls(n, folder=folder)
+        size = path.stat().st_size / MB
         for kind in ("import", "open"):
             r = _child(kind, path)
             per_call[kind].append(r["s"] / max(1, r["calls"]))
-            target = f"≤ {OPEN_TARGET_S:g} s" if kind == "open" and mb >= 100 else ""
-            ok = r["s"] <= OPEN_TARGET_S if target else None
-            figs.append(Figure(f"long chain {mb:g} MB ({r['calls']:,} calls): {kind}", r["s"], "s", target, ok))
-    if len(sizes) > 1:
-        for kind, values in per_call.items():
-            ratio = values[-1] / values[0] if values[0] > 0 else float("nan")
-            figs.append(Figure(f"long chain {kind}: s/call at {sizes[-1]:g} MB ÷ at {sizes[0]:g} MB", ratio, "×",
-                               f"≤ {LINEAR_TARGET:g} (linear)", ratio <= LINEAR_TARGET))
+            figs.append(Figure(f"Claude Code {n:,} calls ({size:.0f} MB, {r['calls']:,} read): {kind}", r["s"], "s",
+                               "", None))
+    figs += _ratios("Claude Code", calls, per_call)
+    if open_mb:
+        path = cached_long_chain(open_mb, folder=folder)
+        r = _child("open", path)
+        figs.append(Figure(f"Claude Code {open_mb:g} MB ({r['calls']:,} calls): open", r["s"], "s",
+                           f"≤ {OPEN_TARGET_S:g} s", r["s"] <= OPEN_TARGET_S))
     return figs
 
 
-def bench_gemini(turns: tuple[int, ...] = GEMINI_TURNS) -> list[Figure]:
+def bench_gemini(calls: tuple[int, ...] = GEMINI_CALLS) -> list[Figure]:
+    """Gemini CLI: import, open (each in a fresh process) and its reader alone (best of three) on generated
+    sessions of ``calls`` calls (two a turn), the time per call at the last ÷ at the first."""
     figs: list[Figure] = []
-    per_turn: list[float] = []
+    per_call: dict[str, list[float]] = {"import": [], "open": [], "read": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for n in turns:
-            path = make_gemini_session(Path(tmp) / f"session-{n}.json", n)
-            r = _child("gemini", path)
-            per_turn.append(r["s"] / n)
-            figs.append(Figure(f"Gemini CLI {n:,} turns ({r['calls']:,} calls): read", r["s"], "s", "", None))
-    if len(turns) > 1:
-        ratio = per_turn[-1] / per_turn[0] if per_turn[0] > 0 else float("nan")
-        figs.append(Figure(f"Gemini CLI: s/turn at {turns[-1]:,} ÷ at {turns[0]:,}", ratio, "×",
-                           f"≤ {LINEAR_TARGET:g} (linear)", ratio <= LINEAR_TARGET))
-    return figs
+        for n in calls:
+            turns = n // GEMINI_CALLS_PER_TURN
+            path = make_gemini_session(Path(tmp) / f"session-{n}.json", turns)
+            for kind in per_call:
+                r = _child("gemini" if kind == "read" else kind, path)
+                per_call[kind].append(r["s"] / max(1, r["calls"]))
+                figs.append(Figure(f"Gemini CLI {n:,} calls ({turns:,} turns, {r['calls']:,} read): {kind}", r["s"],
+                                   "s", "", None))
+    return figs + _ratios("Gemini CLI", calls, per_call)
 
 
 def bench_codex(calls: tuple[int, ...] = CODEX_CALLS) -> list[Figure]:
@@ -310,11 +371,7 @@ def bench_codex(calls: tuple[int, ...] = CODEX_CALLS) -> list[Figure]:
                 r = _child(kind, path)
                 per_call[kind].append(r["s"] / max(1, r["calls"]))
                 figs.append(Figure(f"Codex {n:,} calls ({r['calls']:,} read): {kind}", r["s"], "s", "", None))
-    for kind, values in per_call.items():
-        ratio = values[-1] / values[0] if len(values) > 1 and values[0] > 0 else float("nan")
-        figs.append(Figure(f"Codex {kind}: s/call at {calls[-1]:,} ÷ at {calls[0]:,}", ratio, "×",
-                           f"≤ {LINEAR_TARGET:g} (linear)", ratio <= LINEAR_TARGET))
-    return figs
+    return figs + _ratios("Codex", calls, per_call)
 
 
 def bench_all() -> list[Figure]:
@@ -324,12 +381,19 @@ def bench_all() -> list[Figure]:
 ALL = {"long-chain": bench_all}
 
 
+BENCHES: dict[str, Callable[[], list[Figure]]] = {
+    "claude": bench_long_chain, "gemini": bench_gemini, "codex": bench_codex}
+
+
 if __name__ == "__main__":
-    kind, arg = sys.argv[1], sys.argv[2]
+    # make MB | make-calls N | bench claude|gemini|codex | codex (as bench codex) | import|open|gemini PATH (a child)
+    kind, arg = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "codex")
     if kind == "make":
         print(cached_long_chain(float(arg)))
-    elif kind == "codex":
-        for figure in bench_codex():
+    elif kind == "make-calls":
+        print(cached_long_chain_calls(int(arg)))
+    elif kind in ("bench", "codex"):
+        for figure in BENCHES[arg]():
             print(figure.line(), flush=True)
     else:
         print(json.dumps(CHILDREN[kind](arg)))

@@ -36,6 +36,19 @@ def test_the_long_chain_has_one_compaction_and_grows(tmp_path: Path) -> None:
     assert len({m["id"] for m in src.messages}) == len(src.messages)
 
 
+def test_a_long_chain_of_calls_has_the_calls_asked(tmp_path: Path) -> None:
+    if not CLAUDE_SOURCE.exists():
+        pytest.skip(f"{CLAUDE_SOURCE} is not here")
+    original = len(read_claude_code(CLAUDE_SOURCE, subagents=False).calls)
+    for calls in (original - 7, 2 * original + 11):  # cut inside the first copy, and inside the third
+        path = longchain_bench.make_long_chain(tmp_path / f"long-{calls}.jsonl", calls=calls, seed=3)
+        src = read_claude_code(path, subagents=False)
+        assert len(src.calls) == calls and src.off_chain == 0 and not src.skipped
+    assert longchain_bench.cached_long_chain_calls(40, folder=tmp_path).name == "longchain-40calls-seed0.jsonl"
+    with pytest.raises(ValueError):
+        longchain_bench.make_long_chain(tmp_path / "both.jsonl", MB, calls=10)
+
+
 def test_the_gemini_sessions_have_the_turns_asked(tmp_path: Path) -> None:
     src = read_gemini_cli(longchain_bench.make_gemini_session(tmp_path / "session-g.jsonl", 30))
     assert len(src.calls) == 60 and len(src.messages) == 120 and not src.skipped
@@ -45,16 +58,23 @@ def test_the_gemini_sessions_have_the_turns_asked(tmp_path: Path) -> None:
 def test_the_benchmark_runs_small(tmp_path: Path) -> None:
     if not CLAUDE_SOURCE.exists():
         pytest.skip(f"{CLAUDE_SOURCE} is not here")
-    figures = {re.sub(r" \([0-9,]+ calls\)", "", f.name): f
-               for f in longchain_bench.bench_long_chain((3, 6), folder=tmp_path)}
-    assert set(figures) == {"long chain 3 MB: import", "long chain 3 MB: open", "long chain 6 MB: import",
-                            "long chain 6 MB: open", "long chain import: s/call at 6 MB ÷ at 3 MB",
-                            "long chain open: s/call at 6 MB ÷ at 3 MB"}
+    figures = {re.sub(r" \([^)]*\)", "", f.name): f
+               for f in longchain_bench.bench_long_chain((100, 200), folder=tmp_path, open_mb=3)}
+    assert set(figures) == {"Claude Code 100 calls: import", "Claude Code 100 calls: open",
+                            "Claude Code 200 calls: import", "Claude Code 200 calls: open",
+                            "Claude Code import: s/call at 200 ÷ at 100 calls",
+                            "Claude Code open: s/call at 200 ÷ at 100 calls", "Claude Code 3 MB: open"}
     assert all(f.value > 0 for f in figures.values())
+    named = [f.name for f in longchain_bench.bench_long_chain((100,), folder=tmp_path, open_mb=None)]
+    assert named == ["Claude Code 100 calls (2 MB, 100 read): import", "Claude Code 100 calls (2 MB, 100 read): open"]
     gemini = longchain_bench.bench_gemini((40, 80))
-    assert [f.name for f in gemini][:2] == ["Gemini CLI 40 turns (80 calls): read",
-                                            "Gemini CLI 80 turns (160 calls): read"]
-    assert gemini[-1].ok is not None
+    assert [f.name for f in gemini][:4] == ["Gemini CLI 40 calls (20 turns, 40 read): import",
+                                            "Gemini CLI 40 calls (20 turns, 40 read): open",
+                                            "Gemini CLI 40 calls (20 turns, 40 read): read",
+                                            "Gemini CLI 80 calls (40 turns, 80 read): import"]
+    assert [f.name for f in gemini][-3:] == [f"Gemini CLI {kind}: s/call at 80 ÷ at 40 calls"
+                                             for kind in ("import", "open", "read")]
+    assert all(f.ok is not None for f in gemini[-3:])
 
 
 def test_the_benchmark_is_registered(capsys: pytest.CaptureFixture[str]) -> None:
