@@ -36,6 +36,8 @@ import time
 
 from PySide6.QtCore import QObject, QTimer
 
+from engine.store.staging import collection_is_paused
+
 INTERVAL_MS = 250  # how often the main thread looks whether a collection is due
 SETTLE_MS = 1500  # a load's memory is handed back this long after the last load (a first screen, then the whole)
 LARGE_ROWS = 2000  # a replaced session with this many messages and calls: every generation is collected
@@ -68,7 +70,11 @@ class MainThreadCollector(QObject):
         self._timer.start()
 
     def due(self) -> int:
-        """The oldest generation whose count passed its threshold (as the interpreter decides), or -1."""
+        """The oldest generation whose count passed its threshold (as the interpreter decides), or -1; -1 too while
+        a bulk read or build (an import, an open: :func:`engine.store.staging.collection_paused`) runs in a worker:
+        a collection then would walk the objects it is making, again and again."""
+        if collection_is_paused():
+            return -1
         counts = gc.get_count()
         for gen in (2, 1, 0):
             if self._threshold[gen] and counts[gen] > self._threshold[gen] and (gen < 2 or self._full_due(counts[2])):

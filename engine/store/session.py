@@ -83,6 +83,7 @@ from engine.store.session_load import (
     load_history,
     load_meta,
 )
+from engine.store.staging import collection_paused
 
 UNDO_DIR = "undo"
 LOCK_FILE = ".lock"
@@ -175,18 +176,20 @@ class StoredSession:
         """Open an existing session folder, repairing (and reporting) crash damage.
 
         With ``retention_days``, offloaded files older than that which nothing live points to are
-        deleted (SPEC §3 retention, done at start-up).
+        deleted (SPEC §3 retention, done at start-up). A bulk read: the collector is paused while the
+        folder is read and the session built (:func:`engine.store.staging.collection_paused`).
         """
         path = Path(path)
         if not path.is_dir():
             raise SessionError(f"no session folder at {path}")
         report = LoadReport()
-        meta = load_meta(path, report)
-        messages = load_history(path, report)
-        session = cls(path, meta, messages, estimator)
-        report.messages = len(messages)
-        session.load_report = report
-        session._recover_pending()
+        with collection_paused():
+            meta = load_meta(path, report)
+            messages = load_history(path, report)
+            session = cls(path, meta, messages, estimator)
+            report.messages = len(messages)
+            session.load_report = report
+            session._recover_pending()
         if retention_days is not None:
             session.cleanup_offloads(retention_days)
         return session

@@ -1,6 +1,6 @@
 """Hidden folders in which something is built before it is renamed into place (an import's session folder:
 ``.import-<hex>``), and the removal of those an interrupted process left behind; the garbage collector paused
-while an import builds (:func:`collection_paused`).
+while an import or an open builds (:func:`collection_paused`).
 
 The process that builds in such a folder holds an advisory lock on it (``flock`` on the folder itself) until it
 is done: the kernel releases it when the process dies, however it dies (SIGKILL included). A later run — the next
@@ -16,6 +16,7 @@ import contextlib
 import gc
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -114,18 +115,37 @@ def staging_folder(parent: Path, prefix: str = IMPORT_PREFIX) -> Iterator[Path]:
 
 
 
+_pause_lock = threading.Lock()
+_pauses = 0  # collection_paused blocks running now (in any thread)
+_was_enabled = False  # whether automatic collection was on when the first of them began
+
+
 @contextlib.contextmanager
 def collection_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for a bulk read (its passes walk every object made so far: at thousands of
-    calls they made an import's time per call grow with the session) and resumed after, as it was; a process that
-    runs it itself (the window: :mod:`app.collector`) is left as it is."""
-    was = gc.isenabled()
-    gc.disable()
+    """The cyclic garbage collector paused for a bulk read or build (its passes walk every object made so far: at
+    thousands of calls they made an import's and an open's time per call grow with the session) and resumed after,
+    as it was. Pauses may overlap (threads): automatic collection is back, if it was on, when the last one ends. A
+    process that runs the collector itself (the window: :mod:`app.collector`) keeps automatic collection off and
+    asks :func:`collection_is_paused` before it collects."""
+    global _pauses, _was_enabled
+    with _pause_lock:
+        if _pauses == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _was_enabled:
+                gc.enable()
 
 
-__all__ = ["IMPORT_PREFIX", "STALE_SECONDS", "collection_paused", "remove_if_stale", "remove_stale", "staging_folder"]
+def collection_is_paused() -> bool:
+    """Whether a bulk read or build has paused the collector (:func:`collection_paused`) now."""
+    return _pauses > 0
+
+
+__all__ = ["IMPORT_PREFIX", "STALE_SECONDS", "collection_is_paused", "collection_paused", "remove_if_stale",
+           "remove_stale", "staging_folder"]

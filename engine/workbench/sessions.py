@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.context.conversation import Session
 from engine.store.session import SessionError
+from engine.store.staging import collection_paused
 from engine.workbench import source_views as sv
 from engine.workbench.compaction_ui import CompactionPart
 from engine.workbench.core import WorkbenchCore, one_line
@@ -172,8 +173,9 @@ class SessionsPart:
                 sv.remove_view(left.root)
         self.compaction.forget_preview()
         self.display.turn = TurnBuffer()
-        self.doc.open(session, view)
-        shown = self.session_view()
+        with collection_paused():  # a bulk build (every call's row): resumed before the window is told
+            self.doc.open(session, view)
+            shown = self.session_view()
         self.core.emit(SessionLoaded(shown))
         if shown.problems:
             self.core.notice("warning",

@@ -40,7 +40,7 @@ from engine.sources.join import CaptureJoin, written
 from engine.sources.model import IdMaker, SourceChanges, SourceError, SourceSession, capped_lines, open_regular
 from engine.store.config import Settings, data_dir
 from engine.store.session_load import reprefix_ids
-from engine.store.staging import IMPORT_PREFIX, remove_if_stale
+from engine.store.staging import IMPORT_PREFIX, collection_paused, remove_if_stale
 from engine.workbench.rows import ViewSource
 
 VIEWS_DIR = "views"
@@ -160,19 +160,21 @@ class LiveSource:
             self.join.apply(self.session, written(self.path))
 
     def open(self, folder: Path) -> str:
-        """Read the whole file and write the view into ``folder`` (new); the format."""
+        """Read the whole file and write the view into ``folder`` (new); the format. A bulk read, as an import: the
+        collector is paused meanwhile (:func:`engine.store.staging.collection_paused`)."""
         from engine.ingest import LiveImport
 
-        if hasattr(self.reader, "settle"):
-            self.reader.bulk = True  # the whole file at once: scanned, then built once
-        self._read()
-        if hasattr(self.reader, "settle"):
-            self.reader.settle()
-        src = self._ready()
-        if not src.messages and not src.calls:
-            raise SourceError(f"{self.path.name}: no message or provider call could be read as {self.format} "
-                              f"({len(src.skipped)} line(s) skipped)")
-        self.importer = LiveImport(src, folder, self.settings, _estimator(), self.model_info)
+        with collection_paused():
+            if hasattr(self.reader, "settle"):
+                self.reader.bulk = True  # the whole file at once: scanned, then built once
+            self._read()
+            if hasattr(self.reader, "settle"):
+                self.reader.settle()
+            src = self._ready()
+            if not src.messages and not src.calls:
+                raise SourceError(f"{self.path.name}: no message or provider call could be read as {self.format} "
+                                  f"({len(src.skipped)} line(s) skipped)")
+            self.importer = LiveImport(src, folder, self.settings, _estimator(), self.model_info)
         return self.format
 
     def prime(self, session: Any) -> None:

@@ -85,6 +85,27 @@ def test_stop_gives_the_automatic_collection_back(qapp: Any) -> None:
             gc.disable()
 
 
+def test_no_collection_is_due_while_a_bulk_read_pauses_the_collector(qapp: Any) -> None:
+    """An import's or an open's read in a worker (engine.store.staging.collection_paused): the timer does not walk the
+    objects it is making; once it is over, the collection that was due runs."""
+    from engine.store.staging import collection_paused
+
+    was = gc.isenabled()
+    collector = MainThreadCollector(qapp, interval_ms=3_600_000)  # its timer never fires here: asked directly
+    try:
+        kept = [[{} for _ in range(20)] for _ in range(2 * gc.get_threshold()[0])]
+        assert collector.due() >= 0
+        with collection_paused():
+            assert collector.due() == -1 and collector.collect() == 0 and collector.collections == 0
+        assert collector.due() >= 0 and kept
+        collector.collect()
+        assert collector.collections == 1
+    finally:
+        collector.stop()
+        if was:
+            gc.enable()
+
+
 def test_give_back_collects_cycles_and_returns_free_memory() -> None:
     """give_back (called after a whole session was replaced) collects every generation, even with automatic
     collection off, and hands the C heap's free pages back (glibc's malloc_trim)."""

@@ -511,3 +511,32 @@ def test_a_view_folder_reprefixed_keeps_its_messages_ids_from_one_import_to_the_
         session.close()
     assert ids[0] == ids[1] and len(ids[0]) > 10 and all(i.startswith("ab" * 12) for i in ids[0])
     assert records[0] == records[1]
+
+
+def test_a_session_is_loaded_with_the_collector_paused(session: Session) -> None:
+    """A bulk read: no cyclic collection walks the messages while the folder is read and the session built
+    (thousands of calls made an open's time per call grow with the session)."""
+    import gc
+
+    for i in range(30):
+        session.extend(_turn(i))
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    was, threshold = gc.isenabled(), gc.get_threshold()
+    gc.enable()
+    gc.set_threshold(50, 2, 2)  # a collection every few allocations, were the collector running
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        again = Session.load(session.path)
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+        (gc.enable if was else gc.disable)()
+    assert len(again) == 120
+    assert len(collections) <= 1  # at most the one as the pause ends (of what it left young), none in it
+    assert gc.isenabled() == was

@@ -124,3 +124,42 @@ def test_the_collector_is_paused_while_an_import_builds_and_left_as_it_was() -> 
         assert not gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_pauses_that_overlap_in_two_threads_resume_the_collector_when_the_last_ends() -> None:
+    """An open's read in one worker and an import's in another: the collector stays paused until both are done (it
+    was resumed when the first ended), and a process that runs it itself is told it is paused meanwhile."""
+    import gc
+    import threading
+
+    from engine.store.staging import collection_is_paused, collection_paused
+
+    was = gc.isenabled()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[tuple[bool, bool]] = []
+
+    def first() -> None:
+        with collection_paused():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with collection_paused():
+            second_in.set()
+            first_out.wait(5)
+            seen.append((gc.isenabled(), collection_is_paused()))
+
+    try:
+        gc.enable()
+        assert not collection_is_paused()
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert seen == [(False, True)]  # the first pause over, the second still running: still paused
+        assert gc.isenabled() and not collection_is_paused()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -134,3 +134,31 @@ async def test_two_opens_that_raced_leave_one_session_open_and_the_other_closed(
     wb.sessions.load(second)  # as a second open task would, without leaving the first
     assert wb.session is second and first.closed and not second.closed and wb.agent is not None
     assert rig.of(ev.SessionLoaded)[-1].view.id == second.id
+
+
+@pytest.mark.asyncio
+async def test_the_view_of_a_loaded_session_is_built_with_the_collector_paused(rig: Rig) -> None:  # noqa: F811
+    """Every call's row is made at a load (a bulk build: no cyclic collection walks it meanwhile), and the
+    collector is back before the window is told (its handler runs with it)."""
+    import gc
+
+    wb = rig.wb
+    second = wb.store.create("paused")
+    second.lock()
+    seen: list[bool] = []
+    build = wb.sessions.session_view
+
+    def watched() -> Any:
+        seen.append(gc.isenabled())
+        return build()
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        wb.sessions.session_view = watched  # type: ignore[method-assign]
+        wb.sessions.load(second)
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False] and after
+    assert rig.of(ev.SessionLoaded)[-1].view.id == second.id
