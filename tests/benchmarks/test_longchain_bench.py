@@ -55,9 +55,10 @@ def test_the_gemini_sessions_have_the_turns_asked(tmp_path: Path) -> None:
     assert [m["role"] for m in src.messages[:4]] == ["user", "assistant", "tool", "assistant"]
 
 
-def test_the_benchmark_runs_small(tmp_path: Path) -> None:
+def test_the_benchmark_runs_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not CLAUDE_SOURCE.exists():
         pytest.skip(f"{CLAUDE_SOURCE} is not here")
+    monkeypatch.setattr(longchain_bench, "RUNS", 1)
     figures = {re.sub(r" \([^)]*\)", "", f.name): f
                for f in longchain_bench.bench_long_chain((100, 200), folder=tmp_path, open_mb=3)}
     assert set(figures) == {"Claude Code 100 calls: import", "Claude Code 100 calls: open",
