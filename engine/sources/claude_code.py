@@ -49,6 +49,7 @@ import bisect
 import itertools
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +142,8 @@ RECENT = 16  # the newest calls a feed may still change (later lines of their re
 # read last (and the todo list) after the summary, which such a file does not record (ProviderCall.prompt_unlike_file)
 REATTACHED = ("the first request after a compaction holds the files Claude Code re-attached after the summary, "
               "which this file does not record")
+# the kinds of the lines kept (Line.kind) as the one string each, not the copy every decoded line brings
+_KINDS = {kind: kind for kind in ("user", "assistant")}
 _FAMILY_RE = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)")
 
 
@@ -275,8 +278,7 @@ def _scan_other(scan: _Scan, n: int, obj: dict[str, Any], kind: str, uid: Any, t
 
 def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
     kind = obj.get("type")
-    if not isinstance(kind, str):
-        kind = repr(kind)
+    kind = _KINDS.get(kind, kind) if isinstance(kind, str) else repr(kind)  # (a kept line's kind: the one string)
     uid = obj.get("uuid")
     if isinstance(uid, str):
         parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
@@ -312,7 +314,7 @@ def _scan_line(scan: _Scan, n: int, obj: dict[str, Any]) -> None:
         request = obj.get("requestId") or obj.get("requestRef")
         key = (str(msg.get("id") or uid), str(request or ""))
         line.key = scan.last_key = scan.last_key if key == scan.last_key else key  # (one tuple a response)
-        model = str(msg.get("model") or "")
+        model = sys.intern(str(msg.get("model") or ""))  # (one string a model, not one a call)
         usage = msg.get("usage")
         if model != SYNTHETIC_MODEL and isinstance(usage, dict):
             call = scan.calls.get(line.key)
@@ -339,7 +341,7 @@ def _progress_call(scan: _Scan, data: dict[str, Any]) -> None:
     usage = msg.get("usage") if isinstance(msg, dict) else None
     if not isinstance(msg, dict) or not isinstance(usage, dict):
         return
-    model = str(msg.get("model") or "")
+    model = sys.intern(str(msg.get("model") or ""))
     if model == SYNTHETIC_MODEL:
         return
     request = str(outer.get("requestId") or "")

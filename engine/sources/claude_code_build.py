@@ -14,6 +14,7 @@ signature): a followed session's reader grows by its messages, not by a second c
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +138,7 @@ def _block_part(block: dict[str, Any], arguments: bool) -> tuple[Any, ...] | Non
     if btype == "redacted_thinking":
         return ("redacted", len(str(block.get("data") or "")))
     if btype in ("tool_use", "server_tool_use"):
-        return ("use", str(block.get("id") or ""), str(block.get("name") or ""),
+        return ("use", str(block.get("id") or ""), sys.intern(str(block.get("name") or "")),  # (a name: one string)
                 json_args(block.get("input")) if arguments else "")
     if btype == "tool_result":
         return ("result", str(block.get("tool_use_id") or ""), _result_parts(block), bool(block.get("is_error")))

@@ -141,3 +141,34 @@ def test_a_conversation_line_holds_no_slots_of_the_rare_kinds(tmp_path: Path) ->
     assert (boundary.trigger, boundary.pre_tokens, boundary.logical_parent) == ("manual", 13088, "u3")
     src = reader.finish(subagents=False)
     assert [c.tokens_before for c in src.compactions] == [13088, 12690]
+
+
+def test_what_every_line_repeats_is_held_as_one_string(tmp_path: Path) -> None:
+    """A followed session keeps every line: a kept line's kind, a call's model and a tool call's name are one string
+    each however many lines bring them (each decoded line brings its own copy: about 0.5 MB in ten minutes of a
+    followed session), and what the lines say is unchanged."""
+    ts = "2026-11-25T10:00:00.000Z"
+    usage = {"input_tokens": 5, "output_tokens": 9}
+    rows: list[dict[str, object]] = []
+    parent = None
+    for i in range(4):
+        rows.append({"type": "user", "uuid": f"u{i}", "parentUuid": parent, "sessionId": "s", "timestamp": ts,
+                     "message": {"role": "user", "content": f"step {i}"}})
+        rows.append({"type": "assistant", "uuid": f"a{i}", "parentUuid": f"u{i}", "sessionId": "s", "timestamp": ts,
+                     "requestId": f"r{i}", "message": {"id": f"m{i}", "model": "claude-opus-5-5", "usage": usage,
+                                                       "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash",
+                                                                    "input": {"command": "ls"}}]}})
+        parent = f"a{i}"
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in rows))
+    reader = ClaudeCodeReader(path)
+    reader.feed(path.read_bytes())
+    session = reader.finish(subagents=False)
+    lines = reader.scan.lines
+    assert [ln.kind for ln in lines] == ["user", "assistant"] * 4
+    assert len({id(ln.kind) for ln in lines}) == 2
+    assert [c.model for c in session.calls] == ["claude-opus-5-5"] * 4
+    assert len({id(c.model) for c in session.calls}) == 1
+    names = [part[2] for ln in lines if ln.kind == "assistant" for part in ln.content if part[0] == "use"]
+    assert names == ["Bash"] * 4 and len(set(map(id, names))) == 1
+    assert [c["function"]["name"] for m in session.messages for c in m.get("tool_calls", [])] == ["Bash"] * 4
