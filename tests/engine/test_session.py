@@ -518,25 +518,12 @@ def test_a_session_is_loaded_with_the_collector_paused(session: Session) -> None
     (thousands of calls made an open's time per call grow with the session)."""
     import gc
 
+    from tests.engine.test_staging import collections_during
+
     for i in range(30):
         session.extend(_turn(i))
-    collections: list[int] = []
-
-    def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            collections.append(info["generation"])
-
-    was, threshold = gc.isenabled(), gc.get_threshold()
-    gc.enable()
-    gc.set_threshold(50, 2, 2)  # a collection every few allocations, were the collector running
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        again = Session.load(session.path)
-    finally:
-        gc.callbacks.remove(count)
-        gc.set_threshold(*threshold)
-        (gc.enable if was else gc.disable)()
+    was = gc.isenabled()
+    again, collections = collections_during(lambda: Session.load(session.path), young=50)
     assert len(again) == 120
     assert len(collections) <= 1  # at most the one as the pause ends (of what it left young), none in it
     assert gc.isenabled() == was

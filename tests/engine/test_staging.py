@@ -10,8 +10,9 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -20,6 +21,35 @@ from engine.ingest import import_source
 from engine.store import staging
 from engine.workbench import source_views as sv
 from tests.conftest import REPO, SHARED
+
+T = TypeVar("T")
+
+
+def collections_during(work: Callable[[], T], young: int) -> tuple[T, list[int]]:
+    """``work()`` run with automatic collection on and a collection due every ``young`` allocations, were the
+    collector running: its result and the generations of the collections that started meanwhile (the collector's
+    state as it was after)."""
+    import gc
+
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    was, threshold = gc.isenabled(), gc.get_threshold()
+    gc.enable()
+    gc.set_threshold(young, 2, 2)
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        result = work()
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+        (gc.enable if was else gc.disable)()
+    return result, collections
+
 
 SHORT = SHARED / "data" / "sessions" / "claude-code" / "short.jsonl"
 SCRIPT = textwrap.dedent("""

@@ -169,27 +169,11 @@ def test_a_followed_view_keeps_a_few_message_shapes_counted(tmp_path: Path) -> N
 def test_a_view_is_read_with_the_collector_paused(tmp_path: Path) -> None:
     """Opening a view reads the whole file in bulk, as an import does: no cyclic collection walks what the read has
     made so far (at thousands of calls they made the open's time per call grow with the session)."""
-    import gc
+    from tests.engine.test_staging import collections_during
 
     source = FILES[2]
     if not source.exists():
         pytest.skip(f"{source} is not here")
-    collections: list[int] = []
-
-    def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            collections.append(info["generation"])
-
     live = LiveSource(source, "codex", new_prefix(), Settings(), None)
-    was, threshold = gc.isenabled(), gc.get_threshold()
-    gc.enable()
-    gc.set_threshold(200, 2, 2)  # a collection every few allocations, were the collector running
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        live.open(tmp_path / "view")
-    finally:
-        gc.callbacks.remove(count)
-        gc.set_threshold(*threshold)
-        (gc.enable if was else gc.disable)()
+    _, collections = collections_during(lambda: live.open(tmp_path / "view"), young=200)
     assert live.session.calls and len(collections) <= 1  # at most one as the pause ends, none in it
