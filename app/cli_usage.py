@@ -186,7 +186,7 @@ def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exc
     def say(text: str) -> None:  # the wait for another process's update
         print(f"ctxbench: {printable(text)}", file=sys.stderr, flush=True)
 
-    index = UsageIndex()
+    index = UsageIndex(one_shot=True)  # (its readers are not kept: the process ends after this update)
     report = None
     if not args.no_update:
         try:

@@ -213,9 +213,14 @@ def _same(entry: SourceEntry) -> SourceEntry:
 class UsageIndex(IndexFiles):
     """The usage index in ``root`` (default ``<data dir>/usage``)."""
 
-    def __init__(self, root: Path | None = None, *, prices: PriceTable | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, prices: PriceTable | None = None, one_shot: bool = False) -> None:
+        """``one_shot``: the object serves one update and its queries (``ctxbench usage``), so no file's reader is
+        worth keeping for a next update: a first index reads the files an agent changed in the last
+        :data:`LIVE_SECONDS` in the worker processes too (a file whose last line has no newline yet is still read
+        here, :meth:`_read`), instead of here one after another with their readers kept."""
         super().__init__(Path(root) if root is not None else index_dir())
         self._prices = prices
+        self._one_shot = one_shot
         # incremental readers of Claude Code files that grew while this object lived (most recent last):
         # the next growth of such a file is read from where its reader stopped, not whole
         self._followed: dict[str, _Followed] = {}
@@ -438,7 +443,7 @@ class UsageIndex(IndexFiles):
         from engine.sources.spread import spread, workers_for
 
         known = self.manifest().files
-        live = time.time_ns() - LIVE_SECONDS * 10**9
+        live = time.time_ns() - (0 if self._one_shot else LIVE_SECONDS * 10**9)
         far = [i for i, (agent, path, stamp, _) in enumerate(pending)
                if agent in INCREMENTAL and agent in COUNTED and stamp[1] < live and str(path) not in known
                and str(path) not in self._followed]
@@ -479,7 +484,7 @@ class UsageIndex(IndexFiles):
                and not isinstance(old, dict) and e.path not in self._followed and isinstance(s[0], int)]
         if not workers_for(len(new), sum(s[0] for _, s in new)):
             return {}
-        live = [(s[1], e.path) for e, s in new if _changed_within(Path(e.path), LIVE_SECONDS)]
+        live = [] if self._one_shot else [(s[1], e.path) for e, s in new if _changed_within(Path(e.path), LIVE_SECONDS)]
         kept = {p for _, p in sorted(live)[-FOLLOWED:]}
         new = [(e, s) for e, s in new if e.path not in kept]
         futures = spread(rows_of_file, [(e, file_id(e.path)) for e, _ in new], [s[0] for _, s in new],

@@ -241,3 +241,35 @@ def test_a_first_index_reads_each_file_once_for_its_summary_and_its_rows(tmp_pat
     assert {path: known["entry"] for path, known in kept.items()} == {e.path: e.to_json() for e in light}
     again = one.update(home=home, env={})  # up to date: nothing read
     assert again.read == 0 and again.unchanged == files
+
+
+def test_a_one_shot_first_index_reads_the_files_being_written_in_the_workers_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ctxbench usage`` (one update, then the process ends): the files an agent changed a moment ago are read in the
+    worker processes with the others, no reader kept for a next update, and the rows are those of the window's index
+    (which reads such files here and keeps their readers)."""
+    home = _shared_home(tmp_path)
+    fresh = sorted((home / ".claude" / "projects").glob("*/*.jsonl"))[:3]
+    for path in fresh:
+        os.utime(path)  # being written
+    _force_spread(monkeypatch, True)
+    read_here: list[str] = []
+    real_read = UsageIndex._read
+
+    def counted(self: UsageIndex, entry: Any, grew: bool) -> Any:
+        read_here.append(entry.path)
+        return real_read(self, entry, grew)
+
+    monkeypatch.setattr(UsageIndex, "_read", counted)
+    results = {}
+    for one_shot in (False, True):
+        read_here.clear()
+        ix = UsageIndex(tmp_path / f"usage-{one_shot}", one_shot=one_shot)
+        report = ix.update(home=home, env={})
+        assert not report.failed and report.read
+        if one_shot:
+            assert read_here == [] and not ix._followed
+        else:
+            assert {str(p) for p in fresh} <= set(read_here) and ix._followed
+        results[one_shot] = _all_rows(tmp_path / f"usage-{one_shot}")
+    assert results[True]["calls"] and results[True] == results[False]
