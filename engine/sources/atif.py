@@ -30,6 +30,9 @@ models, audio content parts).
 - A ``system`` step with ``extra.context_management.boundary == "replace"`` (v1.7) is a compaction whose summary
   is its observation's content.
 - ``final_metrics`` is kept as the aggregate it is and checked against the steps' sums (a difference is a note).
+- ``continued_trajectory_ref``: the file the trajectory continues in (Harbor's Terminus-2 writes ``trajectory.cont-1
+  .json`` … when it hands the task over after summarizing), read on as the same session after a compaction whose
+  context after is the continuation's copied steps; the last file's ``final_metrics`` are the whole run's.
 
 A document that is not JSON, has no ATIF ``schema_version``, or lacks a required field (``agent.name``,
 ``steps``, a step's ``source`` or ``message``, a tool call's ``tool_call_id`` / ``function_name``) is a
@@ -66,6 +69,8 @@ LATEST_MINOR = 8  # ATIF-v1.8 (Harbor 0.25.0), the newest version this reader kn
 PREFIX_KEY = "agent.tool_definitions"  # the one request prefix of a trajectory that records its tool definitions
 VERSION_RE = re.compile(r"ATIF-v(\d{1,4})\.(\d{1,4})")
 SOURCES = ("system", "user", "agent")
+MAX_PARTS = 64  # a trajectory and the files it continues in, read as one session: at most this many files
+_FINAL_NOTE = "final_metrics."  # how a note of final_metrics against the steps begins
 MAX_DEPTH = 8  # subagents of subagents … read this deep (a trajectory referring to itself stops there)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -185,7 +190,6 @@ class _Read:
     doc: dict[str, Any]
     depth: int
     embedded: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sums: dict[str, float] = field(default_factory=dict)
     subagent_ids: set[str] = field(default_factory=set)
 
 
@@ -227,10 +231,6 @@ def _call(read: _Read, step: dict[str, Any], index: int, model: str) -> Provider
         reasoning_tokens=int_or_none(extra.get("reasoning_tokens", extra.get("reasoning_output_tokens"))),
         cache_write_1h_tokens=int_or_none(dict_at(extra, "cache_creation").get("ephemeral_1h_input_tokens")),
         cost_usd=cost)
-    for key, value in (("prompt", prompt), ("completion", call.completion_tokens), ("cached", cached),
-                       ("cost", cost)):
-        if value is not None:
-            read.sums[key] = read.sums.get(key, 0) + value
     if cost is not None:
         session.agent_cost_usd = (session.agent_cost_usd or 0.0) + cost
         session.agent_cost_by_model[model] = session.agent_cost_by_model.get(model, 0.0) + cost
@@ -370,15 +370,15 @@ def _system_step(read: _Read, step: dict[str, Any], ts: str, system: list[str]) 
     _observation(read, step, set(), ts)
 
 
-def _check_totals(read: _Read) -> None:
-    """``final_metrics`` as the aggregate; a note where it differs from the steps' sums (subagents included)."""
-    session, final = read.session, dict_at(read.doc, "final_metrics")
+def _check_totals(session: SourceSession, final: dict[str, Any]) -> None:
+    """``final`` (a document's ``final_metrics``) as the aggregate; a note where it differs from the sums of the
+    session's calls (its steps' metrics) and its subagents'."""
     if not final:
         return
     session.aggregate = {k: v for k, v in final.items() if k != "extra"}
-    sums = dict(read.sums)
-    for ref in session.subagents:
-        for call in ref.session.calls if ref.session is not None else []:
+    sums: dict[str, float] = {}
+    for calls in [session.calls, *(ref.session.calls for ref in session.subagents if ref.session is not None)]:
+        for call in calls:
             for key, value in (("prompt", call.prompt_tokens), ("completion", call.completion_tokens),
                                ("cached", call.cache_read_tokens), ("cost", call.cost_usd)):
                 if value is not None:
@@ -389,7 +389,7 @@ def _check_totals(read: _Read) -> None:
         if stated is None or (key == "cached" and stated == 0 and key not in sums):
             continue
         if abs(stated - sums.get(key, 0)) > max(1e-6, 1e-6 * stated):
-            session.notes.append(f"final_metrics.{total} is {stated:g}; the steps (and subagents) read sum "
+            session.notes.append(f"{_FINAL_NOTE}{total} is {stated:g}; the steps (and subagents) read sum "
                                  f"{sums.get(key, 0):g}")
 
 
@@ -409,6 +409,13 @@ def _lenient_notes(session: SourceSession, doc: dict[str, Any], minor: int) -> N
 def read_document(doc: dict[str, Any], path: Path, *, depth: int = 0,
                   embedded: dict[str, dict[str, Any]] | None = None) -> SourceSession:
     """Read one ATIF document (the file at ``path``, or a trajectory embedded in it)."""
+    return _read_document(doc, path, depth, embedded)[0]
+
+
+def _read_document(doc: dict[str, Any], path: Path, depth: int = 0,
+                   embedded: dict[str, dict[str, Any]] | None = None) -> tuple[SourceSession, int]:
+    """:func:`read_document`, and the messages its first steps copied from an earlier trajectory made
+    (``is_copied_context``: the context a continuation starts from)."""
     path = Path(path)
     _, minor = validate(doc, path.name if depth == 0 else f"{path.name} (subagent)")
     agent = dict_at(doc, "agent")
@@ -426,7 +433,10 @@ def read_document(doc: dict[str, Any], path: Path, *, depth: int = 0,
         session.tools = [t for t in agent["tool_definitions"] if isinstance(t, dict)]
     session.model = str(agent.get("model_name") or "")
     system: list[str] = []
+    copied, copying = 0, True
     for step in doc["steps"]:
+        if copying and step.get("is_copied_context") is not True:
+            copied, copying = len(session.messages), False
         ts = iso(step.get("timestamp"))
         if ts:
             session.started = session.started or ts
@@ -447,18 +457,124 @@ def read_document(doc: dict[str, Any], path: Path, *, depth: int = 0,
         after = next((c for c in session.calls[comp.calls_before:] if c.prompt_tokens), None)
         comp.tokens_after = after.prompt_tokens if after else None
     session.live_start = session.compactions[-1].message_index if session.compactions else 0
+    if copying:
+        copied = len(session.messages)
     ref = doc.get("continued_trajectory_ref")
     if isinstance(ref, str) and ref:
-        session.notes.append(f"the trajectory continues in {ref} (continued_trajectory_ref), not read here")
-    _check_totals(read)
+        session.notes.append(_continues(ref, "not read here"))
+    _check_totals(session, dict_at(doc, "final_metrics"))
     session.prefix_label = "system prompt and tool definitions" if not session.system_prompt else "tool definitions"
-    return session
+    return session, copied
+
+
+def _continues(ref: str, how: str) -> str:
+    return f"the trajectory continues in {ref} (continued_trajectory_ref), {how}"
 
 
 def read_atif(path: Path) -> SourceSession:
-    """Read an ATIF ``trajectory.json`` (steps are numbered from 1 in the report, as ``step_id`` is)."""
+    """Read an ATIF ``trajectory.json`` (steps are numbered from 1 in the report, as ``step_id`` is) and the files
+    it continues in (``continued_trajectory_ref``: Harbor's Terminus-2 starts a new file when it hands the task over
+    after summarizing, its linear history): one session, each continuation after a compaction (:func:`_join`)."""
     path = Path(path)
-    return read_document(load_document(path), path)
+    doc = load_document(path)
+    session = read_document(doc, path)
+    seen = {path.resolve()}
+    while isinstance(ref := doc.get("continued_trajectory_ref"), str) and ref:
+        said = _continues(ref, "not read here")
+        at = Path(ref) if Path(ref).is_absolute() else path.parent / ref
+        problem = ""
+        if "://" in ref:
+            problem = "not read: not a local file"
+        elif not at.is_file():
+            problem = f"not read: no such file beside {path.name}"
+        elif at.resolve() in seen:
+            problem = "not read: a file this trajectory already read (a loop)"
+        elif len(seen) >= MAX_PARTS:
+            problem = f"not read: more than {MAX_PARTS} files"
+        if not problem:
+            try:
+                doc = load_document(at)
+                part, copied = _read_document(doc, at)
+            except SourceError as exc:
+                problem = f"cannot be read: {exc}"
+        session.notes = [n for n in session.notes if n != said]
+        if problem:
+            session.notes.append(_continues(ref, problem))
+            break
+        _join(session, part, copied, at.name)
+        seen.add(at.resolve())
+        path = at
+    if len(seen) > 1:  # the last file's final_metrics are the whole run's (Harbor writes them so)
+        session.notes = [n for n in session.notes if not n.startswith(_FINAL_NOTE)]
+        _check_totals(session, session.aggregate or {})
+    return session
+
+
+def _join(session: SourceSession, part: SourceSession, copied: int, name: str) -> None:
+    """Append the continuation ``part`` (read from the file ``name``) to ``session``: a compaction where it starts
+    (``trigger_source`` ``continued_trajectory_ref``) whose context after is the ``copied`` messages the
+    continuation's first steps copied (``is_copied_context``) and whose summary is what of them the trajectory before
+    did not hold (the hand-over), then its messages, calls, compactions and subagents, numbered on; its notes named
+    by its file."""
+    at, calls_before = len(session.messages), len(session.calls)
+    held = {m.get("content") for m in session.messages if isinstance(m.get("content"), str)}
+    summary = "\n\n".join(m["content"] for m in part.messages[:copied]
+                           if isinstance(m.get("content"), str) and m["content"] and m["content"] not in held)
+    session.compactions.append(Compaction(
+        index=len(session.compactions), trigger="unknown", trigger_source="continued_trajectory_ref",
+        ts=part.started or session.last_activity, message_index=at, calls_before=calls_before,
+        tokens_before=next((c.prompt_tokens for c in reversed(session.calls) if c.prompt_tokens), None),
+        tokens_after=next((c.prompt_tokens for c in part.calls if c.prompt_tokens), None), summary=summary,
+        messages_after=copied))
+    taken = {ref.id for ref in session.subagents}
+    renamed: dict[str, str] = {}
+    for ref in part.subagents:
+        new, n = ref.id, 1
+        while new in taken:
+            n += 1
+            new = f"{ref.id}-{n}"
+        taken.add(new)
+        renamed[ref.id], ref.id = new, new
+        session.subagents.append(ref)
+    for msg in part.messages:
+        msg["id"] = session.make_id()
+        if isinstance(link := msg.get("subagent"), dict) and link.get("id") in renamed:
+            link["id"] = renamed[link["id"]]
+        session.messages.append(msg)
+    if PREFIX_KEY in part.prefixes and PREFIX_KEY not in session.prefixes:
+        session.prefixes[PREFIX_KEY] = part.prefixes[PREFIX_KEY]
+    own_prefix = PREFIX_KEY in part.prefixes and session.prefixes[PREFIX_KEY] != part.prefixes[PREFIX_KEY]
+    if own_prefix:  # other tool definitions or system steps: that file's calls keep their own prefix
+        key = f"{name}:{PREFIX_KEY}"
+        session.prefixes[key] = RequestPrefix(key, part.prefixes[PREFIX_KEY].system, part.prefixes[PREFIX_KEY].tools)
+    for call in part.calls:
+        call.index += calls_before
+        call.message_index = None if call.message_index is None else call.message_index + at
+        if own_prefix:
+            call.prefix_key = f"{name}:{PREFIX_KEY}"
+        session.calls.append(call)
+    for comp in part.compactions:
+        comp.index = len(session.compactions)
+        comp.message_index += at
+        comp.calls_before += calls_before
+        session.compactions.append(comp)
+    session.tools = session.tools or part.tools
+    if part.agent_cost_usd is not None:
+        session.agent_cost_usd = (session.agent_cost_usd or 0.0) + part.agent_cost_usd
+    for model, cost in part.agent_cost_by_model.items():
+        session.agent_cost_by_model[model] = session.agent_cost_by_model.get(model, 0.0) + cost
+    for kind, count in part.ignored.items():
+        session.ignored[kind] = session.ignored.get(kind, 0) + count
+    session.skipped += part.skipped
+    session.notes += [f"{name}: {n}" for n in part.notes if not n.startswith(_FINAL_NOTE)
+                      and "(continued_trajectory_ref)" not in n]
+    session.model = part.model or session.model
+    session.started = session.started or part.started
+    session.last_activity = part.last_activity or session.last_activity
+    session.lines += part.lines
+    if part.aggregate is not None:
+        session.aggregate = part.aggregate
+    session.live_start = session.compactions[-1].message_index
 
 
 __all__ = ["LATEST_MINOR", "content_text", "is_atif_document", "load_document", "parse_version", "read_atif",

@@ -516,6 +516,30 @@ def test_import_of_an_atif_trajectory_has_the_files_step_metrics_call_by_call(tm
     assert snap["model"] == "openai/gpt-4o" and snap["calls_recorded"] == 7 and snap["accuracy"] == "calibrated"
 
 
+def test_import_of_a_continued_atif_trajectory_is_one_session_with_the_hand_over_as_a_compaction(
+        tmp_path: Path) -> None:
+    """Harbor's Terminus-2 linear history: trajectory.json continues in trajectory.cont-1.json. `import` of the first
+    makes one session of both: every call of both files in order, the context since the hand-over live (its copied
+    steps, then the new ones), the first file's messages archived by one compaction; `export` has every call."""
+    source = ATIF / "terminus-2-linear" / "trajectory.json"
+    files = [json.loads(source.read_text()), json.loads((source.parent / "trajectory.cont-1.json").read_text())]
+    steps = [s for doc in files for s in doc["steps"] if s["source"] == "agent" and not s.get("is_copied_context")]
+    folder = tmp_path / "imported"
+    proc = ctxbench("import", "--no-model-info", "--session", str(folder), str(source))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["calls"] == report["reported_calls"] == len(steps) == 7
+    [comp] = report["compactions"]
+    assert comp["trigger_source"] == "continued_trajectory_ref" and comp["calls_before"] == 3
+    assert (comp["tokens_before"], comp["tokens_after"]) == (820, 1700)
+    assert report["archived_messages"] == comp["messages_compacted"] and report["live_messages"] == 12
+    assert comp["messages_kept"] == sum(1 for s in files[1]["steps"] if s.get("is_copied_context"))
+    proc = ctxbench("export", "--session", str(folder), "--format", "json", "-o", "-")
+    assert proc.returncode == 0, proc.stderr
+    calls = json.loads(proc.stdout)["calls"]
+    assert [c["provider_prompt_tokens"] for c in calls] == [s["metrics"]["prompt_tokens"] for s in steps]
+
+
 def test_import_of_harbors_atif_of_a_real_claude_code_session_keeps_its_cache_figures(tmp_path: Path) -> None:
     """Harbor 0.25.0's converter run on a real Claude Code session (shared data): each call's prompt, cache read,
     cache write and output as the file's step metrics give them, and Harbor's cost per step."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.sources.atif import read_atif
+from engine.sources.atif import read_atif, read_document
 from engine.sources.claude_code import read_claude_code
 from engine.sources.codex import read_codex
 from engine.sources.detect import detect_format, parse_format
@@ -29,9 +29,12 @@ HARBOR = DATA / "harbor-0.25.0"  # Harbor 0.25.0's own converters run on the rea
 
 
 def raw_calls(path: Path) -> list[dict[str, Any]]:
-    """The file's agent steps that are calls (not copied from an earlier trajectory), with their metrics."""
-    steps = json.loads(path.read_text(encoding="utf-8"))["steps"]
-    return [s.get("metrics") or {} for s in steps if s["source"] == "agent" and not s.get("is_copied_context")]
+    """The file's agent steps that are calls (not copied from an earlier trajectory), with their metrics, then those
+    of the files it continues in (``continued_trajectory_ref``, beside it)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    own = [s.get("metrics") or {} for s in doc["steps"] if s["source"] == "agent" and not s.get("is_copied_context")]
+    ref = doc.get("continued_trajectory_ref")
+    return own + (raw_calls(path.parent / ref) if ref and (path.parent / ref).is_file() else [])
 
 
 def test_the_real_trajectories_are_there_and_detected() -> None:
@@ -124,15 +127,104 @@ def test_openhands_converted_keeps_the_system_prompt_tools_and_tool_results() ->
     assert read_atif(SUMMARIZATION).prefixes == {}  # no tool definitions recorded: inferred at import
 
 
-def test_a_continued_trajectory_and_missing_subagent_files_are_said() -> None:
-    src = read_atif(LINEAR)
+def test_a_continued_trajectory_and_missing_subagent_files_are_said(tmp_path: Path) -> None:
+    alone = tmp_path / "trajectory.json"  # without the file it continues in
+    alone.write_bytes(LINEAR.read_bytes())
+    src = read_atif(alone)
     assert [r.problem.split(":")[0] for r in src.subagents] == [
         f"trajectory_path 'trajectory.summarization-1-{k}.json'" for k in ("summary", "questions", "answers")]
     assert all(r.session is None for r in src.subagents)
-    assert any("continues in trajectory.cont-1.json" in n for n in src.notes)
+    assert ("the trajectory continues in trajectory.cont-1.json (continued_trajectory_ref), not read: no such file "
+            "beside trajectory.json") in src.notes
+    assert len(src.calls) == 3 and not src.compactions and not any(n.startswith("final_metrics") for n in src.notes)
     cont = read_atif(CONTINUED)
     assert len(cont.calls) == 4 and len(cont.messages) == 12  # the copied steps are messages, not calls
     assert any("final_metrics.total_prompt_tokens is 7802" in n for n in cont.notes)  # the whole run's total
+
+
+def _steps_text(path: Path) -> list[str]:
+    return [s["message"] for s in json.loads(path.read_text(encoding="utf-8"))["steps"]]
+
+
+def test_a_continued_trajectory_is_read_on_as_one_session_after_a_compaction() -> None:
+    """Terminus-2's linear history (Harbor's own files): trajectory.json, then trajectory.cont-1.json after the
+    hand-over — one session: the first file's messages and calls, a compaction whose context after is the
+    continuation's copied steps, then its own; the calls numbered on; the last file's final_metrics (the whole run's)
+    checked."""
+    first, cont = read_document(json.loads(LINEAR.read_text()), LINEAR), read_atif(CONTINUED)
+    src = read_atif(LINEAR)
+    n = len(first.messages)
+    assert [c.prompt_tokens for c in src.calls] == [682, 750, 820, 1700, 850, 850, 850]
+    assert [c.index for c in src.calls] == list(range(7))
+    assert [m["content"] for m in src.messages] == [m["content"] for m in first.messages + cont.messages]
+    assert len({m["id"] for m in src.messages}) == len(src.messages)
+    for call in src.calls:  # each call still points at the assistant message its step made
+        assert src.messages[call.message_index]["role"] == "assistant"
+    assert [src.messages[c.message_index]["content"] for c in src.calls[3:]] == [
+        cont.messages[c.message_index]["content"] for c in cont.calls]
+    [comp] = src.compactions
+    copied = sum(1 for s in json.loads(CONTINUED.read_text())["steps"] if s.get("is_copied_context"))
+    assert (comp.message_index, comp.calls_before, comp.messages_after) == (n, 3, copied)
+    assert (comp.tokens_before, comp.tokens_after, comp.trigger_source) == (820, 1700, "continued_trajectory_ref")
+    steps = _steps_text(CONTINUED)  # the summary: what the copied steps hold that the first file did not (hand-over)
+    assert comp.summary.startswith("You are picking up work from a previous AI agent") and steps[0] not in comp.summary
+    assert all(text in comp.summary for text in steps[1:copied])
+    assert src.live_start == n and src.lines == first.lines + cont.lines
+    assert src.agent_cost_usd == pytest.approx(first.agent_cost_usd + cont.agent_cost_usd)
+    assert src.aggregate == {k: v for k, v in json.loads(CONTINUED.read_text())["final_metrics"].items()}
+    assert not any("continued_trajectory_ref" in note for note in src.notes)
+    # the whole run's 7802 against both files' steps (its summarization subagents' files are not here: said)
+    assert "final_metrics.total_prompt_tokens is 7802; the steps (and subagents) read sum 6502" in src.notes
+    assert sum(1 for note in src.notes if note.startswith("final_metrics.total_prompt_tokens")) == 1
+
+
+def _linear_copy(tmp_path: Path, cont: dict[str, Any] | bytes) -> Path:
+    (tmp_path / "trajectory.json").write_bytes(LINEAR.read_bytes())
+    data = cont if isinstance(cont, bytes) else json.dumps(cont).encode()
+    (tmp_path / "trajectory.cont-1.json").write_bytes(data)
+    return tmp_path / "trajectory.json"
+
+
+def test_continuations_in_a_chain_a_loop_and_a_bad_one(tmp_path: Path) -> None:
+    doc = json.loads(CONTINUED.read_text())
+    chain = tmp_path / "chain"
+    chain.mkdir()
+    path = _linear_copy(chain, {**doc, "continued_trajectory_ref": "trajectory.cont-2.json"})
+    (chain / "trajectory.cont-2.json").write_text(json.dumps(doc))
+    src = read_atif(path)
+    assert len(src.calls) == 3 + 4 + 4 and len(src.compactions) == 2
+    assert [c.calls_before for c in src.compactions] == [3, 7] and src.live_start == src.compactions[1].message_index
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    src = read_atif(_linear_copy(loop, {**doc, "continued_trajectory_ref": "trajectory.json"}))
+    assert len(src.calls) == 7 and ("the trajectory continues in trajectory.json (continued_trajectory_ref), not read: "
+                                    "a file this trajectory already read (a loop)") in src.notes
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    src = read_atif(_linear_copy(bad, b"{ not json"))
+    assert len(src.calls) == 3 and not src.compactions
+    assert any(n.startswith("the trajectory continues in trajectory.cont-1.json (continued_trajectory_ref), cannot "
+                            "be read: trajectory.cont-1.json: not valid JSON") for n in src.notes)
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    src = read_atif(_linear_copy(wrong, {**doc, "steps": [{"step_id": 1, "source": "agent"}]}))
+    assert len(src.calls) == 3 and any("cannot be read" in n and "message" in n for n in src.notes)
+
+
+def test_a_continuation_s_subagents_keep_their_links(tmp_path: Path) -> None:
+    """Two files each naming a subagent of the same id: the continuation's is renamed, its message follows."""
+    sub = doc_of("ATIF-v1.5", [user(1), agent(2, metrics={"prompt_tokens": 10})])
+    ref = {"session_id": "helper", "trajectory_path": "helper.json"}
+    (tmp_path / "helper.json").write_text(json.dumps(sub))
+    steps = [user(1), agent(2, metrics={"prompt_tokens": 100}, observation={"results": [
+        {"content": "done", "subagent_trajectory_ref": [ref]}]})]
+    (tmp_path / "trajectory.json").write_text(json.dumps(doc_of("ATIF-v1.5", steps,
+                                                                continued_trajectory_ref="cont.json")))
+    (tmp_path / "cont.json").write_text(json.dumps(doc_of("ATIF-v1.5", steps)))
+    src = read_atif(tmp_path / "trajectory.json")
+    assert [r.id for r in src.subagents] == ["helper", "helper-2"]
+    assert [m["subagent"]["id"] for m in src.messages if "subagent" in m] == ["helper", "helper-2"]
+    assert all(r.session is not None and len(r.session.calls) == 1 for r in src.subagents)
 
 
 # --------------------------------------------------------------------------- per version (shortened real steps)
