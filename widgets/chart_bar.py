@@ -153,7 +153,10 @@ def _header_html(s: ContextSnapshot, regions: dict[str, int], used: int, pal: Pa
         + f" of <b>{format_tokens(s.window)}</b> ({percent(used, max(1, s.window))})",
         f"<span style='color:{pal.muted}'>{acc}</span>",
     ]
-    if s.model:  # whose window it is (an imported session's: the model that made it)
+    if s.window_source == "observed":  # no figure for the model (yet): the window its prompts show, not the model's
+        whose = f" ({html.escape(s.model)})" if s.model else ""
+        parts.append(f"<span style='color:{pal.muted}'>window observed from the prompts{whose}</span>")
+    elif s.model:  # whose window it is (an imported session's: the model that made it)
         parts.append(f"<span style='color:{pal.muted}'>window of {html.escape(s.model)}</span>")
     if used > s.window:
         parts.append(

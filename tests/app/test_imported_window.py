@@ -52,7 +52,9 @@ def test_an_imported_trajectory_is_drawn_against_its_own_models_window(qtbot: An
     assert snap.model == c.session.meta["model"] and "deepseek" in snap.model
     assert snap.used <= snap.window and "over the window" not in chart.header_text()
     assert chart.legend_text("limit").replace(",", "").find(str(timeline_window)) >= 0
-    assert f"window of {snap.model}" in chart.header_text()  # says whose window it is
+    # says whose window it is: here none looked up (the test's litellm has no figure), the one its prompts showed
+    assert snap.window_source == "observed" and "window of" not in chart.header_text()
+    assert f"window observed from the prompts ({snap.model})" in chart.header_text()
     assert win.status.texts()["model"] == f"model: {snap.model}"
     assert str(timeline_window) in win.status.texts()["tokens"].replace(",", "")
     assert c.agent is not None and c.agent.window.context_window == RUNNING  # turns still run with the settings'

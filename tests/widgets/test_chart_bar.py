@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
@@ -50,6 +52,14 @@ def test_nothing_yet_then_a_request_on_the_whole_window(bar: RequestBar) -> None
     assert right >= 1_000_000 and not bar.offscale.isVisible()
     assert "2,000 draft" in bar.header.text() and "window of claude-sonnet-4-5" in bar.header.text()
     assert bar.legend.row_text("limit") == "1,000,000 · 100.0%"
+
+
+def test_a_window_observed_from_the_prompts_is_not_called_the_models(bar: RequestBar) -> None:
+    """An imported session of a model with no known window (or before litellm is loaded) is drawn against the window
+    its prompts showed: the header says so instead of naming it the model's."""
+    bar.show(replace(snap(), window_source="observed", model="openai/gpt-4o"), None, False, LIGHT)
+    text = bar.header.text()
+    assert "window observed from the prompts (openai/gpt-4o)" in text and "window of" not in text
 
 
 def test_fitted_the_bar_has_its_own_scale_and_names_the_lines_past_it(bar: RequestBar) -> None:
