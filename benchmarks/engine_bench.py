@@ -37,6 +37,17 @@ class Figure:
         return f"{self.name:58} {self.value:12.3f} {self.unit:8} {self.target:26} {mark}"
 
 
+def compiled(repo: Path) -> None:
+    """The bytecode of ``repo``'s own modules written, as an installed package has it (pip compiles what it
+    installs; ``make run`` compiles the tree): the processes a benchmark times then load it instead of compiling
+    every module at every start where ``PYTHONDONTWRITEBYTECODE`` is set (0.1–0.15 s of each process here)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "app", "engine", "widgets", "benchmarks"], cwd=repo,
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def best_of(fn: Callable[[], Any], repeat: int = 7, number: int = 1) -> float:
     """Best wall time of ``number`` calls, over ``repeat`` rounds, in seconds per call."""
     times = []

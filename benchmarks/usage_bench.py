@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bigsession import CLAUDE_SOURCE, SHARED, ClaudeCopies, CodexCopies
-from benchmarks.engine_bench import MB, Figure
+from benchmarks.engine_bench import MB, Figure, compiled
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path("/tmp/ctxbench-usage")
@@ -701,7 +701,9 @@ if __name__ == "__main__":
     elif cmd == "view":
         print(json.dumps(_view_child()))
     elif cmd == "ccusage20":  # [REPO]: the tree to measure (a worktree of another commit: the figures before)
-        for fig in bench_ccusage20(Path(sys.argv[2]) if len(sys.argv) > 2 else REPO):
+        tree = Path(sys.argv[2]) if len(sys.argv) > 2 else REPO
+        compiled(tree)  # (as python -m benchmarks does: the bytecode an install has)
+        for fig in bench_ccusage20(tree):
             print(fig.line(), flush=True)
     else:
         for fig in bench_usage():
