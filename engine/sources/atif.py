@@ -493,8 +493,8 @@ def read_atif(path: Path) -> SourceSession:
             problem = f"not read: more than {MAX_PARTS} files"
         if not problem:
             try:
-                doc = load_document(at)
-                part, copied = _read_document(doc, at)
+                following = load_document(at)
+                part, copied = _read_document(following, at)
             except SourceError as exc:
                 problem = f"cannot be read: {exc}"
         session.notes = [n for n in session.notes if n != said]
@@ -503,10 +503,10 @@ def read_atif(path: Path) -> SourceSession:
             break
         _join(session, part, copied, at.name)
         seen.add(at.resolve())
-        path = at
+        path, doc = at, following
     if len(seen) > 1:  # the last file's final_metrics are the whole run's (Harbor writes them so)
         session.notes = [n for n in session.notes if not n.startswith(_FINAL_NOTE)]
-        _check_totals(session, session.aggregate or {})
+        _check_totals(session, dict(doc["final_metrics"]) if isinstance(doc.get("final_metrics"), dict) else {})
     return session
 
 
@@ -572,8 +572,7 @@ def _join(session: SourceSession, part: SourceSession, copied: int, name: str) -
     session.started = session.started or part.started
     session.last_activity = part.last_activity or session.last_activity
     session.lines += part.lines
-    if part.aggregate is not None:
-        session.aggregate = part.aggregate
+    session.aggregate = part.aggregate  # (the whole run's; none said when the last file has none)
     session.live_start = session.compactions[-1].message_index
 
 

@@ -209,6 +209,25 @@ def test_continuations_in_a_chain_a_loop_and_a_bad_one(tmp_path: Path) -> None:
     wrong.mkdir()
     src = read_atif(_linear_copy(wrong, {**doc, "steps": [{"step_id": 1, "source": "agent"}]}))
     assert len(src.calls) == 3 and any("cannot be read" in n and "message" in n for n in src.notes)
+    assert not any(n.startswith("final_metrics") for n in src.notes)  # the first file's own totals, which agree
+    # a chain whose second continuation is bad: the first two files joined, checked against the second's totals
+    (chain / "trajectory.cont-2.json").write_text(json.dumps({**doc, "final_metrics": {"total_prompt_tokens": 1}}))
+    (chain / "trajectory.cont-1.json").write_text(json.dumps({**doc, "continued_trajectory_ref": "cont-3.json"}))
+    (chain / "cont-3.json").write_text(json.dumps({**doc, "steps": [{"step_id": 1, "source": "agent"}],
+                                                   "final_metrics": {"total_prompt_tokens": 1}}))  # read, refused
+    src = read_atif(path)
+    assert len(src.calls) == 7 and src.aggregate == doc["final_metrics"]
+    assert "final_metrics.total_prompt_tokens is 7802; the steps (and subagents) read sum 6502" in src.notes
+    assert any(n.startswith("the trajectory continues in cont-3.json (continued_trajectory_ref), cannot be read")
+               for n in src.notes)
+
+
+def test_a_last_continuation_without_final_metrics_leaves_the_whole_runs_total_unknown(tmp_path: Path) -> None:
+    doc = json.loads(CONTINUED.read_text())
+    del doc["final_metrics"]
+    src = read_atif(_linear_copy(tmp_path, doc))
+    assert len(src.calls) == 7 and src.aggregate is None
+    assert not any(n.startswith("final_metrics") for n in src.notes)  # (not the first file's 2252 against all 7)
 
 
 def test_a_continuation_s_subagents_keep_their_links(tmp_path: Path) -> None:
