@@ -25,7 +25,7 @@ from widgets.theme import Palette, format_tokens, palette
 RESULT_MAX_LINES = 300
 RESULT_MAX_CHARS = 30_000
 ARGS_MAX_LINES = 80
-# rows kept laid out (their text documents included: ~9 KB a row in C++ and Python), the most recently drawn: a few
+# rows kept laid out (their text documents included: ~11 KB a row in C++ and Python), the most recently drawn: a few
 # screens — LAYOUT_SCREENS times the view's height in rows, at least LAYOUT_MIN rows, at most LAYOUT_CACHE (a 4K
 # screen shows ~60 one-line rows); a row scrolled back to is laid out again. 400 made a ten-minute follow keep 2–3 MB
 # more as the new rows filled it; 150 in any window, 1.2 MB more than three screens of the benchmark's window.
