@@ -25,10 +25,13 @@ from widgets.theme import Palette, format_tokens, palette
 RESULT_MAX_LINES = 300
 RESULT_MAX_CHARS = 30_000
 ARGS_MAX_LINES = 80
-# rows kept laid out (their text documents included: ~7 KB a row in C++ and Python), the most recently drawn: a few
-# screens (a 4K screen shows ~60 one-line rows); a row scrolled back to is laid out again. 400 made a ten-minute
-# follow keep 2–3 MB more as the new rows filled it.
+# rows kept laid out (their text documents included: ~11 KB a row in C++ and Python), the most recently drawn: a few
+# screens — LAYOUT_SCREENS times the view's height in rows, at least LAYOUT_MIN rows, at most LAYOUT_CACHE (a 4K
+# screen shows ~60 one-line rows); a row scrolled back to is laid out again. 400 made a ten-minute follow keep 2–3 MB
+# more as the new rows filled it; 150 in any window, 1.2 MB more than three screens of the benchmark's window.
 LAYOUT_CACHE = 150
+LAYOUT_MIN = 40
+LAYOUT_SCREENS = 3
 COPY_LABEL = "Copy"
 PAD = 10
 MARGIN_X = 10
@@ -177,6 +180,8 @@ class RowLayouter:
     def __init__(self, model: ChatModel, font: QFont) -> None:
         self._model = model
         self._cache: OrderedDict[str, tuple[tuple[Any, ...], RowLayout]] = OrderedDict()
+        self._kept_px = 0  # the heights of the layouts kept, summed
+        self.keep_px = 0  # the pixels of rows kept laid out beyond LAYOUT_MIN rows (the view's: keep_screens); 0: any
         self.pal = palette()
         self.set_fonts(font)
         self.layouts_built = 0
@@ -207,6 +212,12 @@ class RowLayouter:
 
     def invalidate(self) -> None:
         self._cache.clear()
+        self._kept_px = 0
+
+    def keep_screens(self, view_height: int) -> None:
+        """Keep laid out the rows of :data:`LAYOUT_SCREENS` views of ``view_height`` pixels (at least
+        :data:`LAYOUT_MIN` rows, at most :data:`LAYOUT_CACHE`): a few screens, whatever the window's height."""
+        self.keep_px = LAYOUT_SCREENS * max(0, int(view_height))
 
     # --- geometry helpers
     def _bubble_width(self, row_width: int) -> int:
@@ -270,10 +281,14 @@ class RowLayouter:
         else:
             lay = self._layout_message(item, row_width)
         self.layouts_built += 1
+        if cached is not None:
+            self._kept_px -= cached[1].height
         self._cache[item.key] = (sig, lay)
         self._cache.move_to_end(item.key)
-        if len(self._cache) > LAYOUT_CACHE:
-            self._cache.popitem(last=False)
+        self._kept_px += lay.height
+        cache = self._cache
+        while len(cache) > LAYOUT_CACHE or (len(cache) > LAYOUT_MIN and self.keep_px and self._kept_px > self.keep_px):
+            self._kept_px -= cache.popitem(last=False)[1][1].height
         return lay
 
     def _doc(self, text: str, width: int, *, markdown: bool, mono: bool = False) -> QTextDocument:

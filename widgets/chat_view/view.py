@@ -644,6 +644,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
+        self._layouter.keep_screens(self.viewport().height())  # a few screens of rows kept laid out
         self._update_scrollbar()
         if self._stick:
             self._set_scroll(self.verticalScrollBar().maximum())

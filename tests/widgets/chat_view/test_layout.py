@@ -117,3 +117,36 @@ def test_a_long_follow_keeps_a_few_screens_of_rows_laid_out(view):
     assert "m0" not in layouter._cache
     assert texts(view, "m0") == first  # laid out again as it was
     assert doc_texts(view, "m299")[0].startswith("answer 299")
+
+
+def test_a_follow_keeps_a_few_screens_of_rows_laid_out_not_a_fixed_count(view, qtbot):
+    """The rows kept laid out are LAYOUT_SCREENS views' height of them (at least LAYOUT_MIN, at most LAYOUT_CACHE), not
+    LAYOUT_CACHE rows in any window (150 rows and their documents: 1.2 MB more in a ten-minute follow in the
+    benchmark's window); the rows on screen stay laid out (a paint lays out nothing again), the rows drawn are the
+    same."""
+    from widgets.chat_view.layout import LAYOUT_CACHE, LAYOUT_MIN, LAYOUT_SCREENS
+
+    view.set_messages([msg(0, "user", "start")])
+    for i in range(1, 300):
+        view.append_message(msg(i, "assistant" if i % 2 else "user", f"**answer** {i}\n\n" + "word " * 40))
+        view.scroll_to_bottom()
+        view.viewport().repaint()
+    layouter = view.layouter()
+    kept = [lay.height for _, lay in layouter._cache.values()]
+    screens = LAYOUT_SCREENS * view.viewport().height()
+    assert LAYOUT_MIN <= len(kept) < LAYOUT_CACHE
+    assert len(kept) == LAYOUT_MIN or sum(kept[1:]) <= screens
+    assert set(view.visible_keys()) <= set(layouter._cache)
+    built = layouter.layouts_built
+    view.viewport().repaint()
+    assert layouter.layouts_built == built  # the rows on screen were kept
+    # a taller window keeps more rows (a few of its screens), never more than LAYOUT_CACHE
+    view.resize(700, 3000)
+    qtbot.waitUntil(lambda: view.viewport().height() > 2000)
+    for i in range(300, 600):
+        view.append_message(msg(i, "user", "one line"))
+        view.scroll_to_bottom()
+        view.viewport().repaint()
+    taller = len(layouter._cache)
+    assert LAYOUT_MIN < taller <= LAYOUT_CACHE
+    assert set(view.visible_keys()) <= set(layouter._cache)
