@@ -506,7 +506,7 @@ def read_atif(path: Path) -> SourceSession:
         path, doc = at, following
     if len(seen) > 1:  # the last file's final_metrics are the whole run's (Harbor writes them so)
         session.notes = [n for n in session.notes if not n.startswith(_FINAL_NOTE)]
-        _check_totals(session, dict(doc["final_metrics"]) if isinstance(doc.get("final_metrics"), dict) else {})
+        _check_totals(session, dict_at(doc, "final_metrics"))
     return session
 
 

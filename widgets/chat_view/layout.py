@@ -265,7 +265,8 @@ class RowLayouter:
         return int(h)
 
     def layout(self, item: ChatItem, row_width: int) -> RowLayout:
-        """The row laid out at ``row_width``; one cached layout per row (LRU of LAYOUT_CACHE rows)."""
+        """The row laid out at ``row_width``; one cached layout per row, the most recently drawn kept (a few screens:
+        :meth:`keep_screens`; LAYOUT_MIN to LAYOUT_CACHE rows)."""
         sig = (item.version, row_width, item.expanded, item.reasoning_expanded, item.out_of_context,
                item.undoable, item.streaming)
         cached = self._cache.get(item.key)
