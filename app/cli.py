@@ -184,21 +184,22 @@ def _add_session_commands(sub: Any) -> None:
                       help="how the summary is made (default: the summary_mode setting)")
     _add_model_args(comp)
 
+    from engine.sources import formats  # (the registry: every list of agents below is its)
+
     imp = sub.add_parser(
         "import",
-        help="import an agent's session file as a session (Claude Code, Codex, OpenHands, SWE-agent, "
-        "mini-swe-agent, an ATIF trajectory.json, OpenAI-format JSON / JSONL)",
+        help=f"import an agent's session file as a session ({formats.spoken_list(formats.importable())})",
     )
     imp.add_argument("file", type=Path, metavar="FILE")
     imp.add_argument("--format", metavar="NAME",
-                     help="read the file as this format instead of detecting it: claude-code, codex, "
-                     "openhands, swe-agent, atif, mini-swe-agent, openai")
+                     help="read the file as this format instead of detecting it: "
+                     f"{', '.join(formats.importable())}")
     imp.add_argument("--session", required=True, type=Path, metavar="DIR", help="new session folder")
     imp.add_argument("--title", help="session title (default: from the file)")
     imp.add_argument("--no-model-info", action="store_true",
                      help="do not look up the model's window (use the window the log's usage implies)")
-    src = sub.add_parser("sources", help="list the agent sessions on this machine (Claude Code, Codex, Gemini CLI, "
-                         "OpenCode), newest first")
+    src = sub.add_parser("sources", help="list the agent sessions on this machine "
+                         f"({formats.spoken_list(formats.names(listed=True))}), newest first")
     src.add_argument("--json", action="store_true", help="one JSON object per session, one per line (type "
                                                          "\"source\"; a file that could not be read: \"unreadable\")")
     src.add_argument("--refresh", action="store_true", help="re-read every file (ignore the index cache)")

@@ -48,6 +48,7 @@ from engine.model.events import (
 from engine.model.records import CompactionRecord
 from engine.model.snapshot import ContextSnapshot
 from engine.model.timeline import TimelineCall
+from engine.sources.formats import importable, spoken_list
 from engine.store.archive import ArchiveHit
 from engine.store.config import Settings, config_dir
 from engine.tools.registry import approval_text
@@ -152,10 +153,7 @@ class MainWindow(WindowBase):
         self.new_action.triggered.connect(self._on_new_action_triggered)
         self.open_action = QAction("&Open transcript…", self)
         self.open_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Open))
-        self.open_action.setToolTip(
-            "Open an agent's session (Claude Code, Codex, OpenHands, SWE-agent, mini-swe-agent, an ATIF trajectory) "
-            "or a transcript"
-        )
+        self.open_action.setToolTip(f"Open an agent's session ({spoken_list(importable())}) or a transcript")
         self.open_action.triggered.connect(self._on_open_action_triggered)
         self.quit_action = QAction("&Quit", self)
         self.quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))

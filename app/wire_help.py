@@ -25,6 +25,7 @@ from PySide6.QtCore import QObject, Qt, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QLineEdit, QMenu, QPlainTextEdit, QTextEdit, QWidget
 
+from engine.sources.formats import names, spoken_list
 from engine.store.config import config_dir, data_dir, settings_path
 from engine.store.logs import log_dir, log_file
 from widgets.chat_view import ChatView
@@ -62,7 +63,8 @@ def about_facts(window: WindowBase) -> AboutFacts:
     )
     runtime = (f"Python {platform.python_version()} · PySide6 {pyside_version} · "
                f"{platform.system() or sys.platform} {platform.machine()}")
-    return AboutFacts(version=app_version(), versions=runtime, places=places)
+    return AboutFacts(version=app_version(), versions=runtime, places=places,
+                      agents=spoken_list(names(in_usage=True)))
 
 
 def _chat_of(widget: QWidget | None) -> ChatView | None:

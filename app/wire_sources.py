@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QFileSystemWatcher, QObject
 from PySide6.QtWidgets import QLabel
 
+from engine.sources.formats import cost_recorded_by, listed_places
 from engine.workbench.imported import ImportFacts
 from engine.workbench.rows import ProblemRow, SourceRow
 from engine.workbench.source_views import found_sessions_text
@@ -68,6 +69,7 @@ class SourcesWiring(QObject):
     def _connect(self) -> None:
         w, c = self.window, self.controller
         sources = w.sessions.sources
+        sources.set_known(listed_places(), cost_recorded_by())  # (where Sources looks, whose cost it shows)
         sources.source_opened.connect(self._on_source_opened)
         sources.continue_requested.connect(self._on_continue_path)
         sources.refresh_requested.connect(self._on_refresh)

@@ -29,6 +29,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel
 
 from engine.model.timeline import TimelineCall
+from engine.sources.formats import cost_recorded_by
 from engine.usage.costs import NONE, RunningCost, SessionCost
 from engine.workbench import usage as usage_part
 from engine.workbench.views import SessionView
@@ -118,7 +119,7 @@ class UsageWiring(QObject):
             return self.view
         from widgets.usage_view import UsageView
 
-        view = UsageView(pal=self.window.pal)
+        view = UsageView(pal=self.window.pal, cost_from=cost_recorded_by())
         view.refresh_requested.connect(self._on_refresh_requested)
         view.days_requested.connect(self._on_days_requested)
         view.session_opened.connect(self._on_session_opened)

@@ -38,6 +38,7 @@ class AboutFacts:
     version: str
     versions: str = ""
     places: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    agents: str = ""  # the agents whose sessions it reads, as a sentence lists them ("Claude Code, Codex and …")
 
 
 class AboutDialog(QDialog):
@@ -52,7 +53,7 @@ class AboutDialog(QDialog):
         title.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(title)
         blurb = QLabel("See and control what fills an LLM agent's context window, and what it cost — for its own "
-                       "agent and for the sessions of Claude Code, Codex, Gemini CLI and OpenCode.")
+                       + (f"agent and for the sessions of {facts.agents}." if facts.agents else "agent."))
         blurb.setWordWrap(True)
         layout.addWidget(blurb)
         if facts.versions:

@@ -12,6 +12,8 @@ Signals:
     continue_requested(object)   path (a str): fork it into a ctxbench session (context menu)
     refresh_requested()
 Methods:
+    set_known(places, cost_from) where it looks, named when nothing is found ((agent, place) pairs), and the agents
+                                 whose own cost the Cost column shows (its tooltip)
     set_sources(rows)            replace the rows (grouping kept, the selection too)
     set_problems(problems)       the files the scan could not read (ProblemRow: path, shown, reason): "N files could
                                  not be read" under the list, each path and reason in its tooltip
@@ -104,7 +106,7 @@ class SourcesList(QWidget):
         self.tree = QTreeWidget()
         self.tree.setColumnCount(4)
         self.tree.setHeaderLabels(["Session", "Age", "Full", "Cost"])
-        self.tree.headerItem().setToolTip(3, "The agent's own cost in USD, from its cost records (Claude Code)")
+        self.tree.headerItem().setToolTip(3, "The agent's own cost in USD, from its cost records")
         self.tree.setRootIsDecorated(True)
         self.tree.setUniformRowHeights(True)
         header = self.tree.header()
@@ -115,9 +117,7 @@ class SourcesList(QWidget):
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         layout.addWidget(self.tree, 1)
-        self.empty_label = QLabel("No agent sessions found (Claude Code: ~/.claude/projects, "
-                                  "Codex: ~/.codex/sessions, Gemini CLI: ~/.gemini/tmp, "
-                                  "OpenCode: ~/.local/share/opencode)")
+        self.empty_label = QLabel("No agent sessions found")  # (where it looked: set_known)
         self.empty_label.setWordWrap(True)
         layout.addWidget(self.empty_label)
         self.problems_label = QLabel()
@@ -141,6 +141,16 @@ class SourcesList(QWidget):
         self.set_sources([])
 
     # --- data
+    def set_known(self, places: Sequence[tuple[str, str]], cost_from: str) -> None:
+        """What the list says of where it looks and whose cost it shows: ``places`` (agent, where a person finds its
+        sessions) named when no session is found; ``cost_from``, the agents whose files hold their own cost (the
+        Cost column's tooltip)."""
+        where = "".join(f"\n{agent}: {shown}" for agent, shown in places)
+        self.empty_label.setText(f"No agent sessions found. Sources looks in:{where}" if where
+                                 else "No agent sessions found")
+        self.tree.headerItem().setToolTip(3, "The agent's own cost in USD, from its cost records"
+                                          + (f" ({cost_from})" if cost_from else ""))
+
     def set_sources(self, rows: Sequence[SourceRow]) -> None:
         current = self.current_path()
         expanded = {g.text(0) for g in _children(self.tree.invisibleRootItem()) if g.isExpanded()}

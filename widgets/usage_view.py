@@ -10,6 +10,8 @@ bound: some calls have no price (their model is not in litellm's table).
 
 Public API of :class:`UsageView`
 --------------------------------
+``UsageView(pal=…, cost_from=…)``: ``cost_from`` names the agents whose files hold their own cost (the "Agent's cost"
+column's tooltip says so).
 Signals:
     refresh_requested(str, str, bool)  since, until (ISO days, "" for open), update: a date was picked (applied at
                                   once, typing settles first) or Refresh was pressed (True: read new session
@@ -136,7 +138,7 @@ class UsageView(QWidget):
     days_requested = Signal(int, bool)
     session_opened = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None, *, pal: Palette | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, pal: Palette | None = None, cost_from: str = "") -> None:
         super().__init__(parent)
         self._pal = pal or palette()
         self._report: UsageReport | None = None
@@ -160,7 +162,7 @@ class UsageView(QWidget):
         self._build_notes(layout)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self._build_plot())
-        split.addWidget(self._build_tables())
+        split.addWidget(self._build_tables(cost_from))
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
         split.setChildrenCollapsible(False)
@@ -253,8 +255,8 @@ class UsageView(QWidget):
         top_layout.addWidget(self.legend)
         return top
 
-    def _build_tables(self) -> QTabWidget:
-        """The tables: sessions, projects, models, tools."""
+    def _build_tables(self, cost_from: str) -> QTabWidget:
+        """The tables: sessions, projects, models, tools (``cost_from``: as the constructor's)."""
         self.tabs = QTabWidget()
         totals = [usd_column("Cost", "cost_usd"), int_column("Calls", "calls"),
                   int_column("Prompt tokens", "prompt_tokens"), int_column("Output tokens", "output_tokens"),
@@ -266,7 +268,7 @@ class UsageView(QWidget):
                     lambda s: str(s.get("last_call") or "")),
              session_cost_column(),
              usd_column("Agent's cost", "agent_cost_usd", None,
-                         "The agent's own cost, from its cost records (Claude Code)"),
+                         "The agent's own cost, from its cost records" + (f" ({cost_from})" if cost_from else "")),
              int_column("Calls", "calls"), pct_column("Peak full", "peak_fullness"),
              int_column("Compactions", "compactions"), pct_column("Cache hits", "cache_hit_rate"),
              text_column("Models", "models")],

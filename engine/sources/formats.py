@@ -111,7 +111,8 @@ class AgentFormat:
     (:func:`engine.workbench.source_views.preview_view`), while the whole file is read;
     ``reasoning_in_output``: the output figure includes reasoning; ``in_usage``: the usage index counts its sessions
     (a proxy's capture is not: the calls it recorded are the ones the agent's own file holds, and would be counted
-    twice)."""
+    twice); ``records_cost``: its files hold the agent's own cost (its reader sets ``agent_cost_usd``); ``spoken``: how
+    a sentence that lists formats names it, when not by ``display`` (:func:`spoken_list`)."""
 
     name: SourceFormat
     display: str
@@ -130,6 +131,8 @@ class AgentFormat:
     first_screen: bool = False
     reasoning_in_output: bool = True
     in_usage: bool = True
+    records_cost: bool = False
+    spoken: str = ""
 
     @property
     def listed(self) -> bool:
@@ -143,6 +146,7 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 appended=lambda path, bulk: claude_code.ClaudeCodeReader(path, bulk=bulk),
                 growth="appended", follow_open_last=True, light_pass_kept=True,
                 subagents_beside=True, cache_hours_in_lines=True, usage_pass=True, first_screen=True,
+                records_cost=True,
                 place=Place(places.claude_code_roots, "~/.claude/projects", "*/*.jsonl", places.not_a_subagent_file,
                             by_first_line=True),
                 summary=lambda path: session_summary._summary_claude(path)),
@@ -161,17 +165,17 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 summary=lambda path: session_summary._summary_gemini(path)),
     AgentFormat("opencode", "OpenCode", lambda path: opencode.read_opencode(path),
                 polled=lambda path, subagents: opencode.open_reader(path, subagents=subagents),
-                growth="polled", reasoning_in_output=False,
+                growth="polled", reasoning_in_output=False, records_cost=True,
                 place=Place(places.data_home_roots("opencode"), "~/.local/share/opencode", "opencode*.db",
                             anywhere="**/opencode*.db", is_source=lambda path: opencode.is_opencode_source(path))),
     AgentFormat("kilo", "Kilo CLI", lambda path: kilo.read_kilo(path),  # OpenCode's reader in Kilo's dialect
                 polled=lambda path, subagents: kilo.open_kilo(path, subagents=subagents),
-                growth="polled", reasoning_in_output=False,
+                growth="polled", reasoning_in_output=False, records_cost=True,
                 place=Place(places.data_home_roots("kilo"), "~/.local/share/kilo", "kilo*.db",
                             anywhere="**/kilo*.db", is_source=lambda path: kilo.is_kilo_source(path))),
     AgentFormat("pi", "Pi", lambda path: pi.read_pi(path),
                 read_lines=lambda path, lines: pi.read_pi(path, lines=lines),
-                appended=lambda path, _bulk: pi.PiReader(path), growth="appended",
+                appended=lambda path, _bulk: pi.PiReader(path), growth="appended", records_cost=True,
                 place=Place(places.pi_roots, "~/.pi/agent/sessions", "*/*.jsonl", by_first_line=True),
                 summary=lambda path: session_summary._summary_pi(path)),
     AgentFormat("copilot-cli", "Copilot CLI", lambda path: copilot.read_copilot(path),
@@ -181,7 +185,7 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 summary=lambda path: session_summary._summary_copilot(path)),
     AgentFormat("cline", "Cline", lambda path: cline.read_cline(path),
                 read_lines=lambda path, lines: cline.read_cline_lines(path, lines),
-                appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten",
+                appended=lambda path, _bulk: cline.ClineReader(path), growth="rewritten", records_cost=True,
                 place=Place(places.cline_roots, "~/.cline/data/sessions", "*/*.messages.json",
                             anywhere="**/*.messages.json"),
                 summary=lambda path: session_summary._summary_cline(path)),
@@ -192,13 +196,15 @@ FORMATS: dict[SourceFormat, AgentFormat] = {f.name: f for f in (
                 summary=lambda path: session_summary._summary_qwen_code(path)),
     AgentFormat("openhands", "OpenHands", lambda path: openhands.read_openhands(path)),
     AgentFormat("swe-agent", "SWE-agent", lambda path: swe_agent.read_swe_agent(path)),
-    AgentFormat("atif", "ATIF trajectory (Harbor)", lambda path: atif.read_atif(path)),
+    AgentFormat("atif", "ATIF trajectory (Harbor)", lambda path: atif.read_atif(path), records_cost=True,
+                spoken="an ATIF trajectory (Harbor)"),
     AgentFormat("proxy-capture", "Recorded (proxy)", lambda path: capture.read_capture(path),  # engine.capture's files
                 read_lines=lambda path, lines: capture.read_capture(path, lines=lines),
                 appended=lambda path, _bulk: capture.CaptureReader(path), growth="appended",
                 place=Place(places.capture_roots, "<data dir>/captures", "capture-*.jsonl", places.first_capture_part,
                             by_first_line=True),
-                summary=lambda path: session_summary._summary_capture(path), in_usage=False),
+                summary=lambda path: session_summary._summary_capture(path), in_usage=False,
+                spoken="the recording proxy's captures"),
 )}
 
 # logs the importer reads (engine.importer), not sources with a reader here
@@ -220,12 +226,44 @@ def display_name(name: str) -> str:
 
 
 def names(*, growth: Growth | None = None, listed: bool | None = None,
-          reasoning_in_output: bool | None = None, in_usage: bool | None = None) -> tuple[SourceFormat, ...]:
+          reasoning_in_output: bool | None = None, in_usage: bool | None = None,
+          records_cost: bool | None = None) -> tuple[SourceFormat, ...]:
     """The registered formats with the given properties, in registration order."""
     return tuple(f.name for f in FORMATS.values()
                  if (growth is None or f.growth == growth) and (listed is None or f.listed == listed)
                  and (reasoning_in_output is None or f.reasoning_in_output == reasoning_in_output)
-                 and (in_usage is None or f.in_usage == in_usage))
+                 and (in_usage is None or f.in_usage == in_usage)
+                 and (records_cost is None or f.records_cost == records_cost))
+
+
+def followed() -> tuple[SourceFormat, ...]:
+    """The registered formats a growing session of which is followed (``ctxbench follow``, the window): tailed and fed
+    to its incremental reader (appended, or rewritten whole and fed again), or polled (a database)."""
+    return tuple(f.name for f in FORMATS.values() if f.appended is not None or f.polled is not None)
+
+
+def importable() -> tuple[SourceFormat, ...]:
+    """Every format ``ctxbench import`` (and the window's Open) reads: the registered ones, then the logs."""
+    return (*FORMATS, *LOG_FORMATS)
+
+
+def spoken_list(names: Iterable[str], last: str = "and") -> str:
+    """The formats ``names`` as a sentence lists them ("Claude Code, Codex and Gemini CLI"): each by its ``spoken``
+    name, else its display name (:func:`display_name`), in the order given."""
+    words = [spec.spoken or spec.display if (spec := FORMATS.get(cast(SourceFormat, n))) else display_name(n)
+             for n in names]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {last} {words[-1]}" if words else ""
+
+
+def cost_recorded_by() -> str:
+    """The agents Sources lists whose files hold their own cost, as a sentence lists them: what the "agent's cost"
+    column of the Sources list and of the usage view (which count the sessions Sources lists) says it comes from."""
+    return spoken_list(names(records_cost=True, listed=True))
+
+
+def listed_places() -> tuple[tuple[str, str], ...]:
+    """(display name, where a person finds its sessions: ``Place.shown``) of every format Sources lists."""
+    return tuple((f.display, f.place.shown) for f in FORMATS.values() if f.place is not None)
 
 
 def light_summary(name: str, path: Path) -> SourceEntry:
@@ -254,4 +292,5 @@ def polled_reader(name: str, path: Path, *, subagents: bool = True) -> opencode.
 
 
 __all__ = ["FORMATS", "LOG_FORMATS", "AgentFormat", "AppendedReader", "Growth", "RewrittenReader", "agent_format",
-           "appended_reader", "display_name", "light_summary", "names", "polled_reader"]
+           "appended_reader", "cost_recorded_by", "display_name", "followed", "importable", "light_summary",
+           "listed_places", "names", "polled_reader", "spoken_list"]

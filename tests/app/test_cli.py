@@ -580,3 +580,32 @@ def test_a_bad_atif_file_is_one_error_naming_what_is_wrong_and_writes_nothing(tm
     proc = ctxbench("import", "--format", "atif", "--no-model-info", "--session", str(folder), str(bad))
     assert_one_line_error(proc, "trajectory.json: not valid JSON")
     assert not folder.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["trajectory.json"]
+
+
+def _help(*args: str) -> str:
+    """What ``ctxbench [args] --help`` prints, its words joined by single spaces (argparse wraps its lines)."""
+    parser = cli.build_parser(args[0] if args else None)
+    sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
+    text = (sub.choices[args[0]] if args else parser).format_help()
+    return " ".join(text.split())
+
+
+def test_the_help_names_every_agent_each_command_reads() -> None:
+    """The lists of agents the help gives are the registry's (engine.sources.formats): an agent added there is
+    named here, and none the command does not read is."""
+    from engine.sources import formats
+
+    top = _help()
+    importable, listed = formats.spoken_list(formats.importable()), formats.spoken_list(formats.names(listed=True))
+    assert f"import an agent's session file as a session ({importable})" in top
+    assert f"list the agent sessions on this machine ({listed}), newest first" in top
+    followed = formats.spoken_list(formats.followed(), "or")
+    assert f"provider calls and compactions as JSON lines ({followed})" in top
+    for name in ("Qwen Code", "Cline", "Kilo CLI", "Copilot CLI", "Pi", "OpenHands", "mini-swe-agent"):
+        assert name in importable
+    assert "OpenHands" not in listed and "OpenHands" not in followed  # (read when imported, not listed or followed)
+    bare = "".join  # (argparse may break a name at its hyphen: the names compared without spaces)
+    assert bare(", ".join(formats.importable()).split()) in bare(_help("import").split())
+    follow_help = _help("follow")
+    assert bare(", ".join(formats.followed()).split()) in bare(follow_help.split())
+    assert "(OpenCode or Kilo CLI): <db>#ses_…" in follow_help

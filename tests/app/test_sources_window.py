@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.main_window import MainWindow
 from engine.sources.readers import read_source
@@ -327,3 +328,34 @@ def test_a_compaction_of_a_followed_file_attributes_the_tools_only_when_the_tab_
     assert analysis.tools_computed == before  # hidden: not attributed
     inspector.setCurrentWidget(inspector.tools)
     qtbot.waitUntil(lambda: analysis.tools_computed == before + 1, timeout=10_000)
+
+
+def test_every_list_of_agents_the_window_shows_is_the_registrys(qtbot: Any, win: MainWindow) -> None:
+    """Where Sources looks (said when it finds nothing), whose own cost the Sources list and the usage view show
+    (the same agents in both), the agents Open reads and About names: each from engine.sources.formats."""
+    from engine.sources import formats
+
+    sources = win.sessions.sources
+    sources.set_sources([])
+    text = sources.empty_label.text()
+    for agent, shown in formats.listed_places():
+        assert f"\n{agent}: {shown}" in text
+    assert "Qwen Code: ~/.qwen/projects" in text and "Pi: ~/.pi/agent/sessions" in text
+    cost_sources = sources.tree.headerItem().toolTip(3)
+    view = win.usage_wiring.ensure_view()  # type: ignore[attr-defined]
+    rows = view.sessions.rows
+    tips = [rows.headerData(i, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+            for i in range(rows.columnCount())]
+    cost_usage = next(t for t in tips if t and t.startswith("The agent's own cost, from its cost records"))
+    said = f"({formats.cost_recorded_by()})"
+    assert cost_sources.endswith(said) and cost_usage.endswith(said)  # (one fact, two views: the same agents)
+    for agent in ("Claude Code", "Cline", "OpenCode", "Pi"):
+        assert agent in said
+    assert "Codex" not in said  # (Codex writes no cost)
+    assert formats.spoken_list(formats.importable()) in win.open_action.toolTip()
+    about = win.help_wiring.show_about()  # type: ignore[attr-defined]
+    from PySide6.QtWidgets import QLabel
+
+    assert any(formats.spoken_list(formats.names(in_usage=True)) in label.text()
+               for label in about.findChildren(QLabel))
+    about.close()

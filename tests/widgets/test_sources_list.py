@@ -156,3 +156,13 @@ def test_a_path_that_is_not_utf8_is_kept_whole(sources: SourcesList, qtbot: Any)
     with qtbot.waitSignal(sources.source_opened) as blocker:
         sources.open_button.click()
     assert blocker.args == [odd]  # the path itself, not what Qt can show of it
+
+
+def test_where_it_looks_and_whose_cost_it_shows_are_said(sources: SourcesList) -> None:
+    assert sources.empty_label.text() == "No agent sessions found"  # (until the window says where it looks)
+    sources.set_known([("Claude Code", "~/.claude/projects"), ("Cline", "~/.cline/data/sessions")], "Claude Code")
+    sources.set_sources([])
+    assert sources.empty_label.isVisible()
+    assert sources.empty_label.text() == ("No agent sessions found. Sources looks in:\nClaude Code: ~/.claude/projects"
+                                          "\nCline: ~/.cline/data/sessions")
+    assert sources.tree.headerItem().toolTip(3) == "The agent's own cost in USD, from its cost records (Claude Code)"

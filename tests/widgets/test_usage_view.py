@@ -325,3 +325,12 @@ def test_a_sessions_cost_tooltip_breaks_it_into_main_subagents_and_compaction(vi
     assert tip[-1].startswith("The agent's own cost: $4.10")
     cheap = next(r for r in range(table.row_count()) if table.text(r, 0) == "cheap")
     assert table.tooltip(cheap, 4) == ""  # a row without the parts claims none
+
+
+def test_the_agents_cost_column_says_whose_files_hold_it(qtbot: Any) -> None:
+    w = UsageView(cost_from="Claude Code and Pi")
+    qtbot.addWidget(w)
+    rows = w.sessions.rows
+    tips = [rows.headerData(i, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+            for i in range(rows.columnCount())]
+    assert "The agent's own cost, from its cost records (Claude Code and Pi)" in tips

@@ -83,3 +83,50 @@ def test_no_module_outside_the_formats_names_one() -> None:
               for p in (REPO / folder).rglob("*.py") if _names_a_format(p)}
     assert naming - FORMAT_MODULES == NOT_MOVED_YET
     assert formats.__file__ is not None
+
+
+def test_lists_of_formats_as_a_sentence_says_them() -> None:
+    assert formats.spoken_list(["claude-code"]) == "Claude Code"
+    assert formats.spoken_list(["claude-code", "codex"], "or") == "Claude Code or Codex"
+    assert formats.spoken_list(["pi", "atif", "proxy-capture", "mini-swe-agent", "openai"]) == (
+        "Pi, an ATIF trajectory (Harbor), the recording proxy's captures, mini-swe-agent and an OpenAI-format log")
+    assert formats.spoken_list([]) == ""
+
+
+def test_what_is_followed_imported_and_listed_comes_from_the_registry() -> None:
+    assert set(formats.followed()) == set(follow.FOLLOWABLE) | set(follow.POLLED)
+    assert formats.importable() == (*FORMATS, *LOG_FORMATS) and set(formats.importable()) == set(get_args(SourceFormat))
+    assert formats.listed_places() == tuple((FORMATS[n].display, FORMATS[n].place.shown)  # type: ignore[union-attr]
+                                            for n in names(listed=True))
+    assert ("Cline", "~/.cline/data/sessions") in formats.listed_places()
+
+
+def _assigns_agent_cost(module: str, seen: set[str]) -> bool:
+    """Whether ``engine/sources/<module>.py``, or a module of engine.sources it imports (not the light passes' module,
+    which imports every format), sets a session's ``agent_cost_usd``."""
+    if module in seen or module == "session_summary":
+        return False
+    seen.add(module)
+    path = REPO / "engine" / "sources" / f"{module}.py"
+    if not path.is_file():
+        return False
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == "agent_cost_usd" for t in targets):
+                return True
+    imported = {n.module.rsplit(".", 1)[-1] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                and n.module and n.module.startswith("engine.sources.")}
+    return any(_assigns_agent_cost(m, seen) for m in sorted(imported))
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_records_cost_is_declared_for_exactly_the_formats_whose_reader_reads_the_agents_cost(name: str) -> None:
+    spec = FORMATS[name]  # type: ignore[index]
+    module = spec.read.__code__.co_names[0]  # (each reader is ``lambda path: <module>.<reader>(path)``)
+    assert _assigns_agent_cost(module, set()) == spec.records_cost, module
+    if spec.records_cost and spec.listed:  # (the views that say whose cost they show list these sessions only)
+        assert (spec.spoken or spec.display) in formats.cost_recorded_by()
+    else:
+        assert (spec.spoken or spec.display) not in formats.cost_recorded_by()
