@@ -46,6 +46,7 @@ from engine.sources.discovery import scan_sources
 from engine.sources.follow import Follower
 from engine.sources.model import SourceSession
 from engine.store.config import Settings
+from tests import ccusage20
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import Logged, Reply, ResponsesServer, ToolCall, count_tokens
 
@@ -294,6 +295,8 @@ def test_an_auto_compaction(agent_home: AgentHome, tmp_path: Path) -> None:
     assert SUMMARY not in [m.get("content") for m in src.messages[:comp.message_index]]
     report = import_it(path, tmp_path)
     assert len(report.compactions) == 1
+    # ccusage 20 reads the same rollout to the same tokens, day by day (the compaction's call included)
+    ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "codex")
 
 
 # --------------------------------------------------------------------------- the default model: code mode, subagents

@@ -35,6 +35,7 @@ import pytest
 from engine.sources.copilot import IGNORED_EVENTS, KNOWN_EVENTS, CopilotReader, read_copilot
 from engine.sources.discovery import scan_sources
 from engine.sources.model import SourceSession
+from tests import ccusage20
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import Logged, Reply, ToolCall
 from tests.agents.scripted_chat import ChatServer
@@ -209,6 +210,14 @@ def test_tool_calls_a_continued_session_and_a_compaction(agent_home: AgentHome, 
     assert entry.last_prompt_tokens == answered[-1].usage["prompt_tokens"] and entry.window == 128_000
     assert entry.project == agent_home.work.name and entry.path == str(path)
     assert (sorted(real.rglob("*")) if real.is_dir() else []) == before  # nothing of the user's touched
+    # ccusage 20 reads the same events to the same tokens, day by day, but for the compaction's own call, which it
+    # does not count (its usage is the compaction's record's): ours counts it, as the server logged it
+    days = ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "copilot", compactions=False)
+    every = ccusage20.our_days(agent_home.home, tmp_path / "usage")
+    assert sum(day["calls"] for day in days.values()) == len(answered)
+    assert sum(day["calls"] for day in every.values()) == len(logged)
+    assert sum(day["prompt"] for day in every.values()) - sum(day["prompt"] for day in days.values()) == (
+        summarise.usage["prompt_tokens"])
 
 
 def test_an_auto_compaction_beside_the_turn(agent_home: AgentHome, tmp_path: Path, copilot_cache: Path) -> None:

@@ -42,6 +42,7 @@ from engine.sources.gemini_cli import (
     record_kind,
 )
 from engine.sources.model import SourceSession
+from tests import ccusage20
 from tests.agents.conftest import HERE, AgentHome, Run, agent_bin, raw_lines
 from tests.agents.conftest import pinned_version as conftest_pinned
 from tests.agents.scripted import Logged, Reply, ScriptedServer, ToolCall
@@ -199,6 +200,8 @@ def test_three_shell_calls(agent_home: AgentHome, tmp_path: Path) -> None:
     assert not src.compactions and src.system_prompt == "" and not src.prefixes  # not in the file
     report = import_it(path, tmp_path)
     assert report.calls == report.reported_calls == 4
+    # ccusage 20 reads the same file to the same tokens, day by day
+    ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "gemini")
 
 
 def test_a_resumed_session_appends_to_its_file(agent_home: AgentHome, tmp_path: Path) -> None:

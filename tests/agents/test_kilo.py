@@ -36,6 +36,7 @@ from engine.sources.kilo import KILO, read_kilo
 from engine.sources.model import SourceSession
 from engine.sources.opencode import OpenCodeReader, latest_session, list_sessions, opencode_path
 from engine.usage.index import UsageIndex
+from tests import ccusage20
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
 from tests.agents.scripted import ScriptedServer
 from tests.agents.scripted_chat import CHAT_SUMMARY, ChatServer
@@ -199,6 +200,9 @@ def test_an_auto_compaction_read_with_its_own_usage(agent_home: AgentHome, tmp_p
     assert len(src.calls) + len(summaries) == len(server.calls())  # every call of the run, the summaries included
     report = import_it(db, tmp_path, "kilo")
     assert len(report.compactions) == len(summaries)
+    # ccusage 20 reads the same database to the same tokens, day by day, every call of the run counted
+    days = ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "kilo")
+    assert sum(day["calls"] for day in days.values()) == len(server.calls())
 
 
 def test_a_manual_compaction_through_kilo_serve(agent_home: AgentHome, tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ from engine.sources.opencode import (
     opencode_path,
     read_opencode,
 )
+from tests import ccusage20
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version
 from tests.agents.scripted import Logged, Reply, ScriptedServer, ToolCall
 from tests.agents.scripted_chat import CHAT_SUMMARY, ChatServer, chat_text
@@ -292,6 +293,8 @@ def test_an_auto_compaction(agent_home: AgentHome, tmp_path: Path) -> None:
     assert src.messages[comp.message_index]["content"] == "What did we do so far?"
     report = import_it(db, tmp_path)
     assert len(report.compactions) == 1
+    # ccusage 20 reads the same database to the same tokens, day by day (the compaction's call included)
+    ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "opencode")
 
 
 def test_a_task_runs_a_child_session(agent_home: AgentHome, tmp_path: Path) -> None:

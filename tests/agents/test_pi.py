@@ -34,6 +34,7 @@ from typing import Any
 from engine.sources.discovery import scan_sources
 from engine.sources.model import SourceSession
 from engine.sources.pi import IGNORED_ENTRIES, KNOWN_ENTRIES, READ_ROLES, PiReader, read_pi, record_kind, summary_text
+from tests import ccusage20
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import Logged, Reply, ToolCall
 from tests.agents.scripted_chat import ChatServer
@@ -207,6 +208,8 @@ def test_tool_calls_and_a_continued_session(agent_home: AgentHome, tmp_path: Pat
         "pi", src.session_id, 6, MODEL, "Run two commands")
     assert entry.last_prompt_tokens == answered[-1].usage["prompt_tokens"] and entry.window == 128_000
     assert entry.project == agent_home.work.name and entry.path == str(path)
+    # ccusage 20 reads the same files to the same tokens, day by day
+    ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "pi")
 
 
 def compact_by_rpc(home: AgentHome) -> None:

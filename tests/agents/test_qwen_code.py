@@ -46,6 +46,7 @@ from engine.sources.qwen_code import (
 )
 from engine.usage.costs import price_table
 from engine.usage.index import rows_of
+from tests import ccusage20
 from tests.agents.conftest import NODE22, QWEN_ENTRY, AgentHome, Run, pinned_version, raw_lines
 from tests.agents.scripted import Logged, Reply, ToolCall
 from tests.agents.scripted_chat import ChatServer, chat_text
@@ -219,6 +220,31 @@ def test_tool_calls_a_continued_session_and_a_compaction(agent_home: AgentHome, 
 
     report = import_source(path, session_dir=tmp_path / "imported")
     assert report.format == "qwen-code" and report.skipped == []
+    assert_ccusage20_differs_as_known(agent_home, tmp_path, answered, summaries[0])
+
+
+def assert_ccusage20_differs_as_known(agent_home: AgentHome, tmp_path: Path, answered: list[Any],
+                                      summary: Any) -> None:
+    """ccusage 20 reads Qwen Code's ``input_token_count`` (the server's ``prompt_tokens``: the whole prompt, its
+    cached part included) as the uncached input, and adds the cached part to it again; and it does not count the
+    compaction's own call. Ours: the whole prompt is the server's ``prompt_tokens``, the uncached part that minus
+    ``cached_tokens``, every call of the run counted."""
+    every = ccusage20.our_days(agent_home.home, tmp_path / "usage")
+    ours = ccusage20.our_days(agent_home.home, tmp_path / "usage", compactions=False)
+    theirs = ccusage20.daily(agent_home.home, "qwen")
+    assert sorted(ours) == sorted(theirs) and ours
+    for day, sums in ours.items():
+        them = theirs[day]
+        assert (them["inputTokens"], them["cacheReadTokens"], them["outputTokens"]) == (
+            sums["prompt"], sums["cache_read"], sums["output"]), (day, sums, them)
+        assert them["inputTokens"] + them["cacheReadTokens"] > sums["prompt"]  # (the cached part counted twice)
+    assert sum(day["prompt"] for day in every.values()) == sum(e.usage["prompt_tokens"] for e in answered)
+    assert sum(day["input"] for day in every.values()) == sum(
+        e.usage["prompt_tokens"] - e.usage["prompt_tokens_details"]["cached_tokens"] for e in answered)
+    assert sum(day["calls"] for day in every.values()) == sum(day["calls"] for day in ours.values()) + 1 == len(
+        answered)
+    assert sum(day["output"] for day in every.values()) - sum(day["output"] for day in ours.values()) == (
+        summary.usage["completion_tokens"])
 
 
 def assert_priced(entry: SourceEntry, src: SourceSession) -> None:
