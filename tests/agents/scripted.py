@@ -277,6 +277,27 @@ def is_summary_request(body: dict[str, Any]) -> bool:
     return any(marker.lower() in text.lower() for marker in SUMMARY_MARKERS)
 
 
+def one_hour_cache(body: dict[str, Any]) -> bool:
+    """Whether a Messages request asks for its cache to live an hour (a ``cache_control`` with ``ttl`` ``1h``): the
+    API then gives its cache write under ``usage.cache_creation.ephemeral_1h_input_tokens``, else under
+    ``ephemeral_5m_input_tokens``."""
+    found: list[bool] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            control = value.get("cache_control")
+            if isinstance(control, dict):
+                found.append(control.get("ttl") == "1h")
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk([body.get("system"), body.get("tools"), body.get("messages")])
+    return any(found)
+
+
 class AnthropicServer(ScriptedServer):
     """``POST /v1/messages`` (streamed or not) and ``POST /v1/messages/count_tokens``."""
 
@@ -294,7 +315,10 @@ class AnthropicServer(ScriptedServer):
         total, cached = self.prompt_figures(model, system, tools, messages)
         usage = {"input_tokens": max(1, total - cached) if cached == 0 else min(total - cached, 3),
                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
-        usage["cache_creation_input_tokens"] = total - cached - usage["input_tokens"]
+        usage["cache_creation_input_tokens"] = write = total - cached - usage["input_tokens"]
+        hour = one_hour_cache(body)  # the write's breakdown by time to live, as the API gives it
+        usage["cache_creation"] = {"ephemeral_5m_input_tokens": 0 if hour else write,
+                                   "ephemeral_1h_input_tokens": write if hour else 0}
         usage["cache_read_input_tokens"] += reply.extra_prompt_tokens
         out_tokens = output_tokens(reply)
         usage["output_tokens"] = out_tokens

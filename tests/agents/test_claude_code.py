@@ -36,6 +36,7 @@ from engine.sources.model import SourceSession
 from engine.sources.session_summary import summarize, summarize_read
 from engine.usage.costs import price_table, records_cost, source_cost
 from engine.usage.rows import rows_of
+from tests import ccusage20
 from tests.agents.conftest import AgentHome, Run, agent_bin, pinned_version, raw_lines
 from tests.agents.scripted import AnthropicServer, Logged, Reply, ToolCall, last_user_text
 from tests.engine.sources.test_incremental import by_line, feed_in_pieces, random_chunks, state
@@ -214,6 +215,8 @@ def test_tool_calls_read_exactly(agent_home: AgentHome, tmp_path: Path) -> None:
     assert len({(e["system"], e["tools"]) for e in contexts}) == 1
     served = main[0].system_tokens + main[0].tools_tokens
     assert abs(contexts[0]["system"] + contexts[0]["tools"] - served) < 0.25 * served
+    # ccusage 20 reads the same file to the same tokens (the cache writes given by time to live, as the API gives them)
+    ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "claude")
 
 
 def test_manual_compaction_and_cost(agent_home: AgentHome, tmp_path: Path) -> None:
@@ -430,3 +433,12 @@ def test_attribution_cache_miss_iterations_dropped_tokens_and_row_source(agent_h
     assert source_cost(src, table).main.usd == pytest.approx(records_cost(contexts, table).usd)
     assert [e["dropped_tokens"] for e in events if e["type"] == "compaction"] == [
         c.dropped_tokens for c in src.compactions]
+    # ccusage 20 reads the same files (the subagent's too) to the same tokens but for the two compactions' own calls:
+    # no line of the file holds them (ours works them out from the cost-state totals around each boundary), and it
+    # counts neither; ours counts both, as the server logged them
+    lines = ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "claude", compactions=False)
+    every = ccusage20.our_days(agent_home.home, tmp_path / "usage")
+    summaries = server.calls("summary")
+    for figure, key in (("output", "output_tokens"), ("cache_read", "cache_read_input_tokens")):
+        assert sum(day[figure] for day in every.values()) - sum(day[figure] for day in lines.values()) == sum(
+            e.usage[key] for e in summaries)

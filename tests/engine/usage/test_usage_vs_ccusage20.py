@@ -1,7 +1,8 @@
 """The usage index side by side with ccusage 20 (:mod:`tests.ccusage20`: the native program, pinned in
 tests/agents/package.json) on the shared Claude Code and Codex sessions, per day, with ``--offline`` (its own bundled
-prices). The other agents' files are compared where the real agents write them (tests/agents: Gemini CLI, Pi, Kilo,
-OpenCode and Codex equal; Copilot CLI and Qwen Code with the differences their tests name).
+prices). The files the real agents write are compared in their tests (tests/agents: Claude Code, Gemini CLI, Pi,
+Kilo, OpenCode and Codex equal; the compactions' own calls of Claude Code 2.1.3xx, Copilot CLI and Qwen Code, and
+Qwen Code's input, with the differences their tests name).
 
 ccusage 20 reads what ours reads, figure for figure, with one difference, checked rather than hidden:
 
