@@ -615,26 +615,34 @@ def _our_day_tokens(data_dir: Path) -> dict[str, tuple[int, int]]:
 
 
 def bench_ccusage20(repo: Path = REPO, rounds: int = CC20_ROUNDS) -> list[Figure]:
-    """Issue 28's targets beside ccusage 20, whole processes alternated, on :data:`HOME` made at
-    :data:`CC20_BYTES`: first index (``ctxbench usage --by day --json``, a fresh data dir) against ``ccusage claude
-    daily --offline --json -z UTC``; the index up to date (the same command again) against the same; ``ctxbench
-    sources --json --refresh`` against ``ccusage claude session --offline --json``. Wall time and peak RSS, the
-    best of ``rounds``; tokens per day compared. ``repo``: the tree whose ``app.cli`` runs (a worktree of another
-    commit gives the figures before a change)."""
+    """Issue 28's targets beside ccusage 20, whole processes alternated, on the Claude Code sessions of :data:`HOME`
+    made at :data:`CC20_BYTES` (its Codex rollouts out of our sight by an empty ``CODEX_HOME``, as ``ccusage claude``
+    reads none; then both again with them: ``ctxbench usage`` and ``ccusage daily``, every agent): first index
+    (``ctxbench usage --by day --json``, a fresh data dir) against ``ccusage claude daily --offline --json -z UTC``;
+    the index up to date (the same command again) against the same; ``ctxbench sources --json --refresh`` against
+    ``ccusage claude session --offline --json``. Wall time and peak RSS, the best of ``rounds``; tokens per day
+    compared. ``repo``: the tree whose ``app.cli`` runs (a worktree of another commit gives the figures before a
+    change)."""
     tool, why = ccusage20()
     if tool is None:
         print(f"usage-ccusage20: skipped: {why}", flush=True)
         return [Figure(f"usage vs ccusage 20: SKIPPED ({why[:70]})", float("nan"), "", "", None)]
     make_folder(CC20_BYTES)
-    size, n_claude, _ = folder_size()
+    _, n_claude, n_codex = folder_size()
+    size = sum(p.stat().st_size for p in (HOME / ".claude" / "projects").glob("*/*.jsonl"))
     data_dir = DATA / "data-cc20"
-    ours_env = _clean_env(HOME=str(HOME), CTXBENCH_DATA_DIR=str(data_dir), CTXBENCH_CONFIG_DIR=str(data_dir / "config"))
+    no_codex = DATA / "cc20-no-codex"  # the folder's Codex rollouts out of our sight: ccusage's `claude` reads none
+    no_codex.mkdir(parents=True, exist_ok=True)
+    all_env = _clean_env(HOME=str(HOME), CTXBENCH_DATA_DIR=str(data_dir), CTXBENCH_CONFIG_DIR=str(data_dir / "config"))
+    ours_env = {**all_env, "CODEX_HOME": str(no_codex)}
     cc_env = _clean_env(HOME=str(HOME), CLAUDE_CONFIG_DIR=str(HOME / ".claude"))
     usage = [sys.executable, "-m", "app.cli", "usage", "--by", "day", "--json"]
     sources = [sys.executable, "-m", "app.cli", "sources", "--json", "--refresh"]
     daily = [str(tool), "claude", "daily", "--offline", "--json", "-z", "UTC"]
+    daily_all = [str(tool), "daily", "--offline", "--json", "-z", "UTC"]
     session = [str(tool), "claude", "session", "--offline", "--json"]
-    runs: dict[str, list[tuple[float, int]]] = {k: [] for k in ("first", "again", "daily", "sources", "session")}
+    runs: dict[str, list[tuple[float, int]]] = {k: [] for k in ("first", "again", "daily", "sources", "session",
+                                                                "first_all", "daily_all")}
     cc_out = ""
 
     cpu: dict[str, list[float]] = {k: [] for k in runs}
@@ -662,9 +670,13 @@ def bench_ccusage20(repo: Path = REPO, rounds: int = CC20_ROUNDS) -> list[Figure
         runs["again"].append(timed(usage, ours_env, "again")[:2])
         runs["sources"].append(timed(sources, ours_env, "sources")[:2])
         runs["session"].append(timed(session, cc_env, "session")[:2])
+        shutil.rmtree(data_dir, ignore_errors=True)  # the same with the folder's Codex rollouts, both sides
+        data_dir.mkdir(parents=True)
+        runs["first_all"].append(timed(usage, all_env, "first_all")[:2])
+        runs["daily_all"].append(timed(daily_all, cc_env, "daily_all")[:2])
     best = {k: min(v) for k, v in runs.items()}
     rss = {k: max(r for _, r in v) for k, v in runs.items()}
-    theirs, mine = _cc20_day_tokens(cc_out), _our_day_tokens(data_dir)
+    theirs, mine = _cc20_day_tokens(cc_out), _our_day_tokens(data_dir)  # (the last index: all agents; Claude's rows)
     prompt_same = sum(1 for d in theirs if mine.get(d, (None,))[0] == theirs[d][0])
     out_same = sum(1 for d in theirs if mine.get(d, (None, None))[1] == theirs[d][1])
     f, d = best["first"][0], best["daily"][0]
@@ -693,6 +705,10 @@ def bench_ccusage20(repo: Path = REPO, rounds: int = CC20_ROUNDS) -> list[Figure
                None),
         Figure("cc20: sources --refresh, peak RSS", rss["sources"] / MB, "MB", "report", None),
         Figure("cc20: ccusage session, peak RSS", rss["session"] / MB, "MB", "report", None),
+        Figure(f"cc20: with the folder's {n_codex} Codex rollouts too: first index / `ccusage daily` (all agents)",
+               best["first_all"][0] / best["daily_all"][0], "×", "report", None),
+        Figure("cc20: … CPU s, ours / ccusage's", min(cpu["first_all"]), f"/ {min(cpu['daily_all']):.2f}", "report",
+               None),
     ]
 
 
