@@ -28,9 +28,12 @@ from the provider settings).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -212,6 +215,7 @@ class Tmux:
 
     def __init__(self, home: AgentHome, args: list[str]) -> None:
         self.sock = str(home.home / "tmux.sock")
+        self.work = home.work
         env = env_of(home) | {"TERM": "xterm-256color"}
         command = " ".join(["env", "-i", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
                             shlex.quote(str(agent_bin("cline"))), *map(shlex.quote, args)])
@@ -235,6 +239,35 @@ class Tmux:
 
     def close(self) -> None:
         self.tmux("kill-server")
+        stop_hub_daemons(self.work)
+
+
+def hub_daemons(work: Path) -> list[int]:
+    """The processes of Cline's hub daemon for ``work`` (``cline --cline-hub-daemon --cwd <work>``): the TUI starts
+    one, detached, and it outlives the TUI and its tmux server."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                args = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--cline-hub-daemon" in args and os.fsencode(str(work)) in args:
+                found.append(int(proc.name))
+    return found
+
+
+def stop_hub_daemons(work: Path, seconds: float = 10) -> None:
+    """Stop the hub daemons of ``work`` (TERM, then KILL after ``seconds``): a test leaves no process behind."""
+    for pid in hub_daemons(work):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + seconds
+    while hub_daemons(work) and time.monotonic() < end:
+        time.sleep(0.1)
+    for pid in hub_daemons(work):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def tui_script(first: int) -> Any:
@@ -272,6 +305,7 @@ def test_a_session_continued_in_the_tui_is_read_whole(agent_home: AgentHome) -> 
         finally:
             tui.close()
         answered = server.calls("main")
+    assert not hub_daemons(agent_home.work)  # (the TUI's hub daemon stopped with it: nothing left running)
     assert len(answered) == 4
     src = read_cline(path)
     assert_calls_are_the_servers(src, answered, earlier=2)
