@@ -28,8 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,7 @@ from engine.sources.model import (
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.fsutil import fingerprint, fsync_dir, json_loads
+from engine.store.fsutil import Fingerprints, fsync_dir, json_loads
 from engine.store.staging import collection_paused, staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
@@ -639,10 +638,6 @@ def _last_record_offset(path: Path, call_index: int) -> int:
     return start if isinstance(last, ContextRecord) and last.snapshot.call_index == call_index else -1
 
 
-def _same(msg: Message) -> Message:
-    return msg
-
-
 class LiveImport:
     """A followed source imported once into a view folder, then kept up to date from its incremental
     reader's :class:`SourceChanges`: new messages appended, a grown response replaced in place, one record
@@ -665,10 +660,7 @@ class LiveImport:
         self.recorder = kept[0]
         self.recorder.cache.bound(FOLLOW_MEMO)  # following counts a message once: not every shape the import counted
         self.written: list[Record] | None = written  # events.jsonl's records as written (until a session reads them)
-        # the messages the view holds, and the fingerprints of the last MAX_REPLACED (only those can be replaced in
-        # place: an older change writes the folder again), not one a message for as long as the file grows
-        self.known = len(self.src.messages)
-        self.signatures: deque[int] = deque(map(fingerprint, self.src.messages[-MAX_REPLACED:]), MAX_REPLACED)
+        self.signatures = Fingerprints(self.src.messages, MAX_REPLACED)  # (only those can be replaced in place)
         self.calls = len(self.src.calls)
         self.live_start = self.src.live_start
         self.compactions = [(c.message_index, c.summary, c.tokens_after) for c in self.src.compactions]
@@ -710,7 +702,7 @@ class LiveImport:
         src = self.src
         changes = self._merge(changes)
         comps = [(c.message_index, c.summary, c.tokens_after) for c in src.compactions]
-        known, old = self.known, len(self.compactions)
+        known, old = self.signatures.count, len(self.compactions)
         if changes.reset or comps[:old] != self.compactions or len(src.messages) < known:
             return None  # a rewind into what is shown, a compaction's summary changed: written whole
         fresh = src.compactions[old:]
@@ -725,20 +717,14 @@ class LiveImport:
         if any(i < self.calls - 1 for i in changes.calls_updated):
             return None  # an older call changed: not the way files grow
         plan = LivePlan()
-        # the view holds the reader's own dicts where the reader never changes one in place (a copy of each, else)
-        take: Callable[[Message], Message] = _same if src.fresh_on_change else dict
-        held = known - len(self.signatures)  # (the message of signatures[0])
+        share = src.fresh_on_change  # the view holds the reader's own dicts, never changed in place (else copies)
         for i in range(start, known):
-            sig = fingerprint(src.messages[i])
-            if sig != self.signatures[i - held]:
-                self.signatures[i - held] = sig
-                plan.replaced.append(take(src.messages[i]))
+            if self.signatures.changed(i, src.messages[i]):
+                plan.replaced.append(src.messages[i] if share else dict(src.messages[i]))
         if plan.replaced:
             self.recorder.changed_from(start)
-        for msg in src.messages[known:]:
-            self.signatures.append(fingerprint(msg))
-            plan.added.append(take(msg))
-        self.known = len(src.messages)
+        self.signatures.extend(added := src.messages[known:])
+        plan.added.extend(added if share else map(dict, added))
         if self.calls and self.calls - 1 in changes.calls_updated and self.recorder.last is not None:
             self.recorder.last.update(call_figures(src.calls[self.calls - 1], self.recorder.ctx.win.context_window))
             plan.updated = ContextRecord.from_json(self.recorder.last)
