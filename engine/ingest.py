@@ -59,7 +59,7 @@ from engine.sources.model import (
 from engine.sources.readers import read_source
 from engine.store import archive
 from engine.store.config import Settings
-from engine.store.fsutil import fingerprint, fsync_dir, json_loads
+from engine.store.fsutil import Fingerprints, fsync_dir, json_loads
 from engine.store.staging import collection_paused, staging_folder
 from engine.transcript import TranscriptError, import_openai_log, parse_transcript
 
@@ -660,7 +660,7 @@ class LiveImport:
         self.recorder = kept[0]
         self.recorder.cache.bound(FOLLOW_MEMO)  # following counts a message once: not every shape the import counted
         self.written: list[Record] | None = written  # events.jsonl's records as written (until a session reads them)
-        self.signatures = [fingerprint(m) for m in self.src.messages]
+        self.signatures = Fingerprints(self.src.messages, MAX_REPLACED)  # (only those can be replaced in place)
         self.calls = len(self.src.calls)
         self.live_start = self.src.live_start
         self.compactions = [(c.message_index, c.summary, c.tokens_after) for c in self.src.compactions]
@@ -702,7 +702,7 @@ class LiveImport:
         src = self.src
         changes = self._merge(changes)
         comps = [(c.message_index, c.summary, c.tokens_after) for c in src.compactions]
-        known, old = len(self.signatures), len(self.compactions)
+        known, old = self.signatures.count, len(self.compactions)
         if changes.reset or comps[:old] != self.compactions or len(src.messages) < known:
             return None  # a rewind into what is shown, a compaction's summary changed: written whole
         fresh = src.compactions[old:]
@@ -717,16 +717,14 @@ class LiveImport:
         if any(i < self.calls - 1 for i in changes.calls_updated):
             return None  # an older call changed: not the way files grow
         plan = LivePlan()
+        share = src.fresh_on_change  # the view holds the reader's own dicts, never changed in place (else copies)
         for i in range(start, known):
-            sig = fingerprint(src.messages[i])
-            if sig != self.signatures[i]:
-                self.signatures[i] = sig
-                plan.replaced.append(dict(src.messages[i]))
+            if self.signatures.changed(i, src.messages[i]):
+                plan.replaced.append(src.messages[i] if share else dict(src.messages[i]))
         if plan.replaced:
             self.recorder.changed_from(start)
-        for msg in src.messages[known:]:
-            self.signatures.append(fingerprint(msg))
-            plan.added.append(dict(msg))
+        self.signatures.extend(added := src.messages[known:])
+        plan.added.extend(added if share else map(dict, added))
         if self.calls and self.calls - 1 in changes.calls_updated and self.recorder.last is not None:
             self.recorder.last.update(call_figures(src.calls[self.calls - 1], self.recorder.ctx.win.context_window))
             plan.updated = ContextRecord.from_json(self.recorder.last)

@@ -312,13 +312,14 @@ class TokenLedger:
 
     Edits made through the ledger (``append``, ``extend``, ``replace``, ``delete``, ``reset``) cost
     O(messages touched). :meth:`sync` reconciles with a list edited elsewhere: it compares by
-    identity and key, and re-estimates only messages that changed.
+    identity and key, and re-estimates only messages that changed (by identity only once :meth:`follow` made it
+    keep no keys).
     """
 
     def __init__(self, cache: TokenCache, messages: Iterable[Message] = ()) -> None:
         self.cache = cache
         self._msgs: list[Message] = []
-        self._keys: list[tuple[Any, ...]] = []
+        self._keys: list[tuple[Any, ...]] | None = []  # each message's key (None: none kept, see follow)
         self.counts: list[int] = []
         self.total = 0
         self.revision = 0  # bumped by every edit but an append: running tallies start again then
@@ -327,11 +328,20 @@ class TokenLedger:
     def __len__(self) -> int:
         return len(self.counts)
 
+    def follow(self, memo: int) -> None:
+        """The ledger of a followed view (read-only: a message that changes comes as a new dict, never changed in
+        place): no message's key kept from now on, and at most ``memo`` shapes counted in the memo (a key a message
+        and a memo entry each were held for as long as the file grew; the import counted them all once). A replaced
+        message's old key is made again from the message it replaces; :meth:`sync` compares by identity."""
+        self._keys = None
+        self.cache.bound(memo)
+
     def append(self, msg: Message) -> int:
         key = message_key(msg)  # the memo's key and this list's: one object (each a copy of the message's shape)
         tokens = self.cache.count(msg, key)
         self._msgs.append(msg)
-        self._keys.append(key)
+        if self._keys is not None:
+            self._keys.append(key)
         self.counts.append(tokens)
         self.total += tokens
         return tokens
@@ -343,23 +353,27 @@ class TokenLedger:
     def replace(self, index: int, msg: Message) -> None:
         self.revision += 1
         key = message_key(msg)
-        old = self._keys[index]
+        old = self._keys[index] if self._keys is not None else message_key(self._msgs[index])
         if old != key:  # the memo forgets the replaced shape (a followed response grows line by line: each of its
             self.cache.forget(old)  # shapes held there for good, with the text they held)
         tokens = self.cache.count(msg, key)
         self.total += tokens - self.counts[index]
         self._msgs[index] = msg
-        self._keys[index] = key
+        if self._keys is not None:
+            self._keys[index] = key
         self.counts[index] = tokens
 
     def delete(self, start: int, stop: int | None = None) -> None:
         stop = len(self.counts) if stop is None else stop
         self.revision += 1
         self.total -= sum(self.counts[start:stop])
-        del self._msgs[start:stop], self._keys[start:stop], self.counts[start:stop]
+        del self._msgs[start:stop], self.counts[start:stop]
+        if self._keys is not None:
+            del self._keys[start:stop]
 
     def reset(self, messages: Iterable[Message]) -> None:
-        self._msgs, self._keys, self.counts, self.total = [], [], [], 0
+        self._msgs, self.counts, self.total = [], [], 0
+        self._keys = [] if self._keys is not None else None
         self.revision += 1
         self.extend(messages)
 
@@ -369,7 +383,7 @@ class TokenLedger:
         common = min(n_old, n_new)
         for i in range(common):
             msg = messages[i]
-            if msg is not self._msgs[i] or message_key(msg) != self._keys[i]:
+            if msg is not self._msgs[i] or (self._keys is not None and message_key(msg) != self._keys[i]):
                 self.replace(i, msg)
         if n_new > n_old:
             self.extend(messages[n_old:])

@@ -83,7 +83,33 @@ def _optional_text(obj: Mapping[str, Any], key: str) -> str | None:
     return None if obj.get(key) is None else _text(obj, key)
 
 
-@dataclass(frozen=True)
+_SCALARS = (str, int, float, bool, type(None))
+_recent_extras: tuple[dict[str, Any], ...] = ()  # the last few records' extra fields (see _shared_extra)
+_RECENT_EXTRAS = 4
+
+
+def _item(key: str, value: Any) -> tuple[str, type, Any]:
+    return key, type(value), repr(value) if type(value) is float else value  # (-0.0 and 0.0 apart, as written)
+
+
+def _shared_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra``, or an identical dict a recent record holds: one dict for the calls that write the same fields (a
+    followed view's calls of one segment: ``segment``, ``exact_input``, ``prefix_tokens``… alike), not one a call. The
+    same keys in the same order, each value of the same type and equal, scalars only; a record's ``extra`` is never
+    changed (the record is frozen: :func:`dataclasses.replace` gives a new one the same dict)."""
+    global _recent_extras
+    if not all(type(v) in _SCALARS for v in extra.values()):
+        return extra
+    items = [_item(k, v) for k, v in extra.items()]
+    recent = _recent_extras  # (one read: another thread may set a new tuple meanwhile, never change this one)
+    for held in recent:
+        if len(held) == len(extra) and [_item(k, v) for k, v in held.items()] == items:
+            return held
+    _recent_extras = (extra, *recent[:_RECENT_EXTRAS - 1])
+    return extra
+
+
+@dataclass(frozen=True, slots=True)  # (slots: one a call, for as long as a followed session grows)
 class ContextRecord:
     """One provider call (a ``context`` line): its request's snapshot and the figures known of the call."""
 
@@ -130,6 +156,7 @@ class ContextRecord:
                  and (k not in declared or (v is None and k in _NULLABLE))}  # a null as written stays one
         if obj.get("prefix_source") is None and "prefix_source" in obj:
             extra["prefix_source"] = None  # an import wrote null: written back as it was
+        extra = _shared_extra(extra)
         figures = {key: _number(obj, key) for key in CALL_FIGURES}
         message_id = obj.get("message_id")
         return cls(snapshot=snapshot, message_count=_number(obj, "message_count"),

@@ -90,7 +90,7 @@ class WindowInfo:
     source: str  # "override" | "model" | "fallback"
 
 
-@dataclass
+@dataclass(slots=True)  # (slots: one a call's record, for as long as a followed session grows)
 class ContextSnapshot:
     """What the next request holds, region by region, in tokens.
 

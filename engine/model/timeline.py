@@ -22,7 +22,7 @@ from engine.model.snapshot import ContextSnapshot
 PRICE_FIELDS = ("cost_usd", "cost_problem")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (slots: one a call, for as long as a followed session grows)
 class Price:
     """What a call cost: ``usd`` (None: unknown) and why it is unknown (``problem``; "" when known)."""
 
@@ -39,7 +39,7 @@ def _usd(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TimelineCall:
     """A recorded call as the timeline shows it: its record and its price (None: not priced)."""
 

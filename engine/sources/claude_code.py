@@ -420,10 +420,11 @@ def _placeholder_output(call: ProviderCall, text: str) -> None:
 
 
 def _link_task(session: SourceSession, agent_id: str, tool_id: str | None) -> None:
-    """Mark the tool message that answered the Task call which started the subagent."""
-    for msg in session.messages:
+    """Mark the tool message that answered the Task call which started the subagent (a new dict in its place: a
+    message is never changed in place, :attr:`SourceSession.fresh_on_change`)."""
+    for i, msg in enumerate(session.messages):
         if msg.get("role") == "tool" and tool_id and msg.get("tool_call_id") == tool_id:
-            msg["subagent"] = {"id": agent_id}
+            session.messages[i] = {**msg, "subagent": {"id": agent_id}}
 
 
 def _subagents(session: SourceSession, scan: _Scan, folder: Path) -> None:
@@ -519,7 +520,7 @@ class ClaudeCodeReader:
         self.scan = _Scan(arguments=arguments)
         self.session = SourceSession("claude-code", self.path, self.path.stem, skipped=self.scan.skipped,
                                      project=self.path.parent.name,
-                                     prefix_label="system prompt and tool definitions")
+                                     prefix_label="system prompt and tool definitions", fresh_on_change=True)
         self.bulk = bulk
         self._shapes_seen = 0
         self._largest = 0
@@ -614,8 +615,9 @@ class ClaudeCodeReader:
             del session.notes[mark[1]:]
             session.offloaded.clear()
             session.subagents.clear()
-            for msg in session.messages:
-                msg.pop("subagent", None)
+            for i, msg in enumerate(session.messages):
+                if "subagent" in msg:  # (a new dict without it: never changed in place)
+                    session.messages[i] = {k: v for k, v in msg.items() if k != "subagent"}
         folder = self.path.with_suffix("")
         _offloaded(session, folder)
         if subagents:

@@ -200,6 +200,15 @@ def _user_messages(line: Line) -> list[Message]:
     return out
 
 
+def fresh_copy(msg: Message) -> Message:
+    """``msg`` as a new dict to change (its ``tool_calls`` a new list): a message the reader has made is never changed
+    in place (:attr:`SourceSession.fresh_on_change`), as a followed view holds the dicts it was handed."""
+    out = dict(msg)
+    if isinstance(out.get("tool_calls"), list):
+        out["tool_calls"] = list(out["tool_calls"])
+    return out
+
+
 def _merge_assistant(msg: Message, content: Any) -> None:
     for part in content if isinstance(content, tuple) else ():
         kind = part[0]
@@ -347,6 +356,7 @@ class Build:
                 if self.touched < 0 or at < self.touched:
                     self.touched = at
                 self._became(line.uuid, at)
+                session.messages[at] = fresh_copy(session.messages[at])  # (never changed in place: see below)
             _merge_assistant(session.messages[at], line.content)
 
     def _compaction_at(self, line: Line) -> None:

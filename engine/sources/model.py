@@ -273,6 +273,10 @@ class SourceSession:
     aggregate: dict[str, Any] | None = None  # totals the source keeps instead of per-call usage
     lines: int = 0  # lines (or items) read
     off_chain: int = 0  # messages on branches the conversation left (Claude Code rewinds)
+    # the reader never changes a message dict once it is in ``messages``: a message that changes (a response whose
+    # next line came, a subagent linked to its result) is a new dict in its place. A followed view then holds the
+    # reader's dicts as they are (engine.ingest.LiveImport), not a copy of each beside them.
+    fresh_on_change: bool = False
     make_id: IdMaker = field(default_factory=lambda: IdMaker(), repr=False, compare=False)
 
     @property

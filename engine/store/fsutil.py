@@ -6,7 +6,8 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -186,6 +187,32 @@ def fingerprint(obj: Any) -> int:
     writes, kept as long as the string lives (a followed file's messages held their text twice: 3.5 MB over ten
     minutes at 20 lines a second)."""
     return _hashed(obj)
+
+
+class Fingerprints:
+    """The :func:`fingerprint` of the last ``keep`` items of a growing list, and how many items it has: what a followed
+    view compares to find the messages that changed at its end (a change further back is handled otherwise), not one
+    fingerprint an item for as long as the list grows."""
+
+    def __init__(self, items: Sequence[Any], keep: int) -> None:
+        self.count = len(items)
+        self._recent: deque[int] = deque(map(fingerprint, items[-keep:] if keep else ()), keep)
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+    def changed(self, index: int, item: Any) -> bool:
+        """Whether item ``index`` (one of the last ``keep``) is not what it was; its fingerprint kept."""
+        sig = fingerprint(item)
+        if sig == self._recent[index - self.count]:
+            return False
+        self._recent[index - self.count] = sig
+        return True
+
+    def extend(self, items: Iterable[Any]) -> None:
+        for item in items:
+            self._recent.append(fingerprint(item))
+            self.count += 1
 
 
 def dumps_line(obj: Any, *, once: bool = False) -> bytes:

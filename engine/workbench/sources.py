@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.context.conversation import Session
+from engine.context.tokens import FOLLOW_MEMO
 from engine.model.events import AgentState, MessageAdded, StateChanged
 from engine.model.records import ContextRecord, context_records
 from engine.sources.formats import agent_format, display_name
@@ -194,6 +195,7 @@ class SourcesPart:
             session = await asyncio.to_thread(Session.load, folder, estimator=self.runtime.estimator(imported=True))
             if live is not None:
                 live.prime(session)
+                session.ledger.follow(FOLLOW_MEMO)  # (its messages come as new dicts: no key of each kept)
         except Exception as exc:  # a reader's SourceError, TranscriptError, OSError…: the view cannot be made
             log.warning("opening %s failed", path, exc_info=exc)
             sv.remove_view(folder)
@@ -338,6 +340,7 @@ class SourcesPart:
         old = sv.swap_folders(stable, fresh)  # the view keeps its path (the inspector, Export use it)
         try:
             session = await asyncio.to_thread(Session.load, stable, estimator=self.runtime.estimator(imported=True))
+            session.ledger.follow(FOLLOW_MEMO)
         except (SessionError, OSError) as exc:
             self.core.notice("warning", f"following {Path(view.source).name}: {one_line(str(exc))}")
             return

@@ -216,3 +216,19 @@ def test_fast_json_reads_what_the_standard_module_reads(value: Any, numbers: lis
             continue
         if done:
             assert repr(got) == repr(expected), text  # (repr: -0.0 and 0.0, 1 and 1.0 told apart)
+
+
+def test_fingerprints_keep_the_last_few_and_count_them_all() -> None:
+    """A followed view's fingerprints of its messages: the last ``keep`` only (one an item for as long as the list
+    grew, before), each change among them found, the items counted."""
+    from engine.store.fsutil import Fingerprints, fingerprint
+
+    items: list[Any] = [{"n": i} for i in range(10)]
+    prints = Fingerprints(items, 4)
+    assert prints.count == 10 and len(prints) == 4
+    prints.extend([{"n": 10}, {"n": 11}])
+    assert prints.count == 12 and len(prints) == 4
+    assert not prints.changed(11, {"n": 11}) and not prints.changed(8, {"n": 8})
+    assert prints.changed(11, {"n": 11, "more": True}) and not prints.changed(11, {"more": True, "n": 11})
+    assert list(prints._recent) == [fingerprint(x) for x in ({"n": 8}, {"n": 9}, {"n": 10}, {"n": 11, "more": True})]
+    assert len(Fingerprints([], 4)) == 0 and len(Fingerprints(items, 0)) == 0

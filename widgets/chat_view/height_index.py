@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 
 
 class HeightIndex:
-    """Row heights with O(log n) prefix sums, point updates, appends and offset → row search (Fenwick)."""
+    """Row heights with O(log n) prefix sums, point updates, appends and offset → row search (Fenwick). The heights
+    and the tree's sums are machine integers (``array``: 8 bytes a row each, not an int object and its slot: a
+    followed session's chat gains rows for as long as it grows)."""
 
     def __init__(self, heights: Iterable[int] = ()) -> None:
         self.reset(heights)
 
     def reset(self, heights: Iterable[int]) -> None:
-        self.a = [max(1, int(h)) for h in heights]
+        self.a = array("q", [max(1, int(h)) for h in heights])
         n = len(self.a)
-        t = [0] * (n + 1)
+        t = array("q", bytes(8 * (n + 1)))
         for i in range(1, n + 1):
             t[i] += self.a[i - 1]
             j = i + (i & -i)

@@ -432,7 +432,7 @@ class ChatView(InteractionMixin, FindMixin, QAbstractScrollArea):
         else:
             a = self._heights.a
             new = [self._layouter.estimate_height(items[r], width) for r in range(first, last + 1)]
-            self._heights.reset(a[:first] + new + a[first:])
+            self._heights.reset([*a[:first], *new, *a[first:]])
         at_end = last == len(items) - 1
         if self._stick and at_end:
             self._measure_tail(first, last, width)

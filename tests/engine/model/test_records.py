@@ -125,3 +125,32 @@ def test_reader_skips_and_says_bad_lines_and_keeps_the_rest(tmp_path: Path) -> N
     assert read_records(path, problems) == []
     assert problems == ["events.jsonl line 1: a context record was skipped (snapshot field 'system' must be a "
                         "number, got 'ten')"]
+
+
+def test_records_that_write_the_same_extra_fields_hold_one_dict_of_them() -> None:
+    """A followed view's calls of one segment write the same fields this type does not declare (``segment``,
+    ``exact_input``, ``prefix_tokens``…): their records hold one dict of them, not one each (210 KB in ten minutes of
+    following); records whose fields differ — in a value, its type, a float's sign or the keys' order — keep their
+    own, and each writes back what it read."""
+    line = _import_context_line()
+    line["cache_breakpoints"] = None  # (scalars only are shared)
+    first, second = parse_record(dict(line)), parse_record(dict(line, call_index=1, ts="2026-01-01T00:00:01Z"))
+    assert isinstance(first, ContextRecord) and isinstance(second, ContextRecord)
+    assert first.extra is second.extra and first.extra == {k: line[k] for k in first.extra}
+    for other in (dict(line, segment=1), dict(line, exact_input=1), dict(line, prefix_tokens=25.0),
+                  dict(line, agent_cost_usd=-0.0), dict(reversed(list(line.items())))):
+        rec = parse_record(other)
+        assert isinstance(rec, ContextRecord) and rec.extra is not first.extra
+        assert rec.to_json() == {k: v for k, v in other.items() if k not in ("type",)} | {"type": "context"}
+    zero = parse_record(dict(line, agent_cost_usd=0.0))
+    assert isinstance(zero, ContextRecord) and repr(zero.to_json()["agent_cost_usd"]) == "0.0"
+
+
+def test_a_call_s_record_and_its_column_hold_no_dict_of_attributes() -> None:
+    """One record, snapshot, column and price a call, for as long as a followed session grows: their fields in
+    slots, not a dict each."""
+    from engine.model.timeline import Price, TimelineCall
+
+    rec = ContextRecord.from_snapshot(_snap(), message_count=4)
+    for obj in (rec, rec.snapshot, TimelineCall(rec, Price(0.5)), Price(None, "no price")):
+        assert not hasattr(obj, "__dict__"), type(obj).__name__

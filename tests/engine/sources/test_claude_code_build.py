@@ -172,3 +172,49 @@ def test_what_every_line_repeats_is_held_as_one_string(tmp_path: Path) -> None:
     names = [part[2] for ln in lines if ln.kind == "assistant" for part in ln.content if part[0] == "use"]
     assert names == ["Bash"] * 4 and len(set(map(id, names))) == 1
     assert [c["function"]["name"] for m in session.messages for c in m.get("tool_calls", [])] == ["Bash"] * 4
+
+
+def test_a_message_once_made_is_never_changed_in_place(tmp_path: Path) -> None:
+    """A response's next line (more text, another tool call), a subagent linked to a result: the message is a new
+    dict in its place (its tool calls a new list), the one made before stays as it was — a followed view holds the
+    reader's dicts as they are (:attr:`SourceSession.fresh_on_change`), not a copy of each; the messages equal a
+    whole read's."""
+    from engine.sources.claude_code import _link_task
+
+    ts = "2026-11-25T10:00:00.000Z"
+    usage = {"input_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100, "output_tokens": 9}
+
+    def part(uid: str, parent: str, block: dict[str, object]) -> dict[str, object]:
+        return {"type": "assistant", "uuid": uid, "parentUuid": parent, "timestamp": ts, "requestId": "r1",
+                "message": {"id": "m1", "model": "claude-opus-5-5", "usage": usage, "content": [block]}}
+
+    rows = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "timestamp": ts,
+         "message": {"role": "user", "content": "go"}},
+        part("a1", "u1", {"type": "text", "text": "first"}),
+        part("a2", "a1", {"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": 1}}),
+        part("a3", "a2", {"type": "tool_use", "id": "t2", "name": "Task", "input": {"p": 2}}),
+        {"type": "user", "uuid": "u2", "parentUuid": "a3", "timestamp": ts, "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": t, "content": f"out {t}"} for t in ("t1", "t2")]}},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in rows))
+    reader = ClaudeCodeReader(path)
+    made: list[tuple[dict[str, object], str]] = []
+    for raw in path.read_bytes().splitlines(keepends=True):
+        reader.feed(raw)
+        made += [(m, json.dumps(m)) for m in reader.session.messages]
+    _link_task(reader.session, "agent-1", "t2")
+    session = reader.session
+    assert all(json.dumps(m) == was for m, was in made)  # every dict as it was when made
+    assert session.messages[1]["content"] == "first" and [c["id"] for c in session.messages[1]["tool_calls"]] == [
+        "t1", "t2"]
+    assert session.messages[3]["subagent"] == {"id": "agent-1"} and "subagent" not in made[-1][0]
+    linked = session.messages[3]
+    reader.read_beside(subagents=False)
+    reader.read_beside(subagents=False)  # (read again: the links it made before taken off, in new dicts)
+    assert "subagent" not in session.messages[3] and linked["subagent"] == {"id": "agent-1"}
+    whole = read_claude_code(path, subagents=False)
+    assert [{k: v for k, v in m.items() if k != "id"} for m in session.messages[:3]] == [
+        {k: v for k, v in m.items() if k != "id"} for m in whole.messages[:3]]
+    assert session.fresh_on_change

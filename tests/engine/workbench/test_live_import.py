@@ -177,3 +177,44 @@ def test_a_view_is_read_with_the_collector_paused(tmp_path: Path) -> None:
     live = LiveSource(source, "codex", new_prefix(), Settings(), None)
     _, collections = collections_during(lambda: live.open(tmp_path / "view"), young=200)
     assert live.session.calls and len(collections) <= 1  # at most one as the pause ends, none in it
+
+
+@pytest.mark.parametrize("source", [FILES[0], FILES[2]], ids=["claude-code", "codex"])
+def test_a_followed_view_holds_the_reader_s_messages_not_copies(source: Path, tmp_path: Path) -> None:
+    """A Claude Code reader never changes a message it made (a grown response is a new dict in its place): the view
+    holds the reader's own dicts, handed over as they are (a copy of each beside them was 0.45 MB in ten minutes of
+    following), and none changes once handed over. A reader that grows its messages in place (Codex) hands copies.
+    The fingerprints kept to find a grown message are the last MAX_REPLACED messages', not one a message."""
+    from engine.ingest import MAX_REPLACED
+
+    if not source.exists():
+        pytest.skip(f"{source} is not here")
+    data = source.read_bytes()
+    live_file = tmp_path / source.name
+    live_file.write_bytes(data[:len(data) // 4])
+    live = LiveSource(live_file, "claude-code" if "claude" in source.parent.name else "codex", new_prefix(),
+                      Settings(), None)
+    live.open(tmp_path / "view")
+    session = Session.load(tmp_path / "view")
+    own = source.parent.name == "claude-code"
+    handed: list[tuple[dict[str, Any], str]] = []
+    grown = 0
+    try:
+        for at in range(len(data) // 4, len(data), 5_000):
+            with open(live_file, "ab") as fh:
+                fh.write(data[at:at + 5_000])
+            plan = live.poll()
+            if plan is None or plan.empty:
+                continue
+            reader = {str(m["id"]): m for m in live.session.messages[-MAX_REPLACED - len(plan.added):]}
+            for msg in [*plan.replaced, *plan.added]:
+                assert (msg is reader[str(msg["id"])]) == own
+                handed.append((msg, json.dumps(msg, sort_keys=True)))
+            grown += len(plan.replaced)
+            live.importer.apply(session, plan)
+            assert len(live.importer.signatures) <= MAX_REPLACED
+    finally:
+        session.close()
+    assert handed and (grown > 0 or not own) and live.session.fresh_on_change == own
+    if own:  # none changed once handed over (a Codex copy is shallow: a response's tool_calls list grows in it)
+        assert all(json.dumps(msg, sort_keys=True) == was for msg, was in handed)

@@ -152,6 +152,37 @@ async def test_a_growing_file_is_followed_nothing_twice(rig: Rig, tmp_path: Path
 
 
 @pytest.mark.asyncio
+async def test_a_followed_view_s_ledger_keeps_no_key_a_message(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
+    """The view's session counts its messages (the next request's history) as they come, each new one a dict of its
+    own: its ledger keeps no key of each message and a bounded memo of shapes (a key and a memo entry a message were
+    held for as long as the file grew), with the counts a fresh count gives."""
+    from engine.context.tokens import FOLLOW_MEMO, TokenCache, TokenLedger
+
+    lines = _lines(_need(BIG))
+    live = tmp_path / "live.jsonl"
+    start = len(lines) // 2
+    live.write_bytes(b"".join(lines[:start]))
+    shown = Shown(rig)
+    await rig.wb.open_source(live)
+    with open(live, "ab") as fh:
+        fh.write(b"".join(lines[start:start + 200]))
+    final = read_source(live, "claude-code")
+
+    def caught_up() -> bool:
+        shown.update()
+        return len(shown.messages) == len(final.messages)
+
+    await rig.until(caught_up, timeout=20)
+    assert shown.incremental > 0
+    session = rig.wb.session
+    assert session is not None
+    ledger = session.ledger
+    assert not getattr(ledger, "_keys", None) and len(ledger.cache._memo) <= FOLLOW_MEMO
+    fresh = TokenLedger(TokenCache(session.estimator), session.messages)
+    assert ledger.counts == fresh.counts and ledger.total == fresh.total
+
+
+@pytest.mark.asyncio
 async def test_a_truncated_and_rewritten_file_is_read_again(rig: Rig, tmp_path: Path) -> None:  # noqa: F811
     live = tmp_path / "live.jsonl"
     shutil.copyfile(_need(SHARED / "claude-code" / "tool_heavy.jsonl"), live)

@@ -60,3 +60,24 @@ def test_rows_taken_out_leave_the_sums_a_fresh_index_has() -> None:
     finally:
         HeightIndex.reset = real  # type: ignore[method-assign]
     assert made_again == [] and len(big) == 9_998
+
+
+def test_the_index_holds_machine_integers_not_an_object_a_row() -> None:
+    """A followed session's chat gains rows for as long as it grows: its heights and their sums are 8 bytes a row each
+    (an int object and a list slot each were ~80 bytes a row), with the same sums."""
+    import tracemalloc
+
+    rng = random.Random(41)
+    heights = [rng.randint(300, 5_000) for _ in range(20_000)]  # (rows taller than the small ints Python shares)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        idx = HeightIndex(heights[:10_000])
+        for h in heights[10_000:]:
+            idx.append(h)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 24 * len(heights), f"{held / len(heights):.0f} bytes a row"
+    assert idx.total() == sum(heights) and idx.prefix(12_345) == sum(heights[:12_345])
+    assert idx.find(sum(heights[:777])) == 777
