@@ -674,9 +674,17 @@ def bench_ccusage20(repo: Path = REPO, rounds: int = CC20_ROUNDS) -> list[Figure
         data_dir.mkdir(parents=True)
         runs["first_all"].append(timed(usage, all_env, "first_all")[:2])
         runs["daily_all"].append(timed(daily_all, cc_env, "daily_all")[:2])
+    theirs, mine = _cc20_day_tokens(cc_out), _our_day_tokens(data_dir)  # (the last index: all agents; Claude's rows)
+    return _cc20_figures(runs, cpu, theirs, mine, size, n_claude, n_codex)
+
+
+def _cc20_figures(runs: dict[str, list[tuple[float, int]]], cpu: dict[str, list[float]],
+                  theirs: dict[str, tuple[int, int]], mine: dict[str, tuple[int, int]], size: int, n_claude: int,
+                  n_codex: int) -> list[Figure]:
+    """:func:`bench_ccusage20`'s figures from its runs ((wall s, peak RSS) by name), their CPU seconds and the tokens
+    per day of each side."""
     best = {k: min(v) for k, v in runs.items()}
     rss = {k: max(r for _, r in v) for k, v in runs.items()}
-    theirs, mine = _cc20_day_tokens(cc_out), _our_day_tokens(data_dir)  # (the last index: all agents; Claude's rows)
     prompt_same = sum(1 for d in theirs if mine.get(d, (None,))[0] == theirs[d][0])
     out_same = sum(1 for d in theirs if mine.get(d, (None, None))[1] == theirs[d][1])
     f, d = best["first"][0], best["daily"][0]

@@ -433,12 +433,15 @@ def test_attribution_cache_miss_iterations_dropped_tokens_and_row_source(agent_h
     assert source_cost(src, table).main.usd == pytest.approx(records_cost(contexts, table).usd)
     assert [e["dropped_tokens"] for e in events if e["type"] == "compaction"] == [
         c.dropped_tokens for c in src.compactions]
-    # ccusage 20 reads the same files (the subagent's too) to the same tokens but for the two compactions' own calls:
-    # no line of the file holds them (ours works them out from the cost-state totals around each boundary), and it
-    # counts neither; ours counts both, as the server logged them
-    lines = ccusage20.assert_same_tokens(agent_home.home, tmp_path / "usage", "claude", compactions=False)
-    every = ccusage20.our_days(agent_home.home, tmp_path / "usage")
-    summaries = server.calls("summary")
+    assert_ccusage20_counts_no_compaction_call(agent_home, tmp_path / "usage", server.calls("summary"))
+
+
+def assert_ccusage20_counts_no_compaction_call(agent_home: AgentHome, data: Path, summaries: list[Logged]) -> None:
+    """ccusage 20 reads the same files (a subagent's too) to the same tokens but for the compactions' own calls: no
+    line of the file holds them (ours works them out from the cost-state totals around each boundary), and it counts
+    none; ours counts each, as the server logged them (``summaries``)."""
+    lines = ccusage20.assert_same_tokens(agent_home.home, data, "claude", compactions=False)
+    every = ccusage20.our_days(agent_home.home, data)
     for figure, key in (("output", "output_tokens"), ("cache_read", "cache_read_input_tokens")):
         assert sum(day[figure] for day in every.values()) - sum(day[figure] for day in lines.values()) == sum(
             e.usage[key] for e in summaries)
