@@ -2,7 +2,7 @@
 calls as JSON lines, for scripts and status lines (the engine's :class:`engine.sources.follow.Follower`).
 
 PATH: a session file of a format followed by appending or rewriting (Claude Code, Codex, Gemini CLI, Pi, …: the
-registry's :func:`engine.sources.formats.followed`, which the help lists), or an OpenCode or Kilo session
+formats :data:`engine.sources.follow.FOLLOWED` names, which the help lists), or an OpenCode or Kilo session
 ``<…>/opencode.db#ses_…`` (the database alone: its most recent top-level session; its rows are polled, read-only).
 
 Each line has a ``"type"``:
@@ -39,21 +39,21 @@ from pathlib import Path
 from typing import Any
 
 from engine.sources import formats
-from engine.sources.follow import POLL_INTERVAL, FollowEvent
+from engine.sources.follow import FOLLOWED, POLL_INTERVAL, POLLED, FollowEvent
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "follow",
         help="print a growing session's provider calls and compactions as JSON lines "
-             f"({formats.spoken_list(formats.followed(), 'or')})",
+             f"({formats.spoken_list(FOLLOWED, 'or')})",
     )
     p.add_argument("path", type=Path, metavar="PATH",
                    help="the session file the agent is writing, or a session in a database "
-                   f"({formats.spoken_list(formats.names(growth='polled'), 'or')}): <db>#ses_…")
+                   f"({formats.spoken_list(POLLED, 'or')}): <db>#ses_…")
     p.add_argument("--new-only", action="store_true", help="skip what the file already holds")
     p.add_argument("--format", metavar="NAME",
-                   help=f"{', '.join(formats.followed())} (default: detected)")
+                   help=f"{', '.join(FOLLOWED)} (default: detected)")
     p.add_argument("--interval", type=float, default=POLL_INTERVAL, metavar="S",
                    help=f"seconds between two looks at the file (default {POLL_INTERVAL})")
 

@@ -236,12 +236,6 @@ def names(*, growth: Growth | None = None, listed: bool | None = None,
                  and (records_cost is None or f.records_cost == records_cost))
 
 
-def followed() -> tuple[SourceFormat, ...]:
-    """The registered formats a growing session of which is followed (``ctxbench follow``, the window): tailed and fed
-    to its incremental reader (appended, or rewritten whole and fed again), or polled (a database)."""
-    return tuple(f.name for f in FORMATS.values() if f.appended is not None or f.polled is not None)
-
-
 def importable() -> tuple[SourceFormat, ...]:
     """Every format ``ctxbench import`` (and the window's Open) reads: the registered ones, then the logs."""
     return (*FORMATS, *LOG_FORMATS)
@@ -292,5 +286,5 @@ def polled_reader(name: str, path: Path, *, subagents: bool = True) -> opencode.
 
 
 __all__ = ["FORMATS", "LOG_FORMATS", "AgentFormat", "AppendedReader", "Growth", "RewrittenReader", "agent_format",
-           "appended_reader", "cost_recorded_by", "display_name", "followed", "importable", "light_summary",
+           "appended_reader", "cost_recorded_by", "display_name", "importable", "light_summary",
            "listed_places", "names", "polled_reader", "spoken_list"]

@@ -599,7 +599,9 @@ def test_the_help_names_every_agent_each_command_reads() -> None:
     importable, listed = formats.spoken_list(formats.importable()), formats.spoken_list(formats.names(listed=True))
     assert f"import an agent's session file as a session ({importable})" in top
     assert f"list the agent sessions on this machine ({listed}), newest first" in top
-    followed = formats.spoken_list(formats.followed(), "or")
+    from engine.sources.follow import FOLLOWED
+
+    followed = formats.spoken_list(FOLLOWED, "or")
     assert f"provider calls and compactions as JSON lines ({followed})" in top
     for name in ("Qwen Code", "Cline", "Kilo CLI", "Copilot CLI", "Pi", "OpenHands", "mini-swe-agent"):
         assert name in importable
@@ -607,5 +609,5 @@ def test_the_help_names_every_agent_each_command_reads() -> None:
     bare = "".join  # (argparse may break a name at its hyphen: the names compared without spaces)
     assert bare(", ".join(formats.importable()).split()) in bare(_help("import").split())
     follow_help = _help("follow")
-    assert bare(", ".join(formats.followed()).split()) in bare(follow_help.split())
+    assert bare(", ".join(FOLLOWED).split()) in bare(follow_help.split())
     assert "(OpenCode or Kilo CLI): <db>#ses_…" in follow_help

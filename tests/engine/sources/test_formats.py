@@ -94,7 +94,6 @@ def test_lists_of_formats_as_a_sentence_says_them() -> None:
 
 
 def test_what_is_followed_imported_and_listed_comes_from_the_registry() -> None:
-    assert set(formats.followed()) == set(follow.FOLLOWABLE) | set(follow.POLLED)
     assert formats.importable() == (*FORMATS, *LOG_FORMATS) and set(formats.importable()) == set(get_args(SourceFormat))
     assert formats.listed_places() == tuple((FORMATS[n].display, FORMATS[n].place.shown)  # type: ignore[union-attr]
                                             for n in names(listed=True))
