@@ -593,6 +593,27 @@ def ccusage20() -> tuple[Path | None, str]:
     return path, ""
 
 
+def decode_only(name: str) -> int:
+    """The least a pass can do with one file: every line decoded by the decoder the readers use
+    (:func:`engine.store.fsutil.fast_json`), nothing kept; the lines decoded."""
+    from engine.store.fsutil import fast_json
+
+    with open(name, "rb") as fh:
+        data = fh.read()
+    return sum(1 for line in data.split(b"\n") if line and fast_json(line)[0])
+
+
+def _floor_child() -> int:
+    """The decode floor of a first index (issue 28): every line of the HOME's Claude Code files decoded, nothing
+    else, the files spread over the machine's cores as a first index spreads them
+    (:func:`engine.sources.spread.spread`). Run as a whole process beside ccusage: no exact one-pass reader in
+    Python does less."""
+    from engine.sources.spread import spread
+
+    files = sorted(str(p) for p in (Path.home() / ".claude" / "projects").glob("*/*.jsonl"))
+    return sum(f.result() for f in spread(decode_only, files, [os.path.getsize(f) for f in files]))
+
+
 def _cc20_day_tokens(out: str) -> dict[str, tuple[int, int]]:
     """{day: (prompt tokens, output tokens)} of ``ccusage claude daily --json``."""
     rows = json.loads(out).get("daily") or []
@@ -641,8 +662,9 @@ def bench_ccusage20(repo: Path = REPO, rounds: int = CC20_ROUNDS) -> list[Figure
     daily = [str(tool), "claude", "daily", "--offline", "--json", "-z", "UTC"]
     daily_all = [str(tool), "daily", "--offline", "--json", "-z", "UTC"]
     session = [str(tool), "claude", "session", "--offline", "--json"]
+    floor = [sys.executable, "-m", "benchmarks.usage_bench", "floor"]
     runs: dict[str, list[tuple[float, int]]] = {k: [] for k in ("first", "again", "daily", "sources", "session",
-                                                                "first_all", "daily_all")}
+                                                                "first_all", "daily_all", "floor")}
     cc_out = ""
 
     cpu: dict[str, list[float]] = {k: [] for k in runs}
@@ -667,6 +689,7 @@ def bench_ccusage20(repo: Path = REPO, rounds: int = CC20_ROUNDS) -> list[Figure
         runs["first"].append(timed(usage, ours_env, "first")[:2])
         took, rss, cc_out = timed(daily, cc_env, "daily")
         runs["daily"].append((took, rss))
+        runs["floor"].append(timed(floor, ours_env, "floor")[:2])
         runs["again"].append(timed(usage, ours_env, "again")[:2])
         runs["sources"].append(timed(sources, ours_env, "sources")[:2])
         runs["session"].append(timed(session, cc_env, "session")[:2])
@@ -695,6 +718,9 @@ def _cc20_figures(runs: dict[str, list[tuple[float, int]]], cpu: dict[str, list[
         Figure("cc20: first index / ccusage daily", f / d, "×", "≤ 1.0", f / d <= 1.0),
         Figure("cc20: … CPU s (user + sys, workers included), ours / ccusage's",
                min(cpu["first"]), f"/ {min(cpu['daily']):.2f}", "report", None),
+        Figure("cc20: decode floor (every line decoded, nothing else, spread as ours) / ccusage daily",
+               best["floor"][0] / d, "×", "report", None),
+        Figure("cc20: … CPU s, floor / ccusage's", min(cpu["floor"]), f"/ {min(cpu['daily']):.2f}", "report", None),
         Figure("cc20: first index, peak RSS", rss["first"] / MB, "MB", "≤ 300 MB", rss["first"] <= 300 * MB),
         Figure("cc20: ccusage daily, peak RSS", rss["daily"] / MB, "MB", "report", None),
         Figure(f"cc20: days with ccusage's prompt tokens ({len(theirs)} days)", prompt_same, "days",
@@ -735,6 +761,8 @@ if __name__ == "__main__":
         print(json.dumps(_queries_child()))
     elif cmd == "view":
         print(json.dumps(_view_child()))
+    elif cmd == "floor":
+        print(_floor_child())
     elif cmd == "ccusage20":  # [REPO]: the tree to measure (a worktree of another commit: the figures before)
         tree = Path(sys.argv[2]) if len(sys.argv) > 2 else REPO
         compiled(tree)  # (as python -m benchmarks does: the bytecode an install has)
