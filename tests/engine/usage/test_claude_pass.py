@@ -156,6 +156,60 @@ def test_progress_lines_of_every_shape_give_the_readers_rows(tmp_path: Path, pri
         assert fast is not None
 
 
+def _compact(line: bytes) -> bytes:
+    """``line`` as Claude Code writes its lines: no space after a separator (the pass's typed path reads such)."""
+    return json.dumps(json.loads(line), separators=(",", ":")).encode() + b"\n"
+
+
+def _posing(at: int, rest: str) -> bytes:
+    """A line holding ``"type":"progress"`` at byte ``at`` inside a nested object, its own type given by ``rest``."""
+    head = '{"nested":{"' + "k" * (at - len('{"nested":{"":0,')) + '":0,'
+    return f'{head}"type":"progress"}},{rest}}}\n'.encode()
+
+
+def test_progress_lines_written_as_claude_code_writes_them_take_the_typed_path(
+        tmp_path: Path, prices: PriceTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress lines without a space after their separators are decoded for the few fields the pass reads
+    (``claude_pass._ProgressLine``) where a progress line decoded whole had its type; those it must read whole — a
+    ``data`` that is no object, a ``message``, a subagent's id, a repeated ``type``, bytes that are not UTF-8, a
+    progress type nested in a line of another type — give the reader's rows all the same, and so does a file ending
+    with such lines (the last time is theirs)."""
+    checked: dict[bytes, object] = {}
+    real = claude_pass.typed_json
+
+    def counted(decode: object, raw: bytes) -> object:
+        checked[raw] = got = real(decode, raw)  # type: ignore[arg-type]
+        return got
+
+    monkeypatch.setattr(claude_pass, "typed_json", counted)
+    base = _compact(_progress("p-typed", "2026-02-11T22:00:08.500Z")).decode().rstrip("\n")
+    at = base.find(claude_pass.PROGRESS_TYPE.decode())
+    user = ('"uuid":"u-posing","parentUuid":null,"timestamp":"2026-02-11T22:00:09.000Z","message":{"role":"user",'
+            '"content":"posing as progress"}')
+    planted = [
+        base.replace('"data":{"type":"hook_progress"}', '"data":"a text"').encode() + b"\n",  # read whole
+        _compact(PROGRESS[9]), _compact(PROGRESS[10]),  # a call, and a progress line's message with its 1h writes
+        base.encode().replace(b"hook_progress", b"hook\xff") + b"\n",  # not UTF-8: damaged
+        base.replace('"data":{', '"type":"user","data":{').encode() + b"\n",  # its type: the last one
+        _compact(PROGRESS[0]).replace(b'"p-agent"', b'"p-agent-typed"'),  # a subagent's call
+        _posing(at, '"type":"user",' + user),
+        _posing(at, '"type":"system","subtype":"informational","uuid":"s-posing"'),
+        *(_compact(line) for line in (*PROGRESS[1:3], *PROGRESS[5:9])),  # (the same head: typed)
+    ]
+    tip = next(json.loads(raw)["uuid"] for raw in reversed(MAIN.read_bytes().splitlines()) if b'"uuid"' in raw)
+    link = _compact(_progress("p-link", "2026-02-11T22:00:10.000Z", parentUuid=tip))  # the chain runs through it
+    last = [link, _compact(_user("after the link", "u-link", parentUuid="p-link")),
+            *(_compact(_progress(f"p-end-{i}", ts)) for i, ts in enumerate(("2031-01-01T00:00:00.000Z", "late")))]
+    other = [_compact(line) for line in PROGRESS[3:5]]  # other heads (a parent 5, null): read whole, learnt
+    path = _planted(tmp_path, [], end=b"".join([*other, base.encode() + b"\n", *planted, *last]))  # (after the
+    # session's own lines, whose progress lines have their type elsewhere: where the last two had it is kept)
+    _same(path, prices)
+    lines = [raw.rstrip(b"\n") for raw in [*planted, *last]]
+    assert all(raw in checked for raw in lines if raw.find(claude_pass.PROGRESS_TYPE) == at)
+    assert [raw for raw in lines if raw in checked and checked[raw] is None] == [lines[0], lines[3]]  # (read whole)
+    assert sum(1 for raw in lines if getattr(checked.get(raw), "type", None) == "progress") >= 10
+
+
 def test_a_progress_line_in_the_chain_links_it_as_the_reader_links_it(tmp_path: Path, prices: PriceTable) -> None:
     """A conversation line whose parent is a progress line linked by ``parentUuid`` or, without one, by
     ``logicalParentUuid``: the conversation (and so its rows) is the reader's either way."""
