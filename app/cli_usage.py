@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import threading
+import time
 from datetime import date
 from typing import Any
 
@@ -174,6 +176,38 @@ def _duckdb_error() -> type[Exception]:
     return duckdb.Error
 
 
+class ProgressLine:
+    """How far an update's reading has come (:meth:`engine.usage.index.IndexProgress.said`), on ``stream`` when it
+    is a terminal: one line written over, once the update has run :data:`SHOW_AFTER` seconds (a quick update shows
+    nothing), wiped by :meth:`close`. Nothing on a pipe or a log. Told from the update's thread or its worker
+    pool's."""
+
+    SHOW_AFTER = 1.0
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.on = bool(getattr(stream, "isatty", lambda: False)())
+        self.started = time.monotonic()
+        self.width = 0  # of the line shown
+        self.lock = threading.Lock()
+
+    def __call__(self, progress: Any) -> None:
+        if not self.on or time.monotonic() - self.started < self.SHOW_AFTER:
+            return
+        text = f"ctxbench: {progress.said()}"
+        with self.lock:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.stream.flush()
+            self.width = len(text)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.width:
+                self.stream.write("\r" + " " * self.width + "\r")
+                self.stream.flush()
+                self.width = 0
+
+
 def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exception]) -> int:
     """Run the command; ``out`` prints one JSON object (app.cli.Printer); problems raise ``error``."""
     from engine.sources.model import shown_path
@@ -189,11 +223,14 @@ def cmd_usage(args: argparse.Namespace, settings: Any, out: Any, error: type[Exc
     index = UsageIndex(one_shot=True)  # (its readers are not kept: the process ends after this update)
     report = None
     if not args.no_update:
+        shown = ProgressLine(sys.stderr)
         try:
-            report = index.update(settings, refresh=args.refresh, say=say, lock_wait=args.lock_wait)
+            report = index.update(settings, refresh=args.refresh, say=say, lock_wait=args.lock_wait, progress=shown)
         except (OSError, UsageIndexError) as exc:
             raise error(str(exc) if isinstance(exc, UsageIndexError)
                         else f"cannot update the usage index in {shown_path(index.root)}: {exc}") from None
+        finally:
+            shown.close()
         for path, reason in report.failed[:5]:
             warn(f"{path}: {reason}")
         if len(report.failed) > 5:

@@ -55,6 +55,7 @@ Signals (payloads are engine dataclasses unless said otherwise):
     imported_changed(object)       engine.workbench.imported.ImportFacts | None — a followed view's import
                                    record changed (the agent's own cost, its tool definitions)
     usage_ready(object)            engine.usage.report.UsageReport — the answer to refresh_usage(since, until)
+    usage_progress(object)         engine.usage.index.IndexProgress — how far the update of that refresh has read
 Methods: the service's intents (see :mod:`engine.workbench.service`), forwarded.
 """
 
@@ -119,6 +120,7 @@ SIGNALS: dict[type, str] = {
     ev.ToolsReady: "tools_ready",
     ev.ImportChanged: "imported_changed",
     ev.UsageReady: "usage_ready",
+    ev.UsageProgress: "usage_progress",
 }
 """Which signal each service event becomes (events not listed reach no widget: ToolCallFinished,
 CompactionStarted, LlmReady)."""
@@ -174,6 +176,7 @@ class Controller(QObject):
     tools_ready = Signal(object, dict, object)
     imported_changed = Signal(object)
     usage_ready = Signal(object)
+    usage_progress = Signal(object)
 
     def __init__(
         self,

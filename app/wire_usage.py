@@ -6,7 +6,9 @@
   where View → Usage raises it). Its view is built when the dock is first shown (pyqtgraph); it then asks for
   the last 30 days — the engine makes the range, today (UTC) the last — reading new session files into the
   usage index first (``Controller.refresh_usage``, off the loop: engine.workbench.usage). A range change
-  queries the index as it is; Refresh reads new files again. A double-clicked session opens
+  queries the index as it is; Refresh reads new files again. While it reads, the summary says how far it has
+  come (``Controller.usage_progress``: the engine's sentence, ``IndexProgress.said``, as ``ctxbench usage`` shows
+  it on a terminal). A double-clicked session opens
   as a read-only view (as Sources → Open) and the chart is raised.
 - **Live figures**: while the dock is visible (not when the chart's tab is raised over it), every
   ``engine.workbench.usage.AUTO_REFRESH_SECONDS`` (and at once when it is shown again) the range is asked
@@ -37,6 +39,7 @@ from widgets.theme import Palette
 
 if TYPE_CHECKING:
     from app.window_base import WindowBase
+    from engine.usage.index import IndexProgress
     from engine.usage.report import UsageReport
     from widgets.usage_view import UsageView
 
@@ -81,6 +84,7 @@ class UsageWiring(QObject):
         window._theme.changed.connect(self._on_theme_changed)
         c = self.controller
         c.usage_ready.connect(self._on_usage_ready)
+        c.usage_progress.connect(self._on_usage_progress)
         c.session_loaded.connect(self._on_session_loaded)
         c.call_recorded.connect(self._on_call_recorded)
         c.call_updated.connect(self._on_call_updated)
@@ -177,6 +181,10 @@ class UsageWiring(QObject):
         self.report = report
         if self.view is not None:
             self.view.set_report(self.report)
+
+    def _on_usage_progress(self, progress: IndexProgress) -> None:
+        if self.view is not None:
+            self.view.set_progress(progress.said())
 
     # --- the session's cost
     def _on_session_loaded(self, view: SessionView) -> None:

@@ -27,6 +27,8 @@ Methods:
                                   Its ``warnings`` and ``unreadable`` files (path, reason) are shown under
                                   the summary: "N session files could not be read (show)", the list behind
                                   the link and in the tooltip (``notes``, ``unreadable_list``)
+    set_progress(text)            how far the update of an ``updating`` report has read (the engine's sentence:
+                                  engine.usage.index.IndexProgress.said), in the summary until the newer figures come
     unreadable_lines() -> list[str]  "path — reason" per file that could not be read (tests)
     date_range() -> (str, str)    since, until as shown ("" for open)
     preset_days() -> int          the chosen preset's n (0: all time), -1: Custom
@@ -142,6 +144,7 @@ class UsageView(QWidget):
         super().__init__(parent)
         self._pal = pal or palette()
         self._report: UsageReport | None = None
+        self._progress = ""  # how far the update of the figures shown has read (set_progress)
         self._first: date | None = None
         self._days: list[str] = []
         self._series: list[str] = []
@@ -391,6 +394,8 @@ class UsageView(QWidget):
 
     def set_report(self, report: UsageReport) -> None:
         self._report = report
+        if not report.updating:
+            self._progress = ""
         if self.preset_days() >= 0 and not self._settle.isActive():  # (not over a date being typed)
             # the range the engine made of the preset, in the date boxes
             self._set_dates(self._qdate(report.since), self._qdate(report.until))
@@ -399,6 +404,13 @@ class UsageView(QWidget):
         self._build_series()
         self._draw_bars()
         self._fill_tables()
+
+    def set_progress(self, text: str) -> None:
+        """How far the update of the figures shown has read (the engine's sentence), shown in the summary while
+        newer figures follow; nothing once they came."""
+        if self._report is not None and self._report.updating:
+            self._progress = text
+            self._summarize()
 
     def _summarize(self) -> None:
         r = self._report if self._report is not None else UsageReport()
@@ -416,7 +428,7 @@ class UsageView(QWidget):
         if unpriced:
             text += f" · {unpriced:,} call(s) of a model without a price are not counted"
         if r.updating:
-            text += " · <i>reading new session files…</i>"
+            text += f" · <i>{html.escape(self._progress or 'reading new session files…')}</i>"
         if r.problem:
             text += f"<br><span style='color:{self._pal.error}'>{html.escape(r.problem)}</span>"
         self.summary.setText(text)

@@ -57,11 +57,14 @@ def _context() -> Any:
 
 
 def spread(fn: Callable[[T], R], items: Sequence[T], sizes: Sequence[int], *,
-           initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = ()) -> Iterator[Future[R]]:
+           initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = (),
+           done: Callable[[int], None] | None = None) -> Iterator[Future[R]]:
     """A finished future per item of ``items`` (in their order) holding ``fn(item)``; ``sizes``: each item's bytes to
     read (the largest are started first). Every item is handed to the workers now (the caller can work meanwhile);
     the iterator waits for each in turn. ``fn`` and ``initializer`` must be module-level functions (pickled by
-    name); ``initializer(*initargs)`` runs once per worker (and once here when something is run here)."""
+    name); ``initializer(*initargs)`` runs once per worker (and once here when something is run here). ``done``:
+    called with an item's index once its result is in, in the order they finish (a worker's, from the pool's own
+    thread; one run here, before its future is given), once per item."""
     n = workers_for(len(items), sum(sizes))
     pool: ProcessPoolExecutor | None = None
     futures: dict[int, Future[R]] = {}
@@ -70,14 +73,25 @@ def spread(fn: Callable[[T], R], items: Sequence[T], sizes: Sequence[int], *,
             pool = ProcessPoolExecutor(n, mp_context=_context(), initializer=initializer, initargs=initargs)
             for i in sorted(range(len(items)), key=lambda i: -sizes[i]):  # the largest first: no long tail
                 futures[i] = pool.submit(fn, items[i])
+                if done is not None:
+                    futures[i].add_done_callback(_told(done, i))
         except (OSError, ValueError, RuntimeError, BrokenProcessPool) as exc:
             log.warning("cannot hand files to worker processes (%s): reading here", exc)
-    return _results(fn, items, futures, pool, initializer, initargs)
+    return _results(fn, items, futures, pool, initializer, initargs, done)
+
+
+def _told(done: Callable[[int], None], i: int) -> Callable[[Future[Any]], None]:
+    """A future's done callback telling ``done`` of item ``i`` — not of an item a worker that died left (read here
+    then, and told then)."""
+    def tell(fut: Future[Any]) -> None:
+        if not fut.cancelled() and not isinstance(fut.exception(), BrokenProcessPool):
+            done(i)
+    return tell
 
 
 def _results(fn: Callable[[T], R], items: Sequence[T], futures: dict[int, Future[R]],
              pool: ProcessPoolExecutor | None, initializer: Callable[..., None] | None,
-             initargs: tuple[Any, ...]) -> Iterator[Future[R]]:
+             initargs: tuple[Any, ...], done: Callable[[int], None] | None) -> Iterator[Future[R]]:
     ready = False  # the initializer has run in this process
     try:
         for i, item in enumerate(items):
@@ -89,6 +103,8 @@ def _results(fn: Callable[[T], R], items: Sequence[T], futures: dict[int, Future
                     initializer(*initargs)
                     ready = True
                 fut = run_here(fn, item)
+                if done is not None:
+                    done(i)
             if i == len(items) - 1 and pool is not None:  # the last one: the workers go now, not when collected
                 pool.shutdown(wait=True)
                 pool = None

@@ -36,6 +36,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
@@ -44,7 +45,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from engine.model.text import printable
+from engine.model.text import format_bytes, printable
 from engine.sources import formats
 from engine.sources import model as _model
 from engine.sources.discovery import Agent, ScanProblem, SourceEntry, scan_sources
@@ -210,6 +211,50 @@ def _same(entry: SourceEntry) -> SourceEntry:
     return entry
 
 
+PROGRESS_SECONDS = 0.25  # an update tells how far its reading has come at most this often (and when all is read)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexProgress:
+    """How far an update's reading of session files has come: of the ``files`` it reads whole in this step
+    (``bytes`` of them), ``files_done`` (``bytes_done``) are read. A first index reads in one step nearly all it
+    reads (the sources scan's); an update that reads files the scan had summaries of reads them in a second."""
+
+    files_done: int
+    files: int
+    bytes_done: int
+    bytes: int
+
+    def said(self) -> str:
+        """The one sentence every view shows of it (the CLI's stderr, the window's Usage view)."""
+        share = 100 * self.bytes_done // self.bytes if self.bytes else 100 * self.files_done // max(1, self.files)
+        return (f"reading session files: {self.files_done:,} of {self.files:,} "
+                f"({format_bytes(self.bytes_done)} of {format_bytes(self.bytes)}, {share} %)")
+
+
+class _Progress:
+    """Counts the files of one step as they are read — from any thread: a worker's result comes on the pool's — and
+    tells ``say`` at most every :data:`PROGRESS_SECONDS`, and once all are read."""
+
+    def __init__(self, say: Callable[[IndexProgress], None], sizes: list[int]) -> None:
+        self.say, self.sizes = say, sizes
+        self.files = self.size = 0
+        self.told = time.monotonic()
+        self.lock = threading.Lock()
+
+    def done(self, i: int) -> None:
+        """The file of index ``i`` (in ``sizes``) is read."""
+        with self.lock:
+            self.files += 1
+            self.size += self.sizes[i]
+            now = time.monotonic()
+            if self.files < len(self.sizes) and now - self.told < PROGRESS_SECONDS:
+                return
+            self.told = now
+            state = IndexProgress(self.files, len(self.sizes), self.size, sum(self.sizes))
+        self.say(state)
+
+
 class UsageIndex(IndexFiles):
     """The usage index in ``root`` (default ``<data dir>/usage``)."""
 
@@ -226,6 +271,7 @@ class UsageIndex(IndexFiles):
         self._followed: dict[str, _Followed] = {}
         # rows made by the sources scan of this update in the same pass as a file's summary: path -> (stamp, rows)
         self._early: dict[str, tuple[list[int], WorkerRows]] = {}
+        self._progress: Callable[[IndexProgress], None] | None = None  # the running update's (see update)
 
     def _read(self, entry: SourceEntry, grew: bool) -> tuple[SourceSession, dict[str, int] | None, bool]:
         """The session of ``entry`` and, for Claude Code, its main file's one-hour cache writes. A Claude Code,
@@ -286,14 +332,24 @@ class UsageIndex(IndexFiles):
     def update(self, settings: Settings | None = None, *, refresh: bool = False,
                env: Mapping[str, str] | None = None, home: Path | None = None,
                entries: list[SourceEntry] | None = None, say: Callable[[str], None] | None = None,
-               lock_wait: float = LOCK_WAIT) -> IndexReport:
+               lock_wait: float = LOCK_WAIT, progress: Callable[[IndexProgress], None] | None = None) -> IndexReport:
         """Bring the index up to date with the session files on the machine (see the module's doc). ``say``:
         told when the update waits for another process's (after a second); after ``lock_wait`` s the update is
         given up. A busy or read-only index answers as it is: ``IndexReport.warnings`` says so. UsageIndexError
-        when the index cannot be written for another reason (the text names it)."""
+        when the index cannot be written for another reason (the text names it). ``progress``: told how far the
+        reading of session files has come (:class:`IndexProgress`; from this thread or the worker pool's)."""
         started = time.perf_counter()
         report = IndexReport()
         self._early.clear()
+        self._progress = progress
+        try:
+            return self._update(settings, refresh, env, home, entries, say, lock_wait, report, started)
+        finally:
+            self._progress = None
+
+    def _update(self, settings: Settings | None, refresh: bool, env: Mapping[str, str] | None, home: Path | None,
+                entries: list[SourceEntry] | None, say: Callable[[str], None] | None, lock_wait: float,
+                report: IndexReport, started: float) -> IndexReport:
         if entries is None:
             problems: list[ScanProblem] = []
             entries = scan_sources(settings, env=env, home=home, index=self.root / "sources-index.json",
@@ -394,7 +450,11 @@ class UsageIndex(IndexFiles):
         early = {e.path: self._early.pop(e.path)[1] for e, stamp, _ in todo
                  if e.path in self._early and self._early[e.path][0] == stamp}
         self._early.clear()
-        farmed = self._spread([t for t in todo if t[0].path not in early], prices)
+        reading = [t for t in todo if t[0].path not in early]  # (the others, the scan's workers read)
+        step = self._counted([s[0] if isinstance(s[0], int) else 0 for _, s, _ in reading])
+        at = {e.path: i for i, (e, _, _) in enumerate(reading)}
+        told = None if step is None else (lambda path: step(at[path]))
+        farmed = self._spread(reading, prices, told)
         for entry, stamp, old in todo:
             fid = file_id(entry.path)
             try:
@@ -403,7 +463,11 @@ class UsageIndex(IndexFiles):
                 if done is not None:  # read whole in a worker, as read_source reads it
                     rows, damaged_said, waiting = done[0], done[1], False
                 else:
-                    session, one_hour, waiting = self._read(entry, grew=isinstance(old, dict))
+                    try:
+                        session, one_hour, waiting = self._read(entry, grew=isinstance(old, dict))
+                    finally:
+                        if told is not None:
+                            told(entry.path)
                     rows = rows_of(entry, session, prices, fid, one_hour)
                     damaged_said = bad_said(session)
                 days = sorted({r["day"] for r in rows.calls} | {r["day"] for r in rows.tool_results})
@@ -433,6 +497,13 @@ class UsageIndex(IndexFiles):
             gc.unfreeze()
         report.bad_values += bad
 
+    def _counted(self, sizes: list[int]) -> Callable[[int], None] | None:
+        """The ``done`` of a step reading files of ``sizes`` (:class:`_Progress`), when the update is told progress
+        and the step reads something; else None."""
+        if self._progress is None or not sizes:
+            return None
+        return _Progress(self._progress, sizes).done
+
     def _summaries(self, pending: list[tuple[Agent, Path, list[int], int]]) -> Iterator[Future[SourceEntry]]:
         """The summaries of the files the sources scan has none of (``pending``: agent, path, stamp, place), in their
         order. Those new to the index in an incremental format and not changed in the last :data:`LIVE_SECONDS` are
@@ -449,8 +520,9 @@ class UsageIndex(IndexFiles):
                and str(path) not in self._followed]
         if not workers_for(len(far), sum(pending[i][2][0] for i in far)):
             return light_summaries(pending)
-        futures = spread(summary_and_rows, [(pending[i][0], str(pending[i][1])) for i in far],
-                         [pending[i][2][0] for i in far], initializer=worker_start, initargs=(self.prices(),))
+        sizes = [pending[i][2][0] for i in far]
+        futures = spread(summary_and_rows, [(pending[i][0], str(pending[i][1])) for i in far], sizes,
+                         initializer=worker_start, initargs=(self.prices(),), done=self._counted(sizes))
         import_soon()  # (the workers are started: DuckDB and NumPy imported while they read)
         return self._taken(pending, set(far), futures)
 
@@ -472,12 +544,13 @@ class UsageIndex(IndexFiles):
             self._early[str(path)] = (stamp, rows)
             yield run_here(_same, entry)
 
-    def _spread(self, todo: list[tuple[SourceEntry, list[Any], Any]],
-                prices: PriceTable | None) -> dict[str, Iterator[Future[WorkerRows]]]:
+    def _spread(self, todo: list[tuple[SourceEntry, list[Any], Any]], prices: PriceTable | None,
+                told: Callable[[str], None] | None = None) -> dict[str, Iterator[Future[WorkerRows]]]:
         """Start reading, in worker processes (:func:`engine.sources.spread.spread`), the files of ``todo`` new to
         the index in a format read by an incremental reader: path -> an iterator whose next item is that file's
         future (:func:`rows_of_file`). The :data:`FOLLOWED` most recently changed of those an agent may be writing
-        (:data:`LIVE_SECONDS`) are left to :meth:`_read` (their readers kept), as are files read before."""
+        (:data:`LIVE_SECONDS`) are left to :meth:`_read` (their readers kept), as are files read before. ``told``:
+        told each file's path once it is read."""
         from engine.sources.spread import spread, workers_for
 
         new = [(e, s) for e, s, old in todo if e.agent in INCREMENTAL and "#" not in e.path
@@ -488,7 +561,8 @@ class UsageIndex(IndexFiles):
         kept = {p for _, p in sorted(live)[-FOLLOWED:]}
         new = [(e, s) for e, s in new if e.path not in kept]
         futures = spread(rows_of_file, [(e, file_id(e.path)) for e, _ in new], [s[0] for _, s in new],
-                         initializer=worker_start, initargs=(prices,))
+                         initializer=worker_start, initargs=(prices,),
+                         done=None if told is None else (lambda i: told(new[i][0].path)))
         return {e.path: futures for e, _ in new}
 
     # ------------------------------------------------------------------ query

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from engine.context.compaction import CompactionPreview
     from engine.context.diff import ContextDiff
     from engine.store.archive import ArchiveHit
+    from engine.usage.index import IndexProgress
     from engine.usage.report import UsageReport
     from engine.usage.tool_costs import ToolCosts
     from engine.workbench.imported import ImportFacts
@@ -272,6 +273,14 @@ class UsageReady(WorkbenchEvent):
     report: UsageReport
 
 
+@dataclass
+class UsageProgress(WorkbenchEvent):
+    """How far the usage index's update has read (while a ``usage.refresh`` runs): an
+    :class:`engine.usage.index.IndexProgress`; its ``said()`` is what the views show."""
+
+    progress: IndexProgress
+
+
 __all__ = [
     "ApprovalRequested",
     "ApprovalsWithdrawn",
@@ -315,6 +324,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolsReady",
     "TurnFinished",
+    "UsageProgress",
     "UsageReady",
     "WorkbenchEvent",
 ]

@@ -9,6 +9,8 @@ when it updates the index, first the figures of the index as it is (``updating``
 the figures after the update. A failed update or query is said in the report's ``problem``; every report
 carries the session files the last update could not read (``unreadable``: path and reason) and its warnings
 (``warnings``: the index is read-only, another process is updating it, a damaged index file was rebuilt).
+While the update of a refresh that is not quiet reads, :class:`engine.workbench.events.UsageProgress` says how far
+it has come (at most every :data:`engine.usage.index.PROGRESS_SECONDS`, and once all is read).
 
 Live figures: while the Usage view is shown, the window asks every :data:`AUTO_REFRESH_SECONDS` for a
 ``quiet`` refresh (with ``update``): no first "index as it is" report, and a report after the update only
@@ -31,10 +33,10 @@ from typing import Any
 from engine.model.text import one_line
 from engine.sources.model import shown_path
 from engine.store.config import Settings
-from engine.usage.index import UsageIndex
+from engine.usage.index import IndexProgress, UsageIndex
 from engine.usage.report import UsageReport, last_days, usage_report
 from engine.usage.storage import UsageIndexError
-from engine.workbench.events import UsageReady
+from engine.workbench.events import UsageProgress, UsageReady
 from engine.workbench.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -52,15 +54,19 @@ def _day(text: str | None) -> date | None:
 
 
 class UsagePart:
-    """See the module docstring. ``update`` (tests) replaces ``index.update(settings)``."""
+    """See the module docstring. ``update`` (tests) replaces ``index.update(settings, progress=told)``: it is
+    called with the index, the settings and ``told`` (None for a quiet refresh: nobody is shown its progress)."""
 
     def __init__(self, tasks: TaskGroup, emit: Callable[[Any], None], settings: Callable[[], Settings],
-                 index: UsageIndex | None = None, update: Callable[[UsageIndex, Settings], Any] | None = None) -> None:
+                 index: UsageIndex | None = None,
+                 update: Callable[[UsageIndex, Settings, Callable[[IndexProgress], None] | None], Any] | None = None,
+                 ) -> None:
         self.tasks = tasks
         self.emit = emit
         self.settings = settings
         self._index = index
-        self._update = update or (lambda ix, s: ix.update(s))
+        self._update = update or (lambda ix, s, told: ix.update(s, progress=told))
+        self._loop: asyncio.AbstractEventLoop | None = None  # the running refresh's, told progress from a thread
         self._failed: list[Any] = []  # the files the last update could not read: (path, reason)
         self._warnings: list[str] = []  # what the last update said (busy, read-only, a damaged file rebuilt)
         self._damaged: list[Any] = []  # the files the last update read in part: (path, lines, first described)
@@ -100,6 +106,13 @@ class UsagePart:
         report.warnings = [*self._warnings, *report.warnings]
         return report
 
+    def _told(self, progress: IndexProgress) -> None:
+        """How far the update has read (told from its thread, or its worker pool's): a ``UsageProgress`` on the
+        loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.emit, UsageProgress(progress))
+
     async def _refresh(self, since: date | None, until: date | None, update: bool,
                        quiet: bool = False) -> UsageReport | None:
         index_json: dict[str, Any] | None = None
@@ -110,8 +123,10 @@ class UsagePart:
                 self.emit(UsageReady(replace(first, updating=True)))
             done: Any = None
             started = time.monotonic()
+            self._loop = asyncio.get_running_loop()
             try:
-                done = await asyncio.to_thread(self._update, self.index, self.settings())
+                done = await asyncio.to_thread(self._update, self.index, self.settings(),  # (a quiet one: untold)
+                                               None if quiet else self._told)
                 index_json = done.to_json() if hasattr(done, "to_json") else None
                 log.info("usage index updated in %.2f s: %s", time.monotonic() - started, index_json)
             except UsageIndexError as exc:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from app.cli import main
+from app.cli_usage import ProgressLine
+from engine.usage import index as index_mod
+from engine.usage.index import IndexProgress
 from tests.engine.usage.test_usage_index import _call, _result, _user
 
 
@@ -202,3 +207,34 @@ def test_answers_that_cannot_be_read_are_asked_again(fake_home: Path, tmp_path: 
     answers.keep(kept.parent, "another-token", key, {"groups": [], "total": {"calls": 999}})
     assert main(["usage", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total"] == first["total"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_update_shows_how_far_it_has_read_on_a_terminal_and_wipes_it(
+        fake_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One line written over on stderr (a terminal): the engine's own sentence (IndexProgress.said), the last one
+    every file read; wiped when the reading is done, before the answer. Nothing when stderr is no terminal."""
+    folder = fake_home / ".claude" / "projects" / "-home-u-proj"
+    for k in range(2, 6):  # 5 session files
+        (folder / f"s{k}.jsonl").write_text((folder / "s1.jsonl").read_text().replace("s1", f"s{k}"))
+    monkeypatch.setattr(ProgressLine, "SHOW_AFTER", 0.0)
+    monkeypatch.setattr(index_mod, "PROGRESS_SECONDS", 0.0)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["usage", "--json"]) == 0
+    out = terminal.getvalue()
+    sizes = sum(p.stat().st_size for p in folder.glob("*.jsonl"))
+    last = IndexProgress(5, 5, sizes, sizes).said()
+    shown = [part.rstrip() for part in out.split("\r") if part.strip()]
+    assert shown[-1] == f"ctxbench: {last}" and [s.split(":")[1] for s in shown] == [" reading session files"] * 5
+    assert out.endswith("\r" + " " * len(f"ctxbench: {last}") + "\r")  # wiped
+    assert json.loads(capsys.readouterr().out)["total"]["calls"] == 10
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # no terminal: not a word
+    (folder / "s6.jsonl").write_text((folder / "s1.jsonl").read_text().replace("s1", "s6"))
+    assert main(["usage", "--json"]) == 0
+    assert sys.stderr.getvalue() == ""

@@ -11,6 +11,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.main_window import MainWindow
+from engine.usage import index as index_mod
+from engine.usage.index import IndexProgress
 from engine.usage.report import UsageReport
 from engine.workbench import usage as usage_part
 from tests.app.test_sources_window import home, open_source, win  # noqa: F401 (fixtures)
@@ -46,6 +48,23 @@ def test_the_usage_dock_shows_what_the_agents_spent(qtbot: Any, win: MainWindow,
         table.activated.emit(model.index(row, 0))
     assert blocker.args[0].read_only and blocker.args[0].source.path == path
     assert win.chart_dock.isVisible()
+
+
+def test_the_dock_says_how_far_the_update_has_read_as_the_cli_says_it(
+        qtbot: Any, win: MainWindow, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Each UsageProgress of the update reaches the summary as the engine's sentence (IndexProgress.said: what
+    ``ctxbench usage`` writes on a terminal), while the figures of the index as it was are shown."""
+    monkeypatch.setattr(index_mod, "PROGRESS_SECONDS", 0.0)
+    wiring = win.usage_wiring  # type: ignore[attr-defined]
+    view = wiring.show()
+    seen: list[tuple[IndexProgress, str]] = []
+    win.controller.usage_progress.connect(lambda p: seen.append((p, view.summary.text())))  # (after the wiring's)
+    view.set_days(0, update=True)
+    report = _final(qtbot, win)
+    assert len(seen) >= 3 and all(p.said() in text for p, text in seen[:-1])
+    last = seen[-1][0]
+    assert (last.files_done, last.files) == (report.index["read"], report.index["read"])
+    assert "reading" not in view.summary.text()
 
 
 def test_the_status_bar_says_the_sessions_cost_so_far(qtbot: Any, win: MainWindow, home: Path) -> None:  # noqa: F811

@@ -87,6 +87,19 @@ def test_summary_says_lower_bound_updating_and_problems(view: UsageView) -> None
     assert usd_text(None, 2) == "unknown" and usd_text(None) == "" and usd_text(2.0, 1) == "$2.00+"
 
 
+def test_while_newer_figures_follow_the_summary_says_how_far_their_reading_has_come(view: UsageView) -> None:
+    said = "reading session files: 3 of 164 (12.0 MB of 592.1 MB, 2 %)"
+    view.set_report(_report(updating=True))
+    assert "reading new session files…" in view.summary.text()
+    view.set_progress(said)
+    assert said in view.summary.text() and "reading new session files…" not in view.summary.text()
+    view.set_report(_report(updating=False))  # the newer figures
+    view.set_progress("reading session files: 164 of 164 (592.1 MB of 592.1 MB, 100 %)")  # (told late: not shown)
+    assert "reading" not in view.summary.text()
+    view.set_report(_report(updating=True))  # the next refresh: from its own start
+    assert "reading new session files…" in view.summary.text() and said not in view.summary.text()
+
+
 def test_tables_sort_by_number_and_a_double_click_opens_the_session(view: UsageView, qtbot: Any) -> None:
     view.set_report(_report())
     t = view.sessions

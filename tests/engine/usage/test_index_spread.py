@@ -223,9 +223,9 @@ def test_a_first_index_reads_each_file_once_for_its_summary_and_its_rows(tmp_pat
     handed: list[int] = []
     real = UsageIndex._spread
 
-    def spy(self: UsageIndex, todo: list[Any], prices: Any) -> Any:
+    def spy(self: UsageIndex, todo: list[Any], prices: Any, told: Any = None) -> Any:
         handed.append(len(todo))
-        return real(self, todo, prices)
+        return real(self, todo, prices, told)
 
     monkeypatch.setattr(UsageIndex, "_spread", spy)
     one = UsageIndex(tmp_path / "one-pass")

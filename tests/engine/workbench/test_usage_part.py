@@ -1,6 +1,6 @@
 """The service's Usage part: queries off the loop, a UsageReady with plain data (first the index as it is,
-then after the update), problems said in the report; a quiet (live) refresh says only what is new and
-does not replace a running one."""
+then after the update, how far the update has read between them: UsageProgress), problems said in the report; a
+quiet (live) refresh says only what is new and does not replace a running one."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from engine.store.config import Settings
 from engine.usage import storage
-from engine.usage.index import IndexReport, UsageIndex
-from engine.workbench.events import UsageReady
+from engine.usage.index import IndexProgress, IndexReport, UsageIndex
+from engine.workbench.events import UsageProgress, UsageReady
 from engine.workbench.tasks import TaskGroup
 from engine.workbench.usage import UsagePart
 from tests.engine.usage.test_usage_index import _call, _user
@@ -37,7 +37,7 @@ def _run(part: UsagePart, *args: Any, **kw: Any) -> Any:
 def _part(tmp_path: Path, events: list[Any], update: Any = None) -> UsagePart:
     home = _home(tmp_path)
     return UsagePart(TaskGroup(), events.append, lambda: Settings(), index=UsageIndex(tmp_path / "usage"),
-                     update=update or (lambda ix, s: ix.update(s, home=home, env={})))
+                     update=update or (lambda ix, s, told: ix.update(s, home=home, env={}, progress=told)))
 
 
 def test_refresh_sends_the_index_as_it_is_then_the_updated_figures(tmp_path: Path) -> None:
@@ -45,7 +45,10 @@ def test_refresh_sends_the_index_as_it_is_then_the_updated_figures(tmp_path: Pat
     part = _part(tmp_path, events)
 
     report = _run(part, "2026-03-02", None)
-    assert [type(e) for e in events] == [UsageReady, UsageReady]
+    assert [type(e) for e in events] == [UsageReady, UsageProgress, UsageReady]  # (how far the update read)
+    size = next((tmp_path / "home").rglob("s1.jsonl")).stat().st_size
+    assert events[1].progress == IndexProgress(1, 1, size, size)
+    events.pop(1)
     first, last = events[0].report, events[1].report
     assert first.updating and first.total["calls"] == 0  # an empty index, at once
     assert not last.updating and last is report and last.total["calls"] == 1 and last.days() == ["2026-03-02"]
@@ -56,7 +59,7 @@ def test_refresh_sends_the_index_as_it_is_then_the_updated_figures(tmp_path: Pat
 def test_refresh_without_update_reads_no_file(tmp_path: Path) -> None:
     events: list[Any] = []
     calls: list[int] = []
-    part = _part(tmp_path, events, update=lambda ix, s: calls.append(1))
+    part = _part(tmp_path, events, update=lambda ix, s, told: calls.append(1))
     _run(part, None, "bad date", update=False)
     assert calls == [] and len(events) == 1 and not events[0].report.updating and events[0].report.until is None
 
@@ -64,7 +67,7 @@ def test_refresh_without_update_reads_no_file(tmp_path: Path) -> None:
 def test_a_failed_update_is_said_in_the_report(tmp_path: Path) -> None:
     events: list[Any] = []
 
-    def fail(ix: UsageIndex, s: Settings) -> None:
+    def fail(ix: UsageIndex, s: Settings, told: Any = None) -> None:
         raise OSError("disk full")
 
     _run(_part(tmp_path, events, update=fail))
@@ -121,7 +124,7 @@ def _quiet(part: UsagePart) -> Any:
 
 def test_a_quiet_refresh_says_nothing_when_the_update_read_nothing(tmp_path: Path) -> None:
     events: list[Any] = []
-    part = _part(tmp_path, events, update=lambda ix, s: IndexReport(files=3, unchanged=3))
+    part = _part(tmp_path, events, update=lambda ix, s, told: IndexReport(files=3, unchanged=3))
     assert _quiet(part) is None and events == []  # no "index as it is" first, nothing after: no repaint
 
 
@@ -142,11 +145,11 @@ def test_a_quiet_refresh_sends_the_figures_once_when_a_file_grew(tmp_path: Path)
 def test_a_quiet_refresh_says_new_failures_and_problems_once(tmp_path: Path) -> None:
     events: list[Any] = []
     failing = IndexReport(files=1, failed=[("/x/a.jsonl", "not JSON")])
-    part = _part(tmp_path, events, update=lambda ix, s: failing)
+    part = _part(tmp_path, events, update=lambda ix, s, told: failing)
     assert _quiet(part) is not None and len(events) == 1  # a file that does not read: said
     assert _quiet(part) is None and len(events) == 1  # the same one again: nothing new
 
-    def fail(ix: UsageIndex, s: Settings) -> None:
+    def fail(ix: UsageIndex, s: Settings, told: Any = None) -> None:
         raise OSError("disk full")
 
     part._update = fail
@@ -157,7 +160,7 @@ def test_a_quiet_refresh_does_not_replace_a_running_one(tmp_path: Path) -> None:
     events: list[Any] = []
     started, release = threading.Event(), threading.Event()
 
-    def slow(ix: UsageIndex, s: Settings) -> IndexReport:
+    def slow(ix: UsageIndex, s: Settings, told: Any = None) -> IndexReport:
         started.set()
         release.wait(10)
         return IndexReport(read=1)
