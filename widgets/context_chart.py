@@ -117,13 +117,13 @@ from widgets.chart_parts import (
     CallRecord,
     SceneTips,
     TokenAxis,
-    downsample_when_dense,
     kept_as_drawn,
     set_line,
     short_tokens,
     x_range,
 )
 from widgets.chart_parts import Timeline as _Timeline
+from widgets.chart_split import Cut, SplitBars, SplitCurve
 from widgets.chart_text import across, column_tooltip, thin, timeline_header, timeline_legend
 from widgets.compaction_text import compaction_tooltip as _compaction_tip
 from widgets.compaction_text import subagent_tooltip as _subagent_tip
@@ -217,14 +217,11 @@ class ContextChart(QWidget):
         tp.layout.setContentsMargins(0, 4, 10, 0)
         tp.showGrid(x=False, y=True, alpha=0.25)
         tp.getViewBox().setLimits(xMin=-1)
-        self._tl_bars: dict[str, pg.BarGraphItem] = {}
+        self._tl_bars: dict[str, SplitBars] = {}  # (each a frozen and a live part: widgets.chart_split)
+        self._cut = Cut()
         for key in TIMELINE_REGIONS:
-            item = pg.BarGraphItem(
-                x=np.zeros(0), height=np.zeros(0), y0=np.zeros(0), width=COLUMN_WIDTH, pen=None,
-                brush=QColor(self._pal.regions[key]),
-            )
-            tp.addItem(item)
-            self._tl_bars[key] = item
+            self._tl_bars[key] = SplitBars(tp, x=np.zeros(0), height=np.zeros(0), y0=np.zeros(0), width=COLUMN_WIDTH,
+                                           pen=None, brush=QColor(self._pal.regions[key]))
         nr = len(TIMELINE_REGIONS)
         self._ghost = pg.BarGraphItem(
             x=np.zeros(nr), height=np.zeros(nr), y0=np.zeros(nr), width=COLUMN_WIDTH, pen=None,
@@ -233,12 +230,10 @@ class ContextChart(QWidget):
         tp.addItem(self._ghost)
         self._window_curve = pg.PlotDataItem(connect="finite")
         self._threshold_curve = pg.PlotDataItem(connect="finite")
-        self._raw_curve = pg.PlotDataItem(connect="finite")
-        self._provider_curve = pg.PlotDataItem(connect="finite")
         for item in (self._window_curve, self._threshold_curve):  # across the chart: no part of its x range
             tp.addItem(item, ignoreBounds=True)
-        for item in (self._raw_curve, self._provider_curve):
-            tp.addItem(item)
+        self._raw_curve = SplitCurve(tp)
+        self._provider_curve = SplitCurve(tp)
         self._compaction_marks = CompactionLayer(tp)
         self._offscale_label = pg.TextItem("", anchor=(1, 0))  # fitted: the lines above the scale, named
         self._offscale_label.setVisible(False)
@@ -250,8 +245,9 @@ class ContextChart(QWidget):
         self._inferred_label = pg.TextItem("inferred", anchor=(0, 0.5))
         self._inferred_label.setVisible(False)
         tp.addItem(self._inferred_label)
-        kept_as_drawn(self._tl_axis_left, self._tl_axis_right, *self._tl_bars.values(), self._raw_curve.curve,
-                      self._provider_curve.curve, self._window_curve.curve, self._threshold_curve.curve)
+        kept_as_drawn(self._tl_axis_left, self._tl_axis_right, *(i for b in self._tl_bars.values() for i in b.items),
+                      *self._raw_curve.curves, *self._provider_curve.curves, self._window_curve.curve,
+                      self._threshold_curve.curve)
         layout.addWidget(self._tl_plot, 1)
         self._tl_legend = QLabel()
         self._tl_legend.setWordWrap(True)
@@ -285,6 +281,7 @@ class ContextChart(QWidget):
     ) -> None:
         """Replace the timeline with these calls (in call order) and compaction events."""
         self._timeline.clear()
+        self._cut.stale = True  # (the frozen columns drawn again)
         self._selection.index = None
         for record in records:
             self._timeline.append(record)
@@ -317,6 +314,7 @@ class ContextChart(QWidget):
         self._snapshot = None
         self._draft_override = None
         self._timeline.clear()
+        self._cut.stale = True  # (the frozen columns drawn again)
         self._compaction_marks.clear()
         self._subagents.set_marks([])
         self._selection.index = None
@@ -634,8 +632,9 @@ class ContextChart(QWidget):
         x = np.arange(1, n + 1, dtype=float)
         values = tl.values[:, :n]
         base = np.zeros(n)
+        moved = self._cut.place(n)  # (the calls before the cut drawn again only when it moved)
         for r, key in enumerate(TIMELINE_REGIONS):
-            self._tl_bars[key].setOpts(x=x, y0=base.copy(), height=values[r].copy())
+            self._tl_bars[key].set(x, base, values[r], self._cut.at, moved)
             base = base + values[r]
         want_symbols = n <= 150
         if want_symbols != self._provider_symbols:
@@ -643,10 +642,8 @@ class ContextChart(QWidget):
         provider = tl.provider[:n].copy()
         dots = want_symbols and bool(np.isfinite(provider).any())  # no figure at all (SWE-agent): no dots to bound
         raw = tl.raw[:n].copy()
-        downsample_when_dense(self._provider_curve, provider)
-        self._provider_curve.setData(x, provider, symbol="o" if dots else None, symbolSize=5)
-        downsample_when_dense(self._raw_curve, raw)
-        self._raw_curve.setData(x, raw)
+        self._provider_curve.set(x, provider, self._cut.at, moved, symbol="o" if dots else None, symbolSize=5)
+        self._raw_curve.set(x, raw, self._cut.at, moved)
         self._compaction_marks.draw()
         tops = np.fmax(values.sum(axis=0), tl.provider[:n])
         self._subagents.update(tops)

@@ -629,17 +629,98 @@ def test_the_calls_are_kept_drawn_while_only_the_next_request_changes(qtbot):
         c.set_snapshot(snap())
         qtbot.waitUntil(lambda: c._ghost in painted, timeout=2_000)
         qtbot.wait(50)
-        regions = set(map(id, c._tl_bars.values()))
+        regions = {id(item) for bars in c._tl_bars.values() for item in bars.items}
         for i in range(3):
             painted.clear()
             c.set_snapshot(snap(history_tool=6_000 + 500 * i))
             qtbot.waitUntil(lambda: c._ghost in painted, timeout=2_000)
             assert not regions & set(map(id, painted))  # the ghost drawn, the 300 columns under it not
         painted.clear()
-        c.append_call(TimelineCall.from_json(record(300)))  # a new call: the columns drawn again
-        qtbot.waitUntil(lambda: regions <= set(map(id, painted)), timeout=2_000)
+        c.append_call(TimelineCall.from_json(record(300)))  # a new call: the columns drawn again (all live: 301)
+        live = {id(bars.live) for bars in c._tl_bars.values()}
+        qtbot.waitUntil(lambda: live <= set(map(id, painted)), timeout=2_000)
     finally:
         pg.BarGraphItem.paint = real
+
+
+def test_a_new_call_of_a_long_session_draws_the_last_calls_only(qtbot, monkeypatch):
+    """From SPLIT_FROM calls, the columns before a cut are kept as drawn while calls come: a new call draws the
+    columns after the cut (LIVE_MAX at most) and the last points of the lines, not the thousands before; once
+    more than LIVE_MAX calls came, the cut moves to the last call and the frozen columns are drawn again, once."""
+    import pyqtgraph as pg
+
+    from widgets import chart_split
+
+    monkeypatch.setattr(chart_split, "LIVE_MAX", 8)
+    painted: list[object] = []
+    real = pg.BarGraphItem.paint
+
+    def counting(self, *args):
+        painted.append(self)
+        return real(self, *args)
+
+    monkeypatch.setattr(pg.BarGraphItem, "paint", counting)
+    c = ContextChart(pal=LIGHT)
+    qtbot.addWidget(c)
+    c.resize(420, 640)
+    c.show()
+    qtbot.waitExposed(c)
+    n = chart_split.SPLIT_FROM + 100
+    set_calls(c, [record(i % 300) for i in range(n)])
+    frozen = {id(bars.frozen) for bars in c._tl_bars.values()}
+    live = {id(bars.live) for bars in c._tl_bars.values()}
+    assert c._cut.at == n - 1 and len(c._tl_bars["system"].frozen.opts["x"]) == n - 1
+    qtbot.waitUntil(lambda: frozen <= set(map(id, painted)), timeout=2_000)
+    qtbot.wait(100)  # (the first paints settled)
+    vb = c._tl_plot.getPlotItem().getViewBox()
+    kept = 0
+    for i in range(7):  # the live part grows to LIVE_MAX calls: the frozen columns are not drawn again
+        painted.clear()
+        shown = vb.viewRange()
+        c.append_call(TimelineCall.from_json(record(i)))
+        qtbot.waitUntil(lambda: live <= set(map(id, painted)), timeout=2_000)
+        if vb.viewRange() == shown:  # (unless the x range took its next step: the whole plot is drawn again)
+            assert not frozen & set(map(id, painted))
+            kept += 1
+    assert kept >= 5
+    assert c._cut.at == n - 1 and len(c._tl_bars["system"].live.opts["x"]) == 8
+    painted.clear()
+    c.append_call(TimelineCall.from_json(record(8)))  # one more: the cut moves to the last call
+    qtbot.waitUntil(lambda: frozen <= set(map(id, painted)), timeout=2_000)
+    assert c._cut.at == n + 7 and c.column_count() == n + 8
+    assert len(c._tl_bars["system"].opts["x"]) == n + 8  # every column, once
+    tops = np.sum([np.asarray(bars.opts["height"]) for bars in c._tl_bars.values()], axis=0)
+    assert np.array_equal(tops, c.column_tops())
+    x, y = c._provider_curve.getData()
+    assert np.array_equal(y, c.provider_series()) and np.array_equal(x, np.arange(1, n + 9))
+
+
+def test_the_chart_of_a_long_session_draws_as_it_did_whole(qtbot, monkeypatch):
+    """The frozen and the live parts draw what one item each drew: the columns to the pixel; the lines but for the
+    join, where the dotted estimate's pattern starts again (a few pixels)."""
+    from PySide6.QtGui import QImage
+
+    from widgets import chart_split
+
+    def image(split_from: int) -> QImage:
+        monkeypatch.setattr(chart_split, "SPLIT_FROM", split_from)
+        c = ContextChart(pal=LIGHT)
+        qtbot.addWidget(c)
+        c.resize(700, 640)
+        c.show()
+        qtbot.waitExposed(c)
+        set_calls(c, [record(i % 300) for i in range(900)])
+        for i in range(40):
+            c.append_call(TimelineCall.from_json(record(i)))
+        c.set_snapshot(snap())
+        qtbot.wait(50)
+        return c._tl_plot.grab().toImage()
+
+    whole, split = image(10**9), image(512)
+    assert whole.size() == split.size()
+    differ = sum(1 for y in range(whole.height()) for x in range(whole.width())
+                 if whole.pixel(x, y) != split.pixel(x, y))
+    assert differ <= 0.002 * whole.width() * whole.height()
 
 
 def test_a_line_of_more_calls_than_pixels_is_drawn_by_its_extremes(qtbot):
