@@ -196,12 +196,16 @@ class ProgressLine:
             return
         text = f"ctxbench: {progress.said()}"
         with self.lock:
+            if not self.on:  # (closed meanwhile: a worker's last file told late writes nothing)
+                return
             self.stream.write("\r" + text.ljust(self.width))
             self.stream.flush()
             self.width = len(text)
 
     def close(self) -> None:
+        """Wipe the line; nothing is written after."""
         with self.lock:
+            self.on = False
             if self.width:
                 self.stream.write("\r" + " " * self.width + "\r")
                 self.stream.flush()

@@ -243,7 +243,7 @@ class _Progress:
         self.lock = threading.Lock()
 
     def done(self, i: int) -> None:
-        """The file of index ``i`` (in ``sizes``) is read."""
+        """The file of index ``i`` (in ``sizes``) is read. (Told under the lock: in the order counted.)"""
         with self.lock:
             self.files += 1
             self.size += self.sizes[i]
@@ -251,8 +251,7 @@ class _Progress:
             if self.files < len(self.sizes) and now - self.told < PROGRESS_SECONDS:
                 return
             self.told = now
-            state = IndexProgress(self.files, len(self.sizes), self.size, sum(self.sizes))
-        self.say(state)
+            self.say(IndexProgress(self.files, len(self.sizes), self.size, sum(self.sizes)))
 
 
 class UsageIndex(IndexFiles):

@@ -234,6 +234,10 @@ def test_a_long_update_shows_how_far_it_has_read_on_a_terminal_and_wipes_it(
     assert out.endswith("\r" + " " * len(f"ctxbench: {last}") + "\r")  # wiped
     assert json.loads(capsys.readouterr().out)["total"]["calls"] == 10
 
+    line = ProgressLine(terminal)
+    line.close()
+    line(IndexProgress(1, 2, 3, 4))  # told after the wipe (a worker's last file, late): nothing written
+    assert terminal.getvalue() == out
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # no terminal: not a word
     (folder / "s6.jsonl").write_text((folder / "s1.jsonl").read_text().replace("s1", "s6"))
     assert main(["usage", "--json"]) == 0
