@@ -236,22 +236,22 @@ class _Progress:
     """Counts the files of one step as they are read — from any thread: a worker's result comes on the pool's — and
     tells ``say`` at most every :data:`PROGRESS_SECONDS`, and once all are read."""
 
-    def __init__(self, say: Callable[[IndexProgress], None], sizes: list[int]) -> None:
-        self.say, self.sizes = say, sizes
+    def __init__(self, say: Callable[[IndexProgress], None], sizes: Mapping[Any, int]) -> None:
+        self.say, self.sizes, self.total = say, sizes, sum(sizes.values())
         self.files = self.size = 0
         self.told = time.monotonic()
         self.lock = threading.Lock()
 
-    def done(self, i: int) -> None:
-        """The file of index ``i`` (in ``sizes``) is read. (Told under the lock: in the order counted.)"""
+    def done(self, key: Any) -> None:
+        """The file of ``key`` (in ``sizes``) is read. (Told under the lock: in the order counted.)"""
         with self.lock:
             self.files += 1
-            self.size += self.sizes[i]
+            self.size += self.sizes[key]
             now = time.monotonic()
             if self.files < len(self.sizes) and now - self.told < PROGRESS_SECONDS:
                 return
             self.told = now
-            self.say(IndexProgress(self.files, len(self.sizes), self.size, sum(self.sizes)))
+            self.say(IndexProgress(self.files, len(self.sizes), self.size, self.total))
 
 
 class UsageIndex(IndexFiles):
@@ -450,9 +450,7 @@ class UsageIndex(IndexFiles):
                  if e.path in self._early and self._early[e.path][0] == stamp}
         self._early.clear()
         reading = [t for t in todo if t[0].path not in early]  # (the others, the scan's workers read)
-        step = self._counted([s[0] if isinstance(s[0], int) else 0 for _, s, _ in reading])
-        at = {e.path: i for i, (e, _, _) in enumerate(reading)}
-        told = None if step is None else (lambda path: step(at[path]))
+        told = self._counted({e.path: s[0] if isinstance(s[0], int) else 0 for e, s, _ in reading})
         farmed = self._spread(reading, prices, told)
         for entry, stamp, old in todo:
             fid = file_id(entry.path)
@@ -496,9 +494,9 @@ class UsageIndex(IndexFiles):
             gc.unfreeze()
         report.bad_values += bad
 
-    def _counted(self, sizes: list[int]) -> Callable[[int], None] | None:
-        """The ``done`` of a step reading files of ``sizes`` (:class:`_Progress`), when the update is told progress
-        and the step reads something; else None."""
+    def _counted(self, sizes: Mapping[Any, int]) -> Callable[[Any], None] | None:
+        """The ``done`` of a step reading the files of ``sizes`` (each file's key: its size; :class:`_Progress`), when
+        the update is told progress and the step reads something; else None."""
         if self._progress is None or not sizes:
             return None
         return _Progress(self._progress, sizes).done
@@ -520,8 +518,9 @@ class UsageIndex(IndexFiles):
         if not workers_for(len(far), sum(pending[i][2][0] for i in far)):
             return light_summaries(pending)
         sizes = [pending[i][2][0] for i in far]
+        told = self._counted(dict(enumerate(sizes)))  # (by the index of each in what is spread)
         futures = spread(summary_and_rows, [(pending[i][0], str(pending[i][1])) for i in far], sizes,
-                         initializer=worker_start, initargs=(self.prices(),), done=self._counted(sizes))
+                         initializer=worker_start, initargs=(self.prices(),), done=told)
         import_soon()  # (the workers are started: DuckDB and NumPy imported while they read)
         return self._taken(pending, set(far), futures)
 

@@ -66,7 +66,6 @@ class UsagePart:
         self.settings = settings
         self._index = index
         self._update = update or (lambda ix, s, told: ix.update(s, progress=told))
-        self._loop: asyncio.AbstractEventLoop | None = None  # the running refresh's, told progress from a thread
         self._failed: list[Any] = []  # the files the last update could not read: (path, reason)
         self._warnings: list[str] = []  # what the last update said (busy, read-only, a damaged file rebuilt)
         self._damaged: list[Any] = []  # the files the last update read in part: (path, lines, first described)
@@ -106,12 +105,15 @@ class UsagePart:
         report.warnings = [*self._warnings, *report.warnings]
         return report
 
-    def _told(self, progress: IndexProgress) -> None:
-        """How far the update has read (told from its thread, or its worker pool's): a ``UsageProgress`` on the
-        loop."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.emit, UsageProgress(progress))
+    def _told(self) -> Callable[[IndexProgress], None]:
+        """What tells how far this refresh's update has read (from its thread, or its worker pool's): a
+        ``UsageProgress`` on this loop."""
+        loop = asyncio.get_running_loop()
+
+        def told(progress: IndexProgress) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self.emit, UsageProgress(progress))
+        return told
 
     async def _refresh(self, since: date | None, until: date | None, update: bool,
                        quiet: bool = False) -> UsageReport | None:
@@ -123,10 +125,9 @@ class UsagePart:
                 self.emit(UsageReady(replace(first, updating=True)))
             done: Any = None
             started = time.monotonic()
-            self._loop = asyncio.get_running_loop()
             try:
                 done = await asyncio.to_thread(self._update, self.index, self.settings(),  # (a quiet one: untold)
-                                               None if quiet else self._told)
+                                               None if quiet else self._told())
                 index_json = done.to_json() if hasattr(done, "to_json") else None
                 log.info("usage index updated in %.2f s: %s", time.monotonic() - started, index_json)
             except UsageIndexError as exc:
